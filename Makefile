@@ -1,0 +1,49 @@
+# `make run` starts the app on http://localhost:8501; `make test` runs every test. Both set themselves up.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: run test install install-dev chromium lint bench clean
+
+run: $(VENV)/.runtime
+	$(PY) -m streamlit run app.py --server.address localhost --server.port 8501
+
+test: $(VENV)/.dev chromium
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+install: $(VENV)/.runtime
+install-dev: $(VENV)/.dev
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, so nothing that depends on it pulls a different (CUDA) build
+$(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
+	$(PIP) install --disable-pip-version-check -q "torch==2.13.*"
+	$(PIP) install --disable-pip-version-check -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+	$(PIP) install --disable-pip-version-check -q -r requirements-dev.txt
+	touch $@
+
+# Debian's chromium for the browser tests: installed when missing and we are root; otherwise they skip
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "chromium not found and cannot be installed here: browser tests will be skipped"; fi
+
+lint: $(VENV)/.dev
+	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+bench: $(VENV)/.dev
+	$(PY) -m bench forward
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache artifacts

@@ -1,0 +1,84 @@
+"""Headless CLI: `python -m explorer export --model M --text T [--max-tokens N] [--format json|csv]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub, whatever else is imported
+
+
+class CliError(Exception):
+    """A usage or input problem reported as one line on stderr."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not usage + traceback
+        raise CliError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m explorer", description="Export a model's attention on a text.")
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    export = commands.add_parser("export", help="attention weights of every layer and head, as JSON or CSV")
+    export.add_argument("--list-models", action="store_true", help="print the model keys, one per line")
+    export.add_argument("--model", help="model key (see --list-models)")
+    source = export.add_mutually_exclusive_group()
+    source.add_argument("--text", help="the sentence to run")
+    source.add_argument("--example", action="store_true", help="use the model's own example sentence")
+    export.add_argument("--max-tokens", type=int, help="cut the input at this many tokens (default: model maximum)")
+    export.add_argument("--format", choices=("json", "csv"), default="json")
+    return parser
+
+
+def export(args: argparse.Namespace) -> None:
+    from explorer import export as to_data
+    from explorer import trace
+    from models import registry
+
+    if args.list_models:
+        print("\n".join(registry.MODELS))
+        return
+    if not args.model:
+        raise CliError("--model is required (see --list-models)")
+    if args.model not in registry.MODELS:
+        raise CliError(f"unknown model {args.model!r}; choose from {', '.join(registry.MODELS)}")
+    if args.text is None and not args.example:
+        raise CliError("give --text TEXT or --example")
+    loaded = registry.load(args.model)
+    text = loaded.example if args.example else args.text
+    result = trace.run(loaded, text, args.max_tokens)
+    if result.truncated:
+        kept = len(result.source_tokens)
+        print(f"warning: input truncated to {kept} tokens ({result.truncated} tokens cut)", file=sys.stderr)
+    if args.format == "csv":
+        to_data.write_csv(result, sys.stdout)
+    else:
+        json.dump(to_data.to_document(result), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from models.pretrained import ModelFolderError
+    from models.tokenize import TokenizeError
+
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command != "export":
+            raise CliError("choose a command: export")
+        export(args)
+        return 0
+    except (CliError, TokenizeError, ModelFolderError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `| head` closed the pipe: not an error of ours
+        return 0
+    except Exception as e:  # anything else still gets one line, never a traceback
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

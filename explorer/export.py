@@ -1,0 +1,46 @@
+"""A trace as plain data: the JSON document and CSV rows that `python -m explorer export` writes."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+
+from explorer.trace import Trace
+
+
+def to_document(trace: Trace) -> dict:
+    """{"model", "tokens": {"source", "target"?}, "attention": {kind: [layer][head][query][key]}}."""
+    tokens: dict[str, list[str]] = {"source": list(trace.source_tokens)}
+    if trace.target_tokens is not None:
+        tokens["target"] = list(trace.target_tokens)
+    doc: dict = {"model": trace.model_key, "tokens": tokens}
+    if trace.output_tokens is not None:
+        doc["output"] = list(trace.output_tokens)
+    if trace.truncated:
+        doc["truncated"] = trace.truncated
+    # float32 -> Python float is exact, so the numbers are the model's own
+    doc["attention"] = {kind: trace.attention(kind).weights.tolist() for kind in trace.kinds}
+    return doc
+
+
+CSV_HEADER = ("kind", "layer", "head", "query_index", "query_token", "key_index", "key_token", "weight")
+
+
+def csv_rows(trace: Trace) -> Iterator[tuple]:
+    """One row per (kind, layer, head, query, key) with both tokens spelled out."""
+    for kind in trace.kinds:
+        queries, keys = trace.tokens_for(kind)
+        weights = trace.attention(kind).weights
+        for layer in range(weights.shape[0]):
+            for head in range(weights.shape[1]):
+                for qi, query in enumerate(queries):
+                    row = weights[layer, head, qi].tolist()
+                    for ki, key in enumerate(keys):
+                        yield kind, layer, head, qi, query, ki, key, row[ki]
+
+
+def write_csv(trace: Trace, out: io.TextIOBase) -> None:
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    writer.writerows(csv_rows(trace))

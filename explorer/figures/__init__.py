@@ -1,0 +1,1 @@
+"""Pure figure builders: numpy arrays and token labels in, plotly Figures out (no torch, no streamlit)."""

@@ -1,0 +1,58 @@
+"""One attention head as a heatmap: rows are queries (attending), columns are keys (attended to)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.figures.labels import escape_tokens
+
+HOVER = "query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>weight %{z:.4f}<extra></extra>"
+
+
+def head_heatmap(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], title: str = "") -> go.Figure:
+    """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across."""
+    if weights.shape != (len(queries), len(keys)):
+        raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
+    q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
+    # numeric axes + ticktext: a category axis would merge the two "the" tokens into one row
+    hover = np.empty(weights.shape + (2,), dtype=object)
+    hover[..., 0] = np.array(q_labels, dtype=object)[:, None]
+    hover[..., 1] = np.array(k_labels, dtype=object)[None, :]
+    figure = go.Figure(
+        go.Heatmap(
+            z=weights,
+            x=list(range(len(keys))),
+            y=list(range(len(queries))),
+            zmin=0,
+            zmax=1,
+            colorscale="Blues",
+            customdata=hover,
+            hovertemplate=HOVER,
+            colorbar={"title": {"text": "weight"}},
+        )
+    )
+    size = max(320, min(900, 24 * max(len(queries), len(keys)) + 160))
+    figure.update_layout(
+        title={"text": title},
+        height=size,
+        margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
+        xaxis={
+            "tickmode": "array",
+            "tickvals": list(range(len(keys))),
+            "ticktext": k_labels,
+            "side": "top",
+            "title": {"text": "key (attended to)"},
+            "tickangle": -60,
+        },
+        yaxis={
+            "tickmode": "array",
+            "tickvals": list(range(len(queries))),
+            "ticktext": q_labels,
+            "autorange": "reversed",
+            "title": {"text": "query (attending)"},
+        },
+    )
+    return figure

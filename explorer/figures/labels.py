@@ -1,0 +1,11 @@
+"""Token labels made safe for Plotly, which renders <b>, <br> and <a> inside text."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+
+def escape_tokens(tokens: Sequence[str]) -> list[str]:
+    """html.escape every token so '<b>' is drawn as the five characters, never as bold."""
+    return [html.escape(t, quote=False) for t in tokens]

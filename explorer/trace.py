@@ -1,0 +1,145 @@
+"""Run a model on text and keep every internal the views draw, as a frozen record of numpy arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from models.attention import AttentionInternals
+from models.registry import LoadedModel
+from models.tokenize import TokenizeError
+
+ATTENTION_KINDS = ("encoder_self", "decoder_self", "cross")
+
+
+@dataclass(frozen=True)
+class AttentionTrace:
+    """One kind of attention over every layer: (L, H, Tq, Tk) for scores and weights, (L, H, T, Dh) for q/k/v."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    raw_scores: np.ndarray  # q k^T
+    mask: np.ndarray  # (Tq, Tk) bool, True where a key may be seen
+    weights: np.ndarray  # softmax rows; these are what the heatmaps draw
+    heads: np.ndarray  # weights @ v per head
+    output: np.ndarray  # (L, Tq, D) after concat and W_O
+
+    @property
+    def scaled_scores(self) -> np.ndarray:
+        """q k^T / sqrt(d_k), computed exactly as models.attention.scale does, so it equals the model's tensor."""
+        return self.raw_scores * np.float32(self.q.shape[-1] ** -0.5)
+
+    @property
+    def n_layers(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.weights.shape[1]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A model's run on one text: tokens, every attention kind it has, and the hidden state after each sub-layer."""
+
+    model_key: str
+    text: str
+    source_tokens: tuple[str, ...]
+    source_offsets: tuple[tuple[int, int], ...]
+    truncated: int  # source tokens cut to fit max_tokens
+    encoder_self: AttentionTrace
+    encoder_states: dict[str, np.ndarray]  # "embeddings" (T, D), "after_attn" and "after_ffn" (L, T, D)
+    target_tokens: tuple[str, ...] | None = None  # decoder input: [BOS] + greedy output (without a final EOS)
+    output_tokens: tuple[str, ...] | None = None  # what greedy decoding produced, EOS included
+    decoder_self: AttentionTrace | None = None
+    cross: AttentionTrace | None = None
+    decoder_states: dict[str, np.ndarray] | None = None
+
+    def attention(self, kind: str) -> AttentionTrace:
+        """encoder_self, decoder_self or cross; ValueError when this model has no such attention."""
+        if kind not in ATTENTION_KINDS:
+            raise ValueError(f"unknown attention kind {kind!r}; choose from {', '.join(ATTENTION_KINDS)}")
+        found = getattr(self, kind)
+        if found is None:
+            raise ValueError(f"model {self.model_key!r} has no {kind} attention (it is encoder-only)")
+        return found
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(k for k in ATTENTION_KINDS if getattr(self, k) is not None)
+
+    def tokens_for(self, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(query tokens, key tokens) for an attention kind."""
+        self.attention(kind)
+        if kind == "encoder_self":
+            return self.source_tokens, self.source_tokens
+        assert self.target_tokens is not None
+        return self.target_tokens, self.target_tokens if kind == "decoder_self" else self.source_tokens
+
+
+def _stack(layers: list[AttentionInternals]) -> AttentionTrace:
+    """Batch row 0 of every layer's internals, stacked on a new leading layer axis."""
+
+    def cat(name: str) -> np.ndarray:
+        return torch.stack([getattr(a, name)[0] for a in layers]).numpy()  # (L, ...)
+
+    q = cat("q")
+    mask = layers[0].mask
+    tq, tk = layers[0].weights.shape[-2:]
+    full_mask = np.ones((tq, tk), bool) if mask is None else mask[0, 0].expand(tq, tk).numpy().copy()
+    return AttentionTrace(
+        q, cat("k"), cat("v"), cat("raw_scores"), full_mask, cat("weights"), cat("heads"), cat("output")
+    )
+
+
+def check_max_tokens(loaded: LoadedModel, max_tokens: int) -> int:
+    """The limit to tokenize with; a limit above what the model can take is a usage error."""
+    if not 3 <= max_tokens <= loaded.max_tokens:
+        raise TokenizeError(f"max tokens must be between 3 and {loaded.max_tokens} for {loaded.key}, not {max_tokens}")
+    return max_tokens
+
+
+@torch.inference_mode()
+def run(loaded: LoadedModel, text: str, max_tokens: int | None = None, max_target: int | None = None) -> Trace:
+    """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy."""
+    limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
+    enc = loaded.tokenizer.encode(text, limit)
+    src = torch.tensor([enc.ids])
+    model = loaded.model
+    common = dict(
+        model_key=loaded.key, text=text, source_tokens=enc.tokens, source_offsets=enc.offsets, truncated=enc.truncated
+    )
+    if not loaded.is_encoder_decoder:
+        out = model(src)
+        return Trace(
+            encoder_self=_stack([layer.self_attn for layer in out.encoder.layers]),
+            encoder_states=_states(out.encoder, ("after_attn", "after_ffn")),
+            **common,
+        )
+    assert loaded.bos_id is not None and loaded.eos_id is not None
+    budget = len(enc.ids) if max_target is None else max_target
+    generated = model.greedy_decode(src, loaded.bos_id, loaded.eos_id, budget)
+    # the decoder's input: [BOS] then every generated token but a final EOS, so row i is the step that chose token i
+    decoder_input = [loaded.bos_id, *(generated[:-1] if generated and generated[-1] == loaded.eos_id else generated)]
+    out = model(src, torch.tensor([decoder_input]))
+    decoder_layers = out.decoder.layers
+    return Trace(
+        encoder_self=_stack([layer.self_attn for layer in out.encoder.layers]),
+        encoder_states=_states(out.encoder, ("after_attn", "after_ffn")),
+        target_tokens=tuple(loaded.tokenizer.id_to_token(i) for i in decoder_input),
+        output_tokens=tuple(loaded.tokenizer.id_to_token(i) for i in generated),
+        decoder_self=_stack([layer.self_attn for layer in decoder_layers]),
+        cross=_stack([layer.cross_attn for layer in decoder_layers]),
+        decoder_states=_states(out.decoder, ("after_self_attn", "after_cross_attn", "after_ffn")),
+        **common,
+    )
+
+
+def _states(stack, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    states = {"embeddings": stack.embeddings[0].numpy()}
+    for name in names:
+        states[name] = torch.stack([getattr(layer, name)[0] for layer in stack.layers]).numpy()  # (L, T, D)
+    return states

@@ -1,0 +1,94 @@
+"""Scaled dot-product and multi-head attention that return their internals (Vaswani et al. 2017, 3.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor, nn
+
+# Shape vocabulary, used in every comment that reshapes:
+#   B batch, H heads, Tq queries, Tk keys, D d_model, Dh d_head = D / H
+
+
+@dataclass(frozen=True)
+class AttentionInternals:
+    """Everything one multi-head attention call computed, returned instead of stored on the module."""
+
+    q: Float[Tensor, "B H Tq Dh"]
+    k: Float[Tensor, "B H Tk Dh"]
+    v: Float[Tensor, "B H Tk Dh"]
+    raw_scores: Float[Tensor, "B H Tq Tk"]  # q k^T, before the 1/sqrt(d_k) scaling
+    mask: Bool[Tensor, "#B 1 #Tq Tk"] | None  # True where a key may be seen
+    weights: Float[Tensor, "B H Tq Tk"]  # softmax over keys of the scaled, masked scores; rows sum to 1
+    heads: Float[Tensor, "B H Tq Dh"]  # weights @ v, before concat and W_O
+    output: Float[Tensor, "B Tq D"]  # Concat(head_1..head_h) W_O
+
+    @property
+    def scaled_scores(self) -> Float[Tensor, "B H Tq Tk"]:
+        """q k^T / sqrt(d_k), by the same operation the forward used, so bit-identical to what softmax saw."""
+        return scale(self.raw_scores, self.q.size(-1))
+
+
+def scale(raw_scores: Tensor, d_head: int) -> Tensor:
+    """Divide by sqrt(d_k), eq. (1): keeps the dot products' variance near 1 so softmax is not saturated."""
+    # times d_k^-1/2 rather than / sqrt(d_k): equal in exact arithmetic, and it rounds as the BERT reference does
+    return raw_scores * d_head**-0.5
+
+
+def scaled_dot_product_attention(
+    q: Float[Tensor, "B H Tq Dh"],
+    k: Float[Tensor, "B H Tk Dh"],
+    v: Float[Tensor, "B H Tk Dh"],
+    mask: Bool[Tensor, "#B #H #Tq Tk"] | None = None,
+) -> tuple[Float[Tensor, "B H Tq Dh"], Float[Tensor, "B H Tq Tk"], Float[Tensor, "B H Tq Tk"]]:
+    """softmax(Q K^T / sqrt(d_k)) V, eq. (1). mask: True where a key may be seen. Returns (out, raw, weights)."""
+    raw_scores = q @ k.transpose(-2, -1)  # (B, H, Tq, Tk)
+    scores = scale(raw_scores, q.size(-1))
+    if mask is not None:
+        # finfo.min, not -inf: a fully masked row stays finite instead of becoming NaN
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)  # (B, H, Tq, Tk)
+    return weights @ v, raw_scores, weights  # (B, H, Tq, Dh)
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i); 3.2.2."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        # all heads' projections in one matrix each; head i owns columns [i*Dh, (i+1)*Dh)
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def split_heads(self, x: Float[Tensor, "B T D"]) -> Float[Tensor, "B H T Dh"]:
+        """(B, T, D) -> (B, H, T, Dh)."""
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
+
+    def forward(
+        self,
+        x_q: Float[Tensor, "B Tq D"],
+        x_kv: Float[Tensor, "B Tk D"],
+        mask: Bool[Tensor, "#B 1 #Tq Tk"] | None = None,
+    ) -> tuple[Float[Tensor, "B Tq D"], AttentionInternals]:
+        """Self-attention when x_kv is x_q; encoder-decoder attention when x_kv is the encoder memory."""
+        q = self.split_heads(self.w_q(x_q))  # (B, H, Tq, Dh)
+        k = self.split_heads(self.w_k(x_kv))  # (B, H, Tk, Dh)
+        v = self.split_heads(self.w_v(x_kv))  # (B, H, Tk, Dh)
+        # written out by hand, not F.scaled_dot_product_attention: the fused kernel never builds the weights
+        heads, raw_scores, weights = scaled_dot_product_attention(q, k, v, mask)
+        # dropout on the weights that mix values (identity at inference); the returned weights are pre-dropout
+        mixed = self.dropout(weights) @ v if self.training and self.dropout.p > 0 else heads  # (B, H, Tq, Dh)
+        b, _, tq, _ = mixed.shape
+        concat = mixed.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_head)  # (B, Tq, D)
+        output = self.w_o(concat)  # (B, Tq, D)
+        return output, AttentionInternals(q, k, v, raw_scores, mask, weights, heads, output)

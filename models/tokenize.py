@@ -1,0 +1,84 @@
+"""Tokenizers: WordPiece for the BERT family (via the `tokenizers` library), with offsets back to the text."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Tokenizer
+from tokenizers.implementations import BertWordPieceTokenizer
+
+
+class TokenizeError(ValueError):
+    """Text that cannot be tokenized for this model (empty, whitespace only, or a bad limit)."""
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """Token ids with the tokens as the tokenizer spells them and where each came from in the text."""
+
+    ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    offsets: tuple[tuple[int, int], ...]  # (start, end) character span in the text; (0, 0) for specials
+    word_ids: tuple[int | None, ...]  # which word each token belongs to; None for specials
+    truncated: int = 0  # how many tokens were cut to fit max_tokens
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class WordPieceTokenizer:
+    """BERT's WordPiece with [CLS] ... [SEP] around the text; read-only, so one instance serves every thread."""
+
+    def __init__(self, tokenizer: Tokenizer, cls_token: str = "[CLS]", sep_token: str = "[SEP]") -> None:
+        # tokenizer.json files often switch on padding (MiniLM's pads to 128) and truncation; we do both by hand
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self._tokenizer = tokenizer
+        ids = {t: tokenizer.token_to_id(t) for t in (cls_token, sep_token, "[PAD]")}
+        missing = [t for t, i in ids.items() if i is None]
+        if missing:
+            raise TokenizeError(f"the vocabulary lacks {', '.join(missing)}")
+        self.cls_token, self.sep_token = cls_token, sep_token
+        self.cls_id, self.sep_id, self.pad_id = ids[cls_token], ids[sep_token], ids["[PAD]"]
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> WordPieceTokenizer:
+        """tokenizer.json when present, else vocab.txt with tokenizer_config.json's lower-casing."""
+        if (folder / "tokenizer.json").is_file():
+            return cls(Tokenizer.from_file(str(folder / "tokenizer.json")))
+        if (folder / "vocab.txt").is_file():
+            settings_file = folder / "tokenizer_config.json"
+            settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+            lowercase = bool(settings.get("do_lower_case", True))
+            return cls(BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=lowercase)._tokenizer)
+        raise FileNotFoundError(f"{folder} has neither tokenizer.json nor vocab.txt")
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tokenizer.get_vocab_size()
+
+    def encode(self, text: str, max_tokens: int) -> Encoding:
+        """[CLS] text [SEP], cut to max_tokens (specials included) with the number of tokens cut recorded."""
+        if not isinstance(text, str) or not text.strip():
+            raise TokenizeError("the text is empty: type a sentence")
+        if max_tokens < 3:
+            raise TokenizeError(f"max tokens must be at least 3 ([CLS], one token, [SEP]), not {max_tokens}")
+        # specials added by hand so truncation never touches the shared tokenizer's settings
+        enc = self._tokenizer.encode(text, add_special_tokens=False)
+        if not enc.ids:
+            raise TokenizeError("the text has no tokens this model knows (only control or unknown characters)")
+        keep = max_tokens - 2
+        cut = max(0, len(enc.ids) - keep)
+        return Encoding(
+            ids=(self.cls_id, *enc.ids[:keep], self.sep_id),
+            tokens=(self.cls_token, *enc.tokens[:keep], self.sep_token),
+            offsets=((0, 0), *(tuple(o) for o in enc.offsets[:keep]), (0, 0)),
+            word_ids=(None, *enc.word_ids[:keep], None),
+            truncated=cut,
+        )
+
+    def id_to_token(self, token_id: int) -> str:
+        token = self._tokenizer.id_to_token(token_id)
+        return token if token is not None else f"[{token_id}]"

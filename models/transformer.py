@@ -1,0 +1,324 @@
+"""Encoder, decoder and the full model after Vaswani et al. 2017, section 3.1 and figure 1."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor, nn
+
+from models.attention import AttentionInternals, MultiHeadAttention
+from models.config import TransformerConfig
+from models.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+
+
+@dataclass(frozen=True)
+class EncoderLayerInternals:
+    """One encoder layer: its self-attention and the hidden state after each sub-layer."""
+
+    self_attn: AttentionInternals
+    after_attn: Float[Tensor, "B T D"]  # LayerNorm(x + SelfAttention(x)) (post-LN)
+    after_ffn: Float[Tensor, "B T D"]  # LayerNorm(x + FFN(x)): the layer's output
+
+
+@dataclass(frozen=True)
+class DecoderLayerInternals:
+    """One decoder layer: masked self-attention, cross-attention and the state after each sub-layer."""
+
+    self_attn: AttentionInternals
+    cross_attn: AttentionInternals
+    after_self_attn: Float[Tensor, "B T D"]
+    after_cross_attn: Float[Tensor, "B T D"]
+    after_ffn: Float[Tensor, "B T D"]
+
+
+@dataclass(frozen=True)
+class StackInternals:
+    """A stack's input (embedding + position) and every layer's internals."""
+
+    embeddings: Float[Tensor, "B T D"]
+    layers: tuple  # of EncoderLayerInternals or DecoderLayerInternals
+    output: Float[Tensor, "B T D"]  # last layer's output (after the final norm when pre-LN)
+
+
+@dataclass(frozen=True)
+class TransformerOutput:
+    """The encoder's internals and, for an encoder-decoder, the decoder's and the output logits."""
+
+    encoder: StackInternals
+    decoder: StackInternals | None = None
+    logits: Float[Tensor, "B T V"] | None = None  # final linear layer; softmax gives next-token probabilities
+
+    @property
+    def memory(self) -> Float[Tensor, "B S D"]:
+        return self.encoder.output
+
+    @property
+    def probabilities(self) -> Float[Tensor, "B T V"]:
+        """softmax of the final linear layer's output (figure 1, top)."""
+        if self.logits is None:
+            raise ValueError("an encoder-only model has no output distribution")
+        return self.logits.softmax(dim=-1)
+
+
+def padding_mask(ids: Int[Tensor, "B T"], pad_id: int) -> Bool[Tensor, "B 1 1 T"]:
+    """True where a key is a real token; broadcast over heads and queries."""
+    return (ids != pad_id)[:, None, None, :]  # (B, 1, 1, Tk)
+
+
+def causal_mask(length: int, device: torch.device | None = None) -> Bool[Tensor, "1 1 T T"]:
+    """True on and below the diagonal: position i may attend to positions <= i only (section 3.2.3)."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, Tq, Tk)
+
+
+class Embeddings(nn.Module):
+    """Token embedding (times sqrt(d_model) in the paper, 3.4) plus position, optional token type and norm."""
+
+    def __init__(self, config: TransformerConfig, vocab_size: int) -> None:
+        super().__init__()
+        self.d_model = config.d_model
+        self.scale = math.sqrt(config.d_model) if config.scale_embeddings else 1.0
+        self.token = nn.Embedding(vocab_size, config.d_model)
+        if config.positional == "sinusoidal":
+            self.position: nn.Module = SinusoidalPositionalEncoding(config.max_len, config.d_model)
+        else:
+            self.position = LearnedPositionalEmbedding(config.max_len, config.d_model)
+        self.token_type = nn.Embedding(config.type_vocab_size, config.d_model) if config.type_vocab_size else None
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.embedding_norm else None
+        self.dropout = nn.Dropout(config.dropout)
+        self.max_len = config.max_len
+
+    def forward(
+        self, ids: Int[Tensor, "B T"], token_type_ids: Int[Tensor, "B T"] | None = None
+    ) -> Float[Tensor, "B T D"]:
+        length = ids.size(1)
+        if length > self.max_len:
+            raise ValueError(f"{length} tokens exceed this model's maximum of {self.max_len}")
+        x = self.token(ids)
+        if self.scale != 1.0:
+            x = x * self.scale
+        if self.token_type is not None:
+            types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
+            x = x + self.token_type(types)
+        x = x + self.position(length)  # (T, D) broadcast over B
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x)
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, eq. (2); GELU instead of ReLU for the BERT family."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(config.d_model, config.d_ff)
+        self.linear2 = nn.Linear(config.d_ff, config.d_model)
+        # exact (erf) GELU, which BERT's "gelu" means
+        self.activation = nn.ReLU() if config.activation == "relu" else nn.GELU()
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Float[Tensor, "B T D"]) -> Float[Tensor, "B T D"]:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class ResidualNorm(nn.LayerNorm):
+    """Residual connection and LayerNorm around a sub-layer (section 3.1): post-LN as in the paper, or pre-LN."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.norm_first = config.norm_first
+
+    def normed_input(self, x: Tensor) -> Tensor:
+        """What the sub-layer reads: x itself (post-LN) or LayerNorm(x) (pre-LN)."""
+        return super().forward(x) if self.norm_first else x
+
+    def combine(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        """LayerNorm(x + Sublayer(x)) for post-LN; x + Sublayer(LayerNorm(x)) for pre-LN."""
+        if self.norm_first:
+            return x + self.dropout(sublayer_out)
+        return super().forward(x + self.dropout(sublayer_out))
+
+
+class EncoderLayer(nn.Module):
+    """Multi-head self-attention, then the position-wise feed-forward network (figure 1, left)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.ffn = FeedForward(config)
+        self.norm1 = ResidualNorm(config)
+        self.norm2 = ResidualNorm(config)
+
+    def forward(self, x: Float[Tensor, "B T D"], mask: Bool[Tensor, "#B 1 #T T"] | None) -> EncoderLayerInternals:
+        h = self.norm1.normed_input(x)
+        attn_out, attn = self.self_attn(h, h, mask)
+        after_attn = self.norm1.combine(x, attn_out)
+        after_ffn = self.norm2.combine(after_attn, self.ffn(self.norm2.normed_input(after_attn)))
+        return EncoderLayerInternals(attn, after_attn, after_ffn)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, encoder-decoder (cross) attention over the memory, then FFN (figure 1, right)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.ffn = FeedForward(config)
+        self.norm1 = ResidualNorm(config)
+        self.norm2 = ResidualNorm(config)
+        self.norm3 = ResidualNorm(config)
+
+    def forward(
+        self,
+        x: Float[Tensor, "B T D"],
+        memory: Float[Tensor, "B S D"],
+        self_mask: Bool[Tensor, "#B 1 #T T"],
+        memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
+    ) -> DecoderLayerInternals:
+        h = self.norm1.normed_input(x)
+        self_out, self_attn = self.self_attn(h, h, self_mask)
+        after_self = self.norm1.combine(x, self_out)
+        # queries from the decoder, keys and values from the encoder's output (section 3.2.3)
+        cross_out, cross_attn = self.cross_attn(self.norm2.normed_input(after_self), memory, memory_mask)
+        after_cross = self.norm2.combine(after_self, cross_out)
+        after_ffn = self.norm3.combine(after_cross, self.ffn(self.norm3.normed_input(after_cross)))
+        return DecoderLayerInternals(self_attn, cross_attn, after_self, after_cross, after_ffn)
+
+
+class Encoder(nn.Module):
+    """N identical encoder layers over the source embeddings (section 3.1)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.embeddings = Embeddings(config, config.vocab_size)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
+        # pre-LN leaves the residual stream un-normalised, so the stack ends with one more LayerNorm
+        self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+
+    def forward(
+        self,
+        ids: Int[Tensor, "B S"],
+        mask: Bool[Tensor, "#B 1 1 S"] | None,
+        token_type_ids: Int[Tensor, "B S"] | None = None,
+    ) -> StackInternals:
+        x = embeddings = self.embeddings(ids, token_type_ids)
+        layers = []
+        for layer in self.layers:
+            internals = layer(x, mask)
+            layers.append(internals)
+            x = internals.after_ffn
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return StackInternals(embeddings, tuple(layers), x)
+
+
+class Decoder(nn.Module):
+    """N identical decoder layers over the shifted-right target embeddings (section 3.1)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.embeddings = Embeddings(config, config.target_vocab_size)
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
+        self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+
+    def forward(
+        self,
+        ids: Int[Tensor, "B T"],
+        memory: Float[Tensor, "B S D"],
+        self_mask: Bool[Tensor, "#B 1 #T T"],
+        memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
+    ) -> StackInternals:
+        x = embeddings = self.embeddings(ids)
+        layers = []
+        for layer in self.layers:
+            internals = layer(x, memory, self_mask, memory_mask)
+            layers.append(internals)
+            x = internals.after_ffn
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return StackInternals(embeddings, tuple(layers), x)
+
+
+class Transformer(nn.Module):
+    """The whole model of figure 1: encoder, optional decoder, final linear layer (softmax in the output)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = Encoder(config)
+        self.decoder = Decoder(config) if config.is_encoder_decoder else None
+        self.generator: nn.Linear | None = None
+        if self.decoder is not None:
+            self.generator = nn.Linear(config.d_model, config.target_vocab_size)
+            if config.tie_output:
+                # section 3.4: the target embedding and the pre-softmax linear layer share one matrix
+                self.generator.weight = self.decoder.embeddings.token.weight
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for matrices (as in the reference implementations of the paper), zero biases."""
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "position" not in name:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def encode(
+        self,
+        src: Int[Tensor, "B S"],
+        src_mask: Bool[Tensor, "#B 1 1 S"] | None = None,
+        token_type_ids: Int[Tensor, "B S"] | None = None,
+    ) -> StackInternals:
+        """Run the encoder; src_mask defaults to the padding mask."""
+        if src_mask is None:
+            src_mask = padding_mask(src, self.config.pad_id)
+        return self.encoder(src, src_mask, token_type_ids)
+
+    def decode(
+        self,
+        tgt: Int[Tensor, "B T"],
+        memory: Float[Tensor, "B S D"],
+        src_mask: Bool[Tensor, "#B 1 1 S"] | None,
+    ) -> tuple[StackInternals, Float[Tensor, "B T V"]]:
+        """Run the decoder over the target so far; returns its internals and the next-token logits."""
+        if self.decoder is None or self.generator is None:
+            raise ValueError("this model is encoder-only: it has no decoder")
+        # masked self-attention: no looking ahead, and no attending to padding
+        self_mask = causal_mask(tgt.size(1), tgt.device) & padding_mask(tgt, self.config.pad_id)  # (B, 1, T, T)
+        internals = self.decoder(tgt, memory, self_mask, src_mask)
+        return internals, self.generator(internals.output)
+
+    def forward(
+        self,
+        src: Int[Tensor, "B S"],
+        tgt: Int[Tensor, "B T"] | None = None,
+        src_mask: Bool[Tensor, "#B 1 1 S"] | None = None,
+        token_type_ids: Int[Tensor, "B S"] | None = None,
+    ) -> TransformerOutput:
+        """Encode src; when tgt is given (encoder-decoder only), decode it with teacher forcing."""
+        if src_mask is None:
+            src_mask = padding_mask(src, self.config.pad_id)
+        encoder = self.encode(src, src_mask, token_type_ids)
+        if tgt is None:
+            return TransformerOutput(encoder)
+        decoder, logits = self.decode(tgt, encoder.output, src_mask)
+        return TransformerOutput(encoder, decoder, logits)
+
+    @torch.inference_mode()
+    def greedy_decode(self, src: Int[Tensor, "1 S"], bos_id: int, eos_id: int, max_len: int) -> list[int]:
+        """Pick the most probable next token until eos or max_len new tokens; returns the new ids (no bos)."""
+        src_mask = padding_mask(src, self.config.pad_id)
+        memory = self.encode(src, src_mask).output
+        tgt = [bos_id]
+        limit = min(max_len, self.config.max_len - 1)
+        for _ in range(limit):
+            _, logits = self.decode(torch.tensor([tgt], device=src.device), memory, src_mask)
+            next_id = int(logits[0, -1].argmax())
+            tgt.append(next_id)
+            if next_id == eos_id:
+                break
+        return tgt[1:]

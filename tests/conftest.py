@@ -1,0 +1,25 @@
+"""Shared fixtures: no network, the real models loaded once per session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from models import registry
+
+    return registry.load("minilm")
+
+
+@pytest.fixture(scope="session")
+def paper_random():
+    from models import registry
+
+    return registry.load("paper-random")

@@ -1,0 +1,85 @@
+"""Scaled dot-product and multi-head attention: invariants, and agreement with PyTorch's fused kernel."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.attention import MultiHeadAttention, scaled_dot_product_attention
+from models.transformer import causal_mask
+
+
+@pytest.fixture
+def qkv():
+    g = torch.Generator().manual_seed(0)
+    shape = (2, 3, 5, 4)  # (B, H, T, Dh)
+    return tuple(torch.randn(shape, generator=g) for _ in range(3))
+
+
+def test_rows_sum_to_one(qkv):
+    _, _, weights = scaled_dot_product_attention(*qkv)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
+
+
+def test_causal_mask_zeroes_everything_above_the_diagonal(qkv):
+    _, _, weights = scaled_dot_product_attention(*qkv, mask=causal_mask(5))
+    upper = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+    assert (weights[..., upper] == 0).all()
+    assert (weights[..., ~upper] > 0).all()
+    assert weights[..., 0, 0].eq(1).all()  # the first token can only see itself
+
+
+def test_masked_keys_get_exactly_zero(qkv):
+    mask = torch.tensor([[True, True, True, False, False], [True, False, True, True, True]])[:, None, None, :]
+    _, _, weights = scaled_dot_product_attention(*qkv, mask=mask)
+    assert (weights[0, ..., 3:] == 0).all()
+    assert (weights[1, ..., 1] == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
+
+
+def test_fully_masked_row_stays_finite(qkv):
+    mask = torch.zeros(1, 1, 5, 5, dtype=torch.bool)
+    out, _, weights = scaled_dot_product_attention(*qkv, mask=mask)
+    assert torch.isfinite(weights).all() and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_matches_torch_fused_attention(qkv, masked):
+    mask = causal_mask(5) if masked else None
+    ours, _, _ = scaled_dot_product_attention(*qkv, mask=mask)
+    theirs = F.scaled_dot_product_attention(*qkv, attn_mask=mask)
+    torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)
+
+
+def test_raw_scores_are_q_dot_k(qkv):
+    q, k, _ = qkv
+    _, raw, _ = scaled_dot_product_attention(*qkv)
+    assert raw[1, 2, 3, 4].item() == pytest.approx(torch.dot(q[1, 2, 3], k[1, 2, 4]).item(), abs=1e-6)
+
+
+def test_multi_head_returns_every_internal_consistently():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(d_model=12, n_heads=3).eval()
+    x = torch.randn(2, 5, 12)
+    memory = torch.randn(2, 7, 12)
+    mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    mask[1, ..., 5:] = False
+    out, a = mha(x, memory, mask)
+    assert a.q.shape == (2, 3, 5, 4) and a.k.shape == a.v.shape == (2, 3, 7, 4)
+    assert a.raw_scores.shape == a.weights.shape == (2, 3, 5, 7)
+    assert a.heads.shape == (2, 3, 5, 4) and a.output.shape == out.shape == (2, 5, 12)
+    # q is x W_Q split into heads: head 1 owns columns 4..8
+    torch.testing.assert_close(a.q[:, 1], mha.w_q(x)[..., 4:8])
+    torch.testing.assert_close(a.scaled_scores, a.raw_scores / math.sqrt(4), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(a.heads, a.weights @ a.v)
+    concat = a.heads.transpose(1, 2).reshape(2, 5, 12)
+    torch.testing.assert_close(out, mha.w_o(concat))
+    assert (a.weights[1, ..., 5:] == 0).all()
+
+
+def test_d_model_must_split_into_heads():
+    with pytest.raises(ValueError, match="divisible"):
+        MultiHeadAttention(d_model=10, n_heads=3)

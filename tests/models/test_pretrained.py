@@ -1,0 +1,55 @@
+"""The shipped all-MiniLM-L6-v2 weights in our encoder against transformers, on real sentences."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from models.pretrained import minilm_folder
+from models.reference import load_reference
+from tests.models.test_convert_bert import assert_parity
+
+SENTENCES = [
+    "The animal didn't cross the street because it was too tired",
+    "Bark is very cute and he is a dog",
+    "Thinking Machines",
+    "The agreement on the European Economic Area was signed in August 1992",
+    "Attention is all you need, said the paper (Vaswani et al., 2017).",
+]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return load_reference(minilm_folder())
+
+
+def test_tokens_match_the_reference_tokenizer(minilm):
+    theirs = AutoTokenizer.from_pretrained(str(minilm_folder()), local_files_only=True)
+    for text in SENTENCES:
+        expected = theirs(text)["input_ids"]
+        ours = minilm.tokenizer.encode(text, 512)
+        assert list(ours.ids) == expected
+        assert list(ours.tokens) == theirs.convert_ids_to_tokens(expected)
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_each_sentence_matches_transformers(minilm, reference, text):
+    ids = torch.tensor([minilm.tokenizer.encode(text, 512).ids])
+    assert assert_parity(minilm.model, reference, ids, torch.ones_like(ids)) <= 1e-5
+
+
+def test_padded_batch_matches_transformers(minilm, reference):
+    encodings = [minilm.tokenizer.encode(t, 512).ids for t in SENTENCES]
+    width = max(map(len, encodings))
+    ids = torch.tensor([e + (0,) * (width - len(e)) for e in encodings])
+    assert assert_parity(minilm.model, reference, ids, (ids != 0).long()) <= 1e-5
+
+
+def test_full_length_input_matches_transformers(minilm, reference):
+    enc = minilm.tokenizer.encode("a long sentence about attention " * 200, 512)
+    assert len(enc) == 512 and enc.truncated > 0
+    ids = torch.tensor([enc.ids])
+    assert assert_parity(minilm.model, reference, ids, torch.ones_like(ids)) <= 1e-5
