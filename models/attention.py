@@ -46,7 +46,8 @@ def scaled_dot_product_attention(
     """softmax(Q K^T / sqrt(d_k)) V, eq. (1). mask: True where a key may be seen. Returns (out, raw, weights)."""
     raw_scores = q @ k.transpose(-2, -1)  # (B, H, Tq, Tk)
     scores = scale(raw_scores, q.size(-1))
-    if mask is not None:
+    # a mask that hides nothing (one unpadded sentence) would change no score: skip the pass over all of them
+    if mask is not None and not bool(mask.all()):
         # finfo.min, not -inf: a fully masked row stays finite instead of becoming NaN
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)  # (B, H, Tq, Tk)

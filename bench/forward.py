@@ -1,0 +1,63 @@
+"""From-scratch forward with full capture vs transformers' eager forward with output_attentions, same weights."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from models import registry
+from models.pretrained import minilm_folder
+from models.reference import load_reference, run_reference
+
+LENGTHS = (16, 128, 512)
+TEXT = "The animal didn't cross the street because it was too tired, so it lay down under a tree. "
+
+
+def _ids(loaded: registry.LoadedModel, tokens: int) -> torch.Tensor:
+    enc = loaded.tokenizer.encode(TEXT * (tokens // 8 + 1), tokens)
+    assert len(enc) == tokens
+    return torch.tensor([enc.ids])
+
+
+def _time_ms(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def run(lengths=LENGTHS, repeats: int = 15, warmup: int = 3) -> list[dict]:
+    """Median milliseconds of each, interleaved run by run so machine noise hits both alike."""
+    loaded = registry.load("minilm")
+    reference = load_reference(minilm_folder())
+    rows = []
+    for tokens in lengths:
+        ids = _ids(loaded, tokens)
+        mask = torch.ones_like(ids)
+
+        @torch.inference_mode()
+        def ours(ids=ids):
+            return loaded.model(ids)  # every internal of every layer comes back
+
+        def theirs(ids=ids, mask=mask):
+            return run_reference(reference, ids, mask)
+
+        for _ in range(warmup):
+            ours(), theirs()
+        ours_ms, ref_ms = [], []
+        for i in range(repeats):
+            # alternate which goes first, so neither always runs on a warmer cache
+            pair = (ours, theirs) if i % 2 == 0 else (theirs, ours)
+            times = {fn: _time_ms(fn) for fn in pair}
+            ours_ms.append(times[ours])
+            ref_ms.append(times[theirs])
+        o, r = statistics.median(ours_ms), statistics.median(ref_ms)
+        rows.append({"tokens": tokens, "ours_ms": round(o, 3), "reference_ms": round(r, 3), "ratio": round(o / r, 3)})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'tokens':>6}  {'ours_ms':>9}  {'reference_ms':>12}  {'ratio':>6}"]
+    lines += [f"{r['tokens']:>6}  {r['ours_ms']:>9.2f}  {r['reference_ms']:>12.2f}  {r['ratio']:>6.3f}" for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""The app through app.py: the heatmap drawn is the model's own attention for the chosen layer and head."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer import trace
+from tests.figdata import array, spec
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+@pytest.fixture
+def app():
+    return AppTest.from_file(APP, default_timeout=120)
+
+
+def heatmap(at: AppTest) -> dict:
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    return spec(charts[0])
+
+
+def test_default_sentence_shows_layer_one_head_one(app, minilm):
+    at = app.run()
+    assert not at.exception
+    fig = heatmap(at)
+    expected = trace.run(minilm, "The animal didn't cross the street because it was too tired", 128)
+    np.testing.assert_array_equal(array(fig["data"][0]["z"]), expected.encoder_self.weights[0, 0])
+    assert list(fig["layout"]["xaxis"]["ticktext"]) == list(expected.source_tokens)
+    assert list(fig["layout"]["yaxis"]["ticktext"]) == list(expected.source_tokens)
+
+
+def test_typing_a_sentence_and_picking_a_head(app, minilm):
+    at = app.run()
+    at.sidebar.text_input[0].set_value("Bark is very cute and he is a dog").run()
+    at.selectbox(key="attention_layer").set_value(4).run()
+    at.selectbox(key="attention_head").set_value(7).run()
+    assert not at.exception
+    fig = heatmap(at)
+    expected = trace.run(minilm, "Bark is very cute and he is a dog", 128)
+    np.testing.assert_array_equal(array(fig["data"][0]["z"]), expected.encoder_self.weights[4, 7])
+    assert fig["layout"]["title"]["text"] == "Layer 5, head 8"
+    assert list(fig["layout"]["xaxis"]["ticktext"])[1:4] == ["bark", "is", "very"]
+
+
+def test_empty_sentence_gives_a_message_not_an_error(app):
+    at = app.run()
+    at.sidebar.text_input[0].set_value("   ").run()
+    assert not at.exception and len(at.get("plotly_chart")) == 0
+    assert "empty" in at.info[0].value
+
+
+def test_random_model_shows_cross_attention(app, paper_random):
+    at = app.run()
+    at.sidebar.selectbox[0].set_value("paper-random").run()
+    at.radio(key="attention_kind").set_value("cross").run()
+    assert not at.exception
+    fig = heatmap(at)
+    expected = trace.run(paper_random, "The animal didn't cross the street because it was too tired", 128)
+    np.testing.assert_array_equal(array(fig["data"][0]["z"]), expected.cross.weights[0, 0])
+    assert list(fig["layout"]["xaxis"]["ticktext"]) == list(expected.source_tokens)
+    assert list(fig["layout"]["yaxis"]["ticktext"]) == list(expected.target_tokens)

@@ -1,0 +1,105 @@
+"""`python -m explorer export`: good input, truncation, and every bad input as a one-line error."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer import trace
+from explorer.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_list_models(capsys):
+    code, out, _ = run_cli(capsys, "export", "--list-models")
+    assert code == 0 and out.split() == ["minilm", "paper-random"]
+
+
+def test_json_export_equals_the_model(capsys, minilm):
+    code, out, err = run_cli(capsys, "export", "--model", "minilm", "--text", "Thinking Machines")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    assert doc["model"] == "minilm"
+    assert doc["tokens"] == {"source": ["[CLS]", "thinking", "machines", "[SEP]"]}
+    assert set(doc["attention"]) == {"encoder_self"}
+    expected = trace.run(minilm, "Thinking Machines").encoder_self.weights
+    got = np.array(doc["attention"]["encoder_self"], dtype=np.float32)
+    assert got.shape == (6, 12, 4, 4)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_example_for_encoder_decoder_gives_all_kinds(capsys, paper_random):
+    code, out, _ = run_cli(capsys, "export", "--model", "paper-random", "--example")
+    doc = json.loads(out)
+    assert code == 0 and set(doc["attention"]) == {"encoder_self", "decoder_self", "cross"}
+    source, target = doc["tokens"]["source"], doc["tokens"]["target"]
+    assert source[:4] == ["[CLS]", "the", "agreement", "on"]
+    assert np.array(doc["attention"]["cross"]).shape == (6, 8, len(target), len(source))
+    assert np.array(doc["attention"]["decoder_self"]).shape == (6, 8, len(target), len(target))
+
+
+def test_csv_export(capsys, minilm):
+    code, out, _ = run_cli(capsys, "export", "--model", "minilm", "--text", "a, b", "--format", "csv")
+    rows = list(csv.reader(io.StringIO(out)))
+    assert code == 0 and rows[0] == ["kind", "layer", "head", "query_index", "query_token", "key_index", "key_token",
+                                     "weight"]
+    assert len(rows) == 1 + 6 * 12 * 5 * 5
+    weights = trace.run(minilm, "a, b").encoder_self.weights
+    kind, layer, head, qi, qt, ki, kt, w = rows[1 + 3 * 12 * 25 + 4 * 25 + 2 * 5 + 1]
+    assert (kind, layer, head, qi, qt, ki, kt) == ("encoder_self", "3", "4", "2", ",", "1", "a")
+    assert np.float32(float(w)) == weights[3, 4, 2, 1]
+
+
+def test_long_input_is_truncated_with_a_warning(capsys):
+    code, out, err = run_cli(capsys, "export", "--model", "minilm", "--text", "word " * 40, "--max-tokens", "10")
+    assert code == 0
+    assert err.strip() == "warning: input truncated to 10 tokens (32 tokens cut)"
+    assert len(json.loads(out)["tokens"]["source"]) == 10
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["export", "--model", "minilm", "--text", ""], "empty"),
+        (["export", "--model", "minilm", "--text", "  \t "], "empty"),
+        (["export", "--model", "nope", "--text", "hi"], "unknown model 'nope'"),
+        (["export", "--text", "hi"], "--model is required"),
+        (["export", "--model", "minilm"], "give --text TEXT or --example"),
+        (["export", "--model", "minilm", "--text", "hi", "--max-tokens", "1"], "between 3 and 512"),
+        (["export", "--model", "minilm", "--text", "hi", "--max-tokens", "x"], "invalid int value"),
+        (["export", "--model", "minilm", "--text", "hi", "--format", "xml"], "invalid choice"),
+        (["export", "--model", "minilm", "--text", "hi", "--example"], "not allowed with"),
+        (["frobnicate"], "invalid choice"),
+        ([], "choose a command"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr(capsys, argv, message):
+    code, out, err = run_cli(capsys, *argv)
+    assert code != 0 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+
+
+def test_real_process_exits_cleanly_without_traceback():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "explorer", "export", "--model", "minilm", "--text", " "]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "error: the text is empty: type a sentence\n"
+    cmd[-1] = "Thinking Machines"
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["tokens"]["source"][1] == "thinking"
