@@ -79,6 +79,9 @@ class WordPieceTokenizer:
             truncated=cut,
         )
 
+    def token_to_id(self, token: str) -> int | None:
+        return self._tokenizer.token_to_id(token)
+
     def id_to_token(self, token_id: int) -> str:
         token = self._tokenizer.id_to_token(token_id)
         return token if token is not None else f"[{token_id}]"

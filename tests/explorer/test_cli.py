@@ -56,8 +56,16 @@ def test_example_for_encoder_decoder_gives_all_kinds(capsys, paper_random):
 def test_csv_export(capsys, minilm):
     code, out, _ = run_cli(capsys, "export", "--model", "minilm", "--text", "a, b", "--format", "csv")
     rows = list(csv.reader(io.StringIO(out)))
-    assert code == 0 and rows[0] == ["kind", "layer", "head", "query_index", "query_token", "key_index", "key_token",
-                                     "weight"]
+    assert code == 0 and rows[0] == [
+        "kind",
+        "layer",
+        "head",
+        "query_index",
+        "query_token",
+        "key_index",
+        "key_token",
+        "weight",
+    ]
     assert len(rows) == 1 + 6 * 12 * 5 * 5
     weights = trace.run(minilm, "a, b").encoder_self.weights
     kind, layer, head, qi, qt, ki, kt, w = rows[1 + 3 * 12 * 25 + 4 * 25 + 2 * 5 + 1]

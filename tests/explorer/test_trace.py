@@ -60,7 +60,7 @@ def test_encoder_decoder_trace_has_all_three_kinds(paper_random):
     # the trace re-runs the decoder over its own greedy output: row i's argmax is token i+1
     with torch.inference_mode():
         ids = [paper_random.tokenizer.encode("Thinking Machines", 512).ids]
-        tgt = [[paper_random.bos_id, *[paper_random.tokenizer._tokenizer.token_to_id(t) for t in result.target_tokens[1:]]]]
+        tgt = [[paper_random.bos_id, *map(paper_random.tokenizer.token_to_id, result.target_tokens[1:])]]
         out = paper_random.model(torch.tensor(ids), torch.tensor(tgt))
     np.testing.assert_array_equal(result.cross.weights[5], out.decoder.layers[5].cross_attn.weights[0].numpy())
 
