@@ -12,6 +12,17 @@ from explorer.figures.labels import escape_tokens
 HOVER = "query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>weight %{z:.4f}<extra></extra>"
 
 
+def token_axis(labels: list[str], title: str, **extra: object) -> dict:
+    """A numeric axis labelled with (already escaped) tokens, one tick per position."""
+    return {
+        "tickmode": "array",
+        "tickvals": list(range(len(labels))),
+        "ticktext": labels,
+        "title": {"text": title},
+        **extra,
+    }
+
+
 def head_heatmap(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], title: str = "") -> go.Figure:
     """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across."""
     if weights.shape != (len(queries), len(keys)):
@@ -39,20 +50,7 @@ def head_heatmap(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str
         title={"text": title},
         height=size,
         margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-        xaxis={
-            "tickmode": "array",
-            "tickvals": list(range(len(keys))),
-            "ticktext": k_labels,
-            "side": "top",
-            "title": {"text": "key (attended to)"},
-            "tickangle": -60,
-        },
-        yaxis={
-            "tickmode": "array",
-            "tickvals": list(range(len(queries))),
-            "ticktext": q_labels,
-            "autorange": "reversed",
-            "title": {"text": "query (attending)"},
-        },
+        xaxis=token_axis(k_labels, "key (attended to)", side="top", tickangle=-60),
+        yaxis=token_axis(q_labels, "query (attending)", autorange="reversed"),
     )
     return figure
