@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     forward = commands.add_parser("forward", help="from-scratch forward with capture vs transformers eager")
     forward.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    forward.add_argument("--repeats", type=int, default=15)
+    forward.add_argument("--repeats", type=int, default=25)
     forward.add_argument("--lengths", type=int, nargs="+", default=None, help="token counts (default 16 128 512)")
     args = parser.parse_args(argv)
 
