@@ -15,17 +15,59 @@ from models import registry  # noqa: E402
 PAGES = Path(__file__).parent / "explorer" / "pages"
 
 st.set_page_config(page_title="Attention explorer", layout="wide")
+state.init(st.session_state)
 
-st.session_state.setdefault(state.MODEL, state.DEFAULT_MODEL)
-st.session_state.setdefault(state.TEXT, state.DEFAULT_TEXT)
-st.session_state.setdefault(state.MAX_TOKENS, state.DEFAULT_MAX_TOKENS)
+
+def keep(widget_key: str, key: str):
+    """Copy a sidebar widget's value into its persistent key (widget state is dropped on page switches)."""
+    return lambda: st.session_state.__setitem__(key, st.session_state[widget_key])
+
+
+def use_example() -> None:
+    if st.session_state.sidebar_example:
+        st.session_state[state.TEXT] = st.session_state[state.widget(state.TEXT)] = st.session_state.sidebar_example
+
 
 with st.sidebar:
     st.title("Attention explorer")
-    st.selectbox("Model", list(registry.MODELS), format_func=lambda k: registry.MODELS[k].title, key=state.MODEL)
+    state.bind_widgets(st.session_state)
+    st.selectbox(
+        "Model",
+        list(registry.MODELS),
+        format_func=lambda k: registry.MODELS[k].title,
+        key=state.widget(state.MODEL),
+        on_change=keep(state.widget(state.MODEL), state.MODEL),
+    )
     st.caption(registry.MODELS[st.session_state[state.MODEL]].description)
-    st.text_input("Sentence", key=state.TEXT, max_chars=5000, help="Press Enter to run the model.")
+    st.text_input(
+        "Sentence",
+        key=state.widget(state.TEXT),
+        max_chars=5000,
+        help="Press Enter to run the model.",
+        on_change=keep(state.widget(state.TEXT), state.TEXT),
+    )
     loaded = cached.get_model(st.session_state[state.MODEL])
-    st.number_input("Max tokens", min_value=3, max_value=loaded.max_tokens, step=1, key=state.MAX_TOKENS)
+    st.number_input(
+        "Max tokens",
+        min_value=3,
+        max_value=loaded.max_tokens,
+        step=1,
+        key=state.widget(state.MAX_TOKENS),
+        on_change=keep(state.widget(state.MAX_TOKENS), state.MAX_TOKENS),
+    )
+    st.selectbox(
+        "Or pick an example",
+        ["", *state.EXAMPLES],
+        key="sidebar_example",
+        on_change=use_example,
+        format_func=lambda e: e or "choose...",
+    )
 
-st.navigation([st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:")]).run()
+pages = [
+    st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:", default=True),
+    st.Page(PAGES / "model_view.py", title="Model view", icon=":material/apps:"),
+    st.Page(PAGES / "head_view.py", title="Head view", icon=":material/linear_scale:"),
+    st.Page(PAGES / "positional.py", title="Positional encoding", icon=":material/waves:"),
+    st.Page(PAGES / "qkv.py", title="Q/K/V step by step", icon=":material/calculate:"),
+]
+st.navigation(pages).run()

@@ -16,3 +16,10 @@ def get_model(name: str) -> registry.LoadedModel:
 @st.cache_data(max_entries=16, show_spinner="Running the model...")
 def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
     return trace.run(get_model(model_name), text, max_tokens)
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def get_positions(model_name: str) -> dict:
+    from explorer import positions
+
+    return positions.tables(get_model(model_name))

@@ -9,6 +9,8 @@ import plotly.graph_objects as go
 
 from explorer.figures.labels import escape_tokens
 
+HOVER_TOKENS = 160
+HOVER_INDICES = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 HOVER = "query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>weight %{z:.4f}<extra></extra>"
 
 
@@ -29,22 +31,23 @@ def head_heatmap(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str
         raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
     q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
     # numeric axes + ticktext: a category axis would merge the two "the" tokens into one row
-    hover = np.empty(weights.shape + (2,), dtype=object)
-    hover[..., 0] = np.array(q_labels, dtype=object)[:, None]
-    hover[..., 1] = np.array(k_labels, dtype=object)[None, :]
-    figure = go.Figure(
-        go.Heatmap(
-            z=weights,
-            x=list(range(len(keys))),
-            y=list(range(len(queries))),
-            zmin=0,
-            zmax=1,
-            colorscale="Blues",
-            customdata=hover,
-            hovertemplate=HOVER,
-            colorbar={"title": {"text": "weight"}},
-        )
+    trace = go.Heatmap(
+        z=weights,
+        x=list(range(len(keys))),
+        y=list(range(len(queries))),
+        zmin=0,
+        zmax=1,
+        colorscale="Blues",
+        colorbar={"title": {"text": "weight"}},
+        hovertemplate=HOVER_INDICES,
     )
+    if max(len(queries), len(keys)) <= HOVER_TOKENS:
+        # per-cell token pairs grow as T^2: past HOVER_TOKENS the ticks name the tokens and hover gives positions
+        hover = np.empty(weights.shape + (2,), dtype=object)
+        hover[..., 0] = np.array(q_labels, dtype=object)[:, None]
+        hover[..., 1] = np.array(k_labels, dtype=object)[None, :]
+        trace.update(customdata=hover, hovertemplate=HOVER)
+    figure = go.Figure(trace)
     size = max(320, min(900, 24 * max(len(queries), len(keys)) + 160))
     figure.update_layout(
         title={"text": title},

@@ -20,7 +20,7 @@ def app():
 
 
 def heatmap(at: AppTest) -> dict:
-    charts = at.get("plotly_chart")
+    charts = [c for c in at.get("plotly_chart") if c.key == "attention_heatmap"]
     assert len(charts) == 1
     return spec(charts[0])
 

@@ -1,0 +1,75 @@
+"""Every layer x head at a glance, in one figure: thumbnails pooled to at most `size` x `size`."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+
+def pool(weights: np.ndarray, size: int) -> np.ndarray:
+    """Mean over blocks of rows and of columns, so a T x T map becomes at most size x size."""
+    t_q, t_k = weights.shape[-2:]
+    rows = np.linspace(0, t_q, min(size, t_q) + 1).astype(int)
+    cols = np.linspace(0, t_k, min(size, t_k) + 1).astype(int)
+    summed = np.add.reduceat(np.add.reduceat(weights, rows[:-1], axis=-2), cols[:-1], axis=-1)
+    counts = np.diff(rows)[:, None] * np.diff(cols)[None, :]
+    return summed / counts
+
+
+def grid(weights: np.ndarray, size: int = 32) -> np.ndarray:
+    """(L, H, Tq, Tk) -> one 2-D image of pooled thumbnails, layers down, heads across, NaN gutters between."""
+    n_layers, n_heads = weights.shape[:2]
+    thumbs = pool(weights.astype(np.float32), size)  # (L, H, s_q, s_k)
+    # each thumbnail scaled to its own maximum: pooled long inputs are faint, and the pattern is the point here
+    peak = thumbs.max(axis=(-2, -1), keepdims=True)
+    thumbs = thumbs / np.where(peak > 0, peak, 1)
+    s_q, s_k = thumbs.shape[-2:]
+    image = np.full((n_layers * (s_q + 1) - 1, n_heads * (s_k + 1) - 1), np.nan, dtype=np.float32)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            r, c = layer * (s_q + 1), head * (s_k + 1)
+            image[r : r + s_q, c : c + s_k] = thumbs[layer, head]
+    return image
+
+
+def model_view(weights: np.ndarray, size: int = 32, selected: tuple[int, int] | None = None) -> go.Figure:
+    """All heads of all layers; each thumbnail is its head's attention (queries down, keys across), pooled."""
+    n_layers, n_heads = weights.shape[:2]
+    image = grid(weights, size)
+    s_q = (image.shape[0] + 1) // n_layers - 1
+    s_k = (image.shape[1] + 1) // n_heads - 1
+    figure = go.Figure(go.Heatmap(z=image, zmin=0, zmax=1, colorscale="Blues", showscale=False, hoverinfo="skip"))
+    if selected is not None:
+        layer, head = selected
+        r, c = layer * (s_q + 1), head * (s_k + 1)
+        figure.add_shape(
+            type="rect",
+            x0=c - 0.5,
+            x1=c + s_k - 0.5,
+            y0=r - 0.5,
+            y1=r + s_q - 0.5,
+            line={"color": "#d62728", "width": 2},
+        )
+    figure.update_layout(
+        height=max(300, 70 * n_layers + 60),
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        xaxis={
+            "tickmode": "array",
+            "tickvals": [h * (s_k + 1) + (s_k - 1) / 2 for h in range(n_heads)],
+            "ticktext": [f"head {h + 1}" for h in range(n_heads)],
+            "side": "top",
+            "showgrid": False,
+            "zeroline": False,
+        },
+        yaxis={
+            "tickmode": "array",
+            "tickvals": [layer * (s_q + 1) + (s_q - 1) / 2 for layer in range(n_layers)],
+            "ticktext": [f"layer {layer + 1}" for layer in range(n_layers)],
+            "autorange": "reversed",
+            "showgrid": False,
+            "zeroline": False,
+            "scaleanchor": "x",
+        },
+        plot_bgcolor="white",
+    )
+    return figure

@@ -1,0 +1,71 @@
+"""Positional encodings: sinusoid curves, the positions x dimensions map, and position-to-position similarity."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+
+def curves(table: np.ndarray, dims: Sequence[int]) -> go.Figure:
+    """PE(pos, dim) over positions for the chosen dimensions (section 3.5): each pair of dims is one frequency."""
+    positions = list(range(table.shape[0]))
+    figure = go.Figure([go.Scatter(x=positions, y=table[:, d], mode="lines", name=f"dim {d}") for d in dims])
+    figure.update_layout(
+        height=340,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        xaxis={"title": {"text": "position"}},
+        yaxis={"title": {"text": "value"}},
+    )
+    return figure
+
+
+def table_heatmap(table: np.ndarray, title: str) -> go.Figure:
+    """Positions down, dimensions across; colours clipped at the 99th percentile so a few outliers don't wash out."""
+    limit = float(np.percentile(np.abs(table), 99)) or 1.0
+    figure = go.Figure(
+        go.Heatmap(
+            z=table,
+            zmin=-limit,
+            zmax=limit,
+            colorscale="RdBu",
+            zmid=0,
+            hovertemplate="position %{y}<br>dim %{x}<br>value %{z:.4f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title={"text": title},
+        height=360,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis={"title": {"text": "dimension"}},
+        yaxis={"title": {"text": "position"}, "autorange": "reversed"},
+    )
+    return figure
+
+
+def similarity(table: np.ndarray) -> np.ndarray:
+    """Cosine similarity PE_i . PE_j / (|PE_i| |PE_j|) between every pair of positions."""
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True).clip(min=1e-12)
+    return unit @ unit.T
+
+
+def similarity_heatmap(table: np.ndarray, title: str) -> go.Figure:
+    figure = go.Figure(
+        go.Heatmap(
+            z=similarity(table),
+            zmin=-1,
+            zmax=1,
+            zmid=0,
+            colorscale="RdBu",
+            hovertemplate="position %{y} . position %{x}<br>cosine %{z:.3f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title={"text": title},
+        height=360,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis={"title": {"text": "position"}},
+        yaxis={"title": {"text": "position"}, "autorange": "reversed", "scaleanchor": "x"},
+    )
+    return figure

@@ -1,0 +1,39 @@
+"""Model view: every layer x head in one figure; pick one to see it at full resolution or open it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.figures.heatmap import head_heatmap
+from explorer.figures.model_view import model_view
+from explorer.pages._shared import current_trace, pick_kind, pick_layer
+
+THUMBNAIL = 32
+
+st.header("Model view")
+st.markdown(
+    "Every head of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
+    "attention (queries down, keys across). Look for a bright diagonal (attend to self), a line just below it "
+    "(previous token), or a bright last column ([SEP] acting as a sink for attention a head does not need). "
+    f"Thumbnails are averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and scaled to their own maximum."
+)
+
+result = current_trace()
+kind = pick_kind(result, "model_kind")
+attention = result.attention(kind)
+left, right = st.columns(2)
+layer = pick_layer(attention.n_layers, "model_layer", left)
+head = right.selectbox("Head", range(attention.n_heads), format_func=lambda i: f"head {i + 1}", key="model_head")
+st.plotly_chart(model_view(attention.weights, THUMBNAIL, selected=(layer, head)), key="model_grid")
+
+queries, keys = result.tokens_for(kind)
+st.subheader(f"Layer {layer + 1}, head {head + 1} at full resolution")
+st.plotly_chart(
+    head_heatmap(attention.weights[layer, head], queries, keys, f"Layer {layer + 1}, head {head + 1}"),
+    key="model_selected",
+)
+if st.button("Open in the attention heatmap", key="model_open"):
+    st.session_state["attention_kind"] = kind
+    st.session_state["attention_layer"] = layer
+    st.session_state["attention_head"] = head
+    st.switch_page("explorer/pages/attention.py")

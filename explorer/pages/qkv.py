@@ -1,0 +1,96 @@
+"""Q/K/V step by step: one head's computation for one query token, with the model's own numbers."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import streamlit as st
+
+from explorer import walkthrough
+from explorer.figures.walkthrough import per_key_bars, vector_strip
+from explorer.pages._shared import current_trace, pick_kind, pick_layer, token_label
+
+SHOWN = 8  # values of a long vector shown inline; all of them are in the download
+
+st.header("Q, K, V step by step")
+st.markdown(
+    "One head, one query token, every number taken from the model's own forward pass: project the input to "
+    "q, k and v, score the query against every key, scale, mask, softmax, and mix the values."
+)
+
+result = current_trace()
+kind = pick_kind(result, "qkv_kind")
+attention = result.attention(kind)
+queries, keys = result.tokens_for(kind)
+c1, c2, c3 = st.columns(3)
+layer = pick_layer(attention.n_layers, "qkv_layer", c1)
+head = c2.selectbox("Head", range(attention.n_heads), format_func=lambda i: f"head {i + 1}", key="qkv_head")
+query = c3.selectbox("Query token", range(len(queries)), format_func=lambda i: token_label(queries, i), key="qkv_query")
+s = walkthrough.steps(result, kind, layer, head, query)
+_, source, _ = walkthrough.input_rows(result, kind, layer)
+
+
+def preview(vector: np.ndarray) -> str:
+    shown = ", ".join(f"{x:.4f}" for x in vector[:SHOWN])
+    return f"[{shown}{', ...' if vector.size > SHOWN else ''}]  ({vector.size} values)"
+
+
+st.subheader("1. The input row")
+st.markdown(f"x = {source}, row {query}: `{preview(s.x_query)}`")
+st.subheader("2. Project to q, k, v")
+st.latex(
+    rf"q = x W^Q_{{{head + 1}}},\; k_j = x_j W^K_{{{head + 1}}},\; v_j = x_j W^V_{{{head + 1}}}"
+    rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{s.d_model} \times {s.d_head}}}"
+)
+st.markdown(f"Keys and values come from {s.x_keys_source}. q = `{preview(s.q)}`")
+st.plotly_chart(vector_strip(s.q, [queries[query]], "q"), key="qkv_q")
+st.plotly_chart(vector_strip(s.k, keys, "K (one row per key)"), key="qkv_k")
+st.plotly_chart(vector_strip(s.v, keys, "V (one row per key)"), key="qkv_v")
+
+st.subheader("3. Score, scale, mask, softmax")
+st.latex(r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head))
+st.plotly_chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask), key="qkv_raw")
+st.plotly_chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask), key="qkv_scaled")
+if not s.mask.all():
+    hidden = int((~s.mask).sum())
+    st.markdown(f"The mask hides {hidden} key(s) (grey): they get weight exactly 0.")
+st.plotly_chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask), key="qkv_weights")
+
+with st.expander("What if: change the softmax temperature (not the model's computation)"):
+    temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="qkv_temperature")
+    what_if = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, temperature)
+    st.caption("softmax(scores / T): T < 1 sharpens, T > 1 flattens. The model always uses T = 1.")
+    st.plotly_chart(
+        per_key_bars(s.weights, keys, "model (T = 1) vs what-if", s.mask, what_if, f"T = {temperature}"),
+        key="qkv_what_if",
+    )
+
+st.subheader("4. Weight the values and sum: this head's output z")
+st.plotly_chart(vector_strip(s.weighted_values, keys, "weight_j x v_j"), key="qkv_weighted")
+st.plotly_chart(vector_strip(s.z, [f"z (head {head + 1})"], "z = sum_j weight_j v_j"), key="qkv_z")
+
+st.subheader("5. Concatenate the heads and multiply by W_O")
+st.latex(
+    rf"\text{{MultiHead}} = \text{{Concat}}(z_1, \dots, z_{{{attention.n_heads}}})\, W^O,"
+    rf"\quad W^O \in \mathbb{{R}}^{{{s.d_model} \times {s.d_model}}}"
+)
+st.markdown(f"This head fills dimensions {head * s.d_head} to {(head + 1) * s.d_head - 1} of the concatenation.")
+st.plotly_chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), key="qkv_concat")
+st.plotly_chart(vector_strip(s.output, ["output"], "After W_O (before the residual and LayerNorm)"), key="qkv_output")
+
+buffer = io.StringIO()
+np.savetxt(
+    buffer,
+    np.column_stack([np.arange(len(keys)), s.raw_scores, s.scaled_scores, s.weights, s.k, s.v]),
+    delimiter=",",
+    fmt="%.9g",
+    header="key,raw_score,scaled_score,weight,"
+    + ",".join(f"k{i}" for i in range(s.d_head))
+    + ","
+    + ",".join(f"v{i}" for i in range(s.d_head)),
+    comments="",
+)
+st.download_button(
+    "Download every value (CSV)", buffer.getvalue(), file_name="qkv_steps.csv", mime="text/csv", key="qkv_download"
+)

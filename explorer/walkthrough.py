@@ -1,0 +1,97 @@
+"""One head's computation for one query token, step by step, as named arrays from a trace (no streamlit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.trace import Trace
+
+
+@dataclass(frozen=True)
+class HeadSteps:
+    """Eq. (1) for query position `query` of one head: every intermediate, with the model's own numbers."""
+
+    kind: str
+    layer: int
+    head: int
+    query: int
+    x_query: np.ndarray  # (D,) the row the query is projected from
+    x_keys_source: str  # where keys and values come from, in words
+    d_model: int
+    d_head: int
+    q: np.ndarray  # (Dh,) x W_Q for this head
+    k: np.ndarray  # (Tk, Dh)
+    v: np.ndarray  # (Tk, Dh)
+    raw_scores: np.ndarray  # (Tk,) q . k_j
+    scaled_scores: np.ndarray  # (Tk,) / sqrt(d_k)
+    mask: np.ndarray  # (Tk,) True where key j may be seen
+    weights: np.ndarray  # (Tk,) softmax; the model's own row
+    weighted_values: np.ndarray  # (Tk, Dh) weights_j * v_j
+    z: np.ndarray  # (Dh,) sum of weighted values: this head's output
+    concat: np.ndarray  # (D,) every head's z side by side
+    output: np.ndarray  # (D,) concat W_O: the attention sub-layer's output for this token
+
+
+def input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, str]:
+    """(rows queries are projected from, what they are, where keys/values come from) for a layer and kind."""
+    if kind == "encoder_self":
+        states = trace.encoder_states
+        if layer == 0:
+            return states["embeddings"], "token embedding + position", "the same rows"
+        return states["after_ffn"][layer - 1], f"output of encoder layer {layer}", "the same rows"
+    assert trace.decoder_states is not None
+    states = trace.decoder_states
+    if kind == "decoder_self":
+        rows = states["embeddings"] if layer == 0 else states["after_ffn"][layer - 1]
+        what = "target embedding + position" if layer == 0 else f"output of decoder layer {layer}"
+        return rows, what, "the same rows (earlier positions only)"
+    return (
+        states["after_self_attn"][layer],
+        f"decoder layer {layer + 1} after masked self-attention",
+        ("the encoder's output (memory)"),
+    )
+
+
+def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadSteps:
+    """Read one head's computation for one query out of the trace."""
+    a = trace.attention(kind)
+    if not (0 <= layer < a.n_layers and 0 <= head < a.n_heads and 0 <= query < a.weights.shape[2]):
+        raise IndexError(f"layer {layer}, head {head}, query {query} is outside this trace")
+    rows, _, keys_from = input_rows(trace, kind, layer)
+    weights = a.weights[layer, head, query]
+    v = a.v[layer, head]
+    weighted = weights[:, None] * v  # (Tk, Dh)
+    n_heads, d_head = a.n_heads, a.q.shape[-1]
+    return HeadSteps(
+        kind=kind,
+        layer=layer,
+        head=head,
+        query=query,
+        x_query=rows[query],
+        x_keys_source=keys_from,
+        d_model=n_heads * d_head,
+        d_head=d_head,
+        q=a.q[layer, head, query],
+        k=a.k[layer, head],
+        v=v,
+        raw_scores=a.raw_scores[layer, head, query],
+        scaled_scores=a.scaled_scores[layer, head, query],
+        mask=a.mask[query],
+        weights=weights,
+        weighted_values=weighted,
+        z=a.heads[layer, head, query],
+        concat=a.heads[layer, :, query].reshape(-1),  # (H*Dh,) = (D,)
+        output=a.output[layer, query],
+    )
+
+
+def softmax_with_temperature(scaled_scores: np.ndarray, mask: np.ndarray, temperature: float) -> np.ndarray:
+    """What-if only: softmax(scores / T) over the visible keys. T = 1 is the model; the model never uses T."""
+    if temperature <= 0:
+        raise ValueError("temperature must be positive")
+    z = np.where(mask, scaled_scores.astype(np.float64) / temperature, -np.inf)
+    z = z - z[mask].max()
+    e = np.where(mask, np.exp(z), 0.0)
+    return e / e.sum()

@@ -1,0 +1,45 @@
+"""A person's path through the app in real headless Chromium: type a sentence, visit every page."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import screenshot, tick_labels, type_sentence, wait_until_idle
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SENTENCE = "Bark is very cute and he is a dog"
+TOKENS = ["[CLS]", "bark", "is", "very", "cute", "and", "he", "is", "a", "dog", "[SEP]"]
+PAGES = [
+    ("Model view", "model_view"),
+    ("Head view", "head_view"),
+    ("Positional encoding", "positional"),
+    ("Q/K/V step by step", "qkv"),
+    ("Attention heatmap", "attention"),
+]
+
+
+def test_every_page_draws_for_a_typed_sentence(server, page):
+    page.goto(server)
+    page.wait_for_selector(".js-plotly-plot", timeout=90_000)
+    wait_until_idle(page)
+    type_sentence(page, SENTENCE)
+    page.wait_for_selector(".js-plotly-plot g.xtick text")
+    assert tick_labels(page) == TOKENS
+    assert tick_labels(page, axis="ytick") == TOKENS
+    screenshot(page, "attention")
+    for title, name in PAGES:
+        page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+        wait_until_idle(page)
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+        assert page.locator(".js-plotly-plot").count() >= 1, name
+        assert page.get_by_test_id("stException").count() == 0, name
+        if name in ("model_view", "attention"):
+            # the full-resolution heatmap of the picked head carries the sentence's tokens
+            charts = page.locator(".js-plotly-plot")
+            labelled = [tick_labels(page, i) for i in range(charts.count())]
+            assert TOKENS in labelled, (name, labelled)
+        if name == "head_view":
+            texts = page.locator(".js-plotly-plot g.textpoint text").all_text_contents()
+            assert texts[: len(TOKENS)] == TOKENS
+        screenshot(page, name)

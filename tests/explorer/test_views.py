@@ -1,0 +1,63 @@
+"""Model view, head view and positional figures on small synthetic arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.figures import positional
+from explorer.figures.head_view import head_view
+from explorer.figures.model_view import grid, model_view, pool
+from models.positional import sinusoidal_table
+from tests.figdata import array
+
+
+def test_pool_is_block_mean_and_identity_when_small():
+    w = np.arange(16, dtype=np.float32).reshape(4, 4)
+    np.testing.assert_array_equal(pool(w, 8), w)
+    np.testing.assert_array_equal(pool(w, 2), [[2.5, 4.5], [10.5, 12.5]])
+
+
+def test_grid_places_each_head_scaled_to_its_max():
+    rng = np.random.default_rng(0)
+    w = rng.dirichlet(np.ones(5), size=(2, 3, 5)).astype(np.float32)  # (L=2, H=3, 5, 5)
+    image = grid(w, size=32)
+    assert image.shape == (2 * 6 - 1, 3 * 6 - 1)
+    np.testing.assert_allclose(image[6:11, 12:17], w[1, 2] / w[1, 2].max(), rtol=1e-6)
+    assert np.isnan(image[5]).all() and np.isnan(image[:, 5]).all()
+
+
+def test_model_view_at_512_tokens_stays_small():
+    w = np.full((6, 12, 512, 512), 1 / 512, dtype=np.float32)
+    fig = model_view(w, 32, selected=(2, 3))
+    z = array(fig.to_dict()["data"][0]["z"])
+    assert z.shape == (6 * 33 - 1, 12 * 33 - 1)
+    assert len(fig.to_json()) < 1_000_000
+    assert fig.layout.shapes[0].x0 == 3 * 33 - 0.5
+
+
+def test_head_view_lines_follow_the_weights():
+    w = np.zeros((2, 3, 3), dtype=np.float32)
+    w[0] = np.eye(3)
+    w[1, :, 0] = 1.0
+    fig = head_view(w, ["a", "<b>", "c"], ["a", "<b>", "c"], heads=[0, 1])
+    lines = [t for t in fig.data if t.mode == "lines"]
+    head0 = [t for t in lines if t.legendgroup == "h0"]
+    ys = [y for t in head0 for y in t.y if y is not None]
+    assert ys == [0, 0, 1, 1, 2, 2]  # each query to itself
+    head1_targets = [t.y[1::3] for t in lines if t.legendgroup == "h1"]
+    assert all(k == 0 for ks in head1_targets for k in ks)
+    texts = [t for t in fig.data if t.mode == "text"]
+    assert list(texts[0].text) == ["a", "&lt;b&gt;", "c"]
+    focused = head_view(w, ["a", "b", "c"], ["a", "b", "c"], heads=[0], focus=1)
+    assert [y for t in focused.data if t.mode == "lines" for y in t.y if y is not None] == [1, 1]
+
+
+def test_positional_figures_carry_the_table():
+    table = sinusoidal_table(20, 8).numpy()
+    fig = positional.curves(table, [0, 3])
+    np.testing.assert_array_equal(array(fig.data[1].y), table[:, 3])
+    sim = positional.similarity(table)
+    np.testing.assert_allclose(np.diag(sim), 1, atol=1e-6)
+    np.testing.assert_allclose(sim, sim.T, atol=1e-6)
+    heat = positional.table_heatmap(table, "t")
+    np.testing.assert_array_equal(array(heat.data[0].z), table)

@@ -1,0 +1,66 @@
+"""The Q/K/V walkthrough's numbers reproduce the model's own attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from explorer import trace, walkthrough
+
+
+@pytest.fixture(scope="module")
+def minilm_trace(minilm):
+    return trace.run(minilm, "The animal didn't cross the street because it was too tired")
+
+
+@pytest.mark.parametrize("layer,head,query", [(0, 0, 0), (2, 5, 10), (5, 11, 14)])
+def test_softmax_of_shown_q_and_k_gives_the_models_weights(minilm_trace, layer, head, query):
+    s = walkthrough.steps(minilm_trace, "encoder_self", layer, head, query)
+    scores = s.k.astype(np.float64) @ s.q.astype(np.float64) / np.sqrt(s.d_head)
+    recomputed = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+    np.testing.assert_allclose(recomputed, s.weights, atol=1e-6)
+    np.testing.assert_array_equal(s.weights, minilm_trace.encoder_self.weights[layer, head, query])
+    np.testing.assert_allclose(s.raw_scores, s.k @ s.q, atol=1e-4, rtol=1e-5)
+    np.testing.assert_allclose(s.weighted_values.sum(0), s.z, atol=1e-5)
+    assert s.concat.shape == (384,) and s.z.shape == (32,)
+    np.testing.assert_array_equal(s.concat[head * 32 : (head + 1) * 32], s.z)
+
+
+def test_projections_are_the_models_own(minilm, minilm_trace):
+    layer, head, query = 3, 2, 4
+    s = walkthrough.steps(minilm_trace, "encoder_self", layer, head, query)
+    attn = minilm.model.encoder.layers[layer].self_attn
+    with torch.inference_mode():
+        q = attn.w_q(torch.from_numpy(s.x_query))[head * 32 : (head + 1) * 32].numpy()
+        out = attn.w_o(torch.from_numpy(s.concat)).numpy()
+    np.testing.assert_allclose(q, s.q, atol=1e-5)
+    np.testing.assert_allclose(out, s.output, atol=1e-5)
+    np.testing.assert_array_equal(s.x_query, minilm_trace.encoder_states["after_ffn"][layer - 1][query])
+
+
+def test_decoder_kinds_use_their_own_inputs_and_masks(paper_random):
+    result = trace.run(paper_random, "Thinking Machines")
+    s = walkthrough.steps(result, "decoder_self", 1, 3, 2)
+    assert s.mask.tolist() == [True, True, True] + [False] * (len(result.target_tokens) - 3)
+    assert (s.weights[~s.mask] == 0).all()
+    np.testing.assert_array_equal(s.x_query, result.decoder_states["after_ffn"][0][2])
+    c = walkthrough.steps(result, "cross", 0, 0, 1)
+    assert c.k.shape == (len(result.source_tokens), 64)
+    np.testing.assert_array_equal(c.x_query, result.decoder_states["after_self_attn"][0][1])
+
+
+def test_temperature_is_a_labelled_what_if(minilm_trace):
+    s = walkthrough.steps(minilm_trace, "encoder_self", 0, 0, 3)
+    np.testing.assert_allclose(walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, 1.0), s.weights, atol=1e-6)
+    sharp = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, 0.2)
+    flat = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, 5.0)
+    assert sharp.max() > s.weights.max() > flat.max()
+    np.testing.assert_allclose([sharp.sum(), flat.sum()], 1)
+    with pytest.raises(ValueError):
+        walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, 0)
+
+
+def test_out_of_range_position_is_an_error(minilm_trace):
+    with pytest.raises(IndexError):
+        walkthrough.steps(minilm_trace, "encoder_self", 6, 0, 0)
