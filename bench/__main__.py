@@ -17,6 +17,14 @@ def main(argv: list[str] | None = None) -> int:
     forward.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     forward.add_argument("--repeats", type=int, default=25)
     forward.add_argument("--lengths", type=int, nargs="+", default=None, help="token counts (default 16 128 512)")
+    figures = commands.add_parser("figures", help="text -> every figure of the attention and model-view pages")
+    figures.add_argument("--json", action="store_true")
+    figures.add_argument("--repeats", type=int, default=7)
+    figures.add_argument("--lengths", type=int, nargs="+", default=None)
+    browser = commands.add_parser("browser", help="Enter -> heatmaps drawn, in headless Chromium")
+    browser.add_argument("--json", action="store_true")
+    browser.add_argument("--repeats", type=int, default=3)
+    browser.add_argument("--lengths", type=int, nargs="+", default=None)
     args = parser.parse_args(argv)
 
     if args.command == "forward":
@@ -24,6 +32,16 @@ def main(argv: list[str] | None = None) -> int:
 
         rows = bench_forward.run(tuple(args.lengths or bench_forward.LENGTHS), repeats=args.repeats)
         print(json.dumps(rows) if args.json else bench_forward.table(rows))
+    elif args.command == "figures":
+        from bench import figures as bench_figures
+
+        rows = bench_figures.run(tuple(args.lengths or bench_figures.LENGTHS), repeats=args.repeats)
+        print(json.dumps(rows) if args.json else bench_figures.table(rows))
+    elif args.command == "browser":
+        from bench import browser as bench_browser
+
+        rows = bench_browser.run(tuple(args.lengths or bench_browser.LENGTHS), repeats=args.repeats)
+        print(json.dumps(rows) if args.json else bench_browser.table(rows))
     return 0
 
 

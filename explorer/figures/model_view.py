@@ -38,38 +38,41 @@ def model_view(weights: np.ndarray, size: int = 32, selected: tuple[int, int] | 
     image = grid(weights, size)
     s_q = (image.shape[0] + 1) // n_layers - 1
     s_k = (image.shape[1] + 1) // n_heads - 1
-    figure = go.Figure(go.Heatmap(z=image, zmin=0, zmax=1, colorscale="Blues", showscale=False, hoverinfo="skip"))
+    shapes = []
     if selected is not None:
         layer, head = selected
         r, c = layer * (s_q + 1), head * (s_k + 1)
-        figure.add_shape(
-            type="rect",
-            x0=c - 0.5,
-            x1=c + s_k - 0.5,
-            y0=r - 0.5,
-            y1=r + s_q - 0.5,
-            line={"color": "#d62728", "width": 2},
+        line = {"color": "#d62728", "width": 2}
+        shapes.append(
+            {"type": "rect", "x0": c - 0.5, "x1": c + s_k - 0.5, "y0": r - 0.5, "y1": r + s_q - 0.5, "line": line}
         )
-    figure.update_layout(
-        height=max(300, 70 * n_layers + 60),
-        margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={
-            "tickmode": "array",
-            "tickvals": [h * (s_k + 1) + (s_k - 1) / 2 for h in range(n_heads)],
-            "ticktext": [f"head {h + 1}" for h in range(n_heads)],
-            "side": "top",
-            "showgrid": False,
-            "zeroline": False,
+    head_ticks = [h * (s_k + 1) + (s_k - 1) / 2 for h in range(n_heads)]
+    layer_ticks = [i * (s_q + 1) + (s_q - 1) / 2 for i in range(n_layers)]
+    # built in one call: every later update_layout/add_shape re-validates and deep-copies the whole figure
+    figure = go.Figure(
+        data=[go.Heatmap(z=image, zmin=0, zmax=1, colorscale="Blues", showscale=False, hoverinfo="skip")],
+        layout={
+            "height": max(300, 70 * n_layers + 60),
+            "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
+            "shapes": shapes,
+            "xaxis": {
+                "tickmode": "array",
+                "tickvals": head_ticks,
+                "ticktext": [f"head {h + 1}" for h in range(n_heads)],
+                "side": "top",
+                "showgrid": False,
+                "zeroline": False,
+            },
+            "yaxis": {
+                "tickmode": "array",
+                "tickvals": layer_ticks,
+                "ticktext": [f"layer {i + 1}" for i in range(n_layers)],
+                "autorange": "reversed",
+                "showgrid": False,
+                "zeroline": False,
+                "scaleanchor": "x",
+            },
+            "plot_bgcolor": "white",
         },
-        yaxis={
-            "tickmode": "array",
-            "tickvals": [layer * (s_q + 1) + (s_q - 1) / 2 for layer in range(n_layers)],
-            "ticktext": [f"layer {layer + 1}" for layer in range(n_layers)],
-            "autorange": "reversed",
-            "showgrid": False,
-            "zeroline": False,
-            "scaleanchor": "x",
-        },
-        plot_bgcolor="white",
     )
     return figure

@@ -14,7 +14,7 @@ def test_heatmap_draws_the_weights_with_distinct_repeated_tokens():
     fig = head_heatmap(weights, ["the", "cat", "the"], ["a", "the", "the", "."], "Layer 1, head 2").to_dict()
     heat = fig["data"][0]
     np.testing.assert_array_equal(array(heat["z"]), weights)
-    assert list(array(heat["y"])) == [0, 1, 2]  # numeric rows: the two "the" stay two rows
+    assert list(heat["y"]) == ["0: the", "1: cat", "2: the"]  # one category per position: the two "the" stay apart
     assert list(fig["layout"]["yaxis"]["ticktext"]) == ["the", "cat", "the"]
     assert list(fig["layout"]["xaxis"]["ticktext"]) == ["a", "the", "the", "."]
     assert (heat["zmin"], heat["zmax"]) == (0, 1)
@@ -25,8 +25,7 @@ def test_hostile_tokens_are_escaped_in_ticks_and_hover():
     fig = head_heatmap(np.eye(3, dtype=np.float32), tokens, tokens).to_dict()
     ticks = list(fig["layout"]["xaxis"]["ticktext"])
     assert ticks == ["&lt;b&gt;", "&lt;img src=x onerror=alert(1)&gt;", "&amp;amp;"]
-    hover = array(fig["data"][0]["customdata"]).tolist()
-    assert hover[0][1] == ["&lt;b&gt;", "&lt;img src=x onerror=alert(1)&gt;"]
+    assert list(fig["data"][0]["x"]) == ["0: &lt;b&gt;", "1: &lt;img src=x onerror=alert(1)&gt;", "2: &amp;amp;"]
     assert all("<" not in t for t in ticks)
 
 
