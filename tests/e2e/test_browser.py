@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import screenshot, tick_labels, type_sentence, wait_until_idle
+from bench.harness import open_app, tick_labels, type_sentence, wait_for_tokens, wait_until_idle
+from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SENTENCE = "Bark is very cute and he is a dog"
 TOKENS = ["[CLS]", "bark", "is", "very", "cute", "and", "he", "is", "a", "dog", "[SEP]"]
+HEADINGS = {
+    "model_view": "Model view",
+    "head_view": "Head view",
+    "positional": "Positional encoding",
+    "qkv": "Q, K, V step by step",
+    "attention": "Attention heatmap",
+}
 PAGES = [
     ("Model view", "model_view"),
     ("Head view", "head_view"),
@@ -20,25 +28,23 @@ PAGES = [
 
 
 def test_every_page_draws_for_a_typed_sentence(server, page):
-    page.goto(server)
-    page.wait_for_selector(".js-plotly-plot", timeout=90_000)
-    wait_until_idle(page)
+    open_app(page, server)
     type_sentence(page, SENTENCE)
-    page.wait_for_selector(".js-plotly-plot g.xtick text")
+    wait_for_tokens(page, TOKENS)
     assert tick_labels(page) == TOKENS
     assert tick_labels(page, axis="ytick") == TOKENS
     screenshot(page, "attention")
     for title, name in PAGES:
         page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+        page.get_by_role("heading", name=HEADINGS[name]).wait_for(timeout=60_000)
         wait_until_idle(page)
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
         assert page.locator(".js-plotly-plot").count() >= 1, name
         assert page.get_by_test_id("stException").count() == 0, name
         if name in ("model_view", "attention"):
             # the full-resolution heatmap of the picked head carries the sentence's tokens
-            charts = page.locator(".js-plotly-plot")
-            labelled = [tick_labels(page, i) for i in range(charts.count())]
-            assert TOKENS in labelled, (name, labelled)
+            wait_for_tokens(page, TOKENS, chart_index=1 if name == "model_view" else 0)
+            assert tick_labels(page, 1 if name == "model_view" else 0) == TOKENS
         if name == "head_view":
             texts = page.locator(".js-plotly-plot g.textpoint text").all_text_contents()
             assert texts[: len(TOKENS)] == TOKENS

@@ -1,0 +1,135 @@
+"""A live `streamlit run app.py` on a free loopback port and Debian's headless Chromium (tests and benchmarks)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+IDLE = """() => !document.querySelector('[data-testid="stStatusWidget"]')"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def app_server(timeout: float = 90) -> Iterator[str]:
+    """Start the app, wait for /_stcore/health, yield its URL, and stop it afterwards."""
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not start: {proc.stdout.read().decode()[-2000:]}") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def wait_until_idle(page, timeout: float = 60_000) -> None:
+    """Until Streamlit's running indicator is gone."""
+    page.wait_for_timeout(200)
+    page.wait_for_function(IDLE, timeout=timeout)
+
+
+def open_app(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector(".js-plotly-plot", timeout=90_000)
+    wait_until_idle(page)
+
+
+def set_max_tokens(page, n: int) -> None:
+    box = page.get_by_test_id("stNumberInputField").first
+    box.fill(str(n))
+    box.press("Enter")
+    wait_until_idle(page)
+
+
+def type_sentence(page, text: str, press_enter: bool = True) -> None:
+    box = page.get_by_test_id("stTextInputField").first
+    box.fill("")
+    box.type(text, delay=5) if len(text) < 200 else box.fill(text)
+    if press_enter:
+        box.press("Enter")
+        wait_until_idle(page)
+
+
+DRAWN = """([index, expected]) => {
+    const plot = document.querySelectorAll('.js-plotly-plot')[index];
+    const x = plot && plot.data && plot.data[0] && plot.data[0].x;
+    return !!x && x.length === expected.length && expected.every((label, i) => x[i] === label)
+        && !document.querySelector('[data-testid="stStatusWidget"]');
+}"""
+
+
+def wait_for_tokens(page, tokens: list[str], chart_index: int = 0, timeout: float = 60_000) -> None:
+    """Until heatmap `chart_index` is drawn with these tokens (its x categories are 'position: token')."""
+    expected = [f"{i}: {t}" for i, t in enumerate(tokens)]
+    page.wait_for_function(DRAWN, arg=[chart_index, expected], timeout=timeout)
+
+
+def tick_labels(page, chart_index: int = 0, axis: str = "xtick") -> list[str]:
+    chart = page.locator(".js-plotly-plot").nth(chart_index)
+    return [t.text_content() for t in chart.locator(f"g.{axis} text").all()]
