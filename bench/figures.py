@@ -20,7 +20,7 @@ TEXT = "The animal didn't cross the street because it was too tired, so it lay d
 
 def text_of(loaded: registry.LoadedModel, tokens: int) -> str:
     """A text that tokenizes to at least `tokens` tokens ([CLS] and [SEP] included) once cut to that length."""
-    text = TEXT * (tokens // 8 + 1)
+    text = TEXT * (tokens // 16 + 2)  # ~22 tokens a repeat; stays under the sentence box's 5,000 characters
     assert len(loaded.tokenizer.encode(text, tokens)) == tokens
     return text
 
