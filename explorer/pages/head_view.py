@@ -8,6 +8,7 @@ from explorer.figures.head_view import head_view
 from explorer.pages._shared import current_trace, pick_kind, pick_layer, token_label
 
 st.header("Head view")
+st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
 st.markdown(
     "Queries on the left, keys on the right. A line's opacity is the attention weight, its colour the head; each "
     "query shows its strongest keys (weights under 0.05 are left out). Click a head in the legend to hide it, or "

@@ -11,6 +11,7 @@ from explorer.pages._shared import current_trace, pick_kind, pick_layer
 THUMBNAIL = 32
 
 st.header("Model view")
+st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
 st.markdown(
     "Every head of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
     "attention (queries down, keys across). Look for a bright diagonal (attend to self), a line just below it "
