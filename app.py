@@ -18,9 +18,10 @@ st.set_page_config(page_title="Attention explorer", layout="wide")
 state.init(st.session_state)
 
 
-def keep(widget_key: str, key: str):
-    """Copy a sidebar widget's value into its persistent key (widget state is dropped on page switches)."""
-    return lambda: st.session_state.__setitem__(key, st.session_state[widget_key])
+def bound(key: str) -> dict:
+    """Widget arguments that keep its value under `key` too (widget state is dropped on page switches)."""
+    widget_key = state.widget(key)
+    return {"key": widget_key, "on_change": lambda: st.session_state.__setitem__(key, st.session_state[widget_key])}
 
 
 def use_example() -> None:
@@ -35,16 +36,14 @@ with st.sidebar:
         "Model",
         list(registry.MODELS),
         format_func=lambda k: registry.MODELS[k].title,
-        key=state.widget(state.MODEL),
-        on_change=keep(state.widget(state.MODEL), state.MODEL),
+        **bound(state.MODEL),
     )
     st.caption(registry.MODELS[st.session_state[state.MODEL]].description)
     st.text_input(
         "Sentence",
-        key=state.widget(state.TEXT),
         max_chars=5000,
         help="Press Enter to run the model.",
-        on_change=keep(state.widget(state.TEXT), state.TEXT),
+        **bound(state.TEXT),
     )
     loaded = cached.get_model(st.session_state[state.MODEL])
     st.number_input(
@@ -52,8 +51,7 @@ with st.sidebar:
         min_value=3,
         max_value=loaded.max_tokens,
         step=1,
-        key=state.widget(state.MAX_TOKENS),
-        on_change=keep(state.widget(state.MAX_TOKENS), state.MAX_TOKENS),
+        **bound(state.MAX_TOKENS),
     )
     st.selectbox(
         "Or pick an example",

@@ -6,7 +6,7 @@ import statistics
 import time
 
 from bench import harness
-from bench.figures import text_of
+from bench.inputs import text_of
 from models import registry
 
 LENGTHS = (16, 64, 512)

@@ -5,38 +5,27 @@ from __future__ import annotations
 import statistics
 import time
 
-import numpy as np
 import plotly.io as pio
 import torch
 
+from bench.inputs import ids_of, text_of
 from explorer import trace
 from explorer.figures.heatmap import head_heatmap
-from explorer.figures.model_view import model_view
+from explorer.figures.model_view import THUMBNAIL, layer_heads, model_view
 from models import registry
 
 LENGTHS = (16, 64, 512)
-TEXT = "The animal didn't cross the street because it was too tired, so it lay down under a tree. "
-
-
-def text_of(loaded: registry.LoadedModel, tokens: int) -> str:
-    """A text that tokenizes to at least `tokens` tokens ([CLS] and [SEP] included) once cut to that length."""
-    text = TEXT * (tokens // 16 + 2)  # ~22 tokens a repeat; stays under the sentence box's 5,000 characters
-    assert len(loaded.tokenizer.encode(text, tokens)) == tokens
-    return text
 
 
 def page_figures(result: trace.Trace) -> dict[str, list]:
-    """The figures each page draws by default (layer 1, head 1), as the pages build them."""
+    """The figures each page draws by default (layer 1, head 1), built by the functions the pages call."""
     a = result.attention("encoder_self")
     queries, keys = result.tokens_for("encoder_self")
-    size = int(np.clip(max(len(queries), len(keys)), 1, 64))
+    # each page builds its own heatmap, so it is built twice here too
     return {
-        "attention": [
-            head_heatmap(a.weights[0, 0], queries, keys, "Layer 1, head 1"),
-            model_view(a.weights[0:1], size=size),
-        ],
+        "attention": [head_heatmap(a.weights[0, 0], queries, keys, "Layer 1, head 1"), layer_heads(a.weights[0])],
         "model_view": [
-            model_view(a.weights, 32, selected=(0, 0)),
+            model_view(a.weights, THUMBNAIL, selected=(0, 0)),
             head_heatmap(a.weights[0, 0], queries, keys, "Layer 1, head 1"),
         ],
     }
@@ -47,7 +36,7 @@ def run(lengths=LENGTHS, repeats: int = 7, model: str = "minilm") -> list[dict]:
     rows = []
     for tokens in lengths:
         text = text_of(loaded, tokens)
-        ids = torch.tensor([loaded.tokenizer.encode(text, tokens).ids])
+        ids = ids_of(loaded, tokens)
 
         def forward(ids=ids):
             with torch.inference_mode():

@@ -7,18 +7,12 @@ import time
 
 import torch
 
+from bench.inputs import ids_of
 from models import registry
 from models.pretrained import minilm_folder
 from models.reference import load_reference, run_reference
 
 LENGTHS = (16, 128, 512)
-TEXT = "The animal didn't cross the street because it was too tired, so it lay down under a tree. "
-
-
-def _ids(loaded: registry.LoadedModel, tokens: int) -> torch.Tensor:
-    enc = loaded.tokenizer.encode(TEXT * (tokens // 8 + 1), tokens)
-    assert len(enc) == tokens
-    return torch.tensor([enc.ids])
 
 
 def _time_ms(fn) -> float:
@@ -33,7 +27,7 @@ def run(lengths=LENGTHS, repeats: int = 25, warmup: int = 3) -> list[dict]:
     reference = load_reference(minilm_folder())
     rows = []
     for tokens in lengths:
-        ids = _ids(loaded, tokens)
+        ids = ids_of(loaded, tokens)
         mask = torch.ones_like(ids)
 
         @torch.inference_mode()

@@ -13,6 +13,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from explorer.figures.labels import escape_tokens, position_labels
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -126,7 +128,7 @@ DRAWN = """([index, expected]) => {
 
 def wait_for_tokens(page, tokens: list[str], chart_index: int = 0, timeout: float = 60_000) -> None:
     """Until heatmap `chart_index` is drawn with these tokens (its x categories are 'position: token')."""
-    expected = [f"{i}: {t}" for i, t in enumerate(tokens)]
+    expected = position_labels(escape_tokens(tokens))  # exactly what head_heatmap sends
     page.wait_for_function(DRAWN, arg=[chart_index, expected], timeout=timeout)
 
 

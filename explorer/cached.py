@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import trace
+from explorer import positions, trace
 from models import registry
 
 
@@ -20,6 +20,4 @@ def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def get_positions(model_name: str) -> dict:
-    from explorer import positions
-
     return positions.tables(get_model(model_name))

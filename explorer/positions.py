@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from models.positional import sinusoidal_table
 from models.registry import LoadedModel
@@ -14,6 +13,5 @@ def tables(loaded: LoadedModel) -> dict[str, np.ndarray]:
     config = loaded.model.config
     found = {"sinusoidal": sinusoidal_table(config.max_len, config.d_model).numpy()}
     if config.positional == "learned":
-        with torch.inference_mode():
-            found["learned"] = loaded.model.encoder.embeddings.position.table.detach().numpy().copy()
+        found["learned"] = loaded.model.encoder.embeddings.position.table.detach().numpy().copy()
     return found

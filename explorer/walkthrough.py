@@ -18,6 +18,7 @@ class HeadSteps:
     head: int
     query: int
     x_query: np.ndarray  # (D,) the row the query is projected from
+    x_query_source: str  # what that row is, in words
     x_keys_source: str  # where keys and values come from, in words
     d_model: int
     d_head: int
@@ -50,7 +51,7 @@ def input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, st
     return (
         states["after_self_attn"][layer],
         f"decoder layer {layer + 1} after masked self-attention",
-        ("the encoder's output (memory)"),
+        "the encoder's output (memory)",
     )
 
 
@@ -59,7 +60,7 @@ def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadSte
     a = trace.attention(kind)
     if not (0 <= layer < a.n_layers and 0 <= head < a.n_heads and 0 <= query < a.weights.shape[2]):
         raise IndexError(f"layer {layer}, head {head}, query {query} is outside this trace")
-    rows, _, keys_from = input_rows(trace, kind, layer)
+    rows, rows_are, keys_from = input_rows(trace, kind, layer)
     weights = a.weights[layer, head, query]
     v = a.v[layer, head]
     weighted = weights[:, None] * v  # (Tk, Dh)
@@ -70,6 +71,7 @@ def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadSte
         head=head,
         query=query,
         x_query=rows[query],
+        x_query_source=rows_are,
         x_keys_source=keys_from,
         d_model=n_heads * d_head,
         d_head=d_head,

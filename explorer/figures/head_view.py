@@ -30,6 +30,19 @@ PALETTE = (
 LEVELS = (0.05, 0.15, 0.3, 0.5, 0.75)  # weights are drawn in these opacity bands; below the first, not at all
 
 
+def _token_column(x: float, labels: list[str], side: str, colors: list[str] | str = "#222") -> go.Scatter:
+    return go.Scatter(
+        x=[x] * len(labels),
+        y=list(range(len(labels))),
+        mode="text",
+        text=labels,
+        textposition=f"middle {side}",
+        textfont={"color": colors},
+        showlegend=False,
+        hoverinfo="skip",
+    )
+
+
 def head_view(
     weights: np.ndarray,
     queries: Sequence[str],
@@ -40,68 +53,52 @@ def head_view(
 ) -> go.Figure:
     """weights: (H, Tq, Tk) for one layer. One legend entry per head; focus keeps only that query's lines."""
     n_q, n_k = len(queries), len(keys)
-    figure = go.Figure()
+    rows = np.arange(n_q) if focus is None else np.array([focus])
+    uppers = (*LEVELS[1:], 1.01)
+    traces = []
     for head in heads:
-        w = weights[head]
-        for band, low in enumerate(LEVELS):
-            high = LEVELS[band + 1] if band + 1 < len(LEVELS) else 1.01
-            xs: list[float | None] = []
-            ys: list[float | None] = []
-            rows = range(n_q) if focus is None else [focus]
-            for qi in rows:
-                top = np.argsort(w[qi])[::-1][:max_lines_per_query]  # the strongest keys only: lines stay readable
-                for kj in top:
-                    if low <= w[qi, kj] < high:
-                        xs += [0.0, 1.0, None]
-                        ys += [float(qi), float(kj), None]
-            if not xs:
+        w = weights[head, rows]  # (R, Tk)
+        # the strongest keys of each query only, so the lines stay readable
+        top = np.argsort(w, axis=1)[:, ::-1][:, :max_lines_per_query]  # (R, k)
+        q_idx = np.repeat(rows, top.shape[1])
+        k_idx = top.reshape(-1)
+        band = np.digitize(w[np.repeat(np.arange(len(rows)), top.shape[1]), k_idx], LEVELS) - 1  # -1: below 0.05
+        first = True
+        for b, high in enumerate(uppers):
+            chosen = band == b
+            if not chosen.any():
                 continue
-            figure.add_trace(
+            pairs = list(zip(q_idx[chosen].tolist(), k_idx[chosen].tolist(), strict=True))
+            traces.append(
                 go.Scatter(
-                    x=xs,
-                    y=ys,
+                    x=[0.0, 1.0, None] * len(pairs),  # one segment per (query, key), None breaks the line
+                    y=[y for qi, kj in pairs for y in (float(qi), float(kj), None)],
                     mode="lines",
                     line={"color": PALETTE[head % len(PALETTE)], "width": 2},
                     opacity=min(1.0, 0.15 + high * 0.85),
                     name=f"head {head + 1}",
                     legendgroup=f"h{head}",
-                    showlegend=band == 0 or not figure.data or figure.data[-1].legendgroup != f"h{head}",
+                    showlegend=first,
                     hoverinfo="skip",
                 )
             )
+            first = False
     q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
     focus_color = ["#d62728" if focus == i else "#222" for i in range(n_q)]
-    figure.add_trace(
-        go.Scatter(
-            x=[0] * n_q,
-            y=list(range(n_q)),
-            mode="text",
-            text=q_labels,
-            textposition="middle left",
-            textfont={"color": focus_color},
-            showlegend=False,
-            hoverinfo="skip",
-            name="queries",
-        )
+    traces += [_token_column(0, q_labels, "left", focus_color), _token_column(1, k_labels, "right")]
+    return go.Figure(
+        data=traces,
+        layout={
+            "height": max(360, 30 * max(n_q, n_k) + 100),
+            "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
+            "xaxis": {"range": [-0.9, 1.9], "visible": False},
+            "yaxis": {"autorange": "reversed", "visible": False},
+            "plot_bgcolor": "white",
+            "legend": {
+                "orientation": "h",
+                "y": 1.02,
+                "yanchor": "bottom",
+                "title": {"text": "click a head to hide it"},
+            },
+        },
     )
-    figure.add_trace(
-        go.Scatter(
-            x=[1] * n_k,
-            y=list(range(n_k)),
-            mode="text",
-            text=k_labels,
-            textposition="middle right",
-            showlegend=False,
-            hoverinfo="skip",
-            name="keys",
-        )
-    )
-    figure.update_layout(
-        height=max(360, 30 * max(n_q, n_k) + 100),
-        margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={"range": [-0.9, 1.9], "visible": False},
-        yaxis={"autorange": "reversed", "visible": False},
-        plot_bgcolor="white",
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "title": {"text": "click a head to hide it"}},
-    )
-    return figure

@@ -7,14 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens
+from explorer.figures.labels import escape_tokens, position_labels
 
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
-
-
-def position_labels(labels: list[str]) -> list[str]:
-    """'3: the': one distinct category per position, so repeated tokens never merge and hover can name them."""
-    return [f"{i}: {label}" for i, label in enumerate(labels)]
 
 
 def token_axis(labels: list[str], title: str, **extra: object) -> dict:

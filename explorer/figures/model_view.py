@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+THUMBNAIL = 32  # cells per side of each head in the whole-model view
+LAYER_CELLS = 64  # cells per side when one layer's heads are shown as small multiples
+
 
 def pool(weights: np.ndarray, size: int) -> np.ndarray:
     """Mean over blocks of rows and of columns, so a T x T map becomes at most size x size."""
@@ -16,7 +19,7 @@ def pool(weights: np.ndarray, size: int) -> np.ndarray:
     return summed / counts
 
 
-def grid(weights: np.ndarray, size: int = 32) -> np.ndarray:
+def grid(weights: np.ndarray, size: int = THUMBNAIL) -> np.ndarray:
     """(L, H, Tq, Tk) -> one 2-D image of pooled thumbnails, layers down, heads across, NaN gutters between."""
     n_layers, n_heads = weights.shape[:2]
     thumbs = pool(weights.astype(np.float32), size)  # (L, H, s_q, s_k)
@@ -32,12 +35,10 @@ def grid(weights: np.ndarray, size: int = 32) -> np.ndarray:
     return image
 
 
-def model_view(weights: np.ndarray, size: int = 32, selected: tuple[int, int] | None = None) -> go.Figure:
+def model_view(weights: np.ndarray, size: int = THUMBNAIL, selected: tuple[int, int] | None = None) -> go.Figure:
     """All heads of all layers; each thumbnail is its head's attention (queries down, keys across), pooled."""
-    n_layers, n_heads = weights.shape[:2]
-    image = grid(weights, size)
-    s_q = (image.shape[0] + 1) // n_layers - 1
-    s_k = (image.shape[1] + 1) // n_heads - 1
+    n_layers, n_heads, t_q, t_k = weights.shape
+    s_q, s_k = min(size, t_q), min(size, t_k)  # the thumbnail size pool() produces
     shapes = []
     if selected is not None:
         layer, head = selected
@@ -49,8 +50,8 @@ def model_view(weights: np.ndarray, size: int = 32, selected: tuple[int, int] | 
     head_ticks = [h * (s_k + 1) + (s_k - 1) / 2 for h in range(n_heads)]
     layer_ticks = [i * (s_q + 1) + (s_q - 1) / 2 for i in range(n_layers)]
     # built in one call: every later update_layout/add_shape re-validates and deep-copies the whole figure
-    figure = go.Figure(
-        data=[go.Heatmap(z=image, zmin=0, zmax=1, colorscale="Blues", showscale=False, hoverinfo="skip")],
+    return go.Figure(
+        data=[go.Heatmap(z=grid(weights, size), zmin=0, zmax=1, colorscale="Blues", showscale=False, hoverinfo="skip")],
         layout={
             "height": max(300, 70 * n_layers + 60),
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
@@ -75,4 +76,8 @@ def model_view(weights: np.ndarray, size: int = 32, selected: tuple[int, int] | 
             "plot_bgcolor": "white",
         },
     )
-    return figure
+
+
+def layer_heads(layer_weights: np.ndarray) -> go.Figure:
+    """(H, Tq, Tk): one layer's heads side by side, at full resolution up to LAYER_CELLS per side."""
+    return model_view(layer_weights[None], size=LAYER_CELLS)

@@ -11,37 +11,35 @@ import plotly.graph_objects as go
 def curves(table: np.ndarray, dims: Sequence[int]) -> go.Figure:
     """PE(pos, dim) over positions for the chosen dimensions (section 3.5): each pair of dims is one frequency."""
     positions = list(range(table.shape[0]))
-    figure = go.Figure([go.Scatter(x=positions, y=table[:, d], mode="lines", name=f"dim {d}") for d in dims])
-    figure.update_layout(
-        height=340,
-        margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={"title": {"text": "position"}},
-        yaxis={"title": {"text": "value"}},
+    return go.Figure(
+        data=[go.Scatter(x=positions, y=table[:, d], mode="lines", name=f"dim {d}") for d in dims],
+        layout={
+            "height": 340,
+            "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
+            "xaxis": {"title": {"text": "position"}},
+            "yaxis": {"title": {"text": "value"}},
+        },
     )
-    return figure
+
+
+def _diverging(z: np.ndarray, limit: float, title: str, hover: str, x_title: str, **yaxis: object) -> go.Figure:
+    """A red-blue heatmap centred on zero with positions down the side."""
+    return go.Figure(
+        data=[go.Heatmap(z=z, zmin=-limit, zmax=limit, zmid=0, colorscale="RdBu", hovertemplate=hover)],
+        layout={
+            "title": {"text": title},
+            "height": 360,
+            "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+            "xaxis": {"title": {"text": x_title}},
+            "yaxis": {"title": {"text": "position"}, "autorange": "reversed", **yaxis},
+        },
+    )
 
 
 def table_heatmap(table: np.ndarray, title: str) -> go.Figure:
     """Positions down, dimensions across; colours clipped at the 99th percentile so a few outliers don't wash out."""
     limit = float(np.percentile(np.abs(table), 99)) or 1.0
-    figure = go.Figure(
-        go.Heatmap(
-            z=table,
-            zmin=-limit,
-            zmax=limit,
-            colorscale="RdBu",
-            zmid=0,
-            hovertemplate="position %{y}<br>dim %{x}<br>value %{z:.4f}<extra></extra>",
-        )
-    )
-    figure.update_layout(
-        title={"text": title},
-        height=360,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        xaxis={"title": {"text": "dimension"}},
-        yaxis={"title": {"text": "position"}, "autorange": "reversed"},
-    )
-    return figure
+    return _diverging(table, limit, title, "position %{y}<br>dim %{x}<br>value %{z:.4f}<extra></extra>", "dimension")
 
 
 def similarity(table: np.ndarray) -> np.ndarray:
@@ -51,21 +49,5 @@ def similarity(table: np.ndarray) -> np.ndarray:
 
 
 def similarity_heatmap(table: np.ndarray, title: str) -> go.Figure:
-    figure = go.Figure(
-        go.Heatmap(
-            z=similarity(table),
-            zmin=-1,
-            zmax=1,
-            zmid=0,
-            colorscale="RdBu",
-            hovertemplate="position %{y} . position %{x}<br>cosine %{z:.3f}<extra></extra>",
-        )
-    )
-    figure.update_layout(
-        title={"text": title},
-        height=360,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        xaxis={"title": {"text": "position"}},
-        yaxis={"title": {"text": "position"}, "autorange": "reversed", "scaleanchor": "x"},
-    )
-    return figure
+    hover = "position %{y} . position %{x}<br>cosine %{z:.3f}<extra></extra>"
+    return _diverging(similarity(table), 1.0, title, hover, "position", scaleanchor="x")

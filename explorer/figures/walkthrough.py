@@ -22,27 +22,10 @@ def per_key_bars(
     labels = escape_tokens(keys)
     x = list(range(len(keys)))
     colors = ["#1f77b4" if mask is None or mask[i] else "#cccccc" for i in x]
-    figure = go.Figure(
-        go.Bar(
-            x=x,
-            y=values,
-            marker={"color": colors},
-            name=title,
-            customdata=labels,
-            hovertemplate="key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>",
-        )
-    )
+    hover = {"customdata": labels, "hovertemplate": "key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>"}
+    figure = go.Figure(go.Bar(x=x, y=values, marker={"color": colors}, name=title, **hover))
     if compare is not None:
-        figure.add_trace(
-            go.Bar(
-                x=x,
-                y=compare,
-                name=compare_name,
-                marker={"color": "#ff7f0e"},
-                customdata=labels,
-                hovertemplate="key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>",
-            )
-        )
+        figure.add_trace(go.Bar(x=x, y=compare, name=compare_name, marker={"color": "#ff7f0e"}, **hover))
     figure.update_layout(
         title={"text": title},
         height=300,

@@ -1,11 +1,14 @@
-"""What every page does first: fetch the trace for the sidebar's model and sentence, and pick an attention kind."""
+"""What every page does first: fetch the trace for the sidebar's model and sentence, and pick what to look at."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import streamlit as st
 
 from explorer import cached, state
-from explorer.trace import Trace
+from explorer.figures.labels import position_label
+from explorer.trace import AttentionTrace, Trace
 from models.tokenize import TokenizeError
 
 KIND_NAMES = {
@@ -13,6 +16,17 @@ KIND_NAMES = {
     "decoder_self": "Decoder masked self-attention",
     "cross": "Encoder-decoder (cross) attention",
 }
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The trace, the attention kind picked on this page, and that kind's query and key tokens."""
+
+    trace: Trace
+    kind: str
+    attention: AttentionTrace
+    queries: tuple[str, ...]
+    keys: tuple[str, ...]
 
 
 def current_trace() -> Trace:
@@ -29,17 +43,33 @@ def current_trace() -> Trace:
     return result
 
 
-def pick_kind(result: Trace, key: str) -> str:
-    """Encoder self-attention for an encoder-only model; otherwise a choice of the three kinds."""
-    if len(result.kinds) == 1:
-        return result.kinds[0]
-    return st.radio("Attention", result.kinds, format_func=KIND_NAMES.get, horizontal=True, key=key)
+def pick_attention(prefix: str) -> Chosen:
+    """The current trace and an attention kind (a radio `{prefix}_kind` when the model has more than one)."""
+    result = current_trace()
+    kind = result.kinds[0]
+    if len(result.kinds) > 1:
+        kind = st.radio("Attention", result.kinds, format_func=KIND_NAMES.get, horizontal=True, key=f"{prefix}_kind")
+    queries, keys = result.tokens_for(kind)
+    return Chosen(result, kind, result.attention(kind), queries, keys)
 
 
 def pick_layer(n_layers: int, key: str, container=st) -> int:
     return container.selectbox("Layer", range(n_layers), format_func=lambda i: f"layer {i + 1}", key=key)
 
 
-def token_label(tokens: tuple[str, ...], i: int) -> str:
-    """'3: the' -- position first, so repeated tokens stay distinct in a selectbox (streamlit shows text, no HTML)."""
-    return f"{i}: {tokens[i]}"
+def pick_head(n_heads: int, key: str, container=st, extra: tuple[int, ...] = (), extra_name: str = "") -> int:
+    """A head, numbered from 1; `extra` adds non-head choices (such as the mean) named `extra_name`."""
+    return container.selectbox(
+        "Head",
+        [*range(n_heads), *extra],
+        format_func=lambda i: extra_name if i in extra else f"head {i + 1}",
+        key=key,
+    )
+
+
+def pick_token(tokens: tuple[str, ...], label: str, key: str, container=st, allow_all: bool = False) -> int | None:
+    """A token by position ('3: the'), so repeated tokens stay distinct (streamlit shows text, no HTML)."""
+    options = [None, *range(len(tokens))] if allow_all else list(range(len(tokens)))
+    return container.selectbox(
+        label, options, format_func=lambda i: "all tokens" if i is None else position_label(i, tokens[i]), key=key
+    )

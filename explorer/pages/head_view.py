@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.figures.head_view import head_view
-from explorer.pages._shared import current_trace, pick_kind, pick_layer, token_label
+from explorer.pages._shared import pick_attention, pick_layer, pick_token
 
 st.header("Head view")
 st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
@@ -15,18 +15,11 @@ st.markdown(
     "pick a token to see only its lines."
 )
 
-result = current_trace()
-kind = pick_kind(result, "head_kind")
-attention = result.attention(kind)
-queries, keys = result.tokens_for(kind)
+chosen = pick_attention("head")
+attention = chosen.attention
 left, middle = st.columns(2)
 layer = pick_layer(attention.n_layers, "head_layer", left)
-focus = middle.selectbox(
-    "Highlight token",
-    [None, *range(len(queries))],
-    format_func=lambda i: "all tokens" if i is None else token_label(queries, i),
-    key="head_focus",
-)
+focus = pick_token(chosen.queries, "Highlight token", "head_focus", middle, allow_all=True)
 heads = st.multiselect(
     "Heads",
     list(range(attention.n_heads)),
@@ -37,4 +30,4 @@ heads = st.multiselect(
 if not heads:
     st.info("Pick at least one head.")
     st.stop()
-st.plotly_chart(head_view(attention.weights[layer], queries, keys, heads, focus), key="head_lines")
+st.plotly_chart(head_view(attention.weights[layer], chosen.queries, chosen.keys, heads, focus), key="head_lines")

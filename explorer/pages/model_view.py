@@ -5,10 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.figures.heatmap import head_heatmap
-from explorer.figures.model_view import model_view
-from explorer.pages._shared import current_trace, pick_kind, pick_layer
-
-THUMBNAIL = 32
+from explorer.figures.model_view import THUMBNAIL, model_view
+from explorer.pages._shared import pick_attention, pick_head, pick_layer
 
 st.header("Model view")
 st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
@@ -19,22 +17,19 @@ st.markdown(
     f"Thumbnails are averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and scaled to their own maximum."
 )
 
-result = current_trace()
-kind = pick_kind(result, "model_kind")
-attention = result.attention(kind)
+chosen = pick_attention("model")
+attention = chosen.attention
 left, right = st.columns(2)
 layer = pick_layer(attention.n_layers, "model_layer", left)
-head = right.selectbox("Head", range(attention.n_heads), format_func=lambda i: f"head {i + 1}", key="model_head")
+head = pick_head(attention.n_heads, "model_head", right)
 st.plotly_chart(model_view(attention.weights, THUMBNAIL, selected=(layer, head)), key="model_grid")
 
-queries, keys = result.tokens_for(kind)
-st.subheader(f"Layer {layer + 1}, head {head + 1} at full resolution")
-st.plotly_chart(
-    head_heatmap(attention.weights[layer, head], queries, keys, f"Layer {layer + 1}, head {head + 1}"),
-    key="model_selected",
-)
+title = f"Layer {layer + 1}, head {head + 1}"
+st.subheader(f"{title} at full resolution")
+st.plotly_chart(head_heatmap(attention.weights[layer, head], chosen.queries, chosen.keys, title), key="model_selected")
 if st.button("Open in the attention heatmap", key="model_open"):
-    st.session_state["attention_kind"] = kind
+    # the attention page's own widget keys: it opens on this kind, layer and head
+    st.session_state["attention_kind"] = chosen.kind
     st.session_state["attention_layer"] = layer
     st.session_state["attention_head"] = head
     st.switch_page("explorer/pages/attention.py")

@@ -9,7 +9,7 @@ import streamlit as st
 
 from explorer import walkthrough
 from explorer.figures.walkthrough import per_key_bars, vector_strip
-from explorer.pages._shared import current_trace, pick_kind, pick_layer, token_label
+from explorer.pages._shared import pick_attention, pick_head, pick_layer, pick_token
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
 
@@ -19,16 +19,13 @@ st.markdown(
     "q, k and v, score the query against every key, scale, mask, softmax, and mix the values."
 )
 
-result = current_trace()
-kind = pick_kind(result, "qkv_kind")
-attention = result.attention(kind)
-queries, keys = result.tokens_for(kind)
+chosen = pick_attention("qkv")
+attention, queries, keys = chosen.attention, chosen.queries, chosen.keys
 c1, c2, c3 = st.columns(3)
 layer = pick_layer(attention.n_layers, "qkv_layer", c1)
-head = c2.selectbox("Head", range(attention.n_heads), format_func=lambda i: f"head {i + 1}", key="qkv_head")
-query = c3.selectbox("Query token", range(len(queries)), format_func=lambda i: token_label(queries, i), key="qkv_query")
-s = walkthrough.steps(result, kind, layer, head, query)
-_, source, _ = walkthrough.input_rows(result, kind, layer)
+head = pick_head(attention.n_heads, "qkv_head", c2)
+query = pick_token(queries, "Query token", "qkv_query", c3)
+s = walkthrough.steps(chosen.trace, chosen.kind, layer, head, query)
 
 
 def preview(vector: np.ndarray) -> str:
@@ -37,7 +34,7 @@ def preview(vector: np.ndarray) -> str:
 
 
 st.subheader("1. The input row")
-st.markdown(f"x = {source}, row {query}: `{preview(s.x_query)}`")
+st.markdown(f"x = {s.x_query_source}, row {query}: `{preview(s.x_query)}`")
 st.subheader("2. Project to q, k, v")
 st.latex(
     rf"q = x W^Q_{{{head + 1}}},\; k_j = x_j W^K_{{{head + 1}}},\; v_j = x_j W^V_{{{head + 1}}}"
@@ -85,10 +82,16 @@ np.savetxt(
     np.column_stack([np.arange(len(keys)), s.raw_scores, s.scaled_scores, s.weights, s.k, s.v]),
     delimiter=",",
     fmt="%.9g",
-    header="key,raw_score,scaled_score,weight,"
-    + ",".join(f"k{i}" for i in range(s.d_head))
-    + ","
-    + ",".join(f"v{i}" for i in range(s.d_head)),
+    header=",".join(
+        [
+            "key",
+            "raw_score",
+            "scaled_score",
+            "weight",
+            *(f"k{i}" for i in range(s.d_head)),
+            *(f"v{i}" for i in range(s.d_head)),
+        ]
+    ),
     comments="",
 )
 st.download_button(

@@ -11,19 +11,13 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SENTENCE = "Bark is very cute and he is a dog"
 TOKENS = ["[CLS]", "bark", "is", "very", "cute", "and", "he", "is", "a", "dog", "[SEP]"]
-HEADINGS = {
-    "model_view": "Model view",
-    "head_view": "Head view",
-    "positional": "Positional encoding",
-    "qkv": "Q, K, V step by step",
-    "attention": "Attention heatmap",
-}
+# (sidebar title, page file, the page's heading), in the order a person visits them
 PAGES = [
-    ("Model view", "model_view"),
-    ("Head view", "head_view"),
-    ("Positional encoding", "positional"),
-    ("Q/K/V step by step", "qkv"),
-    ("Attention heatmap", "attention"),
+    ("Model view", "model_view", "Model view"),
+    ("Head view", "head_view", "Head view"),
+    ("Positional encoding", "positional", "Positional encoding"),
+    ("Q/K/V step by step", "qkv", "Q, K, V step by step"),
+    ("Attention heatmap", "attention", "Attention heatmap"),
 ]
 
 
@@ -34,9 +28,9 @@ def test_every_page_draws_for_a_typed_sentence(server, page):
     assert tick_labels(page) == TOKENS
     assert tick_labels(page, axis="ytick") == TOKENS
     screenshot(page, "attention")
-    for title, name in PAGES:
+    for title, name, heading in PAGES:
         page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
-        page.get_by_role("heading", name=HEADINGS[name]).wait_for(timeout=60_000)
+        page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
         wait_until_idle(page)
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
         assert page.locator(".js-plotly-plot").count() >= 1, name

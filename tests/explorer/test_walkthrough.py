@@ -37,6 +37,7 @@ def test_projections_are_the_models_own(minilm, minilm_trace):
     np.testing.assert_allclose(q, s.q, atol=1e-5)
     np.testing.assert_allclose(out, s.output, atol=1e-5)
     np.testing.assert_array_equal(s.x_query, minilm_trace.encoder_states["after_ffn"][layer - 1][query])
+    assert s.x_query_source == "output of encoder layer 3" and s.x_keys_source == "the same rows"
 
 
 def test_decoder_kinds_use_their_own_inputs_and_masks(paper_random):
@@ -48,6 +49,8 @@ def test_decoder_kinds_use_their_own_inputs_and_masks(paper_random):
     c = walkthrough.steps(result, "cross", 0, 0, 1)
     assert c.k.shape == (len(result.source_tokens), 64)
     np.testing.assert_array_equal(c.x_query, result.decoder_states["after_self_attn"][0][1])
+    assert c.x_query_source == "decoder layer 1 after masked self-attention"
+    assert c.x_keys_source == "the encoder's output (memory)"
 
 
 def test_temperature_is_a_labelled_what_if(minilm_trace):

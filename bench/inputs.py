@@ -1,0 +1,21 @@
+"""The sentence every benchmark runs, cut to an exact number of tokens."""
+
+from __future__ import annotations
+
+import torch
+
+from models.registry import LoadedModel
+
+TEXT = "The animal didn't cross the street because it was too tired, so it lay down under a tree. "
+
+
+def text_of(loaded: LoadedModel, tokens: int) -> str:
+    """A text that tokenizes to exactly `tokens` tokens ([CLS] and [SEP] included) once cut to that length."""
+    text = TEXT * (tokens // 16 + 2)  # ~22 tokens a repeat; stays under the sentence box's 5,000 characters
+    assert len(loaded.tokenizer.encode(text, tokens)) == tokens
+    return text
+
+
+def ids_of(loaded: LoadedModel, tokens: int) -> torch.Tensor:
+    """(1, tokens) ids of that text."""
+    return torch.tensor([loaded.tokenizer.encode(text_of(loaded, tokens), tokens).ids])
