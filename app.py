@@ -10,7 +10,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from installed pack
 import streamlit as st  # noqa: E402
 
 from explorer import cached, state  # noqa: E402
-from models import registry  # noqa: E402
 
 PAGES = Path(__file__).parent / "explorer" / "pages"
 
@@ -26,26 +25,42 @@ def bound(key: str) -> dict:
 
 def use_example() -> None:
     if st.session_state.sidebar_example:
-        st.session_state[state.TEXT] = st.session_state[state.widget(state.TEXT)] = st.session_state.sidebar_example
+        state.keep(st.session_state, state.TEXT, st.session_state.sidebar_example)
 
+
+def change_model() -> None:
+    """An example of the old model that the new one cannot read becomes the new one's; max tokens shrinks to fit."""
+    old = cached.model(st.session_state[state.MODEL])
+    new = cached.model(st.session_state[state.widget(state.MODEL)])
+    st.session_state[state.MODEL] = new.key
+    st.session_state.sidebar_example = ""
+    if st.session_state[state.TEXT] in old.examples and not new.can_read(st.session_state[state.TEXT]):
+        state.keep(st.session_state, state.TEXT, new.example)
+    if st.session_state[state.MAX_TOKENS] > new.max_tokens:
+        state.keep(st.session_state, state.MAX_TOKENS, new.max_tokens)
+
+
+if st.session_state[state.MODEL] not in cached.model_keys():  # a model trained here and since replaced
+    state.keep(st.session_state, state.MODEL, state.DEFAULT_MODEL)
 
 with st.sidebar:
     st.title("Attention explorer")
     state.bind_widgets(st.session_state)
     st.selectbox(
         "Model",
-        list(registry.MODELS),
-        format_func=lambda k: registry.MODELS[k].title,
-        **bound(state.MODEL),
+        cached.model_keys(),
+        format_func=cached.model_title,
+        key=state.widget(state.MODEL),
+        on_change=change_model,
     )
-    st.caption(registry.MODELS[st.session_state[state.MODEL]].description)
+    st.caption(cached.model_description(st.session_state[state.MODEL]))
     st.text_input(
         "Sentence",
         max_chars=5000,
         help="Press Enter to run the model.",
         **bound(state.TEXT),
     )
-    loaded = cached.get_model(st.session_state[state.MODEL])
+    loaded = cached.model(st.session_state[state.MODEL])
     st.number_input(
         "Max tokens",
         min_value=3,
@@ -55,7 +70,7 @@ with st.sidebar:
     )
     st.selectbox(
         "Or pick an example",
-        ["", *state.EXAMPLES],
+        ["", *loaded.examples],
         key="sidebar_example",
         on_change=use_example,
         format_func=lambda e: e or "choose...",
@@ -67,5 +82,7 @@ pages = [
     st.Page(PAGES / "head_view.py", title="Head view", icon=":material/linear_scale:"),
     st.Page(PAGES / "positional.py", title="Positional encoding", icon=":material/waves:"),
     st.Page(PAGES / "qkv.py", title="Q/K/V step by step", icon=":material/calculate:"),
+    st.Page(PAGES / "decoding.py", title="Decoding step by step", icon=":material/translate:"),
+    st.Page(PAGES / "train.py", title="Train it yourself", icon=":material/model_training:"),
 ]
 st.navigation(pages).run()

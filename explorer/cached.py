@@ -1,10 +1,14 @@
-"""The only Streamlit cache wrappers: models shared read-only by every session, traces keyed by plain values."""
+"""The only Streamlit cache wrappers: models shared read-only by every session, traces keyed by plain values.
+
+Models trained on the Train page live in this session's state only, under keys no other session can have, so a
+trace cached under such a key is never served to anyone else.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from explorer import positions, trace
+from explorer import positions, state, trace
 from models import registry
 
 
@@ -13,11 +17,41 @@ def get_model(name: str) -> registry.LoadedModel:
     return registry.load(name)
 
 
+def model(key: str) -> registry.LoadedModel:
+    """A model trained in this session, else a shared one from the registry."""
+    trained = st.session_state.get(state.TRAINED, {})
+    return trained[key] if key in trained else get_model(key)
+
+
+def model_keys() -> list[str]:
+    return [*registry.MODELS, *st.session_state.get(state.TRAINED, {})]
+
+
+def model_title(key: str) -> str:
+    trained = st.session_state.get(state.TRAINED, {})
+    return trained[key].title if key in trained else registry.MODELS[key].title
+
+
+def model_description(key: str) -> str:
+    trained = st.session_state.get(state.TRAINED, {})
+    return trained[key].description if key in trained else registry.MODELS[key].description
+
+
 @st.cache_data(max_entries=16, show_spinner="Running the model...")
+def _trace(model_name: str, revision: str, text: str, max_tokens: int, _loaded: registry.LoadedModel) -> trace.Trace:
+    return trace.run(_loaded, text, max_tokens)
+
+
 def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
-    return trace.run(get_model(model_name), text, max_tokens)
+    loaded = model(model_name)
+    return _trace(model_name, loaded.revision, text, max_tokens, loaded)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
+def _positions(model_name: str, revision: str, _loaded: registry.LoadedModel) -> dict:
+    return positions.tables(_loaded)
+
+
 def get_positions(model_name: str) -> dict:
-    return positions.tables(get_model(model_name))
+    loaded = model(model_name)
+    return _positions(model_name, loaded.revision, loaded)

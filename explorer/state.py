@@ -8,16 +8,11 @@ MODEL = "model"
 TEXT = "text"
 MAX_TOKENS = "max_tokens"
 
+TRAINED = "trained_models"  # key -> LoadedModel trained on the Train page: this session's only
+
 DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128
-
-EXAMPLES = (
-    "The animal didn't cross the street because it was too tired",
-    "Bark is very cute and he is a dog",
-    "Thinking Machines",
-    "The agreement on the European Economic Area was signed in August 1992",
-)
-DEFAULT_TEXT = EXAMPLES[0]
+DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 DEFAULTS = {MODEL: DEFAULT_MODEL, TEXT: DEFAULT_TEXT, MAX_TOKENS: DEFAULT_MAX_TOKENS}
 
 
@@ -35,3 +30,8 @@ def bind_widgets(session: MutableMapping) -> None:
     """Give each sidebar widget its persistent value before it is drawn, so a page switch loses nothing."""
     for key in DEFAULTS:
         session.setdefault(widget(key), session[key])
+
+
+def keep(session: MutableMapping, key: str, value: object) -> None:
+    """Set a persistent key and its sidebar widget together (only before the widget is drawn, or in a callback)."""
+    session[key] = session[widget(key)] = value

@@ -12,6 +12,7 @@ from models.registry import LoadedModel
 from models.tokenize import TokenizeError
 
 ATTENTION_KINDS = ("encoder_self", "decoder_self", "cross")
+TOP_K = 10  # next-token candidates kept per decoding step
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Trace:
     decoder_self: AttentionTrace | None = None
     cross: AttentionTrace | None = None
     decoder_states: dict[str, np.ndarray] | None = None
+    top_tokens: tuple[tuple[str, ...], ...] | None = None  # per decoder row: the most probable next tokens
+    top_probabilities: np.ndarray | None = None  # (T, k) their softmax probabilities, most probable first
 
     def attention(self, kind: str) -> AttentionTrace:
         """encoder_self, decoder_self or cross; ValueError when this model has no such attention."""
@@ -120,20 +123,25 @@ def run(loaded: LoadedModel, text: str, max_tokens: int | None = None, max_targe
             **common,
         )
     assert loaded.bos_id is not None and loaded.eos_id is not None
-    budget = len(enc.ids) if max_target is None else max_target
+    budget = len(enc.ids) + 2 if max_target is None else max_target  # room for a longer output and its EOS
     generated = model.greedy_decode(src, loaded.bos_id, loaded.eos_id, budget)
     # the decoder's input: [BOS] then every generated token but a final EOS, so row i is the step that chose token i
     decoder_input = [loaded.bos_id, *(generated[:-1] if generated and generated[-1] == loaded.eos_id else generated)]
     out = model(src, torch.tensor([decoder_input]))
     decoder_layers = out.decoder.layers
+    vocabulary = loaded.target_vocabulary
+    # final linear + softmax (figure 1, top): the candidates for each next token
+    top = out.probabilities[0].topk(min(TOP_K, model.config.target_vocab_size), dim=-1)  # (T, k)
     return Trace(
         encoder_self=_stack([layer.self_attn for layer in out.encoder.layers]),
         encoder_states=_states(out.encoder, ("after_attn", "after_ffn")),
-        target_tokens=tuple(loaded.tokenizer.id_to_token(i) for i in decoder_input),
-        output_tokens=tuple(loaded.tokenizer.id_to_token(i) for i in generated),
+        target_tokens=tuple(vocabulary.id_to_token(i) for i in decoder_input),
+        output_tokens=tuple(vocabulary.id_to_token(i) for i in generated),
         decoder_self=_stack([layer.self_attn for layer in decoder_layers]),
         cross=_stack([layer.cross_attn for layer in decoder_layers]),
         decoder_states=_states(out.decoder, ("after_self_attn", "after_cross_attn", "after_ffn")),
+        top_tokens=tuple(tuple(vocabulary.id_to_token(i) for i in row) for row in top.indices.tolist()),
+        top_probabilities=top.values.numpy(),
         **common,
     )
 

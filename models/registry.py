@@ -7,10 +7,19 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from models import tasks, train
 from models.config import PAPER_BASE
 from models.pretrained import load_bert_folder, minilm_folder
-from models.tokenize import WordPieceTokenizer
+from models.tokenize import TokenizeError, WordPieceTokenizer
 from models.transformer import Transformer
+
+# the MiniLM and paper-random examples; the toy tasks bring their own
+ENGLISH_EXAMPLES = (
+    "The animal didn't cross the street because it was too tired",
+    "Bark is very cute and he is a dog",
+    "Thinking Machines",
+    "The agreement on the European Economic Area was signed in August 1992",
+)
 
 
 @dataclass(frozen=True)
@@ -21,10 +30,28 @@ class LoadedModel:
     title: str
     description: str
     model: Transformer
-    tokenizer: WordPieceTokenizer
-    example: str
+    tokenizer: WordPieceTokenizer | tasks.Vocabulary  # reads the source text
+    examples: tuple[str, ...]  # sentences this model can read; the first is its example
     bos_id: int | None = None  # encoder-decoder: the token that starts the target, and the one that ends it
     eos_id: int | None = None
+    target_tokenizer: tasks.Vocabulary | None = None  # None: the target shares the source's vocabulary
+    revision: str = ""  # changes whenever the weights behind this key change (models trained in the app)
+
+    @property
+    def example(self) -> str:
+        return self.examples[0]
+
+    @property
+    def target_vocabulary(self) -> WordPieceTokenizer | tasks.Vocabulary:
+        return self.tokenizer if self.target_tokenizer is None else self.target_tokenizer
+
+    def can_read(self, text: str) -> bool:
+        """Whether the tokenizer takes this text (every word known, not empty)."""
+        try:
+            self.tokenizer.encode(text, self.max_tokens)
+        except TokenizeError:
+            return False
+        return True
 
     @property
     def max_tokens(self) -> int:
@@ -48,8 +75,7 @@ RANDOM_SEED = 0
 def _minilm() -> LoadedModel:
     model, tokenizer = load_bert_folder(minilm_folder())
     spec = MODELS["minilm"]
-    example = "The animal didn't cross the street because it was too tired"
-    return LoadedModel("minilm", spec.title, spec.description, model, tokenizer, example)
+    return LoadedModel("minilm", spec.title, spec.description, model, tokenizer, ENGLISH_EXAMPLES)
 
 
 def _paper_random() -> LoadedModel:
@@ -61,10 +87,25 @@ def _paper_random() -> LoadedModel:
         model = Transformer(config)
     model.eval().requires_grad_(False)
     spec = MODELS["paper-random"]
-    example = "The agreement on the European Economic Area was signed in August 1992"
+    examples = (ENGLISH_EXAMPLES[3], *ENGLISH_EXAMPLES[:3])
     return LoadedModel(
-        "paper-random", spec.title, spec.description, model, tokenizer, example, tokenizer.cls_id, tokenizer.sep_id
+        "paper-random", spec.title, spec.description, model, tokenizer, examples, tokenizer.cls_id, tokenizer.sep_id
     )
+
+
+def from_task(
+    key: str, title: str, description: str, model: Transformer, task: tasks.Task, revision: str = ""
+) -> LoadedModel:
+    """A model trained on a toy task, reading the task's source words and writing its target words."""
+    return LoadedModel(
+        key, title, description, model, task.source, task.examples, tasks.BOS_ID, tasks.EOS_ID, task.target, revision
+    )
+
+
+def _trained(task_name: str) -> LoadedModel:
+    model, task, record = train.load(task_name)
+    spec = MODELS[task_name]
+    return from_task(task_name, spec.title, spec.description, model, task)
 
 
 def load_bert_folder_tokenizer() -> WordPieceTokenizer:
@@ -81,6 +122,18 @@ MODELS: dict[str, ModelSpec] = {
         "Paper base, random weights",
         f"The paper's base encoder-decoder (6+6 layers x 8 heads, d_model 512), untrained (seed {RANDOM_SEED}).",
         _paper_random,
+    ),
+    "translate": ModelSpec(
+        "Toy translation (trained here)",
+        "English-like to French-like with adjectives after the noun (2+2 layers x 4 heads, d_model 96), "
+        "trained from scratch by python -m models.train --task translate.",
+        lambda: _trained("translate"),
+    ),
+    "reverse": ModelSpec(
+        "Reverse words (trained here)",
+        "Writes the words backwards: the cross-attention should be the anti-diagonal (2+2 layers x 4 heads, "
+        "d_model 64), trained from scratch by python -m models.train --task reverse.",
+        lambda: _trained("reverse"),
     ),
 }
 

@@ -309,16 +309,22 @@ class Transformer(nn.Module):
         return TransformerOutput(encoder, decoder, logits)
 
     @torch.inference_mode()
-    def greedy_decode(self, src: Int[Tensor, "1 S"], bos_id: int, eos_id: int, max_len: int) -> list[int]:
-        """Pick the most probable next token until eos or max_len new tokens; returns the new ids (no bos)."""
+    def generate(self, src: Int[Tensor, "B S"], bos_id: int, eos_id: int, max_len: int) -> Int[Tensor, "B N"]:
+        """Greedy decoding of a batch: the most probable next token until every row has ended or max_len new
+        tokens; returns the new tokens (no bos), pad after a row's eos."""
         src_mask = padding_mask(src, self.config.pad_id)
         memory = self.encode(src, src_mask).output
-        tgt = [bos_id]
-        limit = min(max_len, self.config.max_len - 1)
-        for _ in range(limit):
-            _, logits = self.decode(torch.tensor([tgt], device=src.device), memory, src_mask)
-            next_id = int(logits[0, -1].argmax())
-            tgt.append(next_id)
-            if next_id == eos_id:
+        tgt = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+        done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(min(max_len, self.config.max_len - 1)):
+            _, logits = self.decode(tgt, memory, src_mask)
+            next_id = logits[:, -1].argmax(-1).masked_fill(done, self.config.pad_id)  # (B,)
+            tgt = torch.cat([tgt, next_id[:, None]], dim=1)
+            done |= next_id == eos_id
+            if done.all():
                 break
-        return tgt[1:]
+        return tgt[:, 1:]
+
+    def greedy_decode(self, src: Int[Tensor, "1 S"], bos_id: int, eos_id: int, max_len: int) -> list[int]:
+        """One sentence's greedy decode: the new ids up to and including eos (no bos)."""
+        return self.generate(src, bos_id, eos_id, max_len)[0].tolist()

@@ -43,3 +43,35 @@ def test_every_page_draws_for_a_typed_sentence(server, page):
             texts = page.locator(".js-plotly-plot g.textpoint text").all_text_contents()
             assert texts[: len(TOKENS)] == TOKENS
         screenshot(page, name)
+
+
+def choose_model(page, title: str) -> None:
+    page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
+    page.get_by_role("option", name=title, exact=True).click()
+    wait_until_idle(page)
+
+
+def test_decoding_a_toy_translation_step_by_step(server, page):
+    open_app(page, server)
+    choose_model(page, "Toy translation (trained here)")
+    type_sentence(page, "the small red cat sees a big dog")
+    page.get_by_test_id("stSidebarNav").get_by_text("Decoding step by step", exact=True).click()
+    page.get_by_role("heading", name="Decoding step by step").wait_for(timeout=60_000)
+    page.get_by_text("Step 1 of 9: the model writes '1: le'").wait_for(timeout=60_000)
+    for n, word in [(2, "chat"), (3, "rouge"), (4, "petit")]:
+        page.get_by_role("button", name="Next ▶").click()
+        page.get_by_text(f"Step {n} of 9: the model writes '{n}: {word}'").wait_for(timeout=60_000)
+    wait_until_idle(page)
+    assert page.get_by_test_id("stException").count() == 0
+    assert page.locator(".js-plotly-plot").count() == 4
+    screenshot(page, "decoding")
+
+
+def test_an_unknown_word_is_named_in_the_browser(server, page):
+    open_app(page, server)
+    choose_model(page, "Reverse words (trained here)")
+    type_sentence(page, "one two tree")
+    page.get_by_text("This word is not in the model's vocabulary: 'tree' (did you mean 'three'?)").wait_for(
+        timeout=60_000
+    )
+    screenshot(page, "unknown_word")

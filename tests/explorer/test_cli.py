@@ -27,7 +27,26 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_list_models(capsys):
     code, out, _ = run_cli(capsys, "export", "--list-models")
-    assert code == 0 and out.split() == ["minilm", "paper-random"]
+    assert code == 0 and out.split() == ["minilm", "paper-random", "translate", "reverse"]
+
+
+def test_toy_model_export_gives_decoder_and_cross_attention_of_the_greedy_output(capsys):
+    code, out, err = run_cli(capsys, "export", "--model", "reverse", "--example")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    words = ["one", "two", "three", "four", "five", "six"]
+    assert doc["tokens"] == {"source": [*words, "<eos>"], "target": ["<bos>", *words[::-1]]}
+    assert doc["output"] == [*words[::-1], "<eos>"]
+    assert set(doc["attention"]) == {"encoder_self", "decoder_self", "cross"}
+    cross = np.array(doc["attention"]["cross"], np.float32)
+    assert cross.shape == (2, 4, 7, 7)
+    np.testing.assert_allclose(cross.sum(-1), 1, atol=1e-5)
+
+
+def test_unknown_word_is_one_line_naming_it(capsys):
+    code, out, err = run_cli(capsys, "export", "--model", "reverse", "--text", "one twoo")
+    assert code == 2 and out == ""
+    assert err.strip() == "error: This word is not in the model's vocabulary: 'twoo' (did you mean 'two'?)"
 
 
 def test_json_export_equals_the_model(capsys, minilm):

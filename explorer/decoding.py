@@ -1,0 +1,62 @@
+"""Greedy decoding one step at a time, read off a trace: what each output position looked at and chose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.trace import Trace
+
+MEAN = None  # head=None: the mean over heads
+
+
+@dataclass(frozen=True)
+class DecodingStep:
+    """Decoder row `index`: it reads target tokens 0..index and picks output token `index`."""
+
+    index: int
+    chosen: str  # the token greedy decoding picked here
+    target_tokens: tuple[str, ...]  # the decoder's whole input ([BOS] + output so far)
+    visible: np.ndarray  # (T,) bool: the causal mask's row, True for 0..index
+    self_weights: np.ndarray  # (T,) masked self-attention of this row (zero where not visible)
+    source_tokens: tuple[str, ...]
+    cross_weights: np.ndarray  # (S,) encoder-decoder attention of this row over the source
+    top_tokens: tuple[str, ...]  # final linear + softmax: the most probable next tokens
+    top_probabilities: np.ndarray  # (k,)
+
+    @property
+    def done_so_far(self) -> tuple[str, ...]:
+        """Output tokens already written before this step."""
+        return self.target_tokens[1 : self.index + 1]
+
+
+def n_steps(trace: Trace) -> int:
+    if trace.output_tokens is None:
+        raise ValueError(f"model {trace.model_key!r} is encoder-only: it does not decode")
+    return len(trace.output_tokens)
+
+
+def step(trace: Trace, index: int, layer: int, head: int | None = MEAN) -> DecodingStep:
+    """Step `index` (0-based) as seen by one decoder layer and one head, or the mean over its heads."""
+    total = n_steps(trace)
+    if not 0 <= index < total:
+        raise IndexError(f"step {index} is outside 0..{total - 1}")
+    assert trace.decoder_self is not None and trace.cross is not None and trace.top_probabilities is not None
+    assert trace.target_tokens is not None and trace.top_tokens is not None and trace.output_tokens is not None
+
+    def row(weights: np.ndarray) -> np.ndarray:
+        chosen = weights[layer] if head is MEAN else weights[layer, head][None]  # (H or 1, Tq, Tk)
+        return chosen[:, index].mean(axis=0) if head is MEAN else chosen[0, index]
+
+    return DecodingStep(
+        index=index,
+        chosen=trace.output_tokens[index],
+        target_tokens=trace.target_tokens,
+        visible=trace.decoder_self.mask[index].copy(),
+        self_weights=row(trace.decoder_self.weights),
+        source_tokens=trace.source_tokens,
+        cross_weights=row(trace.cross.weights),
+        top_tokens=trace.top_tokens[index],
+        top_probabilities=trace.top_probabilities[index],
+    )

@@ -1,0 +1,84 @@
+"""Greedy decoding step by step: masked self-attention, cross-attention and the next-token softmax per step."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer import decoding
+from explorer.figures.decoding import mark_row, top_k_bars
+from explorer.figures.heatmap import head_heatmap
+from explorer.figures.labels import position_label
+from explorer.figures.walkthrough import per_key_bars
+from explorer.pages._shared import current_trace, pick_head, pick_layer
+
+MEAN = -1
+STEP = "decoding_step"
+
+st.header("Decoding step by step")
+st.markdown(
+    "An encoder-decoder writes its output one token at a time (greedy decoding: always the most probable next "
+    "token). At each step the decoder reads **[BOS] and the tokens it has already written** through masked "
+    "self-attention (later positions are hidden), looks at the **source** through encoder-decoder attention, and "
+    "its final linear layer + softmax gives a probability for every token of its vocabulary."
+)
+
+trace = current_trace()
+if trace.output_tokens is None:
+    st.info(
+        "This model is encoder-only (BERT family): it has no decoder. Pick an encoder-decoder model in the sidebar, "
+        "such as the toy translation or reverse-words model."
+    )
+    st.stop()
+
+total = decoding.n_steps(trace)
+st.session_state[STEP] = min(max(st.session_state.get(STEP, 1), 1), total)  # a new sentence may be shorter
+
+
+def move(by: int) -> None:
+    st.session_state[STEP] = min(max(st.session_state[STEP] + by, 1), total)
+
+
+back, slider, forward = st.columns([1, 8, 1], vertical_alignment="bottom")
+back.button("◀ Back", on_click=move, args=(-1,), disabled=st.session_state[STEP] <= 1, key="decoding_back")
+forward.button("Next ▶", on_click=move, args=(1,), disabled=st.session_state[STEP] >= total, key="decoding_next")
+if total > 1:
+    slider.slider("Step", 1, total, key=STEP)
+else:
+    slider.caption("One step: the model ended at once.")
+index = st.session_state[STEP] - 1
+
+left, right = st.columns(2)
+layer = pick_layer(trace.decoder_self.n_layers, "decoding_layer", left)
+head = pick_head(trace.decoder_self.n_heads, "decoding_head", right, extra=(MEAN,), extra_name="mean over heads")
+current = decoding.step(trace, index, layer, None if head == MEAN else head)
+which = f"layer {layer + 1}, " + ("mean over heads" if head == MEAN else f"head {head + 1}")
+
+st.subheader(f"Step {index + 1} of {total}: the model writes {position_label(index + 1, current.chosen)!r}")
+st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
+
+self_col, cross_col, next_col = st.columns(3)
+self_col.plotly_chart(
+    per_key_bars(
+        current.self_weights,
+        current.target_tokens,
+        f"Masked self-attention ({which})",
+        mask=current.visible,
+    ),
+    key="decoding_self",
+)
+self_col.caption("Grey positions are later in the output: the causal mask hides them (weight 0).")
+cross_col.plotly_chart(
+    per_key_bars(current.cross_weights, current.source_tokens, f"Cross-attention over the source ({which})"),
+    key="decoding_cross",
+)
+next_col.plotly_chart(
+    top_k_bars(current.top_tokens, current.top_probabilities, current.chosen, "Next token: linear + softmax"),
+    key="decoding_next_token",
+)
+next_col.caption(f"The {len(current.top_tokens)} most probable tokens; red is greedy's pick.")
+
+st.subheader(f"Cross-attention of every step ({which})")
+cross = trace.cross.weights[layer].mean(axis=0) if head == MEAN else trace.cross.weights[layer, head]
+figure = head_heatmap(cross, trace.target_tokens, trace.source_tokens)
+st.plotly_chart(mark_row(figure, index, len(trace.source_tokens)), key="decoding_cross_all")
+st.caption("Rows are decoder steps (the token each row reads); the outlined row is the current step.")

@@ -1,0 +1,121 @@
+"""Train it yourself: a toy encoder-decoder trained from scratch here, with its loss and its alignment live."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer import state
+from explorer.figures.heatmap import head_heatmap
+from explorer.figures.training import loss_curve
+from explorer.training import Run, Snapshot
+from models import tasks
+from models.tokenize import TokenizeError
+
+RUN = "train_run"
+CHUNK = 10  # steps between screen updates (about half a second)
+
+st.header("Train it yourself")
+st.markdown(
+    "Train a small encoder-decoder from random weights on a toy task, with the paper's recipe (Adam with "
+    "warm-up, label smoothing). Watch the loss fall and, in the snapshots, the cross-attention of the last "
+    "decoder layer turn from noise into an alignment: for *reverse* the anti-diagonal, for *translate* the "
+    "adjectives crossing behind their noun. When it stops, your model joins the sidebar's model list."
+)
+
+
+def publish(run: Run) -> None:
+    st.session_state.setdefault(state.TRAINED, {})[run.key] = run.publish()
+
+
+def start() -> None:
+    try:
+        run = Run(
+            st.session_state.train_task,
+            int(st.session_state.train_steps),
+            int(st.session_state.train_every),
+            st.session_state.train_probe,
+            int(st.session_state.train_seed),
+        )
+    except (TokenizeError, ValueError) as e:
+        st.session_state.train_error = str(e)
+        return
+    st.session_state.train_error = ""
+    run.running = True
+    st.session_state[RUN] = run
+
+
+def stop() -> None:
+    run = st.session_state.get(RUN)
+    if run is not None and run.running:
+        run.running = False
+        publish(run)
+
+
+def explore() -> None:
+    run = st.session_state[RUN]
+    loaded = st.session_state[state.TRAINED][run.key]
+    state.keep(st.session_state, state.MODEL, run.key)
+    state.keep(st.session_state, state.TEXT, run.probe)
+    state.keep(st.session_state, state.MAX_TOKENS, min(int(st.session_state[state.MAX_TOKENS]), loaded.max_tokens))
+
+
+def new_task() -> None:
+    st.session_state.train_probe = tasks.get(st.session_state.train_task).example
+
+
+run: Run | None = st.session_state.get(RUN)
+running = run is not None and run.running
+task_col, steps_col, every_col, seed_col = st.columns(4)
+task_col.selectbox("Task", list(tasks.TASKS), key="train_task", on_change=new_task, disabled=running)
+st.session_state.setdefault("train_probe", tasks.get(st.session_state.train_task).example)
+steps_col.number_input("Steps", 10, 20000, 600, step=50, key="train_steps", disabled=running)
+every_col.number_input("Snapshot every", 5, 5000, 50, step=5, key="train_every", disabled=running)
+seed_col.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed", disabled=running)
+st.text_input("Sentence to watch", key="train_probe", max_chars=500, disabled=running)
+st.caption(tasks.get(st.session_state.train_task).description)
+
+buttons = st.columns([1, 1, 6])
+buttons[0].button("Train", type="primary", on_click=start, disabled=running, key="train_start")
+buttons[1].button("Stop", on_click=stop, disabled=not running, key="train_stop")
+if st.session_state.get("train_error"):
+    st.error(st.session_state.train_error)
+
+
+def show_snapshot(snapshot: Snapshot, key: str) -> None:
+    result = snapshot.trace
+    cross = result.cross.weights[-1].mean(axis=0)  # last decoder layer, mean over heads
+    title = f"Step {snapshot.step}: cross-attention, last layer, mean over heads"
+    st.plotly_chart(head_heatmap(cross, result.target_tokens, result.source_tokens, title), key=key)
+    st.text("Output: " + " ".join(t for t in result.output_tokens if t != "<eos>"))
+
+
+def curve(run: Run):
+    history = run.trainer.history
+    return loss_curve([p.step for p in history], [p.loss for p in history], [p.accuracy for p in history])
+
+
+if run is not None and run.running:
+    bar = st.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}")
+    chart, latest = st.empty(), st.empty()
+    while run.running and not run.finished:
+        run.advance(CHUNK)
+        last = run.trainer.history[-1]
+        bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
+        chart.plotly_chart(curve(run), key=f"train_curve_{run.step}")
+        with latest.container():
+            show_snapshot(run.snapshots[-1], f"train_live_{run.step}")
+    run.running = False
+    publish(run)
+    st.rerun()  # the sidebar lists the new model
+
+if run is not None:
+    state_text = "finished" if run.finished else "stopped"
+    st.success(
+        f"Training {state_text} at step {run.step} of {run.steps}. Your model is in the sidebar's model list as "
+        f"'{st.session_state[state.TRAINED][run.key].title}'."
+    )
+    st.button("Explore it in the other pages", on_click=explore, key="train_explore")
+    st.plotly_chart(curve(run), key="train_curve")
+    steps = [s.step for s in run.snapshots]
+    chosen = st.select_slider("Snapshot at step", steps, value=steps[-1], key="train_snapshot")
+    show_snapshot(run.snapshots[steps.index(chosen)], "train_snapshot_figure")

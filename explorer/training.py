@@ -1,0 +1,85 @@
+"""Training a toy model inside the app: a run advanced in chunks, snapshots of its attention, and the model
+published to this session's model list (no streamlit here; the Train page drives it)."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import dataclass, field, replace
+
+from explorer import trace
+from models import registry, tasks, train
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The model's greedy output and attention on the probe sentence after `step` steps."""
+
+    step: int
+    trace: trace.Trace
+
+
+@dataclass
+class Run:
+    """One training run of this session: its trainer, when to snapshot, and what it has shown so far."""
+
+    task_name: str
+    steps: int
+    every: int  # snapshot the probe sentence every this many steps
+    probe: str
+    seed: int = train.DEFAULT_SEED
+    running: bool = False
+    trainer: train.Trainer = field(init=False)
+    snapshots: list[Snapshot] = field(init=False, default_factory=list)
+    run_id: str = field(init=False, default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self) -> None:
+        task = tasks.get(self.task_name)
+        if not 1 <= self.steps <= 20000:
+            raise ValueError(f"steps must be between 1 and 20000, not {self.steps}")
+        if self.every < 1:
+            raise ValueError(f"snapshot interval must be at least 1 step, not {self.every}")
+        task.source.encode(self.probe, train.Recipe().config(task).max_len)  # unknown words fail here, at once
+        recipe = replace(train.RECIPES[task.name], steps=self.steps)
+        self.trainer = train.Trainer(task, recipe, self.seed)
+        self.snapshot()  # step 0: random weights
+
+    @property
+    def task(self) -> tasks.Task:
+        return self.trainer.task
+
+    @property
+    def step(self) -> int:
+        return self.trainer.step
+
+    @property
+    def finished(self) -> bool:
+        return self.step >= self.steps
+
+    @property
+    def key(self) -> str:
+        return f"yours-{self.task_name}"
+
+    def advance(self, chunk: int) -> None:
+        """Up to `chunk` more steps, stopping at each snapshot step so none is skipped."""
+        for _ in range(min(chunk, self.steps - self.step)):
+            self.trainer.train_step()
+            if self.step % self.every == 0 or self.finished:
+                self.snapshot()
+
+    def snapshot(self) -> Snapshot:
+        loaded = registry.from_task(self.key, "", "", self.trainer.model, self.task, f"{self.run_id}-live")
+        taken = Snapshot(self.step, trace.run(loaded, self.probe))
+        if not self.snapshots or self.snapshots[-1].step != taken.step:
+            self.snapshots.append(taken)
+        return taken
+
+    def publish(self) -> registry.LoadedModel:
+        """A frozen copy of the weights as they are now, to explore like the shipped models."""
+        model = copy.deepcopy(self.trainer.model).eval().requires_grad_(False)
+        title = f"Your {self.task_name} model (trained here, step {self.step})"
+        description = (
+            f"Trained in this browser session for {self.step} steps (seed {self.seed}); "
+            "it lasts as long as the session."
+        )
+        return registry.from_task(self.key, title, description, model, self.task, f"{self.run_id}-{self.step}")

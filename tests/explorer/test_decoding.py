@@ -1,0 +1,72 @@
+"""Decoding step by step: each step's rows are the trace's own, and the trace's top-k is the model's softmax."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from explorer import decoding, trace
+from explorer.figures.decoding import top_k_bars
+from models import registry
+
+
+@pytest.fixture(scope="module")
+def translate():
+    return registry.load("translate")
+
+
+@pytest.fixture(scope="module")
+def translated(translate):
+    return trace.run(translate, "the small red cat sees a big dog")
+
+
+def test_trace_of_a_trained_model_writes_the_right_translation(translated):
+    assert translated.source_tokens[-1] == "<eos>"
+    assert translated.output_tokens == ("le", "chat", "rouge", "petit", "voit", "un", "chien", "grand", "<eos>")
+    assert translated.target_tokens == ("<bos>", *translated.output_tokens[:-1])
+
+
+def test_top_k_is_the_models_own_softmax(translate, translated):
+    enc = translate.tokenizer.encode(translated.text, 32)
+    tgt = [translate.target_vocabulary.token_to_id(t) for t in translated.target_tokens]
+    with torch.inference_mode():
+        probabilities = translate.model(torch.tensor([enc.ids]), torch.tensor([tgt])).probabilities[0].numpy()
+    order = np.argsort(-probabilities, axis=-1)[:, : trace.TOP_K]
+    np.testing.assert_array_equal(translated.top_probabilities, np.take_along_axis(probabilities, order, -1))
+    names = [[translate.target_vocabulary.id_to_token(i) for i in row] for row in order]
+    assert [list(row) for row in translated.top_tokens] == names
+    # greedy decoding chose the most probable token at every step
+    assert [row[0] for row in translated.top_tokens] == list(translated.output_tokens)
+
+
+@pytest.mark.parametrize("head", [None, 2])
+def test_each_step_reads_its_own_row(translated, head):
+    total = decoding.n_steps(translated)
+    assert total == len(translated.output_tokens)
+    for index in range(total):
+        current = decoding.step(translated, index, layer=1, head=head)
+        self_rows = translated.decoder_self.weights[1, :, index]
+        cross_rows = translated.cross.weights[1, :, index]
+        expected_self = self_rows.mean(0) if head is None else self_rows[head]
+        expected_cross = cross_rows.mean(0) if head is None else cross_rows[head]
+        np.testing.assert_array_equal(current.self_weights, expected_self)
+        np.testing.assert_array_equal(current.cross_weights, expected_cross)
+        assert current.visible.tolist() == [i <= index for i in range(len(translated.target_tokens))]
+        assert (current.self_weights[~current.visible] == 0).all()
+        assert current.chosen == translated.output_tokens[index]
+        assert current.done_so_far == translated.output_tokens[:index]
+
+
+def test_steps_outside_the_decode_and_encoder_only_models_are_refused(translated, minilm):
+    with pytest.raises(IndexError):
+        decoding.step(translated, decoding.n_steps(translated), 0)
+    with pytest.raises(ValueError, match="encoder-only"):
+        decoding.n_steps(trace.run(minilm, "hello"))
+
+
+def test_top_k_figure_marks_the_greedy_pick_and_escapes_tokens():
+    figure = top_k_bars(["<b>x</b>", "le"], np.array([0.7, 0.2], np.float32), "<b>x</b>", "t")
+    bar = figure.data[0]
+    assert list(figure.layout.yaxis.ticktext) == ["&lt;b&gt;x&lt;/b&gt;", "le"]
+    assert bar.marker.color[0] != bar.marker.color[1]
