@@ -60,8 +60,8 @@ class Recipe:
 
 
 RECIPES: dict[str, Recipe] = {
-    # an exact copy task: dropout only slows it down, and half the paper's rate keeps it from diverging
-    "reverse": Recipe(steps=5000, dropout=0.0, lr_factor=0.5),
+    # half the paper's rate: at the full rate this small copy model keeps oscillating and ends below 98%
+    "reverse": Recipe(steps=4000, lr_factor=0.5),
     "translate": Recipe(d_model=96, d_ff=256, steps=3000),
 }
 
