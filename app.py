@@ -46,10 +46,11 @@ if st.session_state[state.MODEL] not in cached.model_keys():  # a model trained 
 with st.sidebar:
     st.title("Attention explorer")
     state.bind_widgets(st.session_state)
+    titles = {key: cached.model_title(key) for key in cached.model_keys()}  # bound now: the list is this session's
     st.selectbox(
         "Model",
-        cached.model_keys(),
-        format_func=cached.model_title,
+        list(titles),
+        format_func=titles.__getitem__,
         key=state.widget(state.MODEL),
         on_change=change_model,
     )

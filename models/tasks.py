@@ -103,6 +103,10 @@ class Task:
     examples: tuple[str, ...]
     reference: Callable[[tuple[str, ...]], Pair | None]  # the right output and alignment for a source, if any
 
+    @property
+    def example(self) -> str:
+        return self.examples[0]
+
 
 def split_of(source: tuple[str, ...]) -> str:
     """'heldout' or 'train', fixed by a hash of the sentence itself."""

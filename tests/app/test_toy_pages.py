@@ -113,8 +113,10 @@ def test_train_page_trains_snapshots_and_publishes_a_model():
     )
     # explore it: the sidebar now runs the session's own model on the probe sentence
     at.button(key="train_explore").click().run()
+    assert at.session_state[state.MODEL] == at.session_state[state.widget(state.MODEL)] == "yours-reverse"
+    model_box = at.sidebar.selectbox(key=state.widget(state.MODEL))
+    assert model_box.options[-1] == "Your reverse model (trained here, step 30)"
     at.switch_page("explorer/pages/decoding.py").run()
-    assert at.sidebar.selectbox(key=state.widget(state.MODEL)).value == "yours-reverse"
     assert not at.exception
     np.testing.assert_array_equal(array(charts(at)[3]["data"][0]["z"]), expected.cross.weights[0, 0])
 

@@ -34,7 +34,7 @@ def test_top_k_is_the_models_own_softmax(translate, translated):
         probabilities = translate.model(torch.tensor([enc.ids]), torch.tensor([tgt])).probabilities[0].numpy()
     order = np.argsort(-probabilities, axis=-1)[:, : trace.TOP_K]
     np.testing.assert_array_equal(translated.top_probabilities, np.take_along_axis(probabilities, order, -1))
-    names = [[translate.target_vocabulary.id_to_token(i) for i in row] for row in order]
+    names = [[translate.target_vocabulary.id_to_token(int(i)) for i in row] for row in order]
     assert [list(row) for row in translated.top_tokens] == names
     # greedy decoding chose the most probable token at every step
     assert [row[0] for row in translated.top_tokens] == list(translated.output_tokens)
