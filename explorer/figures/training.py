@@ -26,7 +26,14 @@ def loss_curve(steps: Sequence[int], loss: Sequence[float], accuracy: Sequence[f
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
             "xaxis": {"title": {"text": "step"}},
             "yaxis": {"title": {"text": "loss (label-smoothed)"}, "rangemode": "tozero"},
-            "yaxis2": {"title": {"text": "accuracy"}, "overlaying": "y", "side": "right", "range": [0, 1]},
+            "yaxis2": {
+                "title": {"text": "token accuracy"},
+                "overlaying": "y",
+                "side": "right",
+                "range": [0, 1],
+                "tickformat": ".0%",
+                "showgrid": False,
+            },
             "legend": {"orientation": "h", "y": 1.12},
         },
     )

@@ -26,7 +26,26 @@ def per_key_bars(
     figure = go.Figure(go.Bar(x=x, y=values, marker={"color": colors}, name=title, **hover))
     if compare is not None:
         figure.add_trace(go.Bar(x=x, y=compare, name=compare_name, marker={"color": "#ff7f0e"}, **hover))
+    hidden = [i for i in x if mask is not None and not mask[i]]
+    # masked keys get weight 0, so their bars vanish: shade where they are
+    shades = [
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "paper",
+            "x0": i - 0.5,
+            "x1": i + 0.5,
+            "y0": 0,
+            "y1": 1,
+            "fillcolor": "#e0e0e0",
+            "opacity": 0.5,
+            "line": {"width": 0},
+            "layer": "below",
+        }
+        for i in hidden
+    ]
     figure.update_layout(
+        shapes=shades,
         title={"text": title},
         height=300,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},

@@ -9,6 +9,7 @@ import streamlit as st
 from explorer import cached, state
 from explorer.figures.labels import position_label
 from explorer.trace import AttentionTrace, Trace
+from models.tasks import SPECIALS, UnknownWordError
 from models.tokenize import TokenizeError
 
 KIND_NAMES = {
@@ -37,6 +38,10 @@ def current_trace() -> Trace:
         )
     except TokenizeError as e:
         st.info(str(e))
+        if isinstance(e, UnknownWordError):
+            words = cached.model(st.session_state[state.MODEL]).tokenizer.words[len(SPECIALS) :]
+            with st.expander(f"The {len(words)} words this model knows"):
+                st.text(", ".join(words))
         st.stop()
     if result.truncated:
         st.warning(f"The input was cut to {len(result.source_tokens)} tokens ({result.truncated} tokens dropped).")
@@ -53,15 +58,18 @@ def pick_attention(prefix: str) -> Chosen:
     return Chosen(result, kind, result.attention(kind), queries, keys)
 
 
-def pick_layer(n_layers: int, key: str, container=st) -> int:
-    return container.selectbox("Layer", range(n_layers), format_func=lambda i: f"layer {i + 1}", key=key)
+def pick_layer(n_layers: int, key: str, container=st, index: int = 0) -> int:
+    return container.selectbox("Layer", range(n_layers), index=index, format_func=lambda i: f"layer {i + 1}", key=key)
 
 
-def pick_head(n_heads: int, key: str, container=st, extra: tuple[int, ...] = (), extra_name: str = "") -> int:
+def pick_head(
+    n_heads: int, key: str, container=st, extra: tuple[int, ...] = (), extra_name: str = "", index: int = 0
+) -> int:
     """A head, numbered from 1; `extra` adds non-head choices (such as the mean) named `extra_name`."""
     return container.selectbox(
         "Head",
         [*range(n_heads), *extra],
+        index=index,
         format_func=lambda i: extra_name if i in extra else f"head {i + 1}",
         key=key,
     )

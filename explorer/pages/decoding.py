@@ -48,12 +48,15 @@ else:
 index = st.session_state[STEP] - 1
 
 left, right = st.columns(2)
-layer = pick_layer(trace.decoder_self.n_layers, "decoding_layer", left)
-head = pick_head(trace.decoder_self.n_heads, "decoding_head", right, extra=(MEAN,), extra_name="mean over heads")
+# the last layer and the mean over heads show the alignment most plainly, so they come first
+n_layers, n_heads = trace.decoder_self.n_layers, trace.decoder_self.n_heads
+layer = pick_layer(n_layers, "decoding_layer", left, index=n_layers - 1)
+head = pick_head(n_heads, "decoding_head", right, extra=(MEAN,), extra_name="mean over heads", index=n_heads)
 current = decoding.step(trace, index, layer, None if head == MEAN else head)
 which = f"layer {layer + 1}, " + ("mean over heads" if head == MEAN else f"head {head + 1}")
 
 st.subheader(f"Step {index + 1} of {total}: the model writes {position_label(index + 1, current.chosen)!r}")
+st.caption(f"Attention shown for decoder {which}.")
 st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
 
 self_col, cross_col, next_col = st.columns(3)
@@ -61,14 +64,14 @@ self_col.plotly_chart(
     per_key_bars(
         current.self_weights,
         current.target_tokens,
-        f"Masked self-attention ({which})",
+        "Masked self-attention",
         mask=current.visible,
     ),
     key="decoding_self",
 )
 self_col.caption("Grey positions are later in the output: the causal mask hides them (weight 0).")
 cross_col.plotly_chart(
-    per_key_bars(current.cross_weights, current.source_tokens, f"Cross-attention over the source ({which})"),
+    per_key_bars(current.cross_weights, current.source_tokens, "Cross-attention over the source"),
     key="decoding_cross",
 )
 next_col.plotly_chart(

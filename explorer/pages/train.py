@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from explorer import state
@@ -12,7 +14,7 @@ from models import tasks
 from models.tokenize import TokenizeError
 
 RUN = "train_run"
-CHUNK = 10  # steps between screen updates (about half a second)
+REFRESH_SECONDS = 1.0  # train this long between screen updates: redrawing more often costs the browser's CPU
 
 st.header("Train it yourself")
 st.markdown(
@@ -84,8 +86,8 @@ if st.session_state.get("train_error"):
 def show_snapshot(snapshot: Snapshot, key: str) -> None:
     result = snapshot.trace
     cross = result.cross.weights[-1].mean(axis=0)  # last decoder layer, mean over heads
-    title = f"Step {snapshot.step}: cross-attention, last layer, mean over heads"
-    st.plotly_chart(head_heatmap(cross, result.target_tokens, result.source_tokens, title), key=key)
+    st.markdown(f"**Step {snapshot.step}**: cross-attention of the last decoder layer, mean over heads")
+    st.plotly_chart(head_heatmap(cross, result.target_tokens, result.source_tokens), key=key)
     st.text("Output: " + " ".join(t for t in result.output_tokens if t != "<eos>"))
 
 
@@ -97,13 +99,18 @@ def curve(run: Run):
 if run is not None and run.running:
     bar = st.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}")
     chart, latest = st.empty(), st.empty()
+    shown = 0  # snapshots drawn so far
     while run.running and not run.finished:
-        run.advance(CHUNK)
+        started = time.monotonic()
+        while not run.finished and time.monotonic() - started < REFRESH_SECONDS:
+            run.advance(1)
         last = run.trainer.history[-1]
         bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
         chart.plotly_chart(curve(run), key=f"train_curve_{run.step}")
-        with latest.container():
-            show_snapshot(run.snapshots[-1], f"train_live_{run.step}")
+        if len(run.snapshots) != shown:
+            shown = len(run.snapshots)
+            with latest.container():
+                show_snapshot(run.snapshots[-1], f"train_live_{run.step}")
     run.running = False
     publish(run)
     st.rerun()  # the sidebar lists the new model

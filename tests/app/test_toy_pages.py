@@ -45,18 +45,18 @@ def test_decoding_page_steps_through_the_greedy_translation(translate):
     at.switch_page("explorer/pages/decoding.py").run()
     expected = trace.run(translate, text, 32)
     assert at.slider(key="decoding_step").value == 1
-    at.selectbox(key="decoding_head").set_value(-1).run()
+    assert at.selectbox(key="decoding_layer").value == 1 and at.selectbox(key="decoding_head").value == -1
     for index in range(3):
         if index:
             at.button(key="decoding_next").click().run()
-        step = decoding.step(expected, index, layer=0, head=None)
+        step = decoding.step(expected, index, layer=1, head=None)
         figs = charts(at)
         assert f"writes '{index + 1}: {step.chosen}'" in at.subheader[0].value
         np.testing.assert_array_equal(array(figs[0]["data"][0]["y"]), step.self_weights)
         np.testing.assert_array_equal(array(figs[1]["data"][0]["y"]), step.cross_weights)
         np.testing.assert_array_equal(array(figs[2]["data"][0]["x"]), step.top_probabilities)
         assert list(figs[2]["layout"]["yaxis"]["ticktext"])[0] == step.chosen
-        np.testing.assert_array_equal(array(figs[3]["data"][0]["z"]), expected.cross.weights[0].mean(0))
+        np.testing.assert_array_equal(array(figs[3]["data"][0]["z"]), expected.cross.weights[1].mean(0))
     assert [s for s in expected.output_tokens[:3]] == ["le", "chat", "rouge"]
     at.button(key="decoding_back").click().run()
     assert at.slider(key="decoding_step").value == 2
@@ -73,6 +73,8 @@ def test_unknown_word_gets_a_message_with_suggestions():
     assert not at.exception
     message = at.info[0].value
     assert "'tree'" in message and "'three'" in message and "'fuor'" in message and "'four'" in message
+    assert at.expander[0].label == "The 36 words this model knows"
+    assert at.text[0].value.split(", ") == sorted(tasks.REVERSE_WORDS)
 
 
 @pytest.mark.parametrize("page", ["attention", "model_view", "head_view", "qkv"])
@@ -118,7 +120,7 @@ def test_train_page_trains_snapshots_and_publishes_a_model():
     assert model_box.options[-1] == "Your reverse model (trained here, step 30)"
     at.switch_page("explorer/pages/decoding.py").run()
     assert not at.exception
-    np.testing.assert_array_equal(array(charts(at)[3]["data"][0]["z"]), expected.cross.weights[0, 0])
+    np.testing.assert_array_equal(array(charts(at)[3]["data"][0]["z"]), expected.cross.weights[-1].mean(0))
 
 
 def test_train_page_refuses_a_probe_outside_the_vocabulary():
