@@ -36,6 +36,7 @@ class LoadedModel:
     eos_id: int | None = None
     target_tokenizer: tasks.Vocabulary | None = None  # None: the target shares the source's vocabulary
     revision: str = ""  # changes whenever the weights behind this key change (models trained in the app)
+    task: tasks.Task | None = None  # toy models: the task, which knows the right answer for a source
 
     @property
     def example(self) -> str:
@@ -98,7 +99,17 @@ def from_task(
 ) -> LoadedModel:
     """A model trained on a toy task, reading the task's source words and writing its target words."""
     return LoadedModel(
-        key, title, description, model, task.source, task.examples, tasks.BOS_ID, tasks.EOS_ID, task.target, revision
+        key,
+        title,
+        description,
+        model,
+        task.source,
+        task.examples,
+        tasks.BOS_ID,
+        tasks.EOS_ID,
+        task.target,
+        revision,
+        task,
     )
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import decoding
+from explorer import cached, decoding, state
 from explorer.figures.decoding import mark_row, top_k_bars
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import position_label
 from explorer.figures.walkthrough import per_key_bars
 from explorer.pages._shared import current_trace, pick_head, pick_layer
+from models.tasks import SPECIALS
 
 MEAN = -1
 STEP = "decoding_step"
@@ -31,6 +32,17 @@ if trace.output_tokens is None:
     st.stop()
 
 total = decoding.n_steps(trace)
+task = cached.model(st.session_state[state.MODEL]).task
+if task is not None:
+    words = tuple(t for t in trace.source_tokens if t not in SPECIALS)
+    right = task.reference(words)
+    written = tuple(t for t in trace.output_tokens if t not in SPECIALS)
+    if right is None:
+        st.caption("This sentence is outside the task's grammar, so there is no right answer to compare with.")
+    elif written == right.target:
+        st.success("The model's output is right: " + " ".join(written))
+    else:
+        st.warning(f"The model wrote {' '.join(written)!r}; the right answer is {' '.join(right.target)!r}.")
 st.session_state[STEP] = min(max(st.session_state.get(STEP, 1), 1), total)  # a new sentence may be shorter
 
 

@@ -44,6 +44,7 @@ def test_decoding_page_steps_through_the_greedy_translation(translate):
     at = with_model("translate", text)
     at.switch_page("explorer/pages/decoding.py").run()
     expected = trace.run(translate, text, 32)
+    assert at.success[0].value == "The model's output is right: le chat rouge petit voit un chien grand"
     assert at.slider(key="decoding_step").value == 1
     assert at.selectbox(key="decoding_layer").value == 1 and at.selectbox(key="decoding_head").value == -1
     for index in range(3):
@@ -130,3 +131,9 @@ def test_train_page_refuses_a_probe_outside_the_vocabulary():
     at.text_input(key="train_probe").set_value("one too").run()
     at.button(key="train_start").click().run()
     assert "'too'" in at.error[0].value and "train_run" not in at.session_state
+
+
+def test_decoding_page_says_when_there_is_no_right_answer():
+    at = with_model("translate", "dog the sees")
+    at.switch_page("explorer/pages/decoding.py").run()
+    assert any("outside the task's grammar" in c.value for c in at.caption) and not at.success

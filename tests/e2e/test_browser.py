@@ -75,3 +75,35 @@ def test_an_unknown_word_is_named_in_the_browser(server, page):
         timeout=60_000
     )
     screenshot(page, "unknown_word")
+
+
+PAST_STEP_50 = """() => {
+    const bar = document.querySelector('[data-testid="stProgress"]');
+    const found = bar && bar.textContent.match(/step (\\d+) of/);
+    return !!found && Number(found[1]) >= 50;
+}"""
+
+
+def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
+    open_app(page, server)
+    page.get_by_test_id("stSidebarNav").get_by_text("Train it yourself", exact=True).click()
+    page.get_by_role("heading", name="Train it yourself").wait_for(timeout=60_000)
+    wait_until_idle(page)
+    page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
+    page.get_by_role("option", name="reverse", exact=True).click()
+    wait_until_idle(page)
+    page.get_by_role("button", name="Train").click()
+    page.wait_for_function(PAST_STEP_50, timeout=60_000)
+    page.get_by_role("button", name="Stop").click()
+    stopped = page.get_by_text("Training stopped at step")
+    stopped.wait_for(timeout=60_000)
+    step = int(stopped.text_content().split("at step ")[1].split()[0])
+    assert 50 <= step < 600
+    page.get_by_role("button", name="Explore it in the other pages").click()
+    wait_until_idle(page)
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_text(f"Trained in this browser session for {step} steps").wait_for(timeout=30_000)
+    page.get_by_test_id("stSidebarNav").get_by_text("Decoding step by step", exact=True).click()
+    page.get_by_text("Step 1 of").wait_for(timeout=60_000)
+    assert page.get_by_test_id("stException").count() == 0
+    screenshot(page, "train_then_decode")
