@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import positions, state, trace
+from explorer import analysis, positions, state, trace
 from models import registry
 
 
@@ -55,3 +55,14 @@ def _positions(model_name: str, revision: str, _loaded: registry.LoadedModel) ->
 def get_positions(model_name: str) -> dict:
     loaded = model(model_name)
     return _positions(model_name, loaded.revision, loaded)
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing attention flow (a max-flow per token pair)...")
+def _flow(model_name: str, revision: str, text: str, max_tokens: int, kind: str, layer: int):
+    weights = get_trace(model_name, text, max_tokens).attention(kind).weights
+    return analysis.flow(weights[: layer + 1])
+
+
+def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int):
+    """Attention flow through layers 1..layer+1 of the sidebar's trace (slow: seconds for 16 tokens)."""
+    return _flow(model_name, model(model_name).revision, text, max_tokens, kind, layer)

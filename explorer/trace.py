@@ -60,6 +60,7 @@ class Trace:
     decoder_states: dict[str, np.ndarray] | None = None
     top_tokens: tuple[tuple[str, ...], ...] | None = None  # per decoder row: the most probable next tokens
     top_probabilities: np.ndarray | None = None  # (T, k) their softmax probabilities, most probable first
+    source_word_ids: tuple[int | None, ...] = ()  # which word each source token came from; None for specials
 
     def attention(self, kind: str) -> AttentionTrace:
         """encoder_self, decoder_self or cross; ValueError when this model has no such attention."""
@@ -113,7 +114,12 @@ def run(loaded: LoadedModel, text: str, max_tokens: int | None = None, max_targe
     src = torch.tensor([enc.ids])
     model = loaded.model
     common = dict(
-        model_key=loaded.key, text=text, source_tokens=enc.tokens, source_offsets=enc.offsets, truncated=enc.truncated
+        model_key=loaded.key,
+        text=text,
+        source_tokens=enc.tokens,
+        source_offsets=enc.offsets,
+        truncated=enc.truncated,
+        source_word_ids=enc.word_ids,
     )
     if not loaded.is_encoder_decoder:
         out = model(src)

@@ -81,3 +81,11 @@ def pick_token(tokens: tuple[str, ...], label: str, key: str, container=st, allo
     return container.selectbox(
         label, options, format_func=lambda i: "all tokens" if i is None else position_label(i, tokens[i]), key=key
     )
+
+
+def open_in_attention(kind: str, layer: int, head: int) -> None:
+    """Switch to the attention heatmap showing this kind, layer and head (its own widget keys)."""
+    st.session_state["attention_kind"] = kind
+    st.session_state["attention_layer"] = layer
+    st.session_state["attention_head"] = head
+    st.switch_page("explorer/pages/attention.py")

@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, model_view
-from explorer.pages._shared import pick_attention, pick_head, pick_layer
+from explorer.pages._shared import open_in_attention, pick_attention, pick_head, pick_layer
 
 st.header("Model view")
 st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
@@ -28,8 +28,4 @@ title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
 st.plotly_chart(head_heatmap(attention.weights[layer, head], chosen.queries, chosen.keys, title), key="model_selected")
 if st.button("Open in the attention heatmap", key="model_open"):
-    # the attention page's own widget keys: it opens on this kind, layer and head
-    st.session_state["attention_kind"] = chosen.kind
-    st.session_state["attention_layer"] = layer
-    st.session_state["attention_head"] = head
-    st.switch_page("explorer/pages/attention.py")
+    open_in_attention(chosen.kind, layer, head)

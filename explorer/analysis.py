@@ -1,0 +1,152 @@
+"""Analyses of attention weights as pure numpy: per-head statistics and labels, rollout, flow, word merging.
+
+Attention is not explanation (Jain & Wallace 2019; Wiegreffe & Pinter 2019): these summarise where weight goes,
+not why the model decided anything.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+
+import numpy as np
+
+DELIMITERS = frozenset({"[CLS]", "[SEP]", "<bos>", "<eos>", "<s>", "</s>"})
+STATISTICS = {
+    "entropy": "entropy of each query's row (nats), averaged over queries",
+    "distance": "mean |query position - key position|, weighted by attention",
+    "previous": "share of attention on the previous position",
+    "next": "share of attention on the next position",
+    "self": "share of attention on the query's own position",
+    "cls": "share of attention on [CLS] / <bos>",
+    "sep": "share of attention on [SEP] / <eos>",
+    "punctuation": "share of attention on punctuation tokens",
+}
+
+
+def is_punctuation(token: str) -> bool:
+    return bool(token) and all(c in string.punctuation for c in token)
+
+
+def _diagonal_share(weights: np.ndarray, offset: int) -> np.ndarray:
+    """Mean over the queries that have one of weight[i, i + offset] ((..., Tq, Tk) -> (...)); NaN when none do."""
+    tq, tk = weights.shape[-2:]
+    rows = [i for i in range(tq) if 0 <= i + offset < tk]
+    if not rows:
+        return np.full(weights.shape[:-2], np.nan)
+    return np.stack([weights[..., i, i + offset] for i in rows], axis=-1).mean(axis=-1)
+
+
+def _key_share(weights: np.ndarray, keys: Sequence[str], wanted) -> np.ndarray:
+    columns = [j for j, k in enumerate(keys) if wanted(k)]
+    return weights[..., columns].sum(axis=-1).mean(axis=-1)  # (...): summed over those keys, mean over queries
+
+
+def head_statistics(weights: np.ndarray, keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """Every statistic of STATISTICS for each head: weights (L, H, Tq, Tk) -> {name: (L, H)}."""
+    tq, tk = weights.shape[-2:]
+    if len(keys) != tk:
+        raise ValueError(f"{len(keys)} key tokens for {tk} keys")
+    w = weights.astype(np.float64)
+    logs = np.log(np.where(w > 0, w, 1.0))  # 0 log 0 = 0
+    distance = np.abs(np.arange(tq)[:, None] - np.arange(tk)[None, :])  # (Tq, Tk)
+    return {
+        "entropy": -(w * logs).sum(-1).mean(-1),
+        "distance": (w * distance).sum(-1).mean(-1),
+        "previous": _diagonal_share(w, -1),
+        "next": _diagonal_share(w, 1),
+        "self": _diagonal_share(w, 0),
+        "cls": _key_share(w, keys, lambda k: k in ("[CLS]", "<bos>", "<s>")),
+        "sep": _key_share(w, keys, lambda k: k in ("[SEP]", "<eos>", "</s>")),
+        "punctuation": _key_share(w, keys, is_punctuation),
+    }
+
+
+def head_label(stats: dict[str, float], n_keys: int) -> str:
+    """A plain name for what one head mostly does, from its statistics (first rule that holds)."""
+    if stats["previous"] >= 0.5:
+        return "previous token"
+    if stats["next"] >= 0.5:
+        return "next token"
+    if stats["self"] >= 0.5:
+        return "self"
+    if stats["cls"] + stats["sep"] >= 0.5:
+        return "delimiter sink"
+    if stats["punctuation"] >= 0.5:
+        return "punctuation"
+    if n_keys > 1 and stats["entropy"] / np.log(n_keys) >= 0.75:
+        return "broad"
+    return "mixed"
+
+
+def head_labels(statistics: dict[str, np.ndarray], n_keys: int) -> np.ndarray:
+    """head_label for every head: {name: (L, H)} -> (L, H) strings."""
+    n_layers, n_heads = statistics["entropy"].shape
+    labels = np.empty((n_layers, n_heads), dtype=object)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            one = {name: float(values[layer, head]) for name, values in statistics.items()}
+            labels[layer, head] = head_label(one, n_keys)
+    return labels
+
+
+def rollout(weights: np.ndarray) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020): per layer 0.5 mean-over-heads + 0.5 identity for the residual,
+    rows renormalised, multiplied from the first layer up. (L, H, T, T) -> (L, T, T), entry l = through layer l."""
+    _, _, tq, tk = weights.shape
+    if tq != tk:
+        raise ValueError("rollout needs self-attention (queries and keys are the same tokens)")
+    out = []
+    total = np.eye(tq)
+    for layer in weights.astype(np.float64):
+        mixed = 0.5 * layer.mean(axis=0) + 0.5 * np.eye(tq)
+        mixed /= mixed.sum(axis=-1, keepdims=True)
+        total = mixed @ total
+        out.append(total)
+    return np.stack(out)
+
+
+def flow(weights: np.ndarray) -> np.ndarray:
+    """Attention flow (Abnar & Zuidema 2020): the maximum flow from each top-layer position down to each input
+    position through the layers' residual-mixed attention used as capacities. (L, H, T, T) -> (T, T)."""
+    import networkx as nx  # only here: max-flow is for short inputs
+
+    n_layers, _, length, _ = weights.shape
+    graph = nx.DiGraph()
+    for layer, heads in enumerate(weights.astype(np.float64)):
+        mixed = 0.5 * heads.mean(axis=0) + 0.5 * np.eye(length)
+        mixed /= mixed.sum(axis=-1, keepdims=True)
+        for i in range(length):
+            for j in range(length):
+                # from position i above layer `layer` to position j below it
+                graph.add_edge((layer + 1, i), (layer, j), capacity=float(mixed[i, j]))
+    result = np.zeros((length, length))
+    for i in range(length):
+        for j in range(length):
+            result[i, j] = nx.maximum_flow_value(graph, (n_layers, i), (0, j))
+    return result
+
+
+def word_groups(word_ids: Sequence[int | None]) -> list[list[int]]:
+    """Token positions grouped by word, in order; a token with no word (a special) is a group of its own."""
+    groups: list[list[int]] = []
+    last: int | None = None
+    for position, word in enumerate(word_ids):
+        if word is not None and word == last and groups:
+            groups[-1].append(position)
+        else:
+            groups.append([position])
+        last = word
+    return groups
+
+
+def merge_words(weights: np.ndarray, query_groups: list[list[int]], key_groups: list[list[int]]) -> np.ndarray:
+    """Word-level attention: sum over a word's key pieces, mean over its query pieces; rows still sum to 1.
+    (..., Tq, Tk) -> (..., Wq, Wk)."""
+    keys = np.stack([weights[..., g].sum(axis=-1) for g in key_groups], axis=-1)  # (..., Tq, Wk)
+    return np.stack([keys[..., g, :].mean(axis=-2) for g in query_groups], axis=-2)  # (..., Wq, Wk)
+
+
+def merge_tokens(tokens: Sequence[str], groups: list[list[int]]) -> list[str]:
+    """A word's label: its pieces joined, WordPiece's '##' dropped."""
+    return ["".join(tokens[i].removeprefix("##") if n else tokens[i] for n, i in enumerate(g)) for g in groups]

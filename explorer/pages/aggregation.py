@@ -1,0 +1,58 @@
+"""Aggregation: raw attention (mean over heads), attention rollout and attention flow, token or word level."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer import analysis, cached, state
+from explorer.figures.heatmap import head_heatmap
+from explorer.pages._shared import pick_attention, pick_layer
+
+FLOW_MAX_TOKENS = 16  # one max-flow per (query, key) pair: about 2 s at 16 tokens and 6 layers, 10 s at 24
+
+st.header("Aggregation: raw, rollout, flow")
+st.markdown(
+    "One head of one layer shows only part of the story, because every layer also keeps its input through the "
+    "residual connection. **Attention rollout** (Abnar & Zuidema 2020) multiplies the layers' attention, each "
+    "averaged over heads and mixed half-and-half with the identity for the residual, from the first layer up "
+    "to the chosen one. **Attention flow** treats the same matrices as capacities and computes the maximum flow "
+    "from each position at the chosen layer down to each input token."
+)
+st.caption("Attention is not explanation: these show how weight could mix through the layers, not why.")
+
+chosen = pick_attention("aggregate")
+if chosen.kind == "cross":
+    st.info("Rollout and flow follow one stream of tokens through its layers; pick a self-attention.")
+    st.stop()
+attention = chosen.attention
+left, right = st.columns(2)
+layer = pick_layer(attention.n_layers, "aggregate_layer", left, index=attention.n_layers - 1)
+words = right.toggle(
+    "Word level",
+    key="aggregate_words",
+    help="Merge sub-word pieces back into words: sum over a word's key pieces, mean over its query pieces.",
+)
+
+raw = attention.weights[layer].mean(axis=0)
+rolled = analysis.rollout(attention.weights[: layer + 1])[-1]
+queries, keys = list(chosen.queries), list(chosen.keys)
+length = len(queries)
+flows = None
+if length <= FLOW_MAX_TOKENS:
+    sidebar = (st.session_state[state.MODEL], st.session_state[state.TEXT], int(st.session_state[state.MAX_TOKENS]))
+    flows = cached.get_flow(*sidebar, chosen.kind, layer)
+if words:
+    word_ids = chosen.trace.source_word_ids if chosen.kind == "encoder_self" else tuple(range(length))
+    groups = analysis.word_groups(word_ids)
+    raw, rolled = (analysis.merge_words(m, groups, groups) for m in (raw, rolled))
+    flows = None if flows is None else analysis.merge_words(flows, groups, groups)
+    queries = keys = analysis.merge_tokens(queries, groups)
+    st.caption("Word level: each word's row is the mean of its pieces' rows; each column sums its pieces.")
+
+cols = st.columns(3)
+cols[0].plotly_chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads"), key="aggregate_raw")
+cols[1].plotly_chart(head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}"), key="aggregate_rollout")
+if flows is None:
+    cols[2].info(f"Attention flow is computed for inputs of up to {FLOW_MAX_TOKENS} tokens; this one has {length}.")
+else:
+    cols[2].plotly_chart(head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}"), key="aggregate_flow")

@@ -1,0 +1,43 @@
+"""Head statistics: what each head does on this sentence, as numbers, a layer x head grid and a label."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from explorer import analysis
+from explorer.figures.statistics import statistic_grid
+from explorer.pages._shared import open_in_attention, pick_attention, pick_head, pick_layer
+
+st.header("Head statistics")
+st.markdown(
+    "For every head on your sentence: how spread out its attention is (entropy), how far it looks (mean "
+    "distance), and how much of it goes to the previous, next or same position, to [CLS], [SEP] or punctuation. "
+    "Each head gets a plain label from the first rule that holds (a share of at least 0.5, or an entropy of at "
+    "least 75% of the maximum for *broad*). Attention is not explanation: these describe where weight goes, "
+    "not why the model decides anything."
+)
+
+chosen = pick_attention("stats")
+attention = chosen.attention
+stats = analysis.head_statistics(attention.weights, chosen.keys)
+labels = analysis.head_labels(stats, len(chosen.keys))
+
+name = st.selectbox("Statistic", list(analysis.STATISTICS), key="stats_statistic")
+st.caption(analysis.STATISTICS[name])
+st.plotly_chart(statistic_grid(stats[name], labels, name), key="stats_grid")
+
+rows = [
+    {"layer": layer + 1, "head": head + 1, "label": labels[layer, head]}
+    | {k: float(v[layer, head]) for k, v in stats.items()}
+    for layer in range(attention.n_layers)
+    for head in range(attention.n_heads)
+]
+st.dataframe(pd.DataFrame(rows), hide_index=True, key="stats_table")
+st.caption("Click a column header to sort.")
+
+left, right, go_col = st.columns([2, 2, 2], vertical_alignment="bottom")
+layer = pick_layer(attention.n_layers, "stats_layer", left)
+head = pick_head(attention.n_heads, "stats_head", right)
+if go_col.button(f"Open layer {layer + 1}, head {head + 1} in the attention heatmap", key="stats_open"):
+    open_in_attention(chosen.kind, layer, head)

@@ -1,0 +1,104 @@
+"""Head statistics, labels, rollout, flow and word merging on hand-made matrices with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer import analysis
+
+TOKENS = ["[CLS]", "the", "cat", ",", "sat", "[SEP]"]
+
+
+def one_head(matrix: np.ndarray) -> np.ndarray:
+    return matrix[None, None]  # (1, 1, T, T)
+
+
+def shifted(n: int, offset: int) -> np.ndarray:
+    """Each query on position i + offset (clipped into range)."""
+    m = np.zeros((n, n))
+    for i in range(n):
+        m[i, min(max(i + offset, 0), n - 1)] = 1
+    return m
+
+
+def test_previous_token_head():
+    stats = analysis.head_statistics(one_head(shifted(6, -1)), TOKENS)
+    assert stats["previous"][0, 0] == 1  # rows 1..5 all on i-1
+    assert stats["self"][0, 0] == pytest.approx(1 / 6)  # row 0 has no previous: it sits on itself
+    assert stats["next"][0, 0] == 0
+    assert stats["entropy"][0, 0] == 0
+    assert stats["distance"][0, 0] == pytest.approx(5 / 6)
+    assert analysis.head_labels(stats, 6)[0, 0] == "previous token"
+
+
+def test_uniform_head_is_broad_with_known_entropy_and_distance():
+    stats = analysis.head_statistics(one_head(np.full((6, 6), 1 / 6)), TOKENS)
+    assert stats["entropy"][0, 0] == pytest.approx(np.log(6))
+    # mean |i - j| over a 6 x 6 grid = 35 / 18
+    assert stats["distance"][0, 0] == pytest.approx(70 / 36)
+    assert stats["cls"][0, 0] == pytest.approx(1 / 6) and stats["sep"][0, 0] == pytest.approx(1 / 6)
+    assert stats["punctuation"][0, 0] == pytest.approx(1 / 6)
+    assert analysis.head_labels(stats, 6)[0, 0] == "broad"
+
+
+def test_sink_self_next_and_punctuation_heads():
+    sink = np.zeros((6, 6))
+    sink[:, 5] = 0.7
+    sink[:, 0] = 0.3
+    self_head, next_head = np.eye(6), shifted(6, 1)
+    punct = np.zeros((6, 6))
+    punct[:, 3] = 1
+    weights = np.stack([sink, self_head, next_head, punct])[None]  # (1, 4, 6, 6)
+    stats = analysis.head_statistics(weights, TOKENS)
+    assert stats["sep"][0, 0] == pytest.approx(0.7) and stats["cls"][0, 0] == pytest.approx(0.3)
+    assert stats["punctuation"][0, 3] == 1
+    assert list(analysis.head_labels(stats, 6)[0]) == ["delimiter sink", "self", "next token", "punctuation"]
+
+
+def test_statistics_reject_mismatched_tokens():
+    with pytest.raises(ValueError):
+        analysis.head_statistics(one_head(np.eye(3)), ["a", "b"])
+
+
+def test_rollout_of_identity_attention_is_identity_and_of_uniform_is_uniform():
+    eye = np.stack([np.eye(4)[None]] * 3)  # (3, 1, 4, 4)
+    np.testing.assert_allclose(analysis.rollout(eye), np.stack([np.eye(4)] * 3))
+    uniform = np.full((2, 2, 4, 4), 0.25)
+    rolled = analysis.rollout(uniform)
+    # one layer: 0.5 * 0.25 + 0.5 * I; two layers: that matrix squared
+    first = 0.125 + 0.5 * np.eye(4)
+    np.testing.assert_allclose(rolled[0], first)
+    np.testing.assert_allclose(rolled[1], first @ first)
+    np.testing.assert_allclose(rolled.sum(-1), 1)
+
+
+def test_flow_through_one_layer_is_the_capacity_and_is_bounded_by_one():
+    weights = np.array([[[[0.9, 0.1], [0.2, 0.8]]]])  # (1, 1, 2, 2)
+    mixed = 0.5 * weights[0, 0] + 0.5 * np.eye(2)
+    np.testing.assert_allclose(analysis.flow(weights), mixed)
+    two = np.concatenate([weights, weights])
+    flows = analysis.flow(two)
+    assert (flows <= 1 + 1e-9).all() and (flows > 0).all()
+    # with two layers, the flow from 0 to 1 is bounded by what can leave position 0 toward 1 in either path
+    m = mixed
+    assert flows[0, 1] == pytest.approx(min(m[0, 0], m[0, 1]) + min(m[0, 1], m[1, 1]))
+
+
+def test_word_groups_and_merging_keep_rows_summing_to_one():
+    tokens = ["[CLS]", "play", "##ing", "cat", "##s", "[SEP]"]
+    word_ids = [None, 0, 0, 1, 1, None]
+    groups = analysis.word_groups(word_ids)
+    assert groups == [[0], [1, 2], [3, 4], [5]]
+    assert analysis.merge_tokens(tokens, groups) == ["[CLS]", "playing", "cats", "[SEP]"]
+    rng = np.random.default_rng(0)
+    weights = rng.random((2, 3, 6, 6))
+    weights /= weights.sum(-1, keepdims=True)
+    merged = analysis.merge_words(weights, groups, groups)
+    assert merged.shape == (2, 3, 4, 4)
+    np.testing.assert_allclose(merged.sum(-1), 1)
+    # word "playing" attending to word "cats": mean over query pieces 1, 2 of the sum over key pieces 3, 4
+    expected = weights[..., [1, 2], :][..., [3, 4]].sum(-1).mean(-1)
+    np.testing.assert_allclose(merged[..., 1, 2], expected)
+    # two separate specials stay separate even though both have no word
+    assert analysis.word_groups([None, None, 0]) == [[0], [1], [2]]
