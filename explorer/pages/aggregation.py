@@ -37,22 +37,29 @@ raw = attention.weights[layer].mean(axis=0)
 rolled = analysis.rollout(attention.weights[: layer + 1])[-1]
 queries, keys = list(chosen.queries), list(chosen.keys)
 length = len(queries)
-flows = None
-if length <= FLOW_MAX_TOKENS:
-    sidebar = (st.session_state[state.MODEL], st.session_state[state.TEXT], int(st.session_state[state.MAX_TOKENS]))
-    flows = cached.get_flow(*sidebar, chosen.kind, layer)
+groups = None
 if words:
     word_ids = chosen.trace.source_word_ids if chosen.kind == "encoder_self" else tuple(range(length))
     groups = analysis.word_groups(word_ids)
     raw, rolled = (analysis.merge_words(m, groups, groups) for m in (raw, rolled))
-    flows = None if flows is None else analysis.merge_words(flows, groups, groups)
     queries = keys = analysis.merge_tokens(queries, groups)
     st.caption("Word level: each word's row is the mean of its pieces' rows; each column sums its pieces.")
 
-cols = st.columns(3)
-cols[0].plotly_chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads"), key="aggregate_raw")
-cols[1].plotly_chart(head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}"), key="aggregate_rollout")
-if flows is None:
-    cols[2].info(f"Attention flow is computed for inputs of up to {FLOW_MAX_TOKENS} tokens; this one has {length}.")
-else:
-    cols[2].plotly_chart(head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}"), key="aggregate_flow")
+top = st.columns(2)  # two per row: three heatmaps side by side leave each too narrow to read
+top[0].plotly_chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads"), key="aggregate_raw")
+top[1].plotly_chart(head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}"), key="aggregate_rollout")
+bottom = st.columns(2)
+bottom[1].caption(
+    "Reading them: raw attention is one layer's mixing only. Rollout follows it through every layer below, so "
+    "weight drifts towards the tokens that many layers keep attending to. Flow asks how much could pass at most "
+    "through any route, so it spreads more evenly and saturates sooner."
+)
+if length > FLOW_MAX_TOKENS:
+    bottom[0].info(f"Attention flow is computed for inputs of up to {FLOW_MAX_TOKENS} tokens; this one has {length}.")
+    st.stop()
+with bottom[0]:  # drawn last: the max-flows take a moment, and the other two need not wait for them
+    sidebar = (st.session_state[state.MODEL], st.session_state[state.TEXT], int(st.session_state[state.MAX_TOKENS]))
+    flows = cached.get_flow(*sidebar, chosen.kind, layer)
+    if groups is not None:
+        flows = analysis.merge_words(flows, groups, groups)
+    st.plotly_chart(head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}"), key="aggregate_flow")
