@@ -86,6 +86,7 @@ pages = [
     st.Page(PAGES / "decoding.py", title="Decoding step by step", icon=":material/translate:"),
     st.Page(PAGES / "statistics.py", title="Head statistics", icon=":material/query_stats:"),
     st.Page(PAGES / "aggregation.py", title="Rollout and flow", icon=":material/stacked_line_chart:"),
+    st.Page(PAGES / "reference.py", title="Ours vs transformers", icon=":material/compare:"),
     st.Page(PAGES / "train.py", title="Train it yourself", icon=":material/model_training:"),
 ]
 st.navigation(pages).run()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import analysis, positions, state, trace
+from explorer import analysis, positions, reference_view, state, trace
 from models import registry
 
 
@@ -66,3 +66,14 @@ def _flow(model_name: str, revision: str, text: str, max_tokens: int, kind: str,
 def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int):
     """Attention flow through layers 1..layer+1 of the sidebar's trace (slow: seconds for 16 tokens)."""
     return _flow(model_name, model(model_name).revision, text, max_tokens, kind, layer)
+
+
+@st.cache_resource(max_entries=1, show_spinner="Loading the transformers reference...")
+def get_reference():
+    return reference_view.load()
+
+
+@st.cache_data(max_entries=16, show_spinner="Running the transformers reference...")
+def get_reference_attention(model_name: str, text: str, max_tokens: int):
+    """The reference's attention for the registry model `model_name` on the sidebar's text."""
+    return reference_view.attention(get_reference(), get_model(model_name), text, max_tokens)

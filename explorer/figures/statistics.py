@@ -6,8 +6,11 @@ import numpy as np
 import plotly.graph_objects as go
 
 
-def statistic_grid(values: np.ndarray, labels: np.ndarray, name: str) -> go.Figure:
-    """values (L, H) of one statistic; labels (L, H) strings shown on hover."""
+def statistic_grid(
+    values: np.ndarray, labels: np.ndarray, name: str, zrange: tuple[float, float] | None = None
+) -> go.Figure:
+    """values (L, H) of one statistic; labels (L, H) strings shown on hover; zrange fixes the colour scale."""
+    scale = {} if zrange is None else {"zmin": zrange[0], "zmax": zrange[1]}
     n_layers, n_heads = values.shape
     return go.Figure(
         data=[
@@ -17,6 +20,7 @@ def statistic_grid(values: np.ndarray, labels: np.ndarray, name: str) -> go.Figu
                 y=[f"layer {layer + 1}" for layer in range(n_layers)],
                 customdata=labels,
                 colorscale="Viridis",
+                **scale,
                 colorbar={"title": {"text": name}},
                 hovertemplate="%{y}, %{x}<br>" + name + " %{z:.4f}<br>%{customdata}<extra></extra>",
             )

@@ -76,3 +76,28 @@ def test_rollout_refuses_cross_attention_and_long_inputs_skip_flow():
     long_text = " ".join(["word"] * 40)
     at = app_on("aggregation", long_text)
     assert "up to 16 tokens" in at.info[0].value and len(charts(at)) == 2
+
+
+def test_reference_page_shows_per_head_differences_and_both_models(minilm):
+    from explorer import reference_view
+
+    at = app_on("reference")
+    result = trace.run(minilm, TEXT, 128)
+    theirs = reference_view.attention(reference_view.load(), minilm, TEXT, 128)
+    figs = charts(at)
+    np.testing.assert_array_equal(
+        array(figs[0]["data"][0]["z"]), reference_view.max_abs_difference(result.encoder_self.weights, theirs)
+    )
+    assert "(the project's bound is 1e-5)" in at.success[0].value
+    at.selectbox(key="reference_layer").set_value(4).run()
+    at.selectbox(key="reference_head").set_value(7).run()
+    figs = charts(at)
+    np.testing.assert_array_equal(array(figs[1]["data"][0]["z"]), result.encoder_self.weights[4, 7])
+    np.testing.assert_array_equal(array(figs[2]["data"][0]["z"]), theirs[4, 7])
+
+
+def test_reference_page_explains_models_without_a_twin():
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.sidebar.selectbox[0].set_value("reverse").run()
+    at.switch_page("explorer/pages/reference.py").run()
+    assert "Only the pretrained MiniLM" in at.info[0].value and not at.exception

@@ -102,3 +102,16 @@ def test_word_groups_and_merging_keep_rows_summing_to_one():
     np.testing.assert_allclose(merged[..., 1, 2], expected)
     # two separate specials stay separate even though both have no word
     assert analysis.word_groups([None, None, 0]) == [[0], [1], [2]]
+
+
+def test_max_abs_difference_per_head():
+    from explorer.reference_view import max_abs_difference
+
+    ours = np.zeros((2, 3, 4, 4), np.float32)
+    theirs = ours.copy()
+    theirs[1, 2, 0, 3] = 0.25
+    theirs[0, 0, 1, 1] = -1e-6
+    diff = max_abs_difference(ours, theirs)
+    assert diff.shape == (2, 3) and diff[1, 2] == 0.25 and diff[0, 0] == pytest.approx(1e-6) and diff[0, 1] == 0
+    with pytest.raises(ValueError, match="shapes differ"):
+        max_abs_difference(ours, theirs[:, :2])
