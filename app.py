@@ -46,7 +46,7 @@ if st.session_state[state.MODEL] not in cached.model_keys():  # a model trained 
 with st.sidebar:
     st.title("Attention explorer")
     state.bind_widgets(st.session_state)
-    titles = {key: cached.model_title(key) for key in cached.model_keys()}  # bound now: the list is this session's
+    titles = {key: cached.described(key).title for key in cached.model_keys()}  # bound now: this session's list
     st.selectbox(
         "Model",
         list(titles),
@@ -54,7 +54,7 @@ with st.sidebar:
         key=state.widget(state.MODEL),
         on_change=change_model,
     )
-    st.caption(cached.model_description(st.session_state[state.MODEL]))
+    st.caption(cached.described(st.session_state[state.MODEL]).description)
     st.text_input(
         "Sentence",
         max_chars=5000,

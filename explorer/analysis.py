@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-DELIMITERS = frozenset({"[CLS]", "[SEP]", "<bos>", "<eos>", "<s>", "</s>"})
+STARTS = frozenset({"[CLS]", "<bos>", "<s>"})  # the sequence-start tokens of BERT and of the toy vocabularies
+ENDS = frozenset({"[SEP]", "<eos>", "</s>"})
 STATISTICS = {
     "entropy": "entropy of each query's row (nats), averaged over queries",
     "distance": "mean |query position - key position|, weighted by attention",
@@ -56,8 +57,8 @@ def head_statistics(weights: np.ndarray, keys: Sequence[str]) -> dict[str, np.nd
         "previous": _diagonal_share(w, -1),
         "next": _diagonal_share(w, 1),
         "self": _diagonal_share(w, 0),
-        "cls": _key_share(w, keys, lambda k: k in ("[CLS]", "<bos>", "<s>")),
-        "sep": _key_share(w, keys, lambda k: k in ("[SEP]", "<eos>", "</s>")),
+        "cls": _key_share(w, keys, STARTS.__contains__),
+        "sep": _key_share(w, keys, ENDS.__contains__),
         "punctuation": _key_share(w, keys, is_punctuation),
     }
 
@@ -90,6 +91,14 @@ def head_labels(statistics: dict[str, np.ndarray], n_keys: int) -> np.ndarray:
     return labels
 
 
+def _residual_mixed(heads: np.ndarray) -> np.ndarray:
+    """One layer as rollout and flow see it: 0.5 mean over heads + 0.5 identity (the residual), rows summing
+    to 1. (H, T, T) -> (T, T)."""
+    length = heads.shape[-1]
+    mixed = 0.5 * heads.astype(np.float64).mean(axis=0) + 0.5 * np.eye(length)
+    return mixed / mixed.sum(axis=-1, keepdims=True)
+
+
 def rollout(weights: np.ndarray) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020): per layer 0.5 mean-over-heads + 0.5 identity for the residual,
     rows renormalised, multiplied from the first layer up. (L, H, T, T) -> (L, T, T), entry l = through layer l."""
@@ -98,10 +107,8 @@ def rollout(weights: np.ndarray) -> np.ndarray:
         raise ValueError("rollout needs self-attention (queries and keys are the same tokens)")
     out = []
     total = np.eye(tq)
-    for layer in weights.astype(np.float64):
-        mixed = 0.5 * layer.mean(axis=0) + 0.5 * np.eye(tq)
-        mixed /= mixed.sum(axis=-1, keepdims=True)
-        total = mixed @ total
+    for layer in weights:
+        total = _residual_mixed(layer) @ total
         out.append(total)
     return np.stack(out)
 
@@ -113,9 +120,8 @@ def flow(weights: np.ndarray) -> np.ndarray:
 
     n_layers, _, length, _ = weights.shape
     graph = nx.DiGraph()
-    for layer, heads in enumerate(weights.astype(np.float64)):
-        mixed = 0.5 * heads.mean(axis=0) + 0.5 * np.eye(length)
-        mixed /= mixed.sum(axis=-1, keepdims=True)
+    for layer, heads in enumerate(weights):
+        mixed = _residual_mixed(heads)
         for i in range(length):
             for j in range(length):
                 # from position i above layer `layer` to position j below it

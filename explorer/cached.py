@@ -17,24 +17,22 @@ def get_model(name: str) -> registry.LoadedModel:
     return registry.load(name)
 
 
+def _trained() -> dict[str, registry.LoadedModel]:
+    return st.session_state.get(state.TRAINED, {})
+
+
 def model(key: str) -> registry.LoadedModel:
     """A model trained in this session, else a shared one from the registry."""
-    trained = st.session_state.get(state.TRAINED, {})
-    return trained[key] if key in trained else get_model(key)
+    return _trained().get(key) or get_model(key)
 
 
 def model_keys() -> list[str]:
-    return [*registry.MODELS, *st.session_state.get(state.TRAINED, {})]
+    return [*registry.MODELS, *_trained()]
 
 
-def model_title(key: str) -> str:
-    trained = st.session_state.get(state.TRAINED, {})
-    return trained[key].title if key in trained else registry.MODELS[key].title
-
-
-def model_description(key: str) -> str:
-    trained = st.session_state.get(state.TRAINED, {})
-    return trained[key].description if key in trained else registry.MODELS[key].description
+def described(key: str) -> registry.LoadedModel | registry.ModelSpec:
+    """Something with the model's title and description, without loading a registry model."""
+    return _trained().get(key) or registry.MODELS[key]
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the model...")
@@ -57,6 +55,19 @@ def get_positions(model_name: str) -> dict:
     return _positions(model_name, loaded.revision, loaded)
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def _statistics(model_name: str, revision: str, text: str, max_tokens: int, kind: str) -> tuple[dict, object]:
+    result = get_trace(model_name, text, max_tokens)
+    keys = result.tokens_for(kind)[1]
+    stats = analysis.head_statistics(result.attention(kind).weights, keys)
+    return stats, analysis.head_labels(stats, len(keys))
+
+
+def get_statistics(model_name: str, text: str, max_tokens: int, kind: str) -> tuple[dict, object]:
+    """Per-head statistics and labels of one attention kind (a pass over every weight: kept across reruns)."""
+    return _statistics(model_name, model(model_name).revision, text, max_tokens, kind)
+
+
 @st.cache_data(max_entries=16, show_spinner="Computing attention flow (a max-flow per token pair)...")
 def _flow(model_name: str, revision: str, text: str, max_tokens: int, kind: str, layer: int):
     weights = get_trace(model_name, text, max_tokens).attention(kind).weights
@@ -77,3 +88,10 @@ def get_reference():
 def get_reference_attention(model_name: str, text: str, max_tokens: int):
     """The reference's attention for the registry model `model_name` on the sidebar's text."""
     return reference_view.attention(get_reference(), get_model(model_name), text, max_tokens)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def get_reference_difference(model_name: str, text: str, max_tokens: int):
+    """Per head, max |ours - reference| (a float64 pass over every weight: kept across reruns)."""
+    ours = get_trace(model_name, text, max_tokens).encoder_self.weights
+    return reference_view.max_abs_difference(ours, get_reference_attention(model_name, text, max_tokens))

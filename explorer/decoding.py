@@ -45,9 +45,8 @@ def step(trace: Trace, index: int, layer: int, head: int | None = MEAN) -> Decod
     assert trace.decoder_self is not None and trace.cross is not None and trace.top_probabilities is not None
     assert trace.target_tokens is not None and trace.top_tokens is not None and trace.output_tokens is not None
 
-    def row(weights: np.ndarray) -> np.ndarray:
-        chosen = weights[layer] if head is MEAN else weights[layer, head][None]  # (H or 1, Tq, Tk)
-        return chosen[:, index].mean(axis=0) if head is MEAN else chosen[0, index]
+    def row(weights: np.ndarray) -> np.ndarray:  # (L, H, Tq, Tk) -> (Tk,): this step's row
+        return weights[layer, :, index].mean(axis=0) if head is MEAN else weights[layer, head, index]
 
     return DecodingStep(
         index=index,

@@ -32,6 +32,11 @@ def bind_widgets(session: MutableMapping) -> None:
         session.setdefault(widget(key), session[key])
 
 
+def sidebar(session: MutableMapping) -> tuple[str, str, int]:
+    """(model, text, max tokens): what every page's trace is computed from."""
+    return session[MODEL], session[TEXT], int(session[MAX_TOKENS])
+
+
 def keep(session: MutableMapping, key: str, value: object) -> None:
     """Set a persistent key and its sidebar widget together (only before the widget is drawn, or in a callback)."""
     session[key] = session[widget(key)] = value

@@ -39,8 +39,8 @@ class Run:
             raise ValueError(f"steps must be between 1 and 20000, not {self.steps}")
         if self.every < 1:
             raise ValueError(f"snapshot interval must be at least 1 step, not {self.every}")
-        task.source.encode(self.probe, train.Recipe().config(task).max_len)  # unknown words fail here, at once
         recipe = replace(train.RECIPES[task.name], steps=self.steps)
+        task.source.encode(self.probe, recipe.config(task).max_len)  # unknown words fail here, at once
         self.trainer = train.Trainer(task, recipe, self.seed)
         self.snapshot()  # step 0: random weights
 

@@ -60,8 +60,13 @@ class Vocabulary:
     def ids(self, words: list[str] | tuple[str, ...]) -> list[int]:
         return [self._ids[w] for w in words]
 
+    @property
+    def known(self) -> tuple[str, ...]:
+        """The words a person can type: every word but the specials."""
+        return self.words[len(SPECIALS) :]
+
     def close_words(self, word: str, n: int = 3) -> list[str]:
-        return difflib.get_close_matches(word, self.words[len(SPECIALS) :], n=n, cutoff=0.6)
+        return difflib.get_close_matches(word, self.known, n=n, cutoff=0.6)
 
     def encode(self, text: str, max_tokens: int) -> Encoding:
         """Lower-cased words (punctuation split off) then <eos>, cut to max_tokens in all; unknown words raise

@@ -12,7 +12,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -229,7 +229,7 @@ def _train(args: argparse.Namespace) -> None:
     task = tasks.get(args.task)
     recipe = RECIPES[task.name]
     if args.steps:
-        recipe = Recipe(**{**asdict(recipe), "steps": args.steps})
+        recipe = replace(recipe, steps=args.steps)
     trainer = Trainer(task, recipe, args.seed)
     n_params = sum(p.numel() for p in trainer.model.parameters())
     print(f"task {task.name}: {n_params:,} parameters, {recipe.steps} steps of {recipe.batch_size}, seed {args.seed}")

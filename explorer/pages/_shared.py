@@ -9,7 +9,7 @@ import streamlit as st
 from explorer import cached, state
 from explorer.figures.labels import position_label
 from explorer.trace import AttentionTrace, Trace
-from models.tasks import SPECIALS, UnknownWordError
+from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
 
 KIND_NAMES = {
@@ -33,13 +33,11 @@ class Chosen:
 def current_trace() -> Trace:
     """The trace for the sidebar's choices; a friendly message and a stop when the text cannot be used."""
     try:
-        result = cached.get_trace(
-            st.session_state[state.MODEL], st.session_state[state.TEXT], int(st.session_state[state.MAX_TOKENS])
-        )
+        result = cached.get_trace(*state.sidebar(st.session_state))
     except TokenizeError as e:
         st.info(str(e))
         if isinstance(e, UnknownWordError):
-            words = cached.model(st.session_state[state.MODEL]).tokenizer.words[len(SPECIALS) :]
+            words = cached.model(st.session_state[state.MODEL]).tokenizer.known
             with st.expander(f"The {len(words)} words this model knows"):
                 st.text(", ".join(words))
         st.stop()

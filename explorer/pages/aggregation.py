@@ -58,8 +58,7 @@ if length > FLOW_MAX_TOKENS:
     bottom[0].info(f"Attention flow is computed for inputs of up to {FLOW_MAX_TOKENS} tokens; this one has {length}.")
     st.stop()
 with bottom[0]:  # drawn last: the max-flows take a moment, and the other two need not wait for them
-    sidebar = (st.session_state[state.MODEL], st.session_state[state.TEXT], int(st.session_state[state.MAX_TOKENS]))
-    flows = cached.get_flow(*sidebar, chosen.kind, layer)
+    flows = cached.get_flow(*state.sidebar(st.session_state), chosen.kind, layer)
     if groups is not None:
         flows = analysis.merge_words(flows, groups, groups)
     st.plotly_chart(head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}"), key="aggregate_flow")

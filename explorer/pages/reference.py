@@ -22,10 +22,9 @@ if key not in reference_view.REFERENCE_MODELS:
     st.info("Only the pretrained MiniLM has a transformers twin here: pick it in the sidebar.")
     st.stop()
 trace = current_trace()
-sidebar = (key, st.session_state[state.TEXT], int(st.session_state[state.MAX_TOKENS]))
 ours = trace.encoder_self.weights
-theirs = cached.get_reference_attention(*sidebar)
-differences = reference_view.max_abs_difference(ours, theirs)
+theirs = cached.get_reference_attention(*state.sidebar(st.session_state))
+differences = cached.get_reference_difference(*state.sidebar(st.session_state))
 worst = float(differences.max())
 (st.success if worst <= 1e-5 else st.error)(
     f"Largest difference over all {ours.shape[0]} x {ours.shape[1]} heads and {ours.shape[2]} x {ours.shape[3]} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from explorer import analysis
+from explorer import analysis, cached, state
 from explorer.figures.statistics import statistic_grid
 from explorer.pages._shared import open_in_attention, pick_attention, pick_head, pick_layer
 
@@ -20,8 +20,7 @@ st.markdown(
 
 chosen = pick_attention("stats")
 attention = chosen.attention
-stats = analysis.head_statistics(attention.weights, chosen.keys)
-labels = analysis.head_labels(stats, len(chosen.keys))
+stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.kind)
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), key="stats_statistic")
 st.caption(analysis.STATISTICS[name])

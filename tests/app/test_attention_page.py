@@ -25,14 +25,18 @@ def heatmap(at: AppTest) -> dict:
     return spec(charts[0])
 
 
+def shows(fig: dict, weights, queries, keys) -> None:
+    """The heatmap draws exactly these weights, queries down the side and keys across."""
+    np.testing.assert_array_equal(array(fig["data"][0]["z"]), weights)
+    assert list(fig["layout"]["yaxis"]["ticktext"]) == list(queries)
+    assert list(fig["layout"]["xaxis"]["ticktext"]) == list(keys)
+
+
 def test_default_sentence_shows_layer_one_head_one(app, minilm):
     at = app.run()
     assert not at.exception
-    fig = heatmap(at)
     expected = trace.run(minilm, "The animal didn't cross the street because it was too tired", 128)
-    np.testing.assert_array_equal(array(fig["data"][0]["z"]), expected.encoder_self.weights[0, 0])
-    assert list(fig["layout"]["xaxis"]["ticktext"]) == list(expected.source_tokens)
-    assert list(fig["layout"]["yaxis"]["ticktext"]) == list(expected.source_tokens)
+    shows(heatmap(at), expected.encoder_self.weights[0, 0], expected.source_tokens, expected.source_tokens)
 
 
 def test_typing_a_sentence_and_picking_a_head(app, minilm):
@@ -60,8 +64,5 @@ def test_random_model_shows_cross_attention(app, paper_random):
     at.sidebar.selectbox[0].set_value("paper-random").run()
     at.radio(key="attention_kind").set_value("cross").run()
     assert not at.exception
-    fig = heatmap(at)
     expected = trace.run(paper_random, "The animal didn't cross the street because it was too tired", 128)
-    np.testing.assert_array_equal(array(fig["data"][0]["z"]), expected.cross.weights[0, 0])
-    assert list(fig["layout"]["xaxis"]["ticktext"]) == list(expected.source_tokens)
-    assert list(fig["layout"]["yaxis"]["ticktext"]) == list(expected.target_tokens)
+    shows(heatmap(at), expected.cross.weights[0, 0], expected.target_tokens, expected.source_tokens)
