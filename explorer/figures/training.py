@@ -32,6 +32,8 @@ def loss_curve(steps: Sequence[int], loss: Sequence[float], accuracy: Sequence[f
                 "side": "right",
                 "range": [0, 1],
                 "tickformat": ".0%",
+                "tick0": 0,
+                "dtick": 0.25,  # round percentages, not ticks lined up with the loss axis
                 "showgrid": False,
             },
             "legend": {"orientation": "h", "y": 1.12},
