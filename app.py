@@ -10,6 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from installed pack
 import streamlit as st  # noqa: E402
 
 from explorer import cached, state  # noqa: E402
+from models import registry  # noqa: E402
 
 PAGES = Path(__file__).parent / "explorer" / "pages"
 
@@ -40,8 +41,29 @@ def change_model() -> None:
         state.keep(st.session_state, state.MAX_TOKENS, new.max_tokens)
 
 
+pages = [
+    st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:", default=True),
+    st.Page(PAGES / "model_view.py", title="Model view", icon=":material/apps:"),
+    st.Page(PAGES / "head_view.py", title="Head view", icon=":material/linear_scale:"),
+    st.Page(PAGES / "positional.py", title="Positional encoding", icon=":material/waves:"),
+    st.Page(PAGES / "qkv.py", title="Q/K/V step by step", icon=":material/calculate:"),
+    st.Page(PAGES / "decoding.py", title="Decoding step by step", icon=":material/translate:"),
+    st.Page(PAGES / "statistics.py", title="Head statistics", icon=":material/query_stats:"),
+    st.Page(PAGES / "aggregation.py", title="Rollout and flow", icon=":material/stacked_line_chart:"),
+    st.Page(PAGES / "compare.py", title="Compare", icon=":material/difference:"),
+    st.Page(PAGES / "reference.py", title="Ours vs transformers", icon=":material/compare:"),
+    st.Page(PAGES / "train.py", title="Train it yourself", icon=":material/model_training:"),
+]
+page = st.navigation(pages)
+st.session_state[state.PAGE] = page.url_path
+notices = []
+if state.URL_USED not in st.session_state:  # a new session: open what the address asks for
+    notices = state.apply_url(st.session_state, st.query_params.to_dict(), list(registry.MODELS), page.url_path)
+
 if st.session_state[state.MODEL] not in cached.model_keys():  # a model trained here and since replaced
     state.keep(st.session_state, state.MODEL, state.DEFAULT_MODEL)
+if st.session_state[state.MAX_TOKENS] > cached.model(st.session_state[state.MODEL]).max_tokens:  # opened by address
+    state.keep(st.session_state, state.MAX_TOKENS, cached.model(st.session_state[state.MODEL]).max_tokens)
 
 with st.sidebar:
     st.title("Attention explorer")
@@ -77,16 +99,7 @@ with st.sidebar:
         format_func=lambda e: e or "choose...",
     )
 
-pages = [
-    st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:", default=True),
-    st.Page(PAGES / "model_view.py", title="Model view", icon=":material/apps:"),
-    st.Page(PAGES / "head_view.py", title="Head view", icon=":material/linear_scale:"),
-    st.Page(PAGES / "positional.py", title="Positional encoding", icon=":material/waves:"),
-    st.Page(PAGES / "qkv.py", title="Q/K/V step by step", icon=":material/calculate:"),
-    st.Page(PAGES / "decoding.py", title="Decoding step by step", icon=":material/translate:"),
-    st.Page(PAGES / "statistics.py", title="Head statistics", icon=":material/query_stats:"),
-    st.Page(PAGES / "aggregation.py", title="Rollout and flow", icon=":material/stacked_line_chart:"),
-    st.Page(PAGES / "reference.py", title="Ours vs transformers", icon=":material/compare:"),
-    st.Page(PAGES / "train.py", title="Train it yourself", icon=":material/model_training:"),
-]
-st.navigation(pages).run()
+st.query_params.from_dict(state.address(st.session_state))  # the address now names what is shown
+for notice in notices:
+    st.warning(notice, icon=":material/link_off:")
+page.run()

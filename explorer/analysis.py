@@ -146,6 +146,15 @@ def word_groups(word_ids: Sequence[int | None]) -> list[list[int]]:
     return groups
 
 
+def piece_groups(tokens: Sequence[str]) -> list[list[int]]:
+    """Word groups read off WordPiece spelling (a '##' piece continues the word before it): for token sequences
+    the tokenizer did not split from a text, such as a decoder's output."""
+    word_ids: list[int] = []
+    for token in tokens:
+        word_ids.append(word_ids[-1] if token.startswith("##") and word_ids else len(word_ids))
+    return word_groups(word_ids)
+
+
 def merge_words(weights: np.ndarray, query_groups: list[list[int]], key_groups: list[list[int]]) -> np.ndarray:
     """Word-level attention: sum over a word's key pieces, mean over its query pieces; rows still sum to 1.
     (..., Tq, Tk) -> (..., Wq, Wk)."""

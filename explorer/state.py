@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 
 MODEL = "model"
 TEXT = "text"
@@ -40,3 +40,77 @@ def sidebar(session: MutableMapping) -> tuple[str, str, int]:
 def keep(session: MutableMapping, key: str, value: object) -> None:
     """Set a persistent key and its sidebar widget together (only before the widget is drawn, or in a callback)."""
     session[key] = session[widget(key)] = value
+
+
+# The shareable address: /<page>?model=...&text=...&layer=...&head=...&token=... (layer and head numbered from 1
+# as the app shows them, token by its position as shown). Read once, when a session opens.
+URL_MODEL, URL_TEXT, URL_LAYER, URL_HEAD, URL_TOKEN = "model", "text", "layer", "head", "token"
+URL_VIEW = "url_view"  # what the address asked for that the page's own pickers apply: {"layer": 0, ...}
+URL_PAGE = "url_page"  # the page the address opened; its pickers take URL_VIEW, other pages do not
+URL_USED = "url_used"  # widget keys already given their address value (once each)
+PAGE = "page"  # the page drawn on this run
+MAX_TEXT = 5000  # the sidebar's max_chars
+
+
+def _number(params: Mapping[str, str], name: str, lowest: int, notices: list[str]) -> int | None:
+    raw = params.get(name)
+    if raw is None:
+        return None
+    if raw.isascii() and raw.isdigit() and int(raw) >= lowest and len(raw) < 7:
+        return int(raw) - lowest  # stored from 0
+    notices.append(f"The address's {name} {raw[:40]!r} is not a number from {lowest} up; using the default.")
+    return None
+
+
+def read_url(params: Mapping[str, str], models: Sequence[str]) -> tuple[dict, list[str]]:
+    """What the address asks for, validated: ({model?, text?, layer?, head?, token?} from 0, notices)."""
+    notices: list[str] = []
+    values: dict = {}
+    model = params.get(URL_MODEL)
+    if model is not None:
+        if model in models:
+            values[URL_MODEL] = model
+        else:
+            notices.append(f"The address names an unknown model {model[:40]!r}; showing {DEFAULT_MODEL}.")
+    text = params.get(URL_TEXT)
+    if text is not None:
+        if not text.strip():
+            notices.append("The address's sentence is empty; showing the default sentence.")
+        elif len(text) > MAX_TEXT:
+            notices.append(
+                f"The address's sentence has {len(text)} characters (at most {MAX_TEXT}); showing the default."
+            )
+        else:
+            values[URL_TEXT] = text
+    for name, lowest in ((URL_LAYER, 1), (URL_HEAD, 1), (URL_TOKEN, 0)):
+        number = _number(params, name, lowest, notices)
+        if number is not None:
+            values[name] = number
+    return values, notices
+
+
+def apply_url(session: MutableMapping, params: Mapping[str, str], models: Sequence[str], page: str) -> list[str]:
+    """On a session's first run: take the address's model and sentence, keep layer/head/token for the pickers."""
+    values, notices = read_url(params, models)
+    if URL_MODEL in values:
+        keep(session, MODEL, values.pop(URL_MODEL))
+    if URL_TEXT in values:
+        keep(session, TEXT, values.pop(URL_TEXT))
+    session[URL_VIEW] = values
+    session[URL_PAGE] = page
+    session[URL_USED] = set()
+    return notices
+
+
+def url_value(session: MutableMapping, name: str, key: str) -> int | None:
+    """The address's value for this picker, once per widget key and only on the page the address opened."""
+    used = session.get(URL_USED)
+    if used is None or key in used or session.get(PAGE) != session.get(URL_PAGE):
+        return None
+    used.add(key)
+    return session[URL_VIEW].get(name)
+
+
+def address(session: MutableMapping) -> dict[str, str]:
+    """The query parameters every page carries: model and sentence (pickers add layer, head and token)."""
+    return {URL_MODEL: session[MODEL], URL_TEXT: session[TEXT]}

@@ -9,7 +9,7 @@ import torch
 
 from models import tasks, train
 from models.config import PAPER_BASE
-from models.pretrained import load_bert_folder, minilm_folder
+from models.pretrained import load_bert_folder, minilm_folder, read_config
 from models.tokenize import TokenizeError, WordPieceTokenizer
 from models.transformer import Transformer
 
@@ -94,6 +94,18 @@ def _paper_random() -> LoadedModel:
     )
 
 
+def _minilm_random() -> LoadedModel:
+    # all-MiniLM-L6-v2's shape and tokenizer, weights drawn from a fixed seed: the pretrained model's untrained twin
+    folder = minilm_folder()
+    tokenizer = WordPieceTokenizer.from_folder(folder)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(RANDOM_SEED)
+        model = Transformer(replace(read_config(folder), dropout=0.0))
+    model.eval().requires_grad_(False)
+    spec = MODELS["minilm-random"]
+    return LoadedModel("minilm-random", spec.title, spec.description, model, tokenizer, ENGLISH_EXAMPLES)
+
+
 def from_task(
     key: str, title: str, description: str, model: Transformer, task: tasks.Task, revision: str = ""
 ) -> LoadedModel:
@@ -128,6 +140,12 @@ MODELS: dict[str, ModelSpec] = {
         "all-MiniLM-L6-v2 (pretrained)",
         "Real pretrained weights (6 layers x 12 heads, d_model 384) loaded into the from-scratch encoder.",
         _minilm,
+    ),
+    "minilm-random": ModelSpec(
+        "all-MiniLM-L6-v2 shape, random weights",
+        f"The same encoder and tokenizer as the pretrained MiniLM, with untrained weights (seed {RANDOM_SEED}): "
+        "what attention looks like before any learning.",
+        _minilm_random,
     ),
     "paper-random": ModelSpec(
         "Paper base, random weights",

@@ -24,8 +24,34 @@ def token_axis(labels: list[str], title: str, **extra: object) -> dict:
     }
 
 
-def head_heatmap(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], title: str = "") -> go.Figure:
-    """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across."""
+_weight_scale = {
+    "zmin": 0,
+    "zmax": 1,
+    "colorscale": "Blues",
+    "colorbar": {"title": {"text": "weight"}},
+    "hovertemplate": HOVER,
+}
+DIFFERENCE_HOVER = "query %{y}<br>key %{x}<br>difference %{z:.4g}<extra></extra>"
+
+
+def _diverging_scale(z: np.ndarray) -> dict:
+    limit = float(np.abs(z).max()) if z.size else 0.0
+    limit = limit or 1e-12  # all zeros: still a valid, centred scale
+    return {
+        "zmin": -limit,
+        "zmax": limit,
+        "zmid": 0,
+        "colorscale": "RdBu_r",
+        "colorbar": {"title": {"text": "difference"}},
+        "hovertemplate": DIFFERENCE_HOVER,
+    }
+
+
+def head_heatmap(
+    weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], title: str = "", diverging: bool = False
+) -> go.Figure:
+    """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across.
+    diverging: a difference of two such maps, on a red-blue scale centred at zero and symmetric about it."""
     if weights.shape != (len(queries), len(keys)):
         raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
     q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
@@ -38,11 +64,7 @@ def head_heatmap(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str
                 z=weights,
                 x=position_labels(k_labels),
                 y=position_labels(q_labels),
-                zmin=0,
-                zmax=1,
-                colorscale="Blues",
-                colorbar={"title": {"text": "weight"}},
-                hovertemplate=HOVER,
+                **(_diverging_scale(weights) if diverging else _weight_scale),
             )
         ],
         layout={

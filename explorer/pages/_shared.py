@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
-from explorer import cached, state
+from explorer import analysis, cached, downloads, state
 from explorer.figures.labels import position_label
 from explorer.trace import AttentionTrace, Trace
 from models.tasks import UnknownWordError
@@ -19,15 +21,24 @@ KIND_NAMES = {
 }
 
 
+WORD_HELP = "Merge sub-word pieces back into words: sum over a word's key pieces, mean over its query pieces."
+
+
 @dataclass(frozen=True)
 class Chosen:
-    """The trace, the attention kind picked on this page, and that kind's query and key tokens."""
+    """The trace, the attention kind picked on this page, and that kind's query and key labels (words when the
+    page's word-level toggle is on; `view` merges weights to match)."""
 
     trace: Trace
     kind: str
     attention: AttentionTrace
     queries: tuple[str, ...]
     keys: tuple[str, ...]
+    groups: tuple[list[list[int]], list[list[int]]] | None = None  # (query groups, key groups) at word level
+
+    def view(self, weights: np.ndarray) -> np.ndarray:
+        """(..., Tq, Tk) as drawn: token level, or merged into words (rows still sum to 1)."""
+        return weights if self.groups is None else analysis.merge_words(weights, *self.groups)
 
 
 def current_trace() -> Trace:
@@ -46,39 +57,105 @@ def current_trace() -> Trace:
     return result
 
 
-def pick_attention(prefix: str) -> Chosen:
-    """The current trace and an attention kind (a radio `{prefix}_kind` when the model has more than one)."""
+def groups_for(result: Trace, kind: str) -> tuple[list[list[int]], list[list[int]]]:
+    """Word groups of an attention kind's queries and keys: the tokenizer's words for the source, WordPiece
+    spelling for a decoder's tokens."""
+    queries, keys = result.tokens_for(kind)
+    source = analysis.word_groups(result.source_word_ids) if result.source_word_ids else None
+    query_groups = source if kind == "encoder_self" and source else analysis.piece_groups(queries)
+    key_groups = source if kind != "decoder_self" and source else analysis.piece_groups(keys)
+    return query_groups, key_groups
+
+
+def pick_attention(prefix: str, words: bool = True) -> Chosen:
+    """The current trace and an attention kind (a radio `{prefix}_kind` when the model has more than one), and,
+    when `words`, a word-level toggle `{prefix}_words`."""
     result = current_trace()
     kind = result.kinds[0]
     if len(result.kinds) > 1:
         kind = st.radio("Attention", result.kinds, format_func=KIND_NAMES.get, horizontal=True, key=f"{prefix}_kind")
     queries, keys = result.tokens_for(kind)
-    return Chosen(result, kind, result.attention(kind), queries, keys)
+    if not (words and st.toggle("Word level", key=f"{prefix}_words", help=WORD_HELP)):
+        return Chosen(result, kind, result.attention(kind), queries, keys)
+    groups = groups_for(result, kind)
+    st.caption("Word level: each word's row is the mean of its pieces' rows; each column sums its pieces.")
+    merged = tuple(analysis.merge_tokens(queries, groups[0])), tuple(analysis.merge_tokens(keys, groups[1]))
+    return Chosen(result, kind, result.attention(kind), *merged, groups)
+
+
+def _from_address(key: str, name: str, options: list, default: object, describe) -> None:
+    """Give a picker its value from the shareable address (once), or its default, before it is drawn; a value
+    the page cannot show is named in a notice."""
+    wanted = state.url_value(st.session_state, name, key)
+    if wanted is not None:
+        if wanted in options:
+            st.session_state[key] = wanted
+        else:
+            st.warning(
+                f"The address asks for {describe(wanted)}, which this view does not have; showing {describe(default)}.",
+                icon=":material/link_off:",
+            )
+            st.session_state[key] = default
+    elif st.session_state.get(key) not in options:
+        st.session_state[key] = default
+
+
+def _choose(container, label: str, options: list, key: str, name: str, default: object, describe) -> object:
+    """A selectbox whose value lives under `key` and in the address's `name` parameter."""
+    _from_address(key, name, options, default, describe)
+    value = container.selectbox(label, options, format_func=describe, key=key)
+    if value is not None and isinstance(value, int) and value >= 0:
+        st.query_params[name] = str(value + (name != state.URL_TOKEN))  # layers and heads count from 1
+    return value
 
 
 def pick_layer(n_layers: int, key: str, container=st, index: int = 0) -> int:
-    return container.selectbox("Layer", range(n_layers), index=index, format_func=lambda i: f"layer {i + 1}", key=key)
+    return _choose(container, "Layer", list(range(n_layers)), key, state.URL_LAYER, index, lambda i: f"layer {i + 1}")
 
 
 def pick_head(
     n_heads: int, key: str, container=st, extra: tuple[int, ...] = (), extra_name: str = "", index: int = 0
 ) -> int:
     """A head, numbered from 1; `extra` adds non-head choices (such as the mean) named `extra_name`."""
-    return container.selectbox(
+    options = [*range(n_heads), *extra]
+    return _choose(
+        container,
         "Head",
-        [*range(n_heads), *extra],
-        index=index,
-        format_func=lambda i: extra_name if i in extra else f"head {i + 1}",
-        key=key,
+        options,
+        key,
+        state.URL_HEAD,
+        options[index],
+        lambda i: extra_name if i in extra else f"head {i + 1}",
     )
 
 
 def pick_token(tokens: tuple[str, ...], label: str, key: str, container=st, allow_all: bool = False) -> int | None:
     """A token by position ('3: the'), so repeated tokens stay distinct (streamlit shows text, no HTML)."""
     options = [None, *range(len(tokens))] if allow_all else list(range(len(tokens)))
-    return container.selectbox(
-        label, options, format_func=lambda i: "all tokens" if i is None else position_label(i, tokens[i]), key=key
+
+    def describe(i: int | None) -> str:
+        if i is None:
+            return "all tokens"
+        return position_label(i, tokens[i]) if i < len(tokens) else f"token {i}"
+
+    return _choose(container, label, options, key, state.URL_TOKEN, options[0], describe)
+
+
+def chart(figure: go.Figure, key: str, container=st, name: str = "", **options: object) -> object:
+    """A Plotly chart and, under it, its downloads: server-side PNG, offline HTML, and its data as CSV and JSON
+    (each made only when clicked). `name` is the files' stem (default: the key)."""
+    event = container.plotly_chart(figure, key=key, **options)
+    stem = name or key
+    files = (
+        ("PNG", "png", "image/png", lambda: downloads.to_png(figure)),
+        ("HTML (offline)", "html", "text/html", lambda: downloads.to_html(figure)),
+        ("CSV", "csv", "text/csv", lambda: downloads.to_csv(figure)),
+        ("JSON", "json", "application/json", lambda: downloads.to_json(figure)),
     )
+    with container.popover("Download", icon=":material/download:", key=f"{key}_download"):
+        for label, extension, mime, make in files:
+            st.download_button(label, make, f"{stem}.{extension}", mime, key=f"{key}_{extension}", on_click="ignore")
+    return event
 
 
 def open_in_attention(kind: str, layer: int, head: int) -> None:

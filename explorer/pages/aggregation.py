@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer import analysis, cached, state
 from explorer.figures.heatmap import head_heatmap
-from explorer.pages._shared import pick_attention, pick_layer
+from explorer.pages._shared import chart, pick_attention, pick_layer
 
 FLOW_MAX_TOKENS = 16  # one max-flow per (query, key) pair: about 2 s at 16 tokens and 6 layers, 10 s at 24
 
@@ -25,29 +25,16 @@ if chosen.kind == "cross":
     st.info("Rollout and flow follow one stream of tokens through its layers; pick a self-attention.")
     st.stop()
 attention = chosen.attention
-left, right = st.columns(2)
-layer = pick_layer(attention.n_layers, "aggregate_layer", left, index=attention.n_layers - 1)
-words = right.toggle(
-    "Word level",
-    key="aggregate_words",
-    help="Merge sub-word pieces back into words: sum over a word's key pieces, mean over its query pieces.",
-)
+layer = pick_layer(attention.n_layers, "aggregate_layer", index=attention.n_layers - 1)
 
-raw = attention.weights[layer].mean(axis=0)
-rolled = analysis.rollout(attention.weights[: layer + 1])[-1]
-queries, keys = list(chosen.queries), list(chosen.keys)
-length = len(queries)
-groups = None
-if words:
-    word_ids = chosen.trace.source_word_ids if chosen.kind == "encoder_self" else tuple(range(length))
-    groups = analysis.word_groups(word_ids)
-    raw, rolled = (analysis.merge_words(m, groups, groups) for m in (raw, rolled))
-    queries = keys = analysis.merge_tokens(queries, groups)
-    st.caption("Word level: each word's row is the mean of its pieces' rows; each column sums its pieces.")
+raw = chosen.view(attention.weights[layer].mean(axis=0))
+rolled = chosen.view(analysis.rollout(attention.weights[: layer + 1])[-1])
+queries, keys = chosen.queries, chosen.keys
+length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's cost grows with tokens, not words
 
 top = st.columns(2)  # two per row: three heatmaps side by side leave each too narrow to read
-top[0].plotly_chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads"), key="aggregate_raw")
-top[1].plotly_chart(head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}"), key="aggregate_rollout")
+chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads"), "aggregate_raw", container=top[0])
+chart(head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}"), "aggregate_rollout", container=top[1])
 bottom = st.columns(2)
 bottom[1].caption(
     "Reading them: raw attention is one layer's mixing only. Rollout follows it through every layer below, so "
@@ -59,6 +46,5 @@ if length > FLOW_MAX_TOKENS:
     st.stop()
 with bottom[0]:  # drawn last: the max-flows take a moment, and the other two need not wait for them
     flows = cached.get_flow(*state.sidebar(st.session_state), chosen.kind, layer)
-    if groups is not None:
-        flows = analysis.merge_words(flows, groups, groups)
-    st.plotly_chart(head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}"), key="aggregate_flow")
+    flows = chosen.view(flows)
+    chart(head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}"), "aggregate_flow")

@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import LAYER_CELLS, layer_heads
-from explorer.pages._shared import pick_attention, pick_head, pick_layer
+from explorer.pages._shared import chart, pick_attention, pick_head, pick_layer
 
 MEAN = -1
 
@@ -24,14 +24,17 @@ left, right = st.columns(2)
 layer = pick_layer(attention.n_layers, "attention_layer", left)
 head = pick_head(attention.n_heads, "attention_head", right, extra=(MEAN,), extra_name="mean over heads")
 if head == MEAN:
-    weights, title = attention.weights[layer].mean(axis=0), f"Layer {layer + 1}, mean over {attention.n_heads} heads"
+    weights, title = (
+        chosen.view(attention.weights[layer].mean(axis=0)),
+        f"Layer {layer + 1}, mean over {attention.n_heads} heads",
+    )
 else:
-    weights, title = attention.weights[layer, head], f"Layer {layer + 1}, head {head + 1}"
-st.plotly_chart(head_heatmap(weights, chosen.queries, chosen.keys, title), key="attention_heatmap")
+    weights, title = chosen.view(attention.weights[layer, head]), f"Layer {layer + 1}, head {head + 1}"
+chart(head_heatmap(weights, chosen.queries, chosen.keys, title), "attention_heatmap")
 
 st.subheader(f"All heads of layer {layer + 1}")
 st.caption(
     f"Small multiples, each scaled to its own maximum; long inputs are averaged into at most "
     f"{LAYER_CELLS} x {LAYER_CELLS} cells."
 )
-st.plotly_chart(layer_heads(attention.weights[layer]), key="attention_layer_heads")
+chart(layer_heads(chosen.view(attention.weights[layer])), "attention_layer_heads")

@@ -9,7 +9,7 @@ from explorer.figures.decoding import mark_row, top_k_bars
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import position_label
 from explorer.figures.walkthrough import per_key_bars
-from explorer.pages._shared import current_trace, pick_head, pick_layer
+from explorer.pages._shared import chart, current_trace, pick_head, pick_layer
 from models.tasks import SPECIALS
 
 MEAN = -1
@@ -72,28 +72,31 @@ st.caption(f"Attention shown for decoder {which}.")
 st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
 
 self_col, cross_col, next_col = st.columns(3)
-self_col.plotly_chart(
+chart(
     per_key_bars(
         current.self_weights,
         current.target_tokens,
         "Masked self-attention",
         mask=current.visible,
     ),
-    key="decoding_self",
+    "decoding_self",
+    self_col,
 )
 self_col.caption("Grey positions are later in the output: the causal mask hides them (weight 0).")
-cross_col.plotly_chart(
+chart(
     per_key_bars(current.cross_weights, current.source_tokens, "Cross-attention over the source"),
-    key="decoding_cross",
+    "decoding_cross",
+    cross_col,
 )
-next_col.plotly_chart(
+chart(
     top_k_bars(current.top_tokens, current.top_probabilities, current.chosen, "Next token: linear + softmax"),
-    key="decoding_next_token",
+    "decoding_next_token",
+    next_col,
 )
 next_col.caption(f"The {len(current.top_tokens)} most probable tokens; red is greedy's pick.")
 
 st.subheader(f"Cross-attention of every step ({which})")
 cross = trace.cross.weights[layer].mean(axis=0) if head == MEAN else trace.cross.weights[layer, head]
 figure = head_heatmap(cross, trace.target_tokens, trace.source_tokens)
-st.plotly_chart(mark_row(figure, index, len(trace.source_tokens)), key="decoding_cross_all")
+chart(mark_row(figure, index, len(trace.source_tokens)), "decoding_cross_all")
 st.caption("Rows are decoder steps (the token each row reads); the outlined row is the current step.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.figures.head_view import head_view
-from explorer.pages._shared import pick_attention, pick_layer, pick_token
+from explorer.pages._shared import chart, pick_attention, pick_layer, pick_token
 
 st.header("Head view")
 st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
@@ -30,4 +30,4 @@ heads = st.multiselect(
 if not heads:
     st.info("Pick at least one head.")
     st.stop()
-st.plotly_chart(head_view(attention.weights[layer], chosen.queries, chosen.keys, heads, focus), key="head_lines")
+chart(head_view(chosen.view(attention.weights[layer]), chosen.queries, chosen.keys, heads, focus), "head_lines")

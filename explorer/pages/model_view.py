@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, model_view
-from explorer.pages._shared import open_in_attention, pick_attention, pick_head, pick_layer
+from explorer.pages._shared import chart, open_in_attention, pick_attention, pick_head, pick_layer
 
 st.header("Model view")
 st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
@@ -22,10 +22,10 @@ attention = chosen.attention
 left, right = st.columns(2)
 layer = pick_layer(attention.n_layers, "model_layer", left)
 head = pick_head(attention.n_heads, "model_head", right)
-st.plotly_chart(model_view(attention.weights, THUMBNAIL, selected=(layer, head)), key="model_grid")
+chart(model_view(chosen.view(attention.weights), THUMBNAIL, selected=(layer, head)), "model_grid")
 
 title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
-st.plotly_chart(head_heatmap(attention.weights[layer, head], chosen.queries, chosen.keys, title), key="model_selected")
+chart(head_heatmap(chosen.view(attention.weights[layer, head]), chosen.queries, chosen.keys, title), "model_selected")
 if st.button("Open in the attention heatmap", key="model_open"):
     open_in_attention(chosen.kind, layer, head)

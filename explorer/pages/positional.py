@@ -6,6 +6,7 @@ import streamlit as st
 
 from explorer import cached, state
 from explorer.figures import positional as figures
+from explorer.pages._shared import chart
 
 st.header("Positional encoding")
 st.latex(
@@ -30,26 +31,20 @@ default_dims = [d for d in (0, 1, 40, 100, 200) if d < d_model]
 dims = right.multiselect("Dimensions (curves)", list(range(d_model)), default=default_dims, key="positional_dims")
 st.subheader("Sinusoids for chosen dimensions")
 if dims:
-    st.plotly_chart(figures.curves(sinusoid[:positions], dims), key="positional_curves")
+    chart(figures.curves(sinusoid[:positions], dims), "positional_curves")
 else:
     st.info("Pick at least one dimension to draw its curve.")
 
 learned = tables.get("learned")
 columns = st.columns(2) if learned is not None else [st.container()]
 with columns[0]:
-    st.plotly_chart(
-        figures.table_heatmap(sinusoid[:positions], f"Sinusoidal, d_model {d_model}"), key="positional_table"
-    )
-    st.plotly_chart(
-        figures.similarity_heatmap(sinusoid[:positions], "Sinusoidal: cosine(PE_i, PE_j)"), key="positional_similarity"
-    )
+    chart(figures.table_heatmap(sinusoid[:positions], f"Sinusoidal, d_model {d_model}"), "positional_table")
+    chart(figures.similarity_heatmap(sinusoid[:positions], "Sinusoidal: cosine(PE_i, PE_j)"), "positional_similarity")
 if learned is not None:
     with columns[1]:
-        st.plotly_chart(
-            figures.table_heatmap(learned[:positions], "Learned (this model's own)"), key="positional_learned_table"
-        )
-        st.plotly_chart(
+        chart(figures.table_heatmap(learned[:positions], "Learned (this model's own)"), "positional_learned_table")
+        chart(
             figures.similarity_heatmap(learned[:positions], "Learned: cosine(P_i, P_j)"),
-            key="positional_learned_similarity",
+            "positional_learned_similarity",
         )
     st.caption("The learned table is read from the model's weights; neighbours end up similar, as with sinusoids.")

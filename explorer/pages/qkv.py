@@ -9,7 +9,7 @@ import streamlit as st
 
 from explorer import walkthrough
 from explorer.figures.walkthrough import per_key_bars, vector_strip
-from explorer.pages._shared import pick_attention, pick_head, pick_layer, pick_token
+from explorer.pages._shared import chart, pick_attention, pick_head, pick_layer, pick_token
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
 
@@ -19,7 +19,7 @@ st.markdown(
     "q, k and v, score the query against every key, scale, mask, softmax, and mix the values."
 )
 
-chosen = pick_attention("qkv")
+chosen = pick_attention("qkv", words=False)
 attention, queries, keys = chosen.attention, chosen.queries, chosen.keys
 c1, c2, c3 = st.columns(3)
 layer = pick_layer(attention.n_layers, "qkv_layer", c1)
@@ -41,31 +41,30 @@ st.latex(
     rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{s.d_model} \times {s.d_head}}}"
 )
 st.markdown(f"Keys and values come from {s.x_keys_source}. q = `{preview(s.q)}`")
-st.plotly_chart(vector_strip(s.q, [queries[query]], "q"), key="qkv_q")
-st.plotly_chart(vector_strip(s.k, keys, "K (one row per key)"), key="qkv_k")
-st.plotly_chart(vector_strip(s.v, keys, "V (one row per key)"), key="qkv_v")
+chart(vector_strip(s.q, [queries[query]], "q"), "qkv_q")
+chart(vector_strip(s.k, keys, "K (one row per key)"), "qkv_k")
+chart(vector_strip(s.v, keys, "V (one row per key)"), "qkv_v")
 
 st.subheader("3. Score, scale, mask, softmax")
 st.latex(r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head))
-st.plotly_chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask), key="qkv_raw")
-st.plotly_chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask), key="qkv_scaled")
+chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask), "qkv_raw")
+chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask), "qkv_scaled")
 if not s.mask.all():
     hidden = int((~s.mask).sum())
     st.markdown(f"The mask hides {hidden} key(s) (grey): they get weight exactly 0.")
-st.plotly_chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask), key="qkv_weights")
+chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask), "qkv_weights")
 
 with st.expander("What if: change the softmax temperature (not the model's computation)"):
     temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="qkv_temperature")
     what_if = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, temperature)
     st.caption("softmax(scores / T): T < 1 sharpens, T > 1 flattens. The model always uses T = 1.")
-    st.plotly_chart(
-        per_key_bars(s.weights, keys, "model (T = 1) vs what-if", s.mask, what_if, f"T = {temperature}"),
-        key="qkv_what_if",
+    chart(
+        per_key_bars(s.weights, keys, "model (T = 1) vs what-if", s.mask, what_if, f"T = {temperature}"), "qkv_what_if"
     )
 
 st.subheader("4. Weight the values and sum: this head's output z")
-st.plotly_chart(vector_strip(s.weighted_values, keys, "weight_j x v_j"), key="qkv_weighted")
-st.plotly_chart(vector_strip(s.z, [f"z (head {head + 1})"], "z = sum_j weight_j v_j"), key="qkv_z")
+chart(vector_strip(s.weighted_values, keys, "weight_j x v_j"), "qkv_weighted")
+chart(vector_strip(s.z, [f"z (head {head + 1})"], "z = sum_j weight_j v_j"), "qkv_z")
 
 st.subheader("5. Concatenate the heads and multiply by W_O")
 st.latex(
@@ -73,8 +72,8 @@ st.latex(
     rf"\quad W^O \in \mathbb{{R}}^{{{s.d_model} \times {s.d_model}}}"
 )
 st.markdown(f"This head fills dimensions {head * s.d_head} to {(head + 1) * s.d_head - 1} of the concatenation.")
-st.plotly_chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), key="qkv_concat")
-st.plotly_chart(vector_strip(s.output, ["output"], "After W_O (before the residual and LayerNorm)"), key="qkv_output")
+chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), "qkv_concat")
+chart(vector_strip(s.output, ["output"], "After W_O (before the residual and LayerNorm)"), "qkv_output")
 
 buffer = io.StringIO()
 np.savetxt(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from explorer import cached, reference_view, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.statistics import statistic_grid
-from explorer.pages._shared import current_trace, pick_head, pick_layer
+from explorer.pages._shared import chart, current_trace, pick_head, pick_layer
 
 st.header("Ours vs the transformers reference")
 st.markdown(
@@ -34,12 +35,36 @@ worst = float(differences.max())
 labels = np.array([[f"{d:.3g}" for d in row] for row in differences], dtype=object)
 # scaled from 0 to the bound (or past it), so an all-zero grid reads as "nothing" rather than as mid-scale
 grid = statistic_grid(differences, labels, "max |ours - reference|", zrange=(0.0, max(1e-5, worst)))
-st.plotly_chart(grid, key="reference_grid")
+chart(grid, "reference_grid")
+with st.expander("The same numbers as a table (click a column header to sort)"):
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {"layer": layer + 1, "head": head + 1, "max |ours - reference|": float(differences[layer, head])}
+                for layer in range(differences.shape[0])
+                for head in range(differences.shape[1])
+            ]
+        ),
+        hide_index=True,
+        key="reference_table",
+        column_config={"max |ours - reference|": st.column_config.NumberColumn(format="%.3e")},
+    )
 
 left, right = st.columns(2)
 layer = pick_layer(ours.shape[0], "reference_layer", left)
 head = pick_head(ours.shape[1], "reference_head", right)
 tokens = trace.source_tokens
 cols = st.columns(2)
-cols[0].plotly_chart(head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)"), key="reference_ours")
-cols[1].plotly_chart(head_heatmap(theirs[layer, head], tokens, tokens, "transformers"), key="reference_theirs")
+chart(head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)"), "reference_ours", container=cols[0])
+chart(head_heatmap(theirs[layer, head], tokens, tokens, "transformers"), "reference_theirs", container=cols[1])
+difference = ours[layer, head].astype(np.float64) - theirs[layer, head].astype(np.float64)
+largest = float(np.abs(difference).max())
+st.markdown(
+    f"**Ours - transformers**, layer {layer + 1}, head {head + 1}: red where ours is larger, blue where the "
+    + (
+        f"reference is; the scale runs to the largest difference ({largest:.3g}), so float rounding shows as noise."
+        if largest
+        else "reference is. Here every weight is identical to the last bit: the difference is exactly 0."
+    )
+)
+chart(head_heatmap(difference, tokens, tokens, "Ours - transformers", diverging=True), "reference_difference")

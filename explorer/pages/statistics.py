@@ -7,7 +7,7 @@ import streamlit as st
 
 from explorer import analysis, cached, state
 from explorer.figures.statistics import statistic_grid
-from explorer.pages._shared import open_in_attention, pick_attention, pick_head, pick_layer
+from explorer.pages._shared import chart, open_in_attention, pick_attention, pick_head, pick_layer
 
 st.header("Head statistics")
 st.markdown(
@@ -18,13 +18,13 @@ st.markdown(
     "not why the model decides anything."
 )
 
-chosen = pick_attention("stats")
+chosen = pick_attention("stats", words=False)
 attention = chosen.attention
 stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.kind)
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), key="stats_statistic")
 st.caption(analysis.STATISTICS[name])
-st.plotly_chart(statistic_grid(stats[name], labels, name), key="stats_grid")
+chart(statistic_grid(stats[name], labels, name), "stats_grid")
 
 rows = [
     {"layer": layer + 1, "head": head + 1, "label": labels[layer, head]}

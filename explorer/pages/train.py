@@ -9,6 +9,7 @@ import streamlit as st
 from explorer import state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.training import loss_curve
+from explorer.pages._shared import chart
 from explorer.training import Run, Snapshot
 from models import tasks
 from models.tokenize import TokenizeError
@@ -87,7 +88,7 @@ def show_snapshot(snapshot: Snapshot, key: str) -> None:
     result = snapshot.trace
     cross = result.cross.weights[-1].mean(axis=0)  # last decoder layer, mean over heads
     st.markdown(f"**Step {snapshot.step}**: cross-attention of the last decoder layer, mean over heads")
-    st.plotly_chart(head_heatmap(cross, result.target_tokens, result.source_tokens), key=key)
+    chart(head_heatmap(cross, result.target_tokens, result.source_tokens), key)
     st.text("Output: " + " ".join(t for t in result.output_tokens if t != "<eos>"))
 
 
@@ -98,7 +99,7 @@ def curve(run: Run):
 
 if run is not None and run.running:
     bar = st.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}")
-    chart, latest = st.empty(), st.empty()
+    live_curve, latest = st.empty(), st.empty()
     shown = 0  # snapshots drawn so far
     while run.running and not run.finished:
         started = time.monotonic()
@@ -106,7 +107,7 @@ if run is not None and run.running:
             run.advance(1)
         last = run.trainer.history[-1]
         bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
-        chart.plotly_chart(curve(run), key=f"train_curve_{run.step}")
+        live_curve.plotly_chart(curve(run), key=f"train_curve_{run.step}")
         if len(run.snapshots) != shown:
             shown = len(run.snapshots)
             with latest.container():
@@ -122,7 +123,7 @@ if run is not None:
         f"'{st.session_state[state.TRAINED][run.key].title}'."
     )
     st.button("Explore it in the other pages", on_click=explore, key="train_explore")
-    st.plotly_chart(curve(run), key="train_curve")
+    chart(curve(run), "train_curve")
     steps = [s.step for s in run.snapshots]
     chosen = st.select_slider("Snapshot at step", steps, value=steps[-1], key="train_snapshot")
     show_snapshot(run.snapshots[steps.index(chosen)], "train_snapshot_figure")

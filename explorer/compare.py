@@ -1,0 +1,92 @@
+"""Two attention maps side by side: line up their positions (or words) and take the difference."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer import analysis
+
+# sentence pairs that differ in one thing; the second is the sidebar default's twin
+MINIMAL_PAIRS = (
+    ("The cat sat on the mat", "The cats sat on the mat"),
+    (
+        "The animal didn't cross the street because it was too tired",
+        "The animal didn't cross the street because it was too wide",
+    ),
+    ("The keys to the cabinet are on the table", "The key to the cabinets is on the table"),
+    ("She gave him the book", "He gave her the book"),
+)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Which position of A goes with which of B, and a label for each pair ('cat' or 'cat / cats')."""
+
+    a: tuple[int, ...]
+    b: tuple[int, ...]
+    labels: tuple[str, ...]
+    unmatched_a: tuple[str, ...] = ()  # what A has that nothing in B lines up with
+    unmatched_b: tuple[str, ...] = ()
+
+
+def _label(x: str, y: str) -> str:
+    return x if x == y else f"{x} / {y}"
+
+
+def by_position(tokens_a: Sequence[str], tokens_b: Sequence[str]) -> Alignment:
+    """Position i with position i, up to the shorter of the two."""
+    n = min(len(tokens_a), len(tokens_b))
+    return Alignment(
+        tuple(range(n)),
+        tuple(range(n)),
+        tuple(_label(tokens_a[i], tokens_b[i]) for i in range(n)),
+        tuple(tokens_a[n:]),
+        tuple(tokens_b[n:]),
+    )
+
+
+def by_word(words_a: Sequence[str], words_b: Sequence[str]) -> Alignment:
+    """Equal words with equal words, in order (difflib); a replaced run of the same length pairs word for word
+    ('cat' / 'cats'), so a minimal pair lines up completely. Inserted and deleted words are left out."""
+    pairs: list[tuple[int, int]] = []
+    unmatched_a: list[str] = []
+    unmatched_b: list[str] = []
+    matcher = difflib.SequenceMatcher(a=list(words_a), b=list(words_b), autojunk=False)
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        if op == "equal" or (op == "replace" and a1 - a0 == b1 - b0):
+            pairs.extend(zip(range(a0, a1), range(b0, b1), strict=True))
+        else:
+            unmatched_a.extend(words_a[a0:a1])
+            unmatched_b.extend(words_b[b0:b1])
+    return Alignment(
+        tuple(i for i, _ in pairs),
+        tuple(j for _, j in pairs),
+        tuple(_label(words_a[i], words_b[j]) for i, j in pairs),
+        tuple(unmatched_a),
+        tuple(unmatched_b),
+    )
+
+
+def aligned(weights: np.ndarray, rows: Sequence[int]) -> np.ndarray:
+    """weights (..., T, T) restricted to the aligned positions, in alignment order: (..., N, N)."""
+    index = np.asarray(rows, dtype=int)
+    return weights[..., index[:, None], index[None, :]]
+
+
+def difference(weights_a: np.ndarray, weights_b: np.ndarray, alignment: Alignment) -> np.ndarray:
+    """A - B over the aligned positions (float64, so a zero is a zero): (..., T, T) x 2 -> (..., N, N)."""
+    a = aligned(weights_a, alignment.a).astype(np.float64)
+    b = aligned(weights_b, alignment.b).astype(np.float64)
+    return a - b
+
+
+def word_level(
+    weights: np.ndarray, tokens: Sequence[str], word_ids: Sequence[int | None]
+) -> tuple[np.ndarray, list[str]]:
+    """Self-attention (..., T, T) merged into words (rows mean, columns sum) and the words' labels."""
+    groups = analysis.word_groups(word_ids)
+    return analysis.merge_words(weights, groups, groups), analysis.merge_tokens(tokens, groups)

@@ -1,0 +1,129 @@
+"""Compare, reference, word level and the shareable address, through app.py, asserting on the drawn numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer import analysis, compare, trace
+from explorer.compare import MINIMAL_PAIRS
+from models import registry
+from tests.figdata import array, spec
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TEXT = "The embeddings attend to tokens"
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    """Every drawn figure by its chart key."""
+    return {c.key: spec(c) for c in at.get("plotly_chart")}
+
+
+def z(figure: dict) -> np.ndarray:
+    return array(figure["data"][0]["z"])
+
+
+def opened(page: str = "attention", **params: str) -> AppTest:
+    """A new session opened at /page?params, as a copied address would open it."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    if page != "attention":
+        at.switch_page(f"explorer/pages/{page}.py")
+    for name, value in params.items():
+        at.query_params[name] = value
+    return at.run()
+
+
+@pytest.fixture(scope="module")
+def minilm_random():
+    return registry.load("minilm-random")
+
+
+def test_address_restores_model_sentence_layer_head_and_token(minilm):
+    at = opened("head_view", model="minilm", text=TEXT, layer="3", head="5", token="2")
+    assert not at.exception and not at.warning
+    assert at.sidebar.text_input[0].value == TEXT
+    assert at.selectbox(key="head_layer").value == 2 and at.selectbox(key="head_focus").value == 2
+    assert dict(at.query_params) == {"model": "minilm", "text": TEXT, "layer": "3", "token": "2"}
+    at = opened(model="minilm", text=TEXT, layer="3", head="5")
+    result = trace.run(minilm, TEXT, 128)
+    np.testing.assert_array_equal(z(charts(at)["attention_heatmap"]), result.encoder_self.weights[2, 4])
+    assert at.query_params["head"] == "5"
+
+
+def test_bad_address_values_fall_back_with_visible_notices(minilm):
+    at = opened(model="gpt-9", text=TEXT, layer="99", head="x")
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert "unknown model 'gpt-9'" in warnings and "head 'x'" in warnings and "layer 99" in warnings
+    result = trace.run(minilm, TEXT, 128)
+    np.testing.assert_array_equal(z(charts(at)["attention_heatmap"]), result.encoder_self.weights[0, 0])
+    at.selectbox(key="attention_head").set_value(3).run()  # the notices were for opening; now the user's choice
+    assert not at.warning and at.query_params["layer"] == "1" and at.query_params["head"] == "4"
+
+
+def test_word_level_toggle_on_the_attention_page(minilm):
+    at = opened(model="minilm", text=TEXT)
+    at.toggle(key="attention_words").set_value(True).run()
+    result = trace.run(minilm, TEXT, 128)
+    groups = analysis.word_groups(result.source_word_ids)
+    figure = charts(at)["attention_heatmap"]
+    assert list(figure["layout"]["xaxis"]["ticktext"]) == analysis.merge_tokens(result.source_tokens, groups)
+    assert "embeddings" in figure["layout"]["xaxis"]["ticktext"]
+    merged = analysis.merge_words(result.encoder_self.weights[0, 0], groups, groups)
+    np.testing.assert_allclose(z(figure), merged, rtol=1e-6)
+    np.testing.assert_allclose(z(figure).sum(-1), 1.0, rtol=1e-5)
+
+
+def test_pretrained_beside_random_weights(minilm, minilm_random):
+    at = opened("compare", model="minilm", text=TEXT, layer="2", head="7")
+    figures = charts(at)
+    ours = trace.run(minilm, TEXT, 128).encoder_self.weights
+    random = trace.run(minilm_random, TEXT, 128).encoder_self.weights
+    np.testing.assert_array_equal(z(figures["compare_minilm"]), ours[1, 6])
+    np.testing.assert_array_equal(z(figures["compare_minilm-random"]), random[1, 6])
+    assert not np.allclose(ours[1, 6], random[1, 6], atol=0.05)
+    entropy = z(figures["compare_entropy_minilm-random"])
+    assert entropy.shape == (6, 12) and entropy.mean() > z(figures["compare_entropy_minilm"]).mean()
+
+
+def test_sentence_a_against_sentence_b_by_word(minilm):
+    at = opened("compare")
+    at.segmented_control(key="compare_mode").set_value("sentences").run()
+    at.selectbox(key="compare_pair").set_value(0).run()
+    a_text, b_text = MINIMAL_PAIRS[0]
+    assert at.sidebar.text_input[0].value == a_text and at.text_input(key="compare_b").value == b_text
+    at.radio(key="compare_align").set_value("word").run()
+    at.selectbox(key="compare_layer").set_value(4).run()
+    at.selectbox(key="compare_head").set_value(10).run()
+    a, b = trace.run(minilm, a_text, 128), trace.run(minilm, b_text, 128)
+    wa, la = compare.word_level(a.encoder_self.weights, a.source_tokens, a.source_word_ids)
+    wb, lb = compare.word_level(b.encoder_self.weights, b.source_tokens, b.source_word_ids)
+    alignment = compare.by_word(la, lb)
+    assert "cat / cats" in alignment.labels and len(alignment.labels) == len(la)
+    figures = charts(at)
+    difference = figures["compare_difference"]
+    np.testing.assert_allclose(z(difference), (wa - wb)[4, 10], atol=1e-7)
+    assert difference["data"][0]["zmid"] == 0 and difference["data"][0]["zmin"] == -difference["data"][0]["zmax"]
+    assert "cat / cats" in difference["layout"]["xaxis"]["ticktext"]
+    np.testing.assert_allclose(z(figures["compare_changed"]), np.abs(wa - wb).max(axis=(-2, -1)), atol=1e-7)
+
+
+def test_sentence_b_that_cannot_be_read_gets_a_message():
+    at = opened("compare", model="reverse", text="alpha bravo")
+    at.segmented_control(key="compare_mode").set_value("sentences").run()
+    at.text_input(key="compare_b").set_value("alpha tree").run()
+    assert not at.exception and "Sentence B" in at.info[0].value and "tree" in at.info[0].value
+
+
+def test_reference_page_table_and_difference_heatmap(minilm):
+    at = opened("reference", model="minilm", text=TEXT, layer="6", head="12")
+    table = at.dataframe[0].value
+    assert len(table) == 72 and table["max |ours - reference|"].max() <= 1e-5
+    figure = charts(at)["reference_difference"]
+    ours = trace.run(minilm, TEXT, 128).encoder_self.weights[5, 11].astype(np.float64)
+    theirs = ours - z(figure)
+    np.testing.assert_allclose(theirs, z(charts(at)["reference_theirs"]), atol=1e-12)
+    assert figure["data"][0]["zmid"] == 0

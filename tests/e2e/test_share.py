@@ -1,0 +1,107 @@
+"""A copied address restores the view in a fresh browser; downloads are valid PNG, HTML, CSV and JSON files."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from bench.harness import open_app, tick_labels, wait_for_tokens, wait_until_idle
+from tests.e2e.conftest import screenshot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SENTENCE = "Hello <b>world</b> & you"
+TOKENS = ["[CLS]", "hello", "<", "b", ">", "world", "<", "/", "b", ">", "&", "you", "[SEP]"]
+DRAWN_Z = "() => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[0].data[0].z)"
+
+
+def pick(page, index: int, option: str) -> None:
+    page.get_by_test_id("stMain").get_by_test_id("stSelectbox").nth(index).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_until_idle(page)
+
+
+def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, page):
+    open_app(page, server)
+    page.get_by_test_id("stSidebarNav").get_by_text("Model view", exact=True).click()
+    page.get_by_role("heading", name="Model view").wait_for(timeout=60_000)
+    box = page.get_by_test_id("stTextInputField").first
+    box.fill(SENTENCE)
+    box.press("Enter")
+    wait_until_idle(page)
+    pick(page, 0, "layer 4")
+    pick(page, 1, "head 9")
+    wait_for_tokens(page, TOKENS, chart_index=1)
+    page.wait_for_function("() => location.search.includes('head=9')", timeout=30_000)
+    address = page.url
+    assert "/model_view?" in address and "layer=4" in address and "model=minilm" in address
+    drawn = page.evaluate("() => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[1].data[0].z)")
+
+    fresh = browser.new_context(viewport={"width": 1400, "height": 1000})  # no cookies, no session: a new person
+    try:
+        other = fresh.new_page()
+        open_app(other, address)
+        other.get_by_role("heading", name="Model view").wait_for(timeout=60_000)
+        wait_for_tokens(other, TOKENS, chart_index=1)
+        assert other.get_by_test_id("stTextInputField").first.input_value() == SENTENCE
+        other.get_by_role("heading", name="Layer 4, head 9 at full resolution").wait_for(timeout=10_000)
+        assert tick_labels(other, 1) == TOKENS  # literal: no bold, no tag swallowed
+        assert (
+            other.evaluate("() => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[1].data[0].z)") == drawn
+        )
+        assert other.get_by_test_id("stAlert").count() == 0
+        screenshot(other, "shared_address")
+
+        other.goto(address.split("?")[0] + "?model=nope&layer=77&text=Hi")
+        other.wait_for_selector(".js-plotly-plot", timeout=90_000)
+        wait_until_idle(other)
+        alerts = " ".join(other.get_by_test_id("stAlert").all_text_contents())
+        assert "unknown model 'nope'" in alerts and "layer 77" in alerts
+        assert tick_labels(other, 1) == ["[CLS]", "hi", "[SEP]"]
+    finally:
+        fresh.close()
+
+
+def download(page, key: str, label: str, tmp_path) -> tuple[str, bytes]:
+    page.locator(f".st-key-{key}_download button").first.click()
+    button = page.get_by_test_id("stDownloadButton").filter(has_text=label).locator("button")
+    button.first.wait_for(state="visible", timeout=10_000)
+    with page.expect_download(timeout=90_000) as event:
+        button.first.click()
+    path = tmp_path / event.value.suggested_filename
+    event.value.save_as(path)
+    page.keyboard.press("Escape")
+    return event.value.suggested_filename, path.read_bytes()
+
+
+def test_downloads_are_valid_files_holding_the_drawn_numbers(server, page, tmp_path):
+    open_app(page, f"{server}/?model=minilm&text={SENTENCE.replace('&', '%26')}&layer=2&head=3")
+    wait_for_tokens(page, TOKENS)
+    n = len(TOKENS)
+
+    name, png = download(page, "attention_heatmap", "PNG", tmp_path)
+    assert name == "attention_heatmap.png" and png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert width >= 900 and height >= 600
+
+    name, page_html = download(page, "attention_heatmap", "HTML (offline)", tmp_path)
+    text = page_html.decode()
+    assert name.endswith(".html") and "<html>" in text[:100] and "Plotly.newPlot" in text and len(text) > 1_000_000
+
+    _, csv_bytes = download(page, "attention_heatmap", "CSV", tmp_path)
+    rows = list(csv.reader(io.StringIO(csv_bytes.decode())))
+    assert rows[0] == ["trace", "row", "column", "value"] and len(rows) == 1 + n * n
+    assert rows[1 + 2 * n + 3][1:3] == ["2: <", "3: b"]  # literal tokens, not &lt;
+
+    _, json_bytes = download(page, "attention_heatmap", "JSON", tmp_path)
+    doc = json.loads(json_bytes)
+    z = np.array(doc["traces"][0]["z"])
+    assert doc["title"] == "Layer 2, head 3" and z.shape == (n, n)
+    np.testing.assert_allclose(z.sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(z.ravel(), np.array([float(r[3]) for r in rows[1:]]))
+    assert doc["traces"][0]["x"][10] == "10: &"

@@ -1,0 +1,58 @@
+"""Lining two attention maps up and taking their difference, on hand-made inputs with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer import compare
+
+
+def test_by_position_pairs_up_to_the_shorter_and_names_the_rest():
+    alignment = compare.by_position(["[CLS]", "the", "cat", "[SEP]"], ["[CLS]", "the", "cats", "sat", "[SEP]"])
+    assert alignment.a == alignment.b == (0, 1, 2, 3)
+    assert alignment.labels == ("[CLS]", "the", "cat / cats", "[SEP] / sat")
+    assert alignment.unmatched_a == () and alignment.unmatched_b == ("[SEP]",)
+
+
+def test_by_word_lines_up_a_minimal_pair_completely():
+    a = ["[CLS]", "the", "cat", "sat", "[SEP]"]
+    b = ["[CLS]", "the", "cats", "sat", "[SEP]"]
+    alignment = compare.by_word(a, b)
+    assert alignment.a == alignment.b == (0, 1, 2, 3, 4)
+    assert alignment.labels[2] == "cat / cats"
+
+
+def test_by_word_skips_an_inserted_word():
+    a = ["[CLS]", "the", "cat", "sat", "[SEP]"]
+    b = ["[CLS]", "the", "black", "cat", "sat", "[SEP]"]
+    alignment = compare.by_word(a, b)
+    assert alignment.a == (0, 1, 2, 3, 4) and alignment.b == (0, 1, 3, 4, 5)
+    assert alignment.unmatched_b == ("black",) and alignment.unmatched_a == ()
+
+
+def test_difference_is_a_minus_b_over_aligned_positions():
+    a = np.arange(9, dtype=np.float32).reshape(1, 3, 3)
+    b = np.arange(16, dtype=np.float32).reshape(1, 4, 4) * 10
+    alignment = compare.Alignment(a=(0, 2), b=(1, 3), labels=("x", "y"))
+    expected = np.array(
+        [[[a[0, 0, 0] - b[0, 1, 1], a[0, 0, 2] - b[0, 1, 3]], [a[0, 2, 0] - b[0, 3, 1], a[0, 2, 2] - b[0, 3, 3]]]]
+    )
+    np.testing.assert_array_equal(compare.difference(a, b, alignment), expected)
+    np.testing.assert_array_equal(compare.difference(a, a, compare.by_position("abc", "abc")), np.zeros((1, 3, 3)))
+
+
+def test_word_level_rows_still_sum_to_one():
+    rng = np.random.default_rng(0)
+    weights = rng.random((2, 3, 5, 5))
+    weights /= weights.sum(-1, keepdims=True)
+    merged, words = compare.word_level(weights, ["[CLS]", "em", "##bed", "##s", "[SEP]"], [None, 0, 0, 0, None])
+    assert words == ["[CLS]", "embeds", "[SEP]"]
+    assert merged.shape == (2, 3, 3, 3)
+    np.testing.assert_allclose(merged.sum(-1), 1.0)
+    np.testing.assert_allclose(merged[..., 1, 1], weights[..., 1:4, 1:4].sum(-1).mean(-1))
+
+
+@pytest.mark.parametrize("tokens", [[], ["only"]])
+def test_alignment_of_tiny_inputs(tokens):
+    assert compare.by_word(tokens, tokens).a == tuple(range(len(tokens)))

@@ -1,0 +1,50 @@
+"""The shareable address: what it may carry, and what it falls back on."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer import state
+
+MODELS = ["minilm", "reverse"]
+
+
+def test_good_values_are_taken_and_numbered_from_zero():
+    values, notices = state.read_url(
+        {"model": "reverse", "text": "alpha bravo", "layer": "2", "head": "3", "token": "0"}, MODELS
+    )
+    assert values == {"model": "reverse", "text": "alpha bravo", "layer": 1, "head": 2, "token": 0}
+    assert notices == []
+
+
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [
+        ({"model": "gpt-9"}, "unknown model 'gpt-9'"),
+        ({"text": "   "}, "sentence is empty"),
+        ({"text": "x" * (state.MAX_TEXT + 1)}, f"at most {state.MAX_TEXT}"),
+        ({"layer": "0"}, "layer '0'"),
+        ({"head": "-1"}, "head '-1'"),
+        ({"head": "two"}, "head 'two'"),
+        ({"token": "1e3"}, "token '1e3'"),
+        ({"layer": "٣"}, "layer '٣'"),  # a digit, but not an ASCII one
+        ({"layer": "99999999999"}, "layer '99999999999'"),
+    ],
+)
+def test_bad_values_fall_back_with_a_notice_naming_them(params, named):
+    values, notices = state.read_url(params, MODELS)
+    assert values == {}
+    assert len(notices) == 1 and named in notices[0]
+
+
+def test_address_values_go_to_the_pickers_of_the_opened_page_once():
+    session: dict = {}
+    state.init(session)
+    notices = state.apply_url(session, {"model": "reverse", "layer": "2"}, MODELS, page="model_view")
+    assert notices == [] and session[state.MODEL] == session[state.widget(state.MODEL)] == "reverse"
+    session[state.PAGE] = "attention"
+    assert state.url_value(session, "layer", "attention_layer") is None  # another page
+    session[state.PAGE] = "model_view"
+    assert state.url_value(session, "layer", "model_layer") == 1
+    assert state.url_value(session, "layer", "model_layer") is None  # once
+    assert state.address(session) == {"model": "reverse", "text": state.DEFAULT_TEXT}
