@@ -6,13 +6,15 @@ trace cached under such a key is never served to anyone else.
 
 from __future__ import annotations
 
+import threading
+
 import streamlit as st
 
-from explorer import analysis, positions, reference_view, state, trace
+from explorer import analysis, memo, positions, reference_view, state, trace
 from models import registry
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading model...")
+@st.cache_resource(show_spinner="Loading model...")  # every registry model at most: all stay loaded
 def get_model(name: str) -> registry.LoadedModel:
     return registry.load(name)
 
@@ -35,14 +37,35 @@ def described(key: str) -> registry.LoadedModel | registry.ModelSpec:
     return _trained().get(key) or registry.MODELS[key]
 
 
-@st.cache_data(max_entries=16, show_spinner="Running the model...")
-def _trace(model_name: str, revision: str, text: str, max_tokens: int, _loaded: registry.LoadedModel) -> trace.Trace:
-    return trace.run(_loaded, text, max_tokens)
+# Traces are the big values (a 512-token MiniLM trace holds about 185 MB of arrays): one store for every session,
+# bounded in bytes rather than in entries, holding each array read-only.
+STORE_BYTES = 256 * 2**20
+# Forwards at once: a long input keeps one slot busy while short ones go through the other, and twenty sessions
+# never run twenty forwards on two cores. torch keeps its default intra-op threads in every session's thread (a
+# different count changes float rounding, and every session must get the numbers a single user gets).
+INFERENCE_SLOTS = 2
+
+
+@st.cache_resource(show_spinner=False)
+def store() -> memo.BoundedCache:
+    return memo.BoundedCache(STORE_BYTES)
+
+
+@st.cache_resource(show_spinner=False)
+def _slots() -> threading.BoundedSemaphore:
+    return threading.BoundedSemaphore(INFERENCE_SLOTS)
+
+
+def _compute(message: str, work):
+    """Run `work` in an inference slot, with a spinner while it waits or runs."""
+    with st.spinner(message), _slots():
+        return work()
 
 
 def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
     loaded = model(model_name)
-    return _trace(model_name, loaded.revision, text, max_tokens, loaded)
+    key = ("trace", model_name, loaded.revision, text, max_tokens)
+    return store().get(key, lambda: _compute("Running the model...", lambda: trace.run(loaded, text, max_tokens)))
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -55,28 +78,27 @@ def get_positions(model_name: str) -> dict:
     return _positions(model_name, loaded.revision, loaded)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def _statistics(model_name: str, revision: str, text: str, max_tokens: int, kind: str) -> tuple[dict, object]:
-    result = get_trace(model_name, text, max_tokens)
-    keys = result.tokens_for(kind)[1]
-    stats = analysis.head_statistics(result.attention(kind).weights, keys)
-    return stats, analysis.head_labels(stats, len(keys))
-
-
 def get_statistics(model_name: str, text: str, max_tokens: int, kind: str) -> tuple[dict, object]:
     """Per-head statistics and labels of one attention kind (a pass over every weight: kept across reruns)."""
-    return _statistics(model_name, model(model_name).revision, text, max_tokens, kind)
+    result = get_trace(model_name, text, max_tokens)
 
+    def compute() -> tuple[dict, object]:
+        keys = result.tokens_for(kind)[1]
+        stats = analysis.head_statistics(result.attention(kind).weights, keys)
+        return stats, analysis.head_labels(stats, len(keys))
 
-@st.cache_data(max_entries=16, show_spinner="Computing attention flow (a max-flow per token pair)...")
-def _flow(model_name: str, revision: str, text: str, max_tokens: int, kind: str, layer: int):
-    weights = get_trace(model_name, text, max_tokens).attention(kind).weights
-    return analysis.flow(weights[: layer + 1])
+    return store().get(("statistics", model_name, model(model_name).revision, text, max_tokens, kind), compute)
 
 
 def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int):
     """Attention flow through layers 1..layer+1 of the sidebar's trace (slow: seconds for 16 tokens)."""
-    return _flow(model_name, model(model_name).revision, text, max_tokens, kind, layer)
+    weights = get_trace(model_name, text, max_tokens).attention(kind).weights
+    return store().get(
+        ("flow", model_name, model(model_name).revision, text, max_tokens, kind, layer),
+        lambda: _compute(
+            "Computing attention flow (a max-flow per token pair)...", lambda: analysis.flow(weights[: layer + 1])
+        ),
+    )
 
 
 @st.cache_resource(max_entries=1, show_spinner="Loading the transformers reference...")
@@ -84,14 +106,22 @@ def get_reference():
     return reference_view.load()
 
 
-@st.cache_data(max_entries=16, show_spinner="Running the transformers reference...")
 def get_reference_attention(model_name: str, text: str, max_tokens: int):
     """The reference's attention for the registry model `model_name` on the sidebar's text."""
-    return reference_view.attention(get_reference(), get_model(model_name), text, max_tokens)
+    reference, loaded = get_reference(), get_model(model_name)
+    return store().get(
+        ("reference", model_name, text, max_tokens),
+        lambda: _compute(
+            "Running the transformers reference...",
+            lambda: reference_view.attention(reference, loaded, text, max_tokens),
+        ),
+    )
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
 def get_reference_difference(model_name: str, text: str, max_tokens: int):
     """Per head, max |ours - reference| (a float64 pass over every weight: kept across reruns)."""
     ours = get_trace(model_name, text, max_tokens).encoder_self.weights
-    return reference_view.max_abs_difference(ours, get_reference_attention(model_name, text, max_tokens))
+    theirs = get_reference_attention(model_name, text, max_tokens)
+    return store().get(
+        ("difference", model_name, text, max_tokens), lambda: reference_view.max_abs_difference(ours, theirs)
+    )

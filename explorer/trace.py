@@ -13,6 +13,7 @@ from models.tokenize import TokenizeError
 
 ATTENTION_KINDS = ("encoder_self", "decoder_self", "cross")
 TOP_K = 10  # next-token candidates kept per decoding step
+MAX_TARGET = 64  # tokens an encoder-decoder may write unless asked for more (the toy tasks need at most 13)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ def run(loaded: LoadedModel, text: str, max_tokens: int | None = None, max_targe
             **common,
         )
     assert loaded.bos_id is not None and loaded.eos_id is not None
-    budget = len(enc.ids) + 2 if max_target is None else max_target  # room for a longer output and its EOS
+    # room for a somewhat longer output and its EOS; untrained models rarely stop, so at most MAX_TARGET by default
+    budget = min(len(enc.ids) + 2, MAX_TARGET) if max_target is None else max_target
     generated = model.greedy_decode(src, loaded.bos_id, loaded.eos_id, budget)
     # the decoder's input: [BOS] then every generated token but a final EOS, so row i is the step that chose token i
     decoder_input = [loaded.bos_id, *(generated[:-1] if generated and generated[-1] == loaded.eos_id else generated)]

@@ -1,0 +1,103 @@
+"""A cache bounded by the bytes it holds, shared by every session: least recently used first out, one computation
+per key at a time (twenty people typing the same example run the model once)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+
+def nbytes(value: object) -> int:
+    """The numpy bytes inside a value (arrays, dataclasses, dicts, tuples); everything else counts as nothing."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(nbytes(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return sum(nbytes(v) for v in value.values())
+    if isinstance(value, tuple | list):
+        return sum(nbytes(v) for v in value)
+    return 0
+
+
+def freeze(value: object) -> None:
+    """Make every array inside read-only: a cached value is shared by all sessions, and no one may change it."""
+    if isinstance(value, np.ndarray):
+        value.setflags(write=False)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            freeze(getattr(value, f.name))
+    elif isinstance(value, dict):
+        for v in value.values():
+            freeze(v)
+    elif isinstance(value, tuple | list):
+        for v in value:
+            freeze(v)
+
+
+class BoundedCache:
+    """Values by key, at most `max_bytes` of arrays in all; a value larger than that is returned but not kept."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._computing: dict[Hashable, threading.Lock] = {}
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _hit(self, key: Hashable) -> tuple[bool, object]:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return True, self._items[key][0]
+            return False, None
+
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
+        found, value = self._hit(key)
+        if found:
+            return value  # type: ignore[return-value]
+        with self._lock:
+            key_lock = self._computing.setdefault(key, threading.Lock())
+        with key_lock:  # a second caller for the same key waits for the first one's result
+            found, value = self._hit(key)
+            if found:
+                return value  # type: ignore[return-value]
+            try:
+                value = compute()
+                freeze(value)
+                self._keep(key, value, nbytes(value))
+            finally:
+                with self._lock:
+                    self._computing.pop(key, None)
+        return value  # type: ignore[return-value]
+
+    def _keep(self, key: Hashable, value: object, size: int) -> None:
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._items:
+                self._bytes -= self._items.pop(key)[1]
+            self._items[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
