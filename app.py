@@ -10,6 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from installed pack
 import streamlit as st  # noqa: E402
 
 from explorer import cached, state  # noqa: E402
+from explorer.figures.labels import markdown_literal  # noqa: E402
 from models import registry  # noqa: E402
 
 PAGES = Path(__file__).parent / "explorer" / "pages"
@@ -79,10 +80,12 @@ with st.sidebar:
     st.caption(cached.described(st.session_state[state.MODEL]).description)
     st.text_input(
         "Sentence",
-        max_chars=5000,
+        max_chars=state.MAX_TEXT,
         help="Press Enter to run the model.",
         **bound(state.TEXT),
     )
+    if len(st.session_state[state.TEXT]) > state.URL_MAX_TEXT:
+        st.caption(f"Over {state.URL_MAX_TEXT:,} characters: the page's address leaves this sentence out.")
     loaded = cached.model(st.session_state[state.MODEL])
     st.number_input(
         "Max tokens",
@@ -101,5 +104,5 @@ with st.sidebar:
 
 st.query_params.from_dict(state.address(st.session_state))  # the address now names what is shown
 for notice in notices:
-    st.warning(notice, icon=":material/link_off:")
+    st.warning(markdown_literal(notice), icon=":material/link_off:")
 page.run()

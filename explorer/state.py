@@ -49,7 +49,8 @@ URL_VIEW = "url_view"  # what the address asked for that the page's own pickers 
 URL_PAGE = "url_page"  # the page the address opened; its pickers take URL_VIEW, other pages do not
 URL_USED = "url_used"  # widget keys already given their address value (once each)
 PAGE = "page"  # the page drawn on this run
-MAX_TEXT = 5000  # the sidebar's max_chars
+MAX_TEXT = 100_000  # the sidebar's max_chars: longer pastes are cut to the model's tokens with a warning
+URL_MAX_TEXT = 2000  # a longer sentence is not put in the address (servers refuse very long request lines)
 
 
 def _number(params: Mapping[str, str], name: str, lowest: int, notices: list[str]) -> int | None:
@@ -76,9 +77,9 @@ def read_url(params: Mapping[str, str], models: Sequence[str]) -> tuple[dict, li
     if text is not None:
         if not text.strip():
             notices.append("The address's sentence is empty; showing the default sentence.")
-        elif len(text) > MAX_TEXT:
+        elif len(text) > URL_MAX_TEXT:
             notices.append(
-                f"The address's sentence has {len(text)} characters (at most {MAX_TEXT}); showing the default."
+                f"The address's sentence has {len(text)} characters (at most {URL_MAX_TEXT}); showing the default."
             )
         else:
             values[URL_TEXT] = text
@@ -112,5 +113,8 @@ def url_value(session: MutableMapping, name: str, key: str) -> int | None:
 
 
 def address(session: MutableMapping) -> dict[str, str]:
-    """The query parameters every page carries: model and sentence (pickers add layer, head and token)."""
+    """The query parameters every page carries: model and sentence (pickers add layer, head and token); a sentence
+    too long for an address is left out."""
+    if len(session[TEXT]) > URL_MAX_TEXT:
+        return {URL_MODEL: session[MODEL]}
     return {URL_MODEL: session[MODEL], URL_TEXT: session[TEXT]}

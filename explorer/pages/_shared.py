@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from explorer import analysis, cached, downloads, state
-from explorer.figures.labels import position_label
+from explorer.figures.labels import markdown_literal, position_label
 from explorer.trace import AttentionTrace, Trace
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
@@ -46,7 +46,7 @@ def current_trace() -> Trace:
     try:
         result = cached.get_trace(*state.sidebar(st.session_state))
     except TokenizeError as e:
-        st.info(str(e))
+        st.info(markdown_literal(str(e)))
         if isinstance(e, UnknownWordError):
             words = cached.model(st.session_state[state.MODEL]).tokenizer.known
             with st.expander(f"The {len(words)} words this model knows"):

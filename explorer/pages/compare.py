@@ -8,6 +8,7 @@ import streamlit as st
 from explorer import cached, compare, state
 from explorer.compare import MINIMAL_PAIRS
 from explorer.figures.heatmap import head_heatmap
+from explorer.figures.labels import markdown_literal
 from explorer.figures.statistics import statistic_grid
 from explorer.pages._shared import chart, current_trace, pick_attention, pick_head, pick_layer
 from models.tokenize import TokenizeError
@@ -96,7 +97,7 @@ def sentences_page() -> None:
     try:
         result_b = cached.get_trace(model, other, max_tokens)
     except TokenizeError as e:
-        st.info(f"Sentence B: {e}")
+        st.info("Sentence B: " + markdown_literal(str(e)))
         st.stop()
     by_word = st.radio("Line up", ["position", "word"], horizontal=True, key="compare_align") == "word"
     a, b = result_a.encoder_self.weights, result_b.encoder_self.weights
@@ -110,7 +111,10 @@ def sentences_page() -> None:
     if alignment.unmatched_a or alignment.unmatched_b:
         st.caption(
             "Not lined up (left out of the difference): "
-            f"A: {', '.join(alignment.unmatched_a) or 'nothing'}; B: {', '.join(alignment.unmatched_b) or 'nothing'}."
+            + markdown_literal(
+                f"A: {', '.join(alignment.unmatched_a) or 'nothing'}; "
+                f"B: {', '.join(alignment.unmatched_b) or 'nothing'}."
+            )
         )
     if not alignment.a:
         st.info("Nothing in A lines up with B.")

@@ -7,7 +7,7 @@ import streamlit as st
 from explorer import cached, decoding, state
 from explorer.figures.decoding import mark_row, top_k_bars
 from explorer.figures.heatmap import head_heatmap
-from explorer.figures.labels import position_label
+from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.walkthrough import per_key_bars
 from explorer.pages._shared import chart, current_trace, pick_head, pick_layer
 from models.tasks import SPECIALS
@@ -40,9 +40,11 @@ if task is not None:
     if right is None:
         st.caption("This sentence is outside the task's grammar, so there is no right answer to compare with.")
     elif written == right.target:
-        st.success("The model's output is right: " + " ".join(written))
+        st.success("The model's output is right: " + markdown_literal(" ".join(written)))
     else:
-        st.warning(f"The model wrote {' '.join(written)!r}; the right answer is {' '.join(right.target)!r}.")
+        st.warning(
+            markdown_literal(f"The model wrote {' '.join(written)!r}; the right answer is {' '.join(right.target)!r}.")
+        )
 st.session_state[STEP] = min(max(st.session_state.get(STEP, 1), 1), total)  # a new sentence may be shorter
 
 
@@ -67,7 +69,9 @@ head = pick_head(n_heads, "decoding_head", right, extra=(MEAN,), extra_name="mea
 current = decoding.step(trace, index, layer, None if head == MEAN else head)
 which = f"layer {layer + 1}, " + ("mean over heads" if head == MEAN else f"head {head + 1}")
 
-st.subheader(f"Step {index + 1} of {total}: the model writes {position_label(index + 1, current.chosen)!r}")
+st.subheader(
+    markdown_literal(f"Step {index + 1} of {total}: the model writes {position_label(index + 1, current.chosen)!r}")
+)
 st.caption(f"Attention shown for decoder {which}.")
 st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
 

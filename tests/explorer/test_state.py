@@ -22,7 +22,7 @@ def test_good_values_are_taken_and_numbered_from_zero():
     [
         ({"model": "gpt-9"}, "unknown model 'gpt-9'"),
         ({"text": "   "}, "sentence is empty"),
-        ({"text": "x" * (state.MAX_TEXT + 1)}, f"at most {state.MAX_TEXT}"),
+        ({"text": "x" * (state.URL_MAX_TEXT + 1)}, f"at most {state.URL_MAX_TEXT}"),
         ({"layer": "0"}, "layer '0'"),
         ({"head": "-1"}, "head '-1'"),
         ({"head": "two"}, "head 'two'"),
