@@ -30,13 +30,24 @@ def use_example() -> None:
         state.keep(st.session_state, state.TEXT, st.session_state.sidebar_example)
 
 
+def loadable(key: str) -> tuple[registry.LoadedModel | None, str]:
+    """(the model, "") or (None, what is wrong with its files)."""
+    try:
+        return cached.model(key), ""
+    except registry.ModelLoadError as e:
+        return None, str(e)
+
+
 def change_model() -> None:
     """An example of the old model that the new one cannot read becomes the new one's; max tokens shrinks to fit."""
-    old = cached.model(st.session_state[state.MODEL])
-    new = cached.model(st.session_state[state.widget(state.MODEL)])
-    st.session_state[state.MODEL] = new.key
+    old, _ = loadable(st.session_state[state.MODEL])
+    st.session_state[state.MODEL] = st.session_state[state.widget(state.MODEL)]
     st.session_state.sidebar_example = ""
-    if st.session_state[state.TEXT] in old.examples and not new.can_read(st.session_state[state.TEXT]):
+    new, _ = loadable(st.session_state[state.MODEL])
+    if new is None:
+        return
+    examples = old.examples if old is not None else ()
+    if st.session_state[state.TEXT] in examples and not new.can_read(st.session_state[state.TEXT]):
         state.keep(st.session_state, state.TEXT, new.example)
     if st.session_state[state.MAX_TOKENS] > new.max_tokens:
         state.keep(st.session_state, state.MAX_TOKENS, new.max_tokens)
@@ -63,8 +74,9 @@ if state.URL_USED not in st.session_state:  # a new session: open what the addre
 
 if st.session_state[state.MODEL] not in cached.model_keys():  # a model trained here and since replaced
     state.keep(st.session_state, state.MODEL, state.DEFAULT_MODEL)
-if st.session_state[state.MAX_TOKENS] > cached.model(st.session_state[state.MODEL]).max_tokens:  # opened by address
-    state.keep(st.session_state, state.MAX_TOKENS, cached.model(st.session_state[state.MODEL]).max_tokens)
+current, _ = loadable(st.session_state[state.MODEL])
+if current is not None and st.session_state[state.MAX_TOKENS] > current.max_tokens:  # opened by address
+    state.keep(st.session_state, state.MAX_TOKENS, current.max_tokens)
 
 with st.sidebar:
     st.title("Attention explorer")
@@ -86,21 +98,27 @@ with st.sidebar:
     )
     if len(st.session_state[state.TEXT]) > state.URL_MAX_TEXT:
         st.caption(f"Over {state.URL_MAX_TEXT:,} characters: the page's address leaves this sentence out.")
-    loaded = cached.model(st.session_state[state.MODEL])
-    st.number_input(
-        "Max tokens",
-        min_value=3,
-        max_value=loaded.max_tokens,
-        step=1,
-        **bound(state.MAX_TOKENS),
-    )
-    st.selectbox(
-        "Or pick an example",
-        ["", *loaded.examples],
-        key="sidebar_example",
-        on_change=use_example,
-        format_func=lambda e: e or "choose...",
-    )
+    loaded, problem = loadable(st.session_state[state.MODEL])
+    if loaded is not None:  # else the model list above still works, and the page below says what is wrong
+        st.number_input(
+            "Max tokens",
+            min_value=3,
+            max_value=loaded.max_tokens,
+            step=1,
+            **bound(state.MAX_TOKENS),
+        )
+        st.selectbox(
+            "Or pick an example",
+            ["", *loaded.examples],
+            key="sidebar_example",
+            on_change=use_example,
+            format_func=lambda e: e or "choose...",
+        )
+
+if loaded is None:
+    st.error(markdown_literal(problem), icon=":material/error:")
+    st.caption("Pick another model in the sidebar; everything else keeps working.")
+    st.stop()
 
 st.query_params.from_dict(state.address(st.session_state))  # the address now names what is shown
 for notice in notices:

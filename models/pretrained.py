@@ -55,7 +55,10 @@ def load_bert_folder(folder: str | Path) -> tuple[Transformer, WordPieceTokenize
     model = Transformer(config)
     model.load_state_dict(state, strict=True)
     model.eval().requires_grad_(False)
-    tokenizer = WordPieceTokenizer.from_folder(folder)
+    try:
+        tokenizer = WordPieceTokenizer.from_folder(folder)
+    except Exception as e:  # noqa: BLE001 -- tokenizers raises a bare Exception for a corrupt file
+        raise ModelFolderError(f"cannot read the tokenizer in {folder}: {e}") from None
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelFolderError(f"tokenizer has {tokenizer.vocab_size} tokens but config.json says {config.vocab_size}")
     return model, tokenizer

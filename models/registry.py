@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 
 from models import tasks, train
 from models.config import PAPER_BASE
-from models.pretrained import load_bert_folder, minilm_folder, read_config
+from models.convert_bert import ConversionError
+from models.pretrained import ModelFolderError, load_bert_folder, minilm_folder, read_config
 from models.tokenize import TokenizeError, WordPieceTokenizer
 from models.transformer import Transformer
 
@@ -167,13 +170,44 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
+# Your own BERT-family folders (config.json, model.safetensors or pytorch_model.bin, tokenizer.json or vocab.txt):
+# EXPLORER_MODEL_FOLDERS="name=/path/to/folder;other=/path/to/another" adds "folder:name" to the model list.
+FOLDERS_ENV = "EXPLORER_MODEL_FOLDERS"
+
+
+def _folder_model(key: str, folder: str) -> LoadedModel:
+    model, tokenizer = load_bert_folder(folder)
+    spec = MODELS[key]
+    return LoadedModel(key, spec.title, spec.description, model, tokenizer, ENGLISH_EXAMPLES)
+
+
+def _add_folders(value: str) -> None:
+    for entry in filter(None, (e.strip() for e in value.split(";"))):
+        name, _, folder = entry.partition("=")
+        key = f"folder:{name.strip()}"
+        description = f"BERT-family weights from the local folder {folder.strip()}, in the from-scratch encoder."
+        MODELS[key] = ModelSpec(
+            f"{name.strip()} (local folder)", description, partial(_folder_model, key, folder.strip())
+        )
+
+
+_add_folders(os.environ.get(FOLDERS_ENV, ""))
+
+
 class UnknownModelError(KeyError):
     def __str__(self) -> str:
         return f"unknown model {self.args[0]!r}; choose from {', '.join(MODELS)}"
+
+
+class ModelLoadError(RuntimeError):
+    """A model whose files are missing, truncated, corrupt or do not fit: the message names the file and why."""
 
 
 def load(key: str) -> LoadedModel:
     """Build the model named by key (slow: callers cache it)."""
     if key not in MODELS:
         raise UnknownModelError(key)
-    return MODELS[key].build()
+    try:
+        return MODELS[key].build()
+    except (ModelFolderError, ConversionError, train.CheckpointError, OSError) as e:
+        raise ModelLoadError(f"{MODELS[key].title} could not be loaded: {e}") from e

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 
@@ -212,11 +213,19 @@ def load(task_name: str, folder: Path = CHECKPOINTS) -> tuple[Transformer, tasks
     if not weights.is_file() or not meta.is_file():
         command = f"python -m models.train --task {task_name}"
         raise CheckpointError(f"no checkpoint for {task_name!r} in {folder}: run {command}")
-    record = json.loads(meta.read_text())
-    if record["source_vocabulary"] != list(task.source.words) or record["target_vocabulary"] != list(task.target.words):
+    try:
+        record = json.loads(meta.read_text())
+        vocabularies = record["source_vocabulary"], record["target_vocabulary"]
+        config = TransformerConfig(**record["config"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"cannot read {meta.name} in {folder}: {type(e).__name__}: {e}") from None
+    if vocabularies != (list(task.source.words), list(task.target.words)):
         raise CheckpointError(f"the {task_name!r} checkpoint was trained on another vocabulary: retrain it")
-    model = Transformer(TransformerConfig(**record["config"]))
-    load_model(model, str(weights))
+    model = Transformer(config)
+    try:
+        load_model(model, str(weights))
+    except (OSError, RuntimeError, SafetensorError) as e:  # truncated, corrupt, or weights of another shape
+        raise CheckpointError(f"cannot load {weights.name} in {folder}: {str(e).splitlines()[0][:300]}") from None
     return model.eval().requires_grad_(False), task, record
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import numpy as np
 
@@ -23,3 +24,8 @@ def array(value) -> np.ndarray:
 def spec(chart) -> dict:
     """The figure dict behind an AppTest plotly_chart element."""
     return json.loads(chart.proto.spec)
+
+
+def plain(markdown: str) -> str:
+    """What a markdown_literal message shows: its backslash escapes undone."""
+    return re.sub(r"\\(.)", r"\1", markdown)

@@ -1,0 +1,43 @@
+"""A broken model in the list: a clear message for whoever picks it, and every other session and model keeps working."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer import trace
+from models import registry
+from tests.badfiles import bert_folder
+from tests.figdata import array, plain, spec
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+@pytest.fixture
+def broken(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "MODELS", dict(registry.MODELS))
+    registry._add_folders(f"broken={bert_folder(tmp_path / 'broken', 'truncated')}")
+    return "folder:broken"
+
+
+def test_picking_a_broken_model_names_the_problem_and_the_others_keep_working(broken, minilm):
+    mine, other = AppTest.from_file(APP, default_timeout=120).run(), AppTest.from_file(APP, default_timeout=120).run()
+    mine.sidebar.selectbox[0].set_value(broken).run()
+    assert not mine.exception
+    assert "broken (local folder) could not be loaded" in plain(mine.error[0].value)
+    assert "model.safetensors" in plain(mine.error[0].value)
+    other.sidebar.text_input[0].set_value("still serving").run()  # another session, meanwhile
+    expected = trace.run(minilm, "still serving", 128).encoder_self.weights[0, 0]
+    np.testing.assert_array_equal(array(spec(other.get("plotly_chart")[0])["data"][0]["z"]), expected)
+    mine.sidebar.selectbox[0].set_value("minilm").run()  # and the one who picked it can go back
+    assert not mine.error and not mine.exception and mine.get("plotly_chart")
+
+
+def test_an_address_naming_a_broken_model_opens_with_the_message(broken):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["model"] = broken
+    at.run()
+    assert not at.exception and "could not be loaded" in plain(at.error[0].value)
