@@ -1,4 +1,4 @@
-"""`python -m bench forward [--json]`: benchmarks, never run as tests."""
+"""`python -m bench forward|figures|browser|load|memory [--json]`: benchmarks, never run as tests."""
 
 from __future__ import annotations
 
@@ -25,6 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     browser.add_argument("--json", action="store_true")
     browser.add_argument("--repeats", type=int, default=3)
     browser.add_argument("--lengths", type=int, nargs="+", default=None)
+    load = commands.add_parser("load", help="many browser sessions at once against streamlit run app.py")
+    load.add_argument("--json", action="store_true")
+    load.add_argument("--sessions", type=int, default=20)
+    load.add_argument("--seconds", type=float, default=60.0)
+    memory = commands.add_parser("memory", help="resident memory after start-up and after many sentences")
+    memory.add_argument("--json", action="store_true")
+    memory.add_argument("--sentences", type=int, default=500)
     args = parser.parse_args(argv)
 
     if args.command == "forward":
@@ -42,6 +49,16 @@ def main(argv: list[str] | None = None) -> int:
 
         rows = bench_browser.run(tuple(args.lengths or bench_browser.LENGTHS), repeats=args.repeats)
         print(json.dumps(rows) if args.json else bench_browser.table(rows))
+    elif args.command == "load":
+        from bench import load as bench_load
+
+        summary = bench_load.run(args.sessions, args.seconds).summary()
+        print(json.dumps(summary) if args.json else bench_load.table(summary))
+    elif args.command == "memory":
+        from bench import memory as bench_memory
+
+        summary = bench_memory.run(args.sentences)
+        print(json.dumps(summary) if args.json else bench_memory.table(summary))
     return 0
 
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from explorer.figures.labels import escape_tokens, position_labels
 
@@ -39,10 +43,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def app_server(timeout: float = 90) -> Iterator[str]:
-    """Start the app, wait for /_stcore/health, yield its URL, and stop it afterwards."""
+def app_server(timeout: float = 90, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Start the app, wait for /_stcore/health, yield its URL, and stop it afterwards. `env` adds variables."""
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     cmd = [
         sys.executable,
         "-m",
@@ -56,7 +60,8 @@ def app_server(timeout: float = 90) -> Iterator[str]:
         "--server.headless",
         "true",
     ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = tempfile.TemporaryFile()  # noqa: SIM115 -- a file, not a pipe: a full pipe nobody reads stalls the server
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -67,7 +72,8 @@ def app_server(timeout: float = 90) -> Iterator[str]:
                         break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"streamlit did not start: {proc.stdout.read().decode()[-2000:]}") from None
+                    log.seek(0)
+                    raise RuntimeError(f"streamlit did not start: {log.read().decode()[-2000:]}") from None
                 time.sleep(0.5)
         yield url
     finally:
@@ -76,6 +82,7 @@ def app_server(timeout: float = 90) -> Iterator[str]:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 @contextlib.contextmanager
@@ -135,3 +142,15 @@ def wait_for_tokens(page, tokens: list[str], chart_index: int = 0, timeout: floa
 def tick_labels(page, chart_index: int = 0, axis: str = "xtick") -> list[str]:
     chart = page.locator(".js-plotly-plot").nth(chart_index)
     return [t.text_content() for t in chart.locator(f"g.{axis} text").all()]
+
+
+def figure_array(value) -> np.ndarray:
+    """A plain list or a {"dtype", "bdata", "shape"} typed array, as numpy."""
+    if isinstance(value, dict) and "bdata" in value:
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        if shape:
+            dims = [int(s) for s in str(shape).split(",")] if isinstance(shape, str) else list(shape)
+            data = data.reshape(dims)
+        return data
+    return np.asarray(value)

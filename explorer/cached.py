@@ -39,7 +39,7 @@ def described(key: str) -> registry.LoadedModel | registry.ModelSpec:
 
 # Traces are the big values (a 512-token MiniLM trace holds about 185 MB of arrays): one store for every session,
 # bounded in bytes rather than in entries, holding each array read-only.
-STORE_BYTES = 256 * 2**20
+STORE_BYTES = 192 * 2**20  # one 512-token MiniLM trace (185 MB) fits; growth stays under 300 MB
 # Forwards at once: a long input keeps one slot busy while short ones go through the other, and twenty sessions
 # never run twenty forwards on two cores. torch keeps its default intra-op threads in every session's thread (a
 # different count changes float rounding, and every session must get the numbers a single user gets).

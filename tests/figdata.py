@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 
-import numpy as np
-
-
-def array(value) -> np.ndarray:
-    """A plain list or a {"dtype", "bdata", "shape"} typed array, as numpy."""
-    if isinstance(value, dict) and "bdata" in value:
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        if shape:
-            dims = [int(s) for s in str(shape).split(",")] if isinstance(shape, str) else list(shape)
-            data = data.reshape(dims)
-        return data
-    return np.asarray(value)
+from bench.harness import figure_array as array  # noqa: F401 -- one decoder for tests and benchmarks
 
 
 def spec(chart) -> dict:

@@ -1,0 +1,142 @@
+"""Many people at once: N real browser sessions against `streamlit run app.py` on loopback, each typing its own
+sentences for S seconds. Counts errors, checks every drawn heatmap against the single-user result for the same
+sentence, and reports latency from Enter to drawn. Bounded in sessions and time: it stops by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bench import harness
+from explorer import trace
+from models import registry
+
+SESSIONS = 20
+SECONDS = 60.0
+MAX_TOKENS = 128
+WAIT_MS = 180_000  # one step may take this long before it counts as an error
+SUBJECTS = ("the cat", "a teacher", "my neighbour", "the old river", "every student", "the small robot", "our team")
+VERBS = ("watched", "painted", "explained", "carried", "ignored", "followed", "remembered")
+OBJECTS = ("the bright moon", "a long letter", "the heavy boxes", "three questions", "the quiet garden", "a map")
+DRAWN_Z = "() => { const d = document.querySelectorAll('.js-plotly-plot')[0].data[0]; return d.z; }"
+
+
+def sentence(session: int, step: int) -> str:
+    """A different sentence for every session and step (so the shared cache does not answer for the model)."""
+    n = session * 1000 + step
+    return (
+        f"{SUBJECTS[n % 7].capitalize()} {VERBS[(n // 7) % 7]} {OBJECTS[(n // 49) % 6]} "
+        f"on day {session} at hour {step} because it was {'too tired' if n % 2 else 'too wide'}."
+    )
+
+
+@dataclass
+class Report:
+    sessions: int
+    seconds: float
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)
+    per_session: list[int] = field(default_factory=list)
+    open_latencies: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        lat = sorted(self.latencies)
+        quantile = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: float("nan"))
+        return {
+            "sessions": self.sessions,
+            "seconds": self.seconds,
+            "sentences": len(lat),
+            "errors": len(self.errors),
+            "mismatches": len(self.mismatches),
+            "p50_s": round(statistics.median(lat), 3) if lat else None,
+            "p95_s": round(quantile(0.95), 3) if lat else None,
+            "max_s": round(lat[-1], 3) if lat else None,
+            "min_sentences_per_session": min(self.per_session) if self.per_session else 0,
+            "open_p50_s": round(statistics.median(self.open_latencies), 3) if self.open_latencies else None,
+            "open_max_s": round(max(self.open_latencies), 3) if self.open_latencies else None,
+        }
+
+
+def _drawn(value: object) -> np.ndarray:
+    if isinstance(value, dict) and "bdata" in value:
+        return harness.figure_array(value)
+    if isinstance(value, dict):  # a typed array passed through as {"0": x, "1": y, ...}
+        return np.array([value[str(i)] for i in range(len(value))])
+    return np.asarray(value, dtype=np.float32)
+
+
+async def _open(browser, url: str, report: Report):
+    """A new person opening the app: a fresh browser context, the page drawn."""
+    context = await browser.new_context(viewport={"width": 1200, "height": 900})
+    page = await context.new_page()
+    start = time.perf_counter()
+    await page.goto(url)
+    await page.wait_for_selector(".js-plotly-plot", timeout=WAIT_MS)
+    report.open_latencies.append(time.perf_counter() - start)
+    return context, page
+
+
+async def _session(context, page, n: int, seconds: float, loaded, report: Report) -> None:
+    done = 0
+    deadline = time.monotonic() + seconds
+    try:
+        step = 0
+        while time.monotonic() < deadline:
+            text = sentence(n, step)
+            step += 1
+            expected = trace.run(loaded, text, MAX_TOKENS)  # the single-user result, computed on its own
+            labels = harness.position_labels(harness.escape_tokens(expected.source_tokens))
+            box = page.get_by_test_id("stTextInputField").first
+            await box.fill(text)
+            start = time.perf_counter()
+            await box.press("Enter")
+            try:
+                await page.wait_for_function(harness.DRAWN, arg=[0, labels], timeout=WAIT_MS)
+            except Exception as e:  # noqa: BLE001 -- a timeout or a crashed page both count as one error
+                report.errors.append(f"session {n} step {step}: {type(e).__name__}: {str(e)[:200]}")
+                continue
+            report.latencies.append(time.perf_counter() - start)
+            if await page.get_by_test_id("stException").count():
+                report.errors.append(f"session {n} step {step}: exception shown on the page")
+            z = _drawn(await page.evaluate(DRAWN_Z)).reshape(expected.encoder_self.weights.shape[-2:])
+            if not np.array_equal(z.astype(np.float32), expected.encoder_self.weights[0, 0]):
+                worst = float(np.abs(z - expected.encoder_self.weights[0, 0]).max())
+                report.mismatches.append(f"session {n} step {step}: max difference {worst:.3g} for {text!r}")
+            done += 1
+    except Exception as e:  # noqa: BLE001
+        report.errors.append(f"session {n}: {type(e).__name__}: {str(e)[:200]}")
+    finally:
+        report.per_session.append(done)
+        await context.close()
+
+
+async def _run(url: str, sessions: int, seconds: float, loaded) -> Report:
+    from playwright.async_api import async_playwright
+
+    report = Report(sessions, seconds)
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
+        try:  # everyone opens the app at once, then everyone types for `seconds`
+            opened = await asyncio.gather(*(_open(browser, url, report) for _ in range(sessions)))
+            await asyncio.gather(
+                *(_session(context, page, n, seconds, loaded, report) for n, (context, page) in enumerate(opened))
+            )
+        finally:
+            await browser.close()
+    return report
+
+
+def run(sessions: int = SESSIONS, seconds: float = SECONDS) -> Report:
+    """Start the app on a free loopback port, drive it, stop it."""
+    loaded = registry.load("minilm")
+    with harness.app_server() as url:
+        return asyncio.run(_run(url, sessions, seconds, loaded))
+
+
+def table(summary: dict) -> str:
+    return "\n".join(f"{k:>26}  {v}" for k, v in summary.items())
