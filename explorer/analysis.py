@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import string
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # only for the annotation: this module stays pure numpy
+    from explorer.trace import Trace
 
 STARTS = frozenset({"[CLS]", "<bos>", "<s>"})  # the sequence-start tokens of BERT and of the toy vocabularies
 ENDS = frozenset({"[SEP]", "<eos>", "</s>"})
@@ -165,3 +169,13 @@ def merge_words(weights: np.ndarray, query_groups: list[list[int]], key_groups: 
 def merge_tokens(tokens: Sequence[str], groups: list[list[int]]) -> list[str]:
     """A word's label: its pieces joined, WordPiece's '##' dropped."""
     return ["".join(tokens[i].removeprefix("##") if n else tokens[i] for n, i in enumerate(g)) for g in groups]
+
+
+def groups_for(result: Trace, kind: str) -> tuple[list[list[int]], list[list[int]]]:
+    """Word groups of an attention kind's queries and keys: the tokenizer's words for the source, WordPiece
+    spelling for a decoder's tokens."""
+    queries, keys = result.tokens_for(kind)
+    source = word_groups(result.source_word_ids) if result.source_word_ids else None
+    query_groups = source if kind == "encoder_self" and source else piece_groups(queries)
+    key_groups = source if kind != "decoder_self" and source else piece_groups(keys)
+    return query_groups, key_groups

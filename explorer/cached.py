@@ -78,16 +78,22 @@ def get_positions(model_name: str) -> dict:
     return _positions(model_name, loaded.revision, loaded)
 
 
-def get_statistics(model_name: str, text: str, max_tokens: int, kind: str) -> tuple[dict, object]:
-    """Per-head statistics and labels of one attention kind (a pass over every weight: kept across reruns)."""
+def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words: bool = False) -> tuple[dict, object]:
+    """Per-head statistics and labels of one attention kind, over tokens or over words (a pass over every weight:
+    kept across reruns)."""
     result = get_trace(model_name, text, max_tokens)
 
     def compute() -> tuple[dict, object]:
-        keys = result.tokens_for(kind)[1]
-        stats = analysis.head_statistics(result.attention(kind).weights, keys)
+        weights, keys = result.attention(kind).weights, result.tokens_for(kind)[1]
+        if words:
+            query_groups, key_groups = analysis.groups_for(result, kind)
+            weights = analysis.merge_words(weights, query_groups, key_groups)
+            keys = analysis.merge_tokens(keys, key_groups)
+        stats = analysis.head_statistics(weights, keys)
         return stats, analysis.head_labels(stats, len(keys))
 
-    return store().get(("statistics", model_name, model(model_name).revision, text, max_tokens, kind), compute)
+    revision = model(model_name).revision
+    return store().get(("statistics", model_name, revision, text, max_tokens, kind, words), compute)
 
 
 def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int):

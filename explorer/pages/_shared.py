@@ -57,16 +57,6 @@ def current_trace() -> Trace:
     return result
 
 
-def groups_for(result: Trace, kind: str) -> tuple[list[list[int]], list[list[int]]]:
-    """Word groups of an attention kind's queries and keys: the tokenizer's words for the source, WordPiece
-    spelling for a decoder's tokens."""
-    queries, keys = result.tokens_for(kind)
-    source = analysis.word_groups(result.source_word_ids) if result.source_word_ids else None
-    query_groups = source if kind == "encoder_self" and source else analysis.piece_groups(queries)
-    key_groups = source if kind != "decoder_self" and source else analysis.piece_groups(keys)
-    return query_groups, key_groups
-
-
 def pick_attention(prefix: str, words: bool = True) -> Chosen:
     """The current trace and an attention kind (a radio `{prefix}_kind` when the model has more than one), and,
     when `words`, a word-level toggle `{prefix}_words`."""
@@ -77,7 +67,7 @@ def pick_attention(prefix: str, words: bool = True) -> Chosen:
     queries, keys = result.tokens_for(kind)
     if not (words and st.toggle("Word level", key=f"{prefix}_words", help=WORD_HELP)):
         return Chosen(result, kind, result.attention(kind), queries, keys)
-    groups = groups_for(result, kind)
+    groups = analysis.groups_for(result, kind)
     st.caption("Word level: each word's row is the mean of its pieces' rows; each column sums its pieces.")
     merged = tuple(analysis.merge_tokens(queries, groups[0])), tuple(analysis.merge_tokens(keys, groups[1]))
     return Chosen(result, kind, result.attention(kind), *merged, groups)
@@ -158,8 +148,9 @@ def chart(figure: go.Figure, key: str, container=st, name: str = "", **options: 
     return event
 
 
-def open_in_attention(kind: str, layer: int, head: int) -> None:
-    """Switch to the attention heatmap showing this kind, layer and head (its own widget keys)."""
+def open_in_attention(kind: str, layer: int, head: int, words: bool = False) -> None:
+    """Switch to the attention heatmap showing this kind, layer and head, at token or word level (its own keys)."""
+    st.session_state["attention_words"] = words
     st.session_state["attention_kind"] = kind
     st.session_state["attention_layer"] = layer
     st.session_state["attention_head"] = head

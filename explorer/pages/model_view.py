@@ -28,4 +28,4 @@ title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
 chart(head_heatmap(chosen.view(attention.weights[layer, head]), chosen.queries, chosen.keys, title), "model_selected")
 if st.button("Open in the attention heatmap", key="model_open"):
-    open_in_attention(chosen.kind, layer, head)
+    open_in_attention(chosen.kind, layer, head, chosen.groups is not None)

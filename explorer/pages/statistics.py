@@ -18,9 +18,10 @@ st.markdown(
     "not why the model decides anything."
 )
 
-chosen = pick_attention("stats", words=False)
+chosen = pick_attention("stats")
 attention = chosen.attention
-stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.kind)
+words = chosen.groups is not None  # previous / next then mean the previous and next word
+stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.kind, words)
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), key="stats_statistic")
 st.caption(analysis.STATISTICS[name])
@@ -39,4 +40,4 @@ left, right, go_col = st.columns([2, 2, 2], vertical_alignment="bottom")
 layer = pick_layer(attention.n_layers, "stats_layer", left)
 head = pick_head(attention.n_heads, "stats_head", right)
 if go_col.button(f"Open layer {layer + 1}, head {head + 1} in the attention heatmap", key="stats_open"):
-    open_in_attention(chosen.kind, layer, head)
+    open_in_attention(chosen.kind, layer, head, words)

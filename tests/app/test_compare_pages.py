@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from explorer import analysis, compare, trace
 from explorer.compare import MINIMAL_PAIRS
 from models import registry
-from tests.figdata import array, spec
+from tests.figdata import array, plain, spec
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TEXT = "The embeddings attend to tokens"
@@ -56,7 +56,7 @@ def test_address_restores_model_sentence_layer_head_and_token(minilm):
 def test_bad_address_values_fall_back_with_visible_notices(minilm):
     at = opened(model="gpt-9", text=TEXT, layer="99", head="x")
     assert not at.exception
-    warnings = " ".join(w.value for w in at.warning)
+    warnings = plain(" ".join(w.value for w in at.warning))
     assert "unknown model 'gpt-9'" in warnings and "head 'x'" in warnings and "layer 99" in warnings
     result = trace.run(minilm, TEXT, 128)
     np.testing.assert_array_equal(z(charts(at)["attention_heatmap"]), result.encoder_self.weights[0, 0])
@@ -127,3 +127,16 @@ def test_reference_page_table_and_difference_heatmap(minilm):
     theirs = ours - z(figure)
     np.testing.assert_allclose(theirs, z(charts(at)["reference_theirs"]), atol=1e-12)
     assert figure["data"][0]["zmid"] == 0
+
+
+def test_statistics_at_word_level_count_the_previous_word(minilm):
+    at = opened("statistics", model="minilm", text=TEXT)
+    at.toggle(key="stats_words").set_value(True).run()
+    at.selectbox(key="stats_statistic").set_value("previous").run()
+    result = trace.run(minilm, TEXT, 128)
+    groups = analysis.word_groups(result.source_word_ids)
+    merged = analysis.merge_words(result.encoder_self.weights, groups, groups)
+    expected = analysis.head_statistics(merged, analysis.merge_tokens(result.source_tokens, groups))["previous"]
+    np.testing.assert_allclose(z(charts(at)["stats_grid"]), expected, rtol=1e-6)
+    at.button(key="stats_open").click().run()
+    assert at.toggle(key="attention_words").value is True
