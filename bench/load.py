@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,8 +135,9 @@ async def _run(url: str, sessions: int, seconds: float, loaded) -> Report:
 def run(sessions: int = SESSIONS, seconds: float = SECONDS) -> Report:
     """Start the app on a free loopback port, drive it, stop it."""
     loaded = registry.load("minilm")
-    with harness.app_server() as url:
-        return asyncio.run(_run(url, sessions, seconds, loaded))
+    with harness.app_server() as url, ThreadPoolExecutor(1) as worker:
+        # a thread of its own: the caller may already run an event loop (Playwright's sync API under pytest)
+        return worker.submit(asyncio.run, _run(url, sessions, seconds, loaded)).result()
 
 
 def table(summary: dict) -> str:

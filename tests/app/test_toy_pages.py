@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import decoding, state, trace
 from models import registry, tasks
-from tests.figdata import array, spec
+from tests.figdata import array, plain, spec
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -52,7 +52,7 @@ def test_decoding_page_steps_through_the_greedy_translation(translate):
             at.button(key="decoding_next").click().run()
         step = decoding.step(expected, index, layer=1, head=None)
         figs = charts(at)
-        assert f"writes '{index + 1}: {step.chosen}'" in at.subheader[0].value
+        assert f"writes '{index + 1}: {step.chosen}'" in plain(at.subheader[0].value)
         np.testing.assert_array_equal(array(figs[0]["data"][0]["y"]), step.self_weights)
         np.testing.assert_array_equal(array(figs[1]["data"][0]["y"]), step.cross_weights)
         np.testing.assert_array_equal(array(figs[2]["data"][0]["x"]), step.top_probabilities)
@@ -72,7 +72,7 @@ def test_decoding_page_explains_an_encoder_only_model():
 def test_unknown_word_gets_a_message_with_suggestions():
     at = with_model("reverse", "one two tree fuor")
     assert not at.exception
-    message = at.info[0].value
+    message = plain(at.info[0].value)
     assert "'tree'" in message and "'three'" in message and "'fuor'" in message and "'four'" in message
     assert at.expander[0].label == "The 36 words this model knows"
     assert at.text[0].value.split(", ") == sorted(tasks.REVERSE_WORDS)
