@@ -74,9 +74,9 @@ if state.URL_USED not in st.session_state:  # a new session: open what the addre
 
 if st.session_state[state.MODEL] not in cached.model_keys():  # a model trained here and since replaced
     state.keep(st.session_state, state.MODEL, state.DEFAULT_MODEL)
-current, _ = loadable(st.session_state[state.MODEL])
-if current is not None and st.session_state[state.MAX_TOKENS] > current.max_tokens:  # opened by address
-    state.keep(st.session_state, state.MAX_TOKENS, current.max_tokens)
+loaded, problem = loadable(st.session_state[state.MODEL])
+if loaded is not None and st.session_state[state.MAX_TOKENS] > loaded.max_tokens:  # opened by address
+    state.keep(st.session_state, state.MAX_TOKENS, loaded.max_tokens)
 
 with st.sidebar:
     st.title("Attention explorer")
@@ -98,7 +98,6 @@ with st.sidebar:
     )
     if len(st.session_state[state.TEXT]) > state.URL_MAX_TEXT:
         st.caption(f"Over {state.URL_MAX_TEXT:,} characters: the page's address leaves this sentence out.")
-    loaded, problem = loadable(st.session_state[state.MODEL])
     if loaded is not None:  # else the model list above still works, and the page below says what is wrong
         st.number_input(
             "Max tokens",

@@ -179,3 +179,11 @@ def groups_for(result: Trace, kind: str) -> tuple[list[list[int]], list[list[int
     query_groups = source if kind == "encoder_self" and source else piece_groups(queries)
     key_groups = source if kind != "decoder_self" and source else piece_groups(keys)
     return query_groups, key_groups
+
+
+def at_word_level(result: Trace, kind: str) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...]]:
+    """One attention kind of a trace merged into words: (L, H, Wq, Wk) weights, the query words, the key words."""
+    queries, keys = result.tokens_for(kind)
+    query_groups, key_groups = groups_for(result, kind)
+    weights = merge_words(result.attention(kind).weights, query_groups, key_groups)
+    return weights, tuple(merge_tokens(queries, query_groups)), tuple(merge_tokens(keys, key_groups))

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer import analysis
-
 # sentence pairs that differ in one thing; the second is the sidebar default's twin
 MINIMAL_PAIRS = (
     ("The cat sat on the mat", "The cats sat on the mat"),
@@ -82,11 +80,3 @@ def difference(weights_a: np.ndarray, weights_b: np.ndarray, alignment: Alignmen
     a = aligned(weights_a, alignment.a).astype(np.float64)
     b = aligned(weights_b, alignment.b).astype(np.float64)
     return a - b
-
-
-def word_level(
-    weights: np.ndarray, tokens: Sequence[str], word_ids: Sequence[int | None]
-) -> tuple[np.ndarray, list[str]]:
-    """Self-attention (..., T, T) merged into words (rows mean, columns sum) and the words' labels."""
-    groups = analysis.word_groups(word_ids)
-    return analysis.merge_words(weights, groups, groups), analysis.merge_tokens(tokens, groups)

@@ -41,7 +41,8 @@ def _plain(values: object) -> list:
 
 def _ticks(figure: go.Figure, trace: object, axis: str) -> dict:
     """Numeric positions -> '3: token' where the axis names its ticks (bars drawn at positions 0..T-1)."""
-    layout_axis = figure.layout[(getattr(trace, f"{axis}axis", None) or axis).replace(axis, f"{axis}axis", 1)]
+    anchor = getattr(trace, f"{axis}axis", None) or axis  # "x", or "x2" for a second subplot's axis
+    layout_axis = figure.layout[f"{axis}axis{anchor[1:]}"]
     if layout_axis is None or layout_axis.tickvals is None or layout_axis.ticktext is None:
         return {}
     return {

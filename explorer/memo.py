@@ -8,7 +8,7 @@ import ctypes.util
 import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import TypeVar
 
 import numpy as np
@@ -16,32 +16,30 @@ import numpy as np
 T = TypeVar("T")
 
 
-def nbytes(value: object) -> int:
-    """The numpy bytes inside a value (arrays, dataclasses, dicts, tuples); everything else counts as nothing."""
+def arrays(value: object) -> Iterator[np.ndarray]:
+    """Every numpy array inside a value (through dataclasses, dicts, tuples and lists)."""
     if isinstance(value, np.ndarray):
-        return value.nbytes
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return sum(nbytes(getattr(value, f.name)) for f in dataclasses.fields(value))
-    if isinstance(value, dict):
-        return sum(nbytes(v) for v in value.values())
-    if isinstance(value, tuple | list):
-        return sum(nbytes(v) for v in value)
-    return 0
+        yield value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from arrays(getattr(value, f.name))
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from arrays(v)
+    elif isinstance(value, tuple | list):
+        for v in value:
+            yield from arrays(v)
+
+
+def nbytes(value: object) -> int:
+    """The numpy bytes inside a value; everything else counts as nothing."""
+    return sum(a.nbytes for a in arrays(value))
 
 
 def freeze(value: object) -> None:
     """Make every array inside read-only: a cached value is shared by all sessions, and no one may change it."""
-    if isinstance(value, np.ndarray):
-        value.setflags(write=False)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            freeze(getattr(value, f.name))
-    elif isinstance(value, dict):
-        for v in value.values():
-            freeze(v)
-    elif isinstance(value, tuple | list):
-        for v in value:
-            freeze(v)
+    for a in arrays(value):
+        a.setflags(write=False)
 
 
 TRIM_AFTER_BYTES = 16 * 2**20

@@ -24,7 +24,7 @@ def token_axis(labels: list[str], title: str, **extra: object) -> dict:
     }
 
 
-_weight_scale = {
+WEIGHT_SCALE = {
     "zmin": 0,
     "zmax": 1,
     "colorscale": "Blues",
@@ -64,7 +64,7 @@ def head_heatmap(
                 z=weights,
                 x=position_labels(k_labels),
                 y=position_labels(q_labels),
-                **(_diverging_scale(weights) if diverging else _weight_scale),
+                **(_diverging_scale(weights) if diverging else WEIGHT_SCALE),
             )
         ],
         layout={

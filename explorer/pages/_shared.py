@@ -34,10 +34,11 @@ class Chosen:
     attention: AttentionTrace
     queries: tuple[str, ...]
     keys: tuple[str, ...]
+    weights: np.ndarray  # (L, H, Tq, Tk) as drawn: the model's weights, or merged into words (cached)
     groups: tuple[list[list[int]], list[list[int]]] | None = None  # (query groups, key groups) at word level
 
     def view(self, weights: np.ndarray) -> np.ndarray:
-        """(..., Tq, Tk) as drawn: token level, or merged into words (rows still sum to 1)."""
+        """Something derived from the token-level weights (a rollout, a flow), (..., Tq, Tk), at this page's level."""
         return weights if self.groups is None else analysis.merge_words(weights, *self.groups)
 
 
@@ -64,13 +65,12 @@ def pick_attention(prefix: str, words: bool = True) -> Chosen:
     kind = result.kinds[0]
     if len(result.kinds) > 1:
         kind = st.radio("Attention", result.kinds, format_func=KIND_NAMES.get, horizontal=True, key=f"{prefix}_kind")
-    queries, keys = result.tokens_for(kind)
+    attention = result.attention(kind)
     if not (words and st.toggle("Word level", key=f"{prefix}_words", help=WORD_HELP)):
-        return Chosen(result, kind, result.attention(kind), queries, keys)
-    groups = analysis.groups_for(result, kind)
+        return Chosen(result, kind, attention, *result.tokens_for(kind), attention.weights)
     st.caption("Word level: each word's row is the mean of its pieces' rows; each column sums its pieces.")
-    merged = tuple(analysis.merge_tokens(queries, groups[0])), tuple(analysis.merge_tokens(keys, groups[1]))
-    return Chosen(result, kind, result.attention(kind), *merged, groups)
+    weights, queries, keys = cached.get_word_level(*state.sidebar(st.session_state), kind)
+    return Chosen(result, kind, attention, queries, keys, weights, analysis.groups_for(result, kind))
 
 
 def _from_address(key: str, name: str, options: list, default: object, describe) -> None:
@@ -81,10 +81,10 @@ def _from_address(key: str, name: str, options: list, default: object, describe)
         if wanted in options:
             st.session_state[key] = wanted
         else:
-            st.warning(
-                f"The address asks for {describe(wanted)}, which this view does not have; showing {describe(default)}.",
-                icon=":material/link_off:",
+            notice = (
+                f"The address asks for {describe(wanted)}, which this view does not have; showing {describe(default)}."
             )
+            st.warning(markdown_literal(notice), icon=":material/link_off:")  # a token may be in it
             st.session_state[key] = default
     elif st.session_state.get(key) not in options:
         st.session_state[key] = default
@@ -94,7 +94,7 @@ def _choose(container, label: str, options: list, key: str, name: str, default: 
     """A selectbox whose value lives under `key` and in the address's `name` parameter."""
     _from_address(key, name, options, default, describe)
     value = container.selectbox(label, options, format_func=describe, key=key)
-    if value is not None and isinstance(value, int) and value >= 0:
+    if isinstance(value, int) and value >= 0:  # not "all tokens" (None) or the mean over heads (-1)
         st.query_params[name] = str(value + (name != state.URL_TOKEN))  # layers and heads count from 1
     return value
 

@@ -25,11 +25,11 @@ layer = pick_layer(attention.n_layers, "attention_layer", left)
 head = pick_head(attention.n_heads, "attention_head", right, extra=(MEAN,), extra_name="mean over heads")
 if head == MEAN:
     weights, title = (
-        chosen.view(attention.weights[layer].mean(axis=0)),
+        chosen.weights[layer].mean(axis=0),
         f"Layer {layer + 1}, mean over {attention.n_heads} heads",
     )
 else:
-    weights, title = chosen.view(attention.weights[layer, head]), f"Layer {layer + 1}, head {head + 1}"
+    weights, title = chosen.weights[layer, head], f"Layer {layer + 1}, head {head + 1}"
 chart(head_heatmap(weights, chosen.queries, chosen.keys, title), "attention_heatmap")
 
 st.subheader(f"All heads of layer {layer + 1}")
@@ -37,4 +37,4 @@ st.caption(
     f"Small multiples, each scaled to its own maximum; long inputs are averaged into at most "
     f"{LAYER_CELLS} x {LAYER_CELLS} cells."
 )
-chart(layer_heads(chosen.view(attention.weights[layer])), "attention_layer_heads")
+chart(layer_heads(chosen.weights[layer]), "attention_layer_heads")

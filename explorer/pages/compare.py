@@ -48,20 +48,25 @@ def weights_page() -> None:
         st.stop()
     chosen = pick_attention("compare")
     _, text, max_tokens = state.sidebar(st.session_state)
-    traces = {key: cached.get_trace(key, text, max_tokens) for key in TWINS}
-    weights = {key: traces[key].encoder_self.weights for key in TWINS}
+
+    def drawn(key: str) -> np.ndarray:  # same tokenizer, so the sidebar model's labels fit both
+        if chosen.groups is not None:
+            return cached.get_word_level(key, text, max_tokens, chosen.kind)[0]
+        return cached.get_trace(key, text, max_tokens).attention(chosen.kind).weights
+
+    weights = {key: drawn(key) for key in TWINS}
     layer, head = heads(*weights["minilm"].shape[:2])
     columns = st.columns(2)
     for column, key in zip(columns, TWINS, strict=True):
         title = f"{cached.described(key).title}: {head_name(layer, head)}"
-        figure = head_heatmap(chosen.view(one(weights[key], layer, head)), chosen.queries, chosen.keys, title)
+        figure = head_heatmap(one(weights[key], layer, head), chosen.queries, chosen.keys, title)
         chart(figure, f"compare_{key}", column)
     st.subheader("Entropy of every head")
     st.caption("How spread out each head's attention is (in nats): random heads sit near the maximum, log(tokens).")
     columns = st.columns(2)
     for column, key in zip(columns, TWINS, strict=True):
         stats, labels = cached.get_statistics(key, text, max_tokens, "encoder_self")
-        top = float(np.log(len(traces[key].source_tokens)))
+        top = float(np.log(len(chosen.trace.source_tokens)))
         grid = statistic_grid(stats["entropy"], labels, "entropy", zrange=(0.0, top))
         column.markdown(f"**{cached.described(key).title}**")
         chart(grid, f"compare_entropy_{key}", column)
@@ -103,8 +108,8 @@ def sentences_page() -> None:
     a, b = result_a.encoder_self.weights, result_b.encoder_self.weights
     labels_a, labels_b = result_a.source_tokens, result_b.source_tokens
     if by_word:
-        a, labels_a = compare.word_level(a, labels_a, result_a.source_word_ids)
-        b, labels_b = compare.word_level(b, labels_b, result_b.source_word_ids)
+        a, labels_a, _ = cached.get_word_level(model, text, max_tokens, "encoder_self")
+        b, labels_b, _ = cached.get_word_level(model, other, max_tokens, "encoder_self")
         alignment = compare.by_word(labels_a, labels_b)
     else:
         alignment = compare.by_position(labels_a, labels_b)

@@ -30,4 +30,4 @@ heads = st.multiselect(
 if not heads:
     st.info("Pick at least one head.")
     st.stop()
-chart(head_view(chosen.view(attention.weights[layer]), chosen.queries, chosen.keys, heads, focus), "head_lines")
+chart(head_view(chosen.weights[layer], chosen.queries, chosen.keys, heads, focus), "head_lines")

@@ -22,10 +22,10 @@ attention = chosen.attention
 left, right = st.columns(2)
 layer = pick_layer(attention.n_layers, "model_layer", left)
 head = pick_head(attention.n_heads, "model_head", right)
-chart(model_view(chosen.view(attention.weights), THUMBNAIL, selected=(layer, head)), "model_grid")
+chart(model_view(chosen.weights, THUMBNAIL, selected=(layer, head)), "model_grid")
 
 title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
-chart(head_heatmap(chosen.view(attention.weights[layer, head]), chosen.queries, chosen.keys, title), "model_selected")
+chart(head_heatmap(chosen.weights[layer, head], chosen.queries, chosen.keys, title), "model_selected")
 if st.button("Open in the attention heatmap", key="model_open"):
     open_in_attention(chosen.kind, layer, head, chosen.groups is not None)

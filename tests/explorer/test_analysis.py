@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import analysis
+from explorer import analysis, trace
 
 TOKENS = ["[CLS]", "the", "cat", ",", "sat", "[SEP]"]
 
@@ -115,3 +115,19 @@ def test_max_abs_difference_per_head():
     assert diff.shape == (2, 3) and diff[1, 2] == 0.25 and diff[0, 0] == pytest.approx(1e-6) and diff[0, 1] == 0
     with pytest.raises(ValueError, match="shapes differ"):
         max_abs_difference(ours, theirs[:, :2])
+
+
+def test_piece_groups_follow_wordpiece_spelling():
+    tokens = ["[CLS]", "em", "##bed", "##s", "at", "##tend", "[SEP]"]
+    assert analysis.piece_groups(tokens) == [[0], [1, 2, 3], [4, 5], [6]]
+    assert analysis.merge_tokens(tokens, analysis.piece_groups(tokens)) == ["[CLS]", "embeds", "attend", "[SEP]"]
+    assert analysis.piece_groups(["##x", "y"]) == [[0], [1]]  # a leading piece starts a word of its own
+
+
+def test_at_word_level_of_a_real_trace(minilm):
+    result = trace.run(minilm, "The embeddings attend", 16)
+    weights, queries, keys = analysis.at_word_level(result, "encoder_self")
+    assert queries == keys == ("[CLS]", "the", "embeddings", "attend", "[SEP]")
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
+    groups = analysis.word_groups(result.source_word_ids)
+    np.testing.assert_array_equal(weights, analysis.merge_words(result.encoder_self.weights, groups, groups))

@@ -42,17 +42,6 @@ def test_difference_is_a_minus_b_over_aligned_positions():
     np.testing.assert_array_equal(compare.difference(a, a, compare.by_position("abc", "abc")), np.zeros((1, 3, 3)))
 
 
-def test_word_level_rows_still_sum_to_one():
-    rng = np.random.default_rng(0)
-    weights = rng.random((2, 3, 5, 5))
-    weights /= weights.sum(-1, keepdims=True)
-    merged, words = compare.word_level(weights, ["[CLS]", "em", "##bed", "##s", "[SEP]"], [None, 0, 0, 0, None])
-    assert words == ["[CLS]", "embeds", "[SEP]"]
-    assert merged.shape == (2, 3, 3, 3)
-    np.testing.assert_allclose(merged.sum(-1), 1.0)
-    np.testing.assert_allclose(merged[..., 1, 1], weights[..., 1:4, 1:4].sum(-1).mean(-1))
-
-
 @pytest.mark.parametrize("tokens", [[], ["only"]])
 def test_alignment_of_tiny_inputs(tokens):
     assert compare.by_word(tokens, tokens).a == tuple(range(len(tokens)))
