@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--json", action="store_true")
     load.add_argument("--sessions", type=int, default=20)
     load.add_argument("--seconds", type=float, default=60.0)
+    load.add_argument("--sentences", type=int, default=None, help="stop each session after this many sentences")
     memory = commands.add_parser("memory", help="resident memory after start-up and after many sentences")
     memory.add_argument("--json", action="store_true")
     memory.add_argument("--sentences", type=int, default=500)
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "load":
         from bench import load as bench_load
 
-        summary = bench_load.run(args.sessions, args.seconds).summary()
+        summary = bench_load.run(args.sessions, args.seconds, args.sentences).summary()
         print(json.dumps(summary) if args.json else bench_load.table(summary))
     elif args.command == "memory":
         from bench import memory as bench_memory

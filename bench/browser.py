@@ -16,7 +16,7 @@ def run(lengths=LENGTHS, repeats: int = 3) -> list[dict]:
     loaded = registry.load("minilm")
     rows = []
     with harness.app_server() as url, harness.chromium() as browser:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = harness.new_page(browser)
         harness.open_app(page, url)
         for tokens in lengths:
             harness.set_max_tokens(page, tokens)

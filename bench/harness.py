@@ -32,8 +32,29 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
+# Every wait on the browser has this limit: generous, since a busy 2-core machine can be many times slower than an
+# idle one. A wait ends as soon as what it waits for is there; the limit only says when to give up.
+TIMEOUT_MS = 300_000
 
-IDLE = """() => !document.querySelector('[data-testid="stStatusWidget"]')"""
+# Counts the app's finished script runs, from the attribute Streamlit keeps on its root element
+# ("running" while the script runs, "notRunning" once it has finished): a test waits for the run its own action
+# caused, never for a guessed time.
+RUN_COUNTER = """(() => {
+    window.__finishedRuns = 0;
+    let last = null;
+    new MutationObserver(() => {
+        const app = document.querySelector('[data-testid="stApp"]');
+        const state = app && app.getAttribute('data-test-script-state');
+        if (state !== last) {
+            if (state === 'notRunning' && last !== null) window.__finishedRuns += 1;
+            last = state;
+        }
+    }).observe(document, {subtree: true, childList: true, attributes: true,
+                          attributeFilter: ['data-test-script-state']});
+})()"""
+FINISHED_RUNS = "() => window.__finishedRuns || 0"
+SETTLED = """(before) => (window.__finishedRuns || 0) > before
+    && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'"""
 
 
 def free_port() -> int:
@@ -43,7 +64,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def app_server(timeout: float = 90, env: dict[str, str] | None = None) -> Iterator[str]:
+def app_server(timeout: float = 300, env: dict[str, str] | None = None) -> Iterator[str]:
     """Start the app, wait for /_stcore/health, yield its URL, and stop it afterwards. `env` adds variables."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
@@ -97,23 +118,35 @@ def chromium():
             browser.close()
 
 
-def wait_until_idle(page, timeout: float = 60_000) -> None:
-    """Until Streamlit's running indicator is gone."""
-    page.wait_for_timeout(200)
-    page.wait_for_function(IDLE, timeout=timeout)
+def new_page(browser, width: int = 1400, height: int = 1000):
+    """A page in a fresh context (a new person): generous default timeouts and the run counter installed."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(TIMEOUT_MS)
+    context.set_default_navigation_timeout(TIMEOUT_MS)
+    context.add_init_script(RUN_COUNTER)
+    return context.new_page()
+
+
+@contextlib.contextmanager
+def rerun(page, timeout: float = TIMEOUT_MS) -> Iterator[None]:
+    """The block's action makes the app run its script; wait until a run that began after it has finished."""
+    before = page.evaluate(FINISHED_RUNS)
+    yield
+    page.wait_for_function(SETTLED, arg=before, timeout=timeout)
 
 
 def open_app(page, url: str) -> None:
-    page.goto(url)
-    page.wait_for_selector(".js-plotly-plot", timeout=90_000)
-    wait_until_idle(page)
+    """Open an address (a new document, so its run count starts at 0) and wait for its first run to finish."""
+    page.goto(url, timeout=TIMEOUT_MS)
+    page.wait_for_function(SETTLED, arg=0, timeout=TIMEOUT_MS)
+    page.wait_for_selector(".js-plotly-plot", timeout=TIMEOUT_MS)
 
 
 def set_max_tokens(page, n: int) -> None:
     box = page.get_by_test_id("stNumberInputField").first
     box.fill(str(n))
-    box.press("Enter")
-    wait_until_idle(page)
+    with rerun(page):
+        box.press("Enter")
 
 
 def type_sentence(page, text: str, press_enter: bool = True) -> None:
@@ -121,8 +154,8 @@ def type_sentence(page, text: str, press_enter: bool = True) -> None:
     box.fill("")
     box.type(text, delay=5) if len(text) < 200 else box.fill(text)
     if press_enter:
-        box.press("Enter")
-        wait_until_idle(page)
+        with rerun(page):
+            box.press("Enter")
 
 
 DRAWN = """([index, expected]) => {
@@ -133,7 +166,7 @@ DRAWN = """([index, expected]) => {
 }"""
 
 
-def wait_for_tokens(page, tokens: list[str], chart_index: int = 0, timeout: float = 60_000) -> None:
+def wait_for_tokens(page, tokens: list[str], chart_index: int = 0, timeout: float = TIMEOUT_MS) -> None:
     """Until heatmap `chart_index` is drawn with these tokens (its x categories are 'position: token')."""
     expected = position_labels(escape_tokens(tokens))  # exactly what head_heatmap sends
     page.wait_for_function(DRAWN, arg=[chart_index, expected], timeout=timeout)

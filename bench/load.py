@@ -19,7 +19,7 @@ from models import registry
 SESSIONS = 20
 SECONDS = 60.0
 MAX_TOKENS = 128
-WAIT_MS = 180_000  # one step may take this long before it counts as an error
+WAIT_MS = harness.TIMEOUT_MS  # one step may take this long before it counts as an error
 SUBJECTS = ("the cat", "a teacher", "my neighbour", "the old river", "every student", "the small robot", "our team")
 VERBS = ("watched", "painted", "explained", "carried", "ignored", "followed", "remembered")
 OBJECTS = ("the bright moon", "a long letter", "the heavy boxes", "three questions", "the quiet garden", "a map")
@@ -38,7 +38,8 @@ def sentence(session: int, step: int) -> str:
 @dataclass
 class Report:
     sessions: int
-    seconds: float
+    seconds: float | None
+    sentences: int | None
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
@@ -50,6 +51,7 @@ class Report:
         return {
             "sessions": self.sessions,
             "seconds": self.seconds,
+            "sentences_per_session": self.sentences,
             "sentences": len(lat),
             "errors": len(self.errors),
             "mismatches": len(self.mismatches),
@@ -65,20 +67,22 @@ class Report:
 async def _open(browser, url: str, report: Report):
     """A new person opening the app: a fresh browser context, the page drawn."""
     context = await browser.new_context(viewport={"width": 1200, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    context.set_default_navigation_timeout(WAIT_MS)
     page = await context.new_page()
     start = time.perf_counter()
-    await page.goto(url)
+    await page.goto(url, timeout=WAIT_MS)
     await page.wait_for_selector(".js-plotly-plot", timeout=WAIT_MS)
     report.open_latencies.append(time.perf_counter() - start)
     return context, page
 
 
-async def _session(context, page, n: int, seconds: float, loaded, report: Report) -> None:
+async def _session(context, page, n: int, loaded, report: Report) -> None:
     done = 0
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + report.seconds if report.seconds is not None else float("inf")
     try:
         step = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and (report.sentences is None or step < report.sentences):
             text = sentence(n, step)
             step += 1
             expected = trace.run(loaded, text, MAX_TOKENS)  # the single-user result, computed on its own
@@ -107,28 +111,31 @@ async def _session(context, page, n: int, seconds: float, loaded, report: Report
         await context.close()
 
 
-async def _run(url: str, sessions: int, seconds: float, loaded) -> Report:
+async def _run(url: str, report: Report, loaded) -> Report:
     from playwright.async_api import async_playwright
 
-    report = Report(sessions, seconds)
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
         try:  # everyone opens the app at once, then everyone types for `seconds`
-            opened = await asyncio.gather(*(_open(browser, url, report) for _ in range(sessions)))
+            opened = await asyncio.gather(*(_open(browser, url, report) for _ in range(report.sessions)))
             await asyncio.gather(
-                *(_session(context, page, n, seconds, loaded, report) for n, (context, page) in enumerate(opened))
+                *(_session(context, page, n, loaded, report) for n, (context, page) in enumerate(opened))
             )
         finally:
             await browser.close()
     return report
 
 
-def run(sessions: int = SESSIONS, seconds: float = SECONDS) -> Report:
-    """Start the app on a free loopback port, drive it, stop it."""
+def run(sessions: int = SESSIONS, seconds: float | None = SECONDS, sentences: int | None = None) -> Report:
+    """Start the app on a free loopback port, drive it, stop it. Each session types until `seconds` have passed
+    or it has typed `sentences` sentences, whichever comes first (None: no such bound; give at least one)."""
+    if seconds is None and sentences is None:
+        raise ValueError("give seconds, sentences or both: the run must stop by itself")
     loaded = registry.load("minilm")
+    report = Report(sessions, seconds, sentences)
     with harness.app_server() as url, ThreadPoolExecutor(1) as worker:
         # a thread of its own: the caller may already run an event loop (Playwright's sync API under pytest)
-        return worker.submit(asyncio.run, _run(url, sessions, seconds, loaded)).result()
+        return worker.submit(asyncio.run, _run(url, report, loaded)).result()
 
 
 def table(summary: dict) -> str:

@@ -1,0 +1,17 @@
+"""Every page through `streamlit.testing.v1.AppTest`, from `app.py` as a person opens it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+# One script run may take this long before AppTest gives up: generous, because a busy 2-core machine can be many
+# times slower than an idle one (a run ends as soon as the script does; the limit only says when to stop waiting).
+TIMEOUT_S = 600
+
+
+def new_app() -> AppTest:
+    """A fresh session of the app, as a new browser tab would get."""
+    return AppTest.from_file(APP, default_timeout=TIMEOUT_S)

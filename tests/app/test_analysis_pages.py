@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from explorer import analysis, trace
+from tests.app import new_app
 from tests.figdata import array, spec
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TEXT = "Bark is very cute and he is a dog"
 
 
@@ -19,7 +17,7 @@ def charts(at: AppTest) -> list[dict]:
 
 
 def app_on(page: str, text: str = TEXT) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = new_app().run()
     at.sidebar.text_input[0].set_value(text).run()
     at.switch_page(f"explorer/pages/{page}.py").run()
     return at
@@ -68,7 +66,7 @@ def test_rollout_and_flow_at_token_and_word_level(minilm):
 
 
 def test_rollout_refuses_cross_attention_and_long_inputs_skip_flow():
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = new_app().run()
     at.sidebar.selectbox[0].set_value("translate").run()
     at.switch_page("explorer/pages/aggregation.py").run()
     at.radio(key="aggregate_kind").set_value("cross").run()
@@ -97,7 +95,7 @@ def test_reference_page_shows_per_head_differences_and_both_models(minilm):
 
 
 def test_reference_page_explains_models_without_a_twin():
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = new_app().run()
     at.sidebar.selectbox[0].set_value("reverse").run()
     at.switch_page("explorer/pages/reference.py").run()
     assert "Only the pretrained MiniLM" in at.info[0].value and not at.exception

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import trace
+from tests.app import new_app
 from tests.figdata import array, spec
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 @pytest.fixture
 def app():
-    return AppTest.from_file(APP, default_timeout=120)
+    return new_app()
 
 
 def heatmap(at: AppTest) -> dict:

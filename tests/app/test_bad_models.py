@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from explorer import trace
 from models import registry
+from tests.app import new_app
 from tests.badfiles import bert_folder
 from tests.figdata import array, plain, spec
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 @pytest.fixture
@@ -24,7 +20,7 @@ def broken(tmp_path, monkeypatch):
 
 
 def test_picking_a_broken_model_names_the_problem_and_the_others_keep_working(broken, minilm):
-    mine, other = AppTest.from_file(APP, default_timeout=120).run(), AppTest.from_file(APP, default_timeout=120).run()
+    mine, other = new_app().run(), new_app().run()
     mine.sidebar.selectbox[0].set_value(broken).run()
     assert not mine.exception
     assert "broken (local folder) could not be loaded" in plain(mine.error[0].value)
@@ -37,7 +33,7 @@ def test_picking_a_broken_model_names_the_problem_and_the_others_keep_working(br
 
 
 def test_an_address_naming_a_broken_model_opens_with_the_message(broken):
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = new_app()
     at.query_params["model"] = broken
     at.run()
     assert not at.exception and "could not be loaded" in plain(at.error[0].value)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -11,9 +9,9 @@ from streamlit.testing.v1 import AppTest
 from explorer import analysis, compare, trace
 from explorer.compare import MINIMAL_PAIRS
 from models import registry
+from tests.app import new_app
 from tests.figdata import array, plain, spec
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TEXT = "The embeddings attend to tokens"
 
 
@@ -28,7 +26,7 @@ def z(figure: dict) -> np.ndarray:
 
 def opened(page: str = "attention", **params: str) -> AppTest:
     """A new session opened at /page?params, as a copied address would open it."""
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = new_app()
     if page != "attention":
         at.switch_page(f"explorer/pages/{page}.py")
     for name, value in params.items():

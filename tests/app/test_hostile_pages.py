@@ -3,17 +3,15 @@ used, the cut announced, and every token literal in every figure."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from streamlit.testing.v1 import AppTest
 
+from tests.app import new_app
 from tests.figdata import spec
 from tests.hostile import NAMED, TEXT, assert_literal
 
 pytestmark = pytest.mark.slow
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PAGES = (
     "attention", "model_view", "head_view", "positional", "qkv", "decoding", "statistics", "aggregation", "compare",
     "reference",
@@ -37,7 +35,7 @@ def visit_every_page(at: AppTest, text: str) -> None:
 
 @pytest.fixture(scope="module")
 def app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180).run()
+    at = new_app().run()
     at.sidebar.number_input[0].set_value(32).run()
     return at
 
@@ -56,7 +54,7 @@ def test_generated_hostile_inputs_on_every_page(app, text):
 
 
 def test_the_encoder_decoder_pages_take_hostile_text():
-    at = AppTest.from_file(APP, default_timeout=180).run()
+    at = new_app().run()
     at.sidebar.selectbox[0].set_value("paper-random").run()
     at.sidebar.number_input[0].set_value(16).run()
     for text in (NAMED[2], NAMED[6], NAMED[12], NAMED[15]):
@@ -69,7 +67,7 @@ def test_the_encoder_decoder_pages_take_hostile_text():
 
 
 def test_unknown_words_of_a_toy_model_are_named_literally():
-    at = AppTest.from_file(APP, default_timeout=180).run()
+    at = new_app().run()
     at.sidebar.selectbox[0].set_value("reverse").run()
     at.sidebar.text_input[0].set_value("alpha **bravo** <b>x</b> $y$").run()
     message = at.info[0].value

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -11,15 +9,15 @@ from streamlit.testing.v1 import AppTest
 from explorer import trace
 from explorer.figures.model_view import grid
 from explorer.positions import tables
+from tests.app import new_app
 from tests.figdata import array, spec
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TEXT = "Bark is very cute and he is a dog"
 
 
 @pytest.fixture
 def at():
-    app = AppTest.from_file(APP, default_timeout=120).run()
+    app = new_app().run()
     app.sidebar.text_input[0].set_value(TEXT).run()
     return app
 
@@ -103,7 +101,7 @@ def test_qkv_page_numbers_reproduce_the_weights(at, minilm):
 
 @pytest.mark.parametrize("page", ["attention", "model_view", "head_view", "positional", "qkv"])
 def test_every_page_works_for_the_random_encoder_decoder(page):
-    app = AppTest.from_file(APP, default_timeout=120).run()
+    app = new_app().run()
     app.sidebar.selectbox[0].set_value("paper-random").run()
     app.switch_page(f"explorer/pages/{page}.py").run()
     assert not app.exception and len(app.get("plotly_chart")) >= 1

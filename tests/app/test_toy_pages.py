@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import decoding, state, trace
 from models import registry, tasks
+from tests.app import new_app
 from tests.figdata import array, plain, spec
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +22,7 @@ def charts(at: AppTest) -> list[dict]:
 
 
 def with_model(key: str, text: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = new_app().run()
     at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value(key).run()
     if text is not None:
         at.sidebar.text_input[0].set_value(text).run()
@@ -64,7 +61,7 @@ def test_decoding_page_steps_through_the_greedy_translation(translate):
 
 
 def test_decoding_page_explains_an_encoder_only_model():
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = new_app().run()
     at.switch_page("explorer/pages/decoding.py").run()
     assert "encoder-only" in at.info[0].value and not at.exception
 
@@ -89,7 +86,7 @@ def test_every_view_offers_all_three_attention_kinds(page):
 
 
 def test_train_page_trains_snapshots_and_publishes_a_model():
-    at = AppTest.from_file(APP, default_timeout=240).run()
+    at = new_app().run()
     at.switch_page("explorer/pages/train.py").run()
     at.selectbox(key="train_task").set_value("reverse").run()
     at.number_input(key="train_steps").set_value(30).run()
@@ -125,7 +122,7 @@ def test_train_page_trains_snapshots_and_publishes_a_model():
 
 
 def test_train_page_refuses_a_probe_outside_the_vocabulary():
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = new_app().run()
     at.switch_page("explorer/pages/train.py").run()
     at.selectbox(key="train_task").set_value("reverse").run()
     at.text_input(key="train_probe").set_value("one too").run()

@@ -9,6 +9,7 @@ import pytest
 from bench import harness
 
 SCREENSHOTS = harness.ROOT / "artifacts" / "screenshots"
+NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
 
 @pytest.fixture(scope="session")
@@ -27,9 +28,9 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    yield context.new_page()
-    context.close()
+    page = harness.new_page(browser)
+    yield page
+    page.context.close()
 
 
 def screenshot(page, name: str) -> None:
@@ -38,6 +39,6 @@ def screenshot(page, name: str) -> None:
     height = page.evaluate("""() => document.querySelector('[data-testid="stMain"]')?.scrollHeight || 1000""")
     size = page.viewport_size
     page.set_viewport_size({"width": size["width"], "height": min(max(int(height), 1000), 6000)})
-    page.wait_for_timeout(500)
+    page.evaluate(NEXT_FRAMES)  # the resized layout painted, not a guessed time
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
     page.set_viewport_size(size)

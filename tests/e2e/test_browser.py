@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.harness import open_app, tick_labels, type_sentence, wait_for_tokens, wait_until_idle
+from bench.harness import open_app, rerun, tick_labels, type_sentence, wait_for_tokens
 from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -29,10 +29,10 @@ def test_every_page_draws_for_a_typed_sentence(server, page):
     assert tick_labels(page, axis="ytick") == TOKENS
     screenshot(page, "attention")
     for title, name, heading in PAGES:
-        page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
-        page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
-        wait_until_idle(page)
-        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+        with rerun(page):
+            page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+        page.get_by_role("heading", name=heading).wait_for()
+        page.wait_for_selector(".js-plotly-plot .main-svg")
         assert page.locator(".js-plotly-plot").count() >= 1, name
         assert page.get_by_test_id("stException").count() == 0, name
         if name in ("model_view", "attention"):
@@ -47,21 +47,22 @@ def test_every_page_draws_for_a_typed_sentence(server, page):
 
 def choose_model(page, title: str) -> None:
     page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
-    page.get_by_role("option", name=title, exact=True).click()
-    wait_until_idle(page)
+    with rerun(page):
+        page.get_by_role("option", name=title, exact=True).click()
 
 
 def test_decoding_a_toy_translation_step_by_step(server, page):
     open_app(page, server)
     choose_model(page, "Toy translation (trained here)")
     type_sentence(page, "the small red cat sees a big dog")
-    page.get_by_test_id("stSidebarNav").get_by_text("Decoding step by step", exact=True).click()
-    page.get_by_role("heading", name="Decoding step by step").wait_for(timeout=60_000)
-    page.get_by_text("Step 1 of 9: the model writes '1: le'").wait_for(timeout=60_000)
+    with rerun(page):
+        page.get_by_test_id("stSidebarNav").get_by_text("Decoding step by step", exact=True).click()
+    page.get_by_role("heading", name="Decoding step by step").wait_for()
+    page.get_by_text("Step 1 of 9: the model writes '1: le'").wait_for()
     for n, word in [(2, "chat"), (3, "rouge"), (4, "petit")]:
-        page.get_by_role("button", name="Next ▶").click()
-        page.get_by_text(f"Step {n} of 9: the model writes '{n}: {word}'").wait_for(timeout=60_000)
-    wait_until_idle(page)
+        with rerun(page):  # the step's figures replaced, not drawn beside the last step's
+            page.get_by_role("button", name="Next ▶").click()
+        page.get_by_text(f"Step {n} of 9: the model writes '{n}: {word}'").wait_for()
     assert page.get_by_test_id("stException").count() == 0
     assert page.locator(".js-plotly-plot").count() == 4
     screenshot(page, "decoding")
@@ -71,12 +72,11 @@ def test_an_unknown_word_is_named_in_the_browser(server, page):
     open_app(page, server)
     choose_model(page, "Reverse words (trained here)")
     type_sentence(page, "one two tree")
-    page.get_by_text("This word is not in the model's vocabulary: 'tree' (did you mean 'three'?)").wait_for(
-        timeout=60_000
-    )
+    page.get_by_text("This word is not in the model's vocabulary: 'tree' (did you mean 'three'?)").wait_for()
     screenshot(page, "unknown_word")
 
 
+STEPS = 20_000
 PAST_STEP_50 = """() => {
     const bar = document.querySelector('[data-testid="stProgress"]');
     const found = bar && bar.textContent.match(/step (\\d+) of/);
@@ -86,24 +86,29 @@ PAST_STEP_50 = """() => {
 
 def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     open_app(page, server)
-    page.get_by_test_id("stSidebarNav").get_by_text("Train it yourself", exact=True).click()
-    page.get_by_role("heading", name="Train it yourself").wait_for(timeout=60_000)
-    wait_until_idle(page)
+    with rerun(page):
+        page.get_by_test_id("stSidebarNav").get_by_text("Train it yourself", exact=True).click()
+    page.get_by_role("heading", name="Train it yourself").wait_for()
     page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
-    page.get_by_role("option", name="reverse", exact=True).click()
-    wait_until_idle(page)
+    with rerun(page):
+        page.get_by_role("option", name="reverse", exact=True).click()
+    # more steps than any machine runs before Stop: the run is always stopped by hand, however fast it trains
+    steps = page.get_by_label("Steps", exact=True)
+    steps.fill(str(STEPS))
+    with rerun(page):
+        steps.press("Enter")
     page.get_by_role("button", name="Train").click()
-    page.wait_for_function(PAST_STEP_50, timeout=60_000)
+    page.wait_for_function(PAST_STEP_50)
     page.get_by_role("button", name="Stop").click()
     stopped = page.get_by_text("Training stopped at step")
-    stopped.wait_for(timeout=60_000)
+    stopped.wait_for()
     step = int(stopped.text_content().split("at step ")[1].split()[0])
-    assert 50 <= step < 600
-    page.get_by_role("button", name="Explore it in the other pages").click()
-    wait_until_idle(page)
+    assert 50 <= step < STEPS
+    with rerun(page):
+        page.get_by_role("button", name="Explore it in the other pages").click()
     sidebar = page.get_by_test_id("stSidebar")
-    sidebar.get_by_text(f"Trained in this browser session for {step} steps").wait_for(timeout=30_000)
+    sidebar.get_by_text(f"Trained in this browser session for {step} steps").wait_for()
     page.get_by_test_id("stSidebarNav").get_by_text("Decoding step by step", exact=True).click()
-    page.get_by_text("Step 1 of").wait_for(timeout=60_000)
+    page.get_by_text("Step 1 of").wait_for()
     assert page.get_by_test_id("stException").count() == 0
     screenshot(page, "train_then_decode")

@@ -42,7 +42,7 @@ def test_typed_hostile_text_is_drawn_literally(server, page, tokenizer, text):
 def test_unknown_words_message_shows_them_as_typed(server, page):
     open_app(page, f"{server}/?model=reverse&text=alpha+bravo")
     type_sentence(page, "alpha *x* $y$ <b>")
-    page.get_by_text("not in the model's vocabulary").wait_for(timeout=60_000)
+    page.get_by_text("not in the model's vocabulary").wait_for()
     message = page.get_by_test_id("stAlert").first.text_content()
     assert all(f"'{piece}'" in message for piece in ("*", "$", "<", ">"))
     assert page.get_by_test_id("stAlert").first.locator("em, strong, b, .katex").count() == 0

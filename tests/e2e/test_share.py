@@ -10,7 +10,7 @@ import struct
 import numpy as np
 import pytest
 
-from bench.harness import open_app, tick_labels, wait_for_tokens, wait_until_idle
+from bench.harness import new_page, open_app, rerun, tick_labels, wait_for_tokens
 from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -22,34 +22,34 @@ DRAWN_Z = "() => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[0].
 
 def pick(page, index: int, option: str) -> None:
     page.get_by_test_id("stMain").get_by_test_id("stSelectbox").nth(index).click()
-    page.get_by_role("option", name=option, exact=True).click()
-    wait_until_idle(page)
+    with rerun(page):
+        page.get_by_role("option", name=option, exact=True).click()
 
 
 def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, page):
     open_app(page, server)
-    page.get_by_test_id("stSidebarNav").get_by_text("Model view", exact=True).click()
-    page.get_by_role("heading", name="Model view").wait_for(timeout=60_000)
+    with rerun(page):
+        page.get_by_test_id("stSidebarNav").get_by_text("Model view", exact=True).click()
+    page.get_by_role("heading", name="Model view").wait_for()
     box = page.get_by_test_id("stTextInputField").first
     box.fill(SENTENCE)
-    box.press("Enter")
-    wait_until_idle(page)
+    with rerun(page):
+        box.press("Enter")
     pick(page, 0, "layer 4")
     pick(page, 1, "head 9")
     wait_for_tokens(page, TOKENS, chart_index=1)
-    page.wait_for_function("() => location.search.includes('head=9')", timeout=30_000)
+    page.wait_for_function("() => location.search.includes('head=9')")
     address = page.url
     assert "/model_view?" in address and "layer=4" in address and "model=minilm" in address
     drawn = page.evaluate("() => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[1].data[0].z)")
 
-    fresh = browser.new_context(viewport={"width": 1400, "height": 1000})  # no cookies, no session: a new person
+    other = new_page(browser)  # a fresh context: no cookies, no session, a new person
     try:
-        other = fresh.new_page()
         open_app(other, address)
-        other.get_by_role("heading", name="Model view").wait_for(timeout=60_000)
+        other.get_by_role("heading", name="Model view").wait_for()
         wait_for_tokens(other, TOKENS, chart_index=1)
         assert other.get_by_test_id("stTextInputField").first.input_value() == SENTENCE
-        other.get_by_role("heading", name="Layer 4, head 9 at full resolution").wait_for(timeout=10_000)
+        other.get_by_role("heading", name="Layer 4, head 9 at full resolution").wait_for()
         assert tick_labels(other, 1) == TOKENS  # literal: no bold, no tag swallowed
         assert (
             other.evaluate("() => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[1].data[0].z)") == drawn
@@ -57,21 +57,20 @@ def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, 
         assert other.get_by_test_id("stAlert").count() == 0
         screenshot(other, "shared_address")
 
-        other.goto(address.split("?")[0] + "?model=nope&layer=77&text=Hi")
-        other.wait_for_selector(".js-plotly-plot", timeout=90_000)
-        wait_until_idle(other)
+        open_app(other, address.split("?")[0] + "?model=nope&layer=77&text=Hi")
+        wait_for_tokens(other, ["[CLS]", "hi", "[SEP]"], chart_index=1)
         alerts = " ".join(other.get_by_test_id("stAlert").all_text_contents())
         assert "unknown model 'nope'" in alerts and "layer 77" in alerts
         assert tick_labels(other, 1) == ["[CLS]", "hi", "[SEP]"]
     finally:
-        fresh.close()
+        other.context.close()
 
 
 def download(page, key: str, label: str, tmp_path) -> tuple[str, bytes]:
     page.locator(f".st-key-{key}_download button").first.click()
     button = page.get_by_test_id("stDownloadButton").filter(has_text=label).locator("button")
-    button.first.wait_for(state="visible", timeout=10_000)
-    with page.expect_download(timeout=90_000) as event:
+    button.first.wait_for(state="visible")
+    with page.expect_download() as event:
         button.first.click()
     path = tmp_path / event.value.suggested_filename
     event.value.save_as(path)

@@ -124,9 +124,9 @@ def test_bad_input_is_one_line_on_stderr(capsys, argv, message):
 def test_real_process_exits_cleanly_without_traceback():
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "explorer", "export", "--model", "minilm", "--text", " "]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "error: the text is empty: type a sentence\n"
     cmd[-1] = "Thinking Machines"
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and json.loads(done.stdout)["tokens"]["source"][1] == "thinking"
