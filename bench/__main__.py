@@ -27,9 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     browser.add_argument("--lengths", type=int, nargs="+", default=None)
     load = commands.add_parser("load", help="many browser sessions at once against streamlit run app.py")
     load.add_argument("--json", action="store_true")
-    load.add_argument("--sessions", type=int, default=20)
+    load.add_argument("--sessions", type=int, default=10)
     load.add_argument("--seconds", type=float, default=60.0)
     load.add_argument("--sentences", type=int, default=None, help="stop each session after this many sentences")
+    load.add_argument("--no-costs", action="store_true", help="skip the one-person CPU and memory measurements")
     memory = commands.add_parser("memory", help="resident memory after start-up and after many sentences")
     memory.add_argument("--json", action="store_true")
     memory.add_argument("--sentences", type=int, default=500)
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "load":
         from bench import load as bench_load
 
-        summary = bench_load.run(args.sessions, args.seconds, args.sentences).summary()
+        summary = bench_load.run(args.sessions, args.seconds, args.sentences, not args.no_costs).summary()
         print(json.dumps(summary) if args.json else bench_load.table(summary))
     elif args.command == "memory":
         from bench import memory as bench_memory

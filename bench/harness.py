@@ -57,6 +57,12 @@ SETTLED = """(before) => (window.__finishedRuns || 0) > before
     && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'"""
 
 
+class Served(str):
+    """The app's URL; `.pid` is the server process (its CPU time and memory are read from /proc)."""
+
+    pid: int
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,7 +70,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def app_server(timeout: float = 300, env: dict[str, str] | None = None) -> Iterator[str]:
+def app_server(timeout: float = 300, env: dict[str, str] | None = None) -> Iterator[Served]:
     """Start the app, wait for /_stcore/health, yield its URL, and stop it afterwards. `env` adds variables."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
@@ -96,7 +102,9 @@ def app_server(timeout: float = 300, env: dict[str, str] | None = None) -> Itera
                     log.seek(0)
                     raise RuntimeError(f"streamlit did not start: {log.read().decode()[-2000:]}") from None
                 time.sleep(0.5)
-        yield url
+        served = Served(url)
+        served.pid = proc.pid
+        yield served
     finally:
         proc.terminate()
         try:

@@ -5,14 +5,16 @@ sentence, and reports latency from Enter to drawn. Bounded in sessions and time:
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench import harness
+from bench import harness, proc
 from explorer import trace
 from models import registry
 
@@ -24,6 +26,9 @@ SUBJECTS = ("the cat", "a teacher", "my neighbour", "the old river", "every stud
 VERBS = ("watched", "painted", "explained", "carried", "ignored", "followed", "remembered")
 OBJECTS = ("the bright moon", "a long letter", "the heavy boxes", "three questions", "the quiet garden", "a map")
 DRAWN_Z = "() => { const d = document.querySelectorAll('.js-plotly-plot')[0].data[0]; return d.z; }"
+PAGES = sorted(p.stem for p in (harness.ROOT / "explorer" / "pages").glob("[!_]*.py"))  # each page's address
+FILLER = ("slowly", "and", "then", "quietly", "again", "after", "lunch", "with", "some", "friends")
+COST_REPEATS = 5
 
 
 def sentence(session: int, step: int) -> str:
@@ -33,6 +38,35 @@ def sentence(session: int, step: int) -> str:
         f"{SUBJECTS[n % 7].capitalize()} {VERBS[(n // 7) % 7]} {OBJECTS[(n // 49) % 6]} "
         f"on day {session} at hour {step} because it was {'too tired' if n % 2 else 'too wide'}."
     )
+
+
+def twenty_words(step: int) -> str:
+    """A new 20-word sentence for each step (the issue's yardstick for the cost of a new sentence)."""
+    words = sentence(900, step).rstrip(".").split()
+    return " ".join([*words, *FILLER][:20]) + "."
+
+
+@dataclass
+class Costs:
+    """What the server process itself spends (CPU seconds from /proc, not the browsers') and holds."""
+
+    cpu_per_sentence_s: float = 0.0  # a new 20-word sentence on the default page, Enter to drawn
+    cpu_per_picker_s: float = 0.0  # a layer or head change on the default page
+    rss_first_page_mb: float = 0.0  # once the first page is drawn
+    rss_every_page_mb: float = 0.0  # after every page has been opened once with every model
+    cores: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    def summary(self) -> dict:
+        return {
+            "server_cpu_per_sentence_s": round(self.cpu_per_sentence_s, 4),
+            "server_cpu_per_picker_s": round(self.cpu_per_picker_s, 4),
+            "capacity_sentences_per_s": round(self.cores / self.cpu_per_sentence_s, 1)
+            if self.cpu_per_sentence_s
+            else None,
+            "capacity_pickers_per_s": round(self.cores / self.cpu_per_picker_s, 1) if self.cpu_per_picker_s else None,
+            "server_rss_first_page_mb": round(self.rss_first_page_mb),
+            "server_rss_every_page_mb": round(self.rss_every_page_mb),
+        }
 
 
 @dataclass
@@ -45,10 +79,15 @@ class Report:
     mismatches: list[str] = field(default_factory=list)
     per_session: list[int] = field(default_factory=list)
     open_latencies: list[float] = field(default_factory=list)
+    costs: Costs | None = None
+    server_cpu_s: float = 0.0  # during the sessions' typing
+    browser_cpu_s: float = 0.0  # the same, for every browser process this run started
+    wall_s: float = 0.0
 
     def summary(self) -> dict:
         lat = sorted(self.latencies)
         return {
+            **(self.costs.summary() if self.costs else {}),
             "sessions": self.sessions,
             "seconds": self.seconds,
             "sentences_per_session": self.sentences,
@@ -61,20 +100,80 @@ class Report:
             "min_sentences_per_session": min(self.per_session) if self.per_session else 0,
             "open_p50_s": round(statistics.median(self.open_latencies), 3) if self.open_latencies else None,
             "open_max_s": round(max(self.open_latencies), 3) if self.open_latencies else None,
+            "typing_wall_s": round(self.wall_s, 1),
+            "typing_server_cpu_s": round(self.server_cpu_s, 1),
+            "typing_browsers_cpu_s": round(self.browser_cpu_s, 1),
         }
+
+
+async def _context(browser):
+    context = await browser.new_context(viewport={"width": 1200, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    context.set_default_navigation_timeout(WAIT_MS)
+    await context.add_init_script(harness.RUN_COUNTER)
+    return context
+
+
+async def _goto(page, url: str) -> None:
+    """A new document, its first script run finished."""
+    await page.goto(url, timeout=WAIT_MS)
+    await page.wait_for_function(harness.SETTLED, arg=0, timeout=WAIT_MS)
+
+
+async def _act(page, action) -> None:
+    """Run `action` (a coroutine function) and wait for the script run it started to finish."""
+    before = await page.evaluate(harness.FINISHED_RUNS)
+    await action()
+    await page.wait_for_function(harness.SETTLED, arg=before, timeout=WAIT_MS)
 
 
 async def _open(browser, url: str, report: Report):
     """A new person opening the app: a fresh browser context, the page drawn."""
-    context = await browser.new_context(viewport={"width": 1200, "height": 900})
-    context.set_default_timeout(WAIT_MS)
-    context.set_default_navigation_timeout(WAIT_MS)
+    context = await _context(browser)
     page = await context.new_page()
     start = time.perf_counter()
     await page.goto(url, timeout=WAIT_MS)
     await page.wait_for_selector(".js-plotly-plot", timeout=WAIT_MS)
     report.open_latencies.append(time.perf_counter() - start)
     return context, page
+
+
+async def _costs(browser, url: str, pid: int, loaded) -> Costs:
+    """One person at a time: the server's CPU per new sentence and per picker change, and its memory."""
+    costs = Costs()
+    context = await _context(browser)
+    page = await context.new_page()
+    await _goto(page, url)
+    await page.wait_for_selector(".js-plotly-plot")
+    costs.rss_first_page_mb = proc.rss_mb(pid)
+    box = page.get_by_test_id("stTextInputField").first
+    spent = []
+    for step in range(COST_REPEATS + 1):  # the first is a warm-up
+        text = twenty_words(step)
+        labels = harness.position_labels(harness.escape_tokens(trace.run(loaded, text, MAX_TOKENS).source_tokens))
+        await box.fill(text)
+        before = proc.cpu_seconds(pid)
+        await _act(page, lambda: box.press("Enter"))
+        await page.wait_for_function(harness.DRAWN, arg=[0, labels])
+        spent.append(proc.cpu_seconds(pid) - before)
+    costs.cpu_per_sentence_s = statistics.median(spent[1:])
+    spent = []
+    for step in range(COST_REPEATS + 1):
+        picker, option = ("layer", step % 6 + 2) if step % 2 == 0 else ("head", step + 2)
+        select = page.get_by_test_id("stMain").get_by_test_id("stSelectbox").nth(0 if picker == "layer" else 1)
+        await select.click()
+        before = proc.cpu_seconds(pid)
+        await _act(page, page.get_by_role("option", name=f"{picker} {option}", exact=True).click)
+        spent.append(proc.cpu_seconds(pid) - before)
+    costs.cpu_per_picker_s = statistics.median(spent[1:])
+    for key in registry.MODELS:  # every page once with every model, each on its own example
+        example = registry.load(key).example
+        for name in PAGES:
+            query = urllib.parse.urlencode({"model": key, "text": example})
+            await _goto(page, f"{url}/{name}?{query}")
+    costs.rss_every_page_mb = proc.rss_mb(pid)
+    await context.close()
+    return costs
 
 
 async def _session(context, page, n: int, loaded, report: Report) -> None:
@@ -111,31 +210,42 @@ async def _session(context, page, n: int, loaded, report: Report) -> None:
         await context.close()
 
 
-async def _run(url: str, report: Report, loaded) -> Report:
+async def _run(url: str, report: Report, loaded, costs: bool) -> Report:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
-        try:  # everyone opens the app at once, then everyone types for `seconds`
+        try:
+            if costs:
+                report.costs = await _costs(browser, url, url.pid, loaded)
+            # everyone opens the app at once, then everyone types for `seconds`
             opened = await asyncio.gather(*(_open(browser, url, report) for _ in range(report.sessions)))
+            browsers = proc.descendants(os.getpid()) - proc.descendants(url.pid) - {url.pid}
+            server, clients, start = proc.cpu_seconds(url.pid), proc.total_cpu_seconds(browsers), time.monotonic()
             await asyncio.gather(
                 *(_session(context, page, n, loaded, report) for n, (context, page) in enumerate(opened))
             )
+            report.wall_s = time.monotonic() - start
+            report.server_cpu_s = proc.cpu_seconds(url.pid) - server
+            report.browser_cpu_s = proc.total_cpu_seconds(browsers) - clients
         finally:
             await browser.close()
     return report
 
 
-def run(sessions: int = SESSIONS, seconds: float | None = SECONDS, sentences: int | None = None) -> Report:
+def run(
+    sessions: int = SESSIONS, seconds: float | None = SECONDS, sentences: int | None = None, costs: bool = False
+) -> Report:
     """Start the app on a free loopback port, drive it, stop it. Each session types until `seconds` have passed
-    or it has typed `sentences` sentences, whichever comes first (None: no such bound; give at least one)."""
+    or it has typed `sentences` sentences, whichever comes first (None: no such bound; give at least one).
+    `costs` first measures, one person at a time, the server's CPU per sentence and per picker change and its memory."""
     if seconds is None and sentences is None:
         raise ValueError("give seconds, sentences or both: the run must stop by itself")
     loaded = registry.load("minilm")
     report = Report(sessions, seconds, sentences)
     with harness.app_server() as url, ThreadPoolExecutor(1) as worker:
         # a thread of its own: the caller may already run an event loop (Playwright's sync API under pytest)
-        return worker.submit(asyncio.run, _run(url, report, loaded)).result()
+        return worker.submit(asyncio.run, _run(url, report, loaded, costs)).result()
 
 
 def table(summary: dict) -> str:
