@@ -9,6 +9,12 @@ TEXT = "text"
 MAX_TOKENS = "max_tokens"
 
 TRAINED = "trained_models"  # key -> LoadedModel trained on the Train page: this session's only
+EXAMPLE = "sidebar_example"  # the sidebar's example picker: choosing one sets TEXT
+
+# The attention heatmap's pickers (keyed by its prefix): other pages open it on a head by setting them.
+ATTENTION = "attention"
+ATTENTION_KIND, ATTENTION_WORDS = f"{ATTENTION}_kind", f"{ATTENTION}_words"
+ATTENTION_LAYER, ATTENTION_HEAD = f"{ATTENTION}_layer", f"{ATTENTION}_head"
 
 DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PAGES = (
     "attention", "model_view", "head_view", "positional", "qkv", "decoding", "statistics", "aggregation", "compare",
-    "reference",
+    "compare_sentences", "reference",
 )  # fmt: skip
 
 
