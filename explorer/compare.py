@@ -8,13 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.registry import ENGLISH_EXAMPLES
+
 # sentence pairs that differ in one thing; the second is the sidebar default's twin
 MINIMAL_PAIRS = (
     ("The cat sat on the mat", "The cats sat on the mat"),
-    (
-        "The animal didn't cross the street because it was too tired",
-        "The animal didn't cross the street because it was too wide",
-    ),
+    (ENGLISH_EXAMPLES[0], ENGLISH_EXAMPLES[0].replace("too tired", "too wide")),
     ("The keys to the cabinet are on the table", "The key to the cabinets is on the table"),
     ("She gave him the book", "He gave her the book"),
 )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
 
+from models.registry import ENGLISH_EXAMPLES
+
 MODEL = "model"
 TEXT = "text"
 MAX_TOKENS = "max_tokens"
@@ -18,7 +20,7 @@ ATTENTION_LAYER, ATTENTION_HEAD = f"{ATTENTION}_layer", f"{ATTENTION}_head"
 
 DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128
-DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
+DEFAULT_TEXT = ENGLISH_EXAMPLES[0]
 DEFAULTS = {MODEL: DEFAULT_MODEL, TEXT: DEFAULT_TEXT, MAX_TOKENS: DEFAULT_MAX_TOKENS}
 
 

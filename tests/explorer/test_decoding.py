@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from explorer import decoding, trace
-from explorer.figures.decoding import top_k_bars
+from explorer.figures.decoding import mark_row, top_k_bars
+from explorer.figures.heatmap import head_heatmap
 from explorer.heads import MEAN
 from models import registry
 
@@ -88,3 +89,12 @@ def test_the_answer_is_checked_against_the_tasks_right_one(translate, translated
 def test_an_encoder_only_trace_has_no_answer_to_check(translate, minilm):
     with pytest.raises(ValueError, match="encoder-only"):
         decoding.check(trace.run(minilm, "hello"), translate.task)
+
+
+def test_mark_row_outlines_the_row_on_a_copy():
+    figure = head_heatmap(np.full((3, 4), 0.25), ["a", "b", "c"], ["w", "x", "y", "z"])
+    marked = mark_row(figure, 1, 4)
+    assert figure.layout.shapes == () and marked is not figure
+    (shape,) = marked.layout.shapes
+    assert (shape.x0, shape.x1, shape.y0, shape.y1) == (-0.5, 3.5, 0.5, 1.5)
+    np.testing.assert_array_equal(marked.data[0].z, figure.data[0].z)
