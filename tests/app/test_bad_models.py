@@ -18,8 +18,8 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 @pytest.fixture
 def broken(tmp_path, monkeypatch):
-    monkeypatch.setattr(registry, "MODELS", dict(registry.MODELS))
-    registry._add_folders(f"broken={bert_folder(tmp_path / 'broken', 'truncated')}")
+    folders = f"broken={bert_folder(tmp_path / 'broken', 'truncated')}"
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: folders}))
     return "folder:broken"
 
 
