@@ -26,8 +26,8 @@ def bound(key: str) -> dict:
 
 
 def use_example() -> None:
-    if st.session_state.sidebar_example:
-        state.keep(st.session_state, state.TEXT, st.session_state.sidebar_example)
+    if st.session_state[state.EXAMPLE]:
+        state.keep(st.session_state, state.TEXT, st.session_state[state.EXAMPLE])
 
 
 def loadable(key: str) -> tuple[registry.LoadedModel | None, str]:
@@ -42,7 +42,7 @@ def change_model() -> None:
     """An example of the old model that the new one cannot read becomes the new one's; max tokens shrinks to fit."""
     old, _ = loadable(st.session_state[state.MODEL])
     st.session_state[state.MODEL] = st.session_state[state.widget(state.MODEL)]
-    st.session_state.sidebar_example = ""
+    st.session_state[state.EXAMPLE] = ""
     new, _ = loadable(st.session_state[state.MODEL])
     if new is None:
         return
@@ -62,7 +62,8 @@ pages = [
     st.Page(PAGES / "decoding.py", title="Decoding step by step", icon=":material/translate:"),
     st.Page(PAGES / "statistics.py", title="Head statistics", icon=":material/query_stats:"),
     st.Page(PAGES / "aggregation.py", title="Rollout and flow", icon=":material/stacked_line_chart:"),
-    st.Page(PAGES / "compare.py", title="Compare", icon=":material/difference:"),
+    st.Page(PAGES / "compare.py", title="Compare weights", icon=":material/difference:"),
+    st.Page(PAGES / "compare_sentences.py", title="Compare sentences", icon=":material/compare_arrows:"),
     st.Page(PAGES / "reference.py", title="Ours vs transformers", icon=":material/compare:"),
     st.Page(PAGES / "train.py", title="Train it yourself", icon=":material/model_training:"),
 ]
@@ -109,7 +110,7 @@ with st.sidebar:
         st.selectbox(
             "Or pick an example",
             ["", *loaded.examples],
-            key="sidebar_example",
+            key=state.EXAMPLE,
             on_change=use_example,
             format_func=lambda e: e or "choose...",
         )

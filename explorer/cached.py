@@ -56,6 +56,12 @@ def _slots() -> threading.BoundedSemaphore:
     return threading.BoundedSemaphore(INFERENCE_SLOTS)
 
 
+def _key(what: str, model_name: str, *inputs: object) -> tuple:
+    """The one way a cached value is named: what it is, the model's key and revision (a model retrained here keeps
+    its key but not its revision), then the plain inputs it was computed from."""
+    return (what, model_name, model(model_name).revision, *inputs)
+
+
 def _compute(message: str, work):
     """Run `work` in an inference slot, with a spinner while it waits or runs."""
     with st.spinner(message), _slots():
@@ -64,18 +70,19 @@ def _compute(message: str, work):
 
 def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
     loaded = model(model_name)
-    key = ("trace", model_name, loaded.revision, text, max_tokens)
-    return store().get(key, lambda: _compute("Running the model...", lambda: trace.run(loaded, text, max_tokens)))
+    return store().get(
+        _key("trace", model_name, text, max_tokens),
+        lambda: _compute("Running the model...", lambda: trace.run(loaded, text, max_tokens)),
+    )
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
-def _positions(model_name: str, revision: str, _loaded: registry.LoadedModel) -> dict:
+def _positions(key: tuple, _loaded: registry.LoadedModel) -> dict:
     return positions.tables(_loaded)
 
 
 def get_positions(model_name: str) -> dict:
-    loaded = model(model_name)
-    return _positions(model_name, loaded.revision, loaded)
+    return _positions(_key("positions", model_name), model(model_name))
 
 
 def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words: bool = False) -> tuple[dict, object]:
@@ -92,25 +99,21 @@ def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words
         stats = analysis.head_statistics(weights, keys)
         return stats, analysis.head_labels(stats, len(keys))
 
-    revision = model(model_name).revision
-    return store().get(("statistics", model_name, revision, text, max_tokens, kind, words), compute)
+    return store().get(_key("statistics", model_name, text, max_tokens, kind, words), compute)
 
 
 def get_word_level(model_name: str, text: str, max_tokens: int, kind: str):
     """(L, H, Wq, Wk) weights of one attention kind merged into words, and the query and key words (a pass over
     every weight, 0.6 s at 512 tokens: kept across reruns)."""
     result = get_trace(model_name, text, max_tokens)
-    revision = model(model_name).revision
-    return store().get(
-        ("words", model_name, revision, text, max_tokens, kind), lambda: analysis.at_word_level(result, kind)
-    )
+    return store().get(_key("words", model_name, text, max_tokens, kind), lambda: analysis.at_word_level(result, kind))
 
 
 def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int):
     """Attention flow through layers 1..layer+1 of the sidebar's trace (slow: seconds for 16 tokens)."""
     weights = get_trace(model_name, text, max_tokens).attention(kind).weights
     return store().get(
-        ("flow", model_name, model(model_name).revision, text, max_tokens, kind, layer),
+        _key("flow", model_name, text, max_tokens, kind, layer),
         lambda: _compute(
             "Computing attention flow (a max-flow per token pair)...", lambda: analysis.flow(weights[: layer + 1])
         ),
@@ -126,7 +129,7 @@ def get_reference_attention(model_name: str, text: str, max_tokens: int):
     """The reference's attention for the registry model `model_name` on the sidebar's text."""
     reference, loaded = get_reference(), get_model(model_name)
     return store().get(
-        ("reference", model_name, text, max_tokens),
+        _key("reference", model_name, text, max_tokens),
         lambda: _compute(
             "Running the transformers reference...",
             lambda: reference_view.attention(reference, loaded, text, max_tokens),
@@ -139,5 +142,5 @@ def get_reference_difference(model_name: str, text: str, max_tokens: int):
     ours = get_trace(model_name, text, max_tokens).encoder_self.weights
     theirs = get_reference_attention(model_name, text, max_tokens)
     return store().get(
-        ("difference", model_name, text, max_tokens), lambda: reference_view.max_abs_difference(ours, theirs)
+        _key("difference", model_name, text, max_tokens), lambda: reference_view.max_abs_difference(ours, theirs)
     )

@@ -8,13 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.registry import ENGLISH_EXAMPLES
+
 # sentence pairs that differ in one thing; the second is the sidebar default's twin
 MINIMAL_PAIRS = (
     ("The cat sat on the mat", "The cats sat on the mat"),
-    (
-        "The animal didn't cross the street because it was too tired",
-        "The animal didn't cross the street because it was too wide",
-    ),
+    (ENGLISH_EXAMPLES[0], ENGLISH_EXAMPLES[0].replace("too tired", "too wide")),
     ("The keys to the cabinet are on the table", "The key to the cabinets is on the table"),
     ("She gave him the book", "He gave her the book"),
 )
@@ -80,3 +79,16 @@ def difference(weights_a: np.ndarray, weights_b: np.ndarray, alignment: Alignmen
     a = aligned(weights_a, alignment.a).astype(np.float64)
     b = aligned(weights_b, alignment.b).astype(np.float64)
     return a - b
+
+
+def left_out(alignment: Alignment) -> str:
+    """What neither side lines up with, as 'A: x, y; B: nothing.'; '' when everything lined up."""
+    if not (alignment.unmatched_a or alignment.unmatched_b):
+        return ""
+    return f"A: {', '.join(alignment.unmatched_a) or 'nothing'}; B: {', '.join(alignment.unmatched_b) or 'nothing'}."
+
+
+def changed_most(difference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per head, the largest |A - B| of its lined-up cells, and that number as cell text: (L, H, N, N) -> (L, H) x 2."""
+    worst = np.abs(difference).max(axis=(-2, -1))
+    return worst, np.array([[f"{d:.3g}" for d in row] for row in worst], dtype=object)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.heads import MEAN, head_or_mean
 from explorer.trace import Trace
-
-MEAN = None  # head=None: the mean over heads
+from models.tasks import SPECIALS, Task
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def n_steps(trace: Trace) -> int:
     return len(trace.output_tokens)
 
 
-def step(trace: Trace, index: int, layer: int, head: int | None = MEAN) -> DecodingStep:
+def step(trace: Trace, index: int, layer: int, head: int = MEAN) -> DecodingStep:
     """Step `index` (0-based) as seen by one decoder layer and one head, or the mean over its heads."""
     total = n_steps(trace)
     if not 0 <= index < total:
@@ -46,7 +46,7 @@ def step(trace: Trace, index: int, layer: int, head: int | None = MEAN) -> Decod
     assert trace.target_tokens is not None and trace.top_tokens is not None and trace.output_tokens is not None
 
     def row(weights: np.ndarray) -> np.ndarray:  # (L, H, Tq, Tk) -> (Tk,): this step's row
-        return weights[layer, :, index].mean(axis=0) if head is MEAN else weights[layer, head, index]
+        return head_or_mean(weights[:, :, index], layer, head)
 
     return DecodingStep(
         index=index,
@@ -59,3 +59,24 @@ def step(trace: Trace, index: int, layer: int, head: int | None = MEAN) -> Decod
         top_tokens=trace.top_tokens[index],
         top_probabilities=trace.top_probabilities[index],
     )
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a toy model wrote for its source, and what its task says is right (None: outside the grammar)."""
+
+    written: tuple[str, ...]
+    right: tuple[str, ...] | None
+
+    @property
+    def correct(self) -> bool:
+        return self.written == self.right
+
+
+def check(trace: Trace, task: Task) -> Answer:
+    """The trace's output words against the task's right answer for its source words (special tokens left out)."""
+    if trace.output_tokens is None:
+        raise ValueError(f"model {trace.model_key!r} is encoder-only: it writes no answer")
+    reference = task.reference(tuple(t for t in trace.source_tokens if t not in SPECIALS))
+    written = tuple(t for t in trace.output_tokens if t not in SPECIALS)
+    return Answer(written, None if reference is None else reference.target)

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
 
+from models.registry import ENGLISH_EXAMPLES
+
 MODEL = "model"
 TEXT = "text"
 MAX_TOKENS = "max_tokens"
 
 TRAINED = "trained_models"  # key -> LoadedModel trained on the Train page: this session's only
+EXAMPLE = "sidebar_example"  # the sidebar's example picker: choosing one sets TEXT
+
+# The attention heatmap's pickers (keyed by its prefix): other pages open it on a head by setting them.
+ATTENTION = "attention"
+ATTENTION_KIND, ATTENTION_WORDS = f"{ATTENTION}_kind", f"{ATTENTION}_words"
+ATTENTION_LAYER, ATTENTION_HEAD = f"{ATTENTION}_layer", f"{ATTENTION}_head"
 
 DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128
-DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
+DEFAULT_TEXT = ENGLISH_EXAMPLES[0]
 DEFAULTS = {MODEL: DEFAULT_MODEL, TEXT: DEFAULT_TEXT, MAX_TOKENS: DEFAULT_MAX_TOKENS}
 
 

@@ -4,10 +4,15 @@ published to this session's model list (no streamlit here; the Train page drives
 from __future__ import annotations
 
 import copy
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from explorer import trace
+from explorer.heads import MEAN, head_or_mean
 from models import registry, tasks, train
 
 
@@ -17,6 +22,17 @@ class Snapshot:
 
     step: int
     trace: trace.Trace
+
+    @property
+    def alignment(self) -> np.ndarray:
+        """(T, S): the last decoder layer's cross-attention, mean over heads, where the alignment shows."""
+        assert self.trace.cross is not None
+        return head_or_mean(self.trace.cross.weights, -1, MEAN)
+
+    @property
+    def output(self) -> str:
+        """The greedy output on the probe sentence, without its end token."""
+        return " ".join(t for t in self.trace.output_tokens or () if t != tasks.SPECIALS[tasks.EOS_ID])
 
 
 @dataclass
@@ -66,6 +82,17 @@ class Run:
             self.trainer.train_step()
             if self.step % self.every == 0 or self.finished:
                 self.snapshot()
+
+    def advance_for(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        """Train step by step (snapshots included) until `seconds` have passed or the run is finished."""
+        started = clock()
+        while not self.finished and clock() - started < seconds:
+            self.advance(1)
+
+    def curve(self) -> tuple[list[int], list[float], list[float]]:
+        """(steps, losses, accuracies) of every step so far: the loss curve's data."""
+        history = self.trainer.history
+        return [p.step for p in history], [p.loss for p in history], [p.accuracy for p in history]
 
     def snapshot(self) -> Snapshot:
         loaded = registry.from_task(self.key, "", "", self.trainer.model, self.task, f"{self.run_id}-live")

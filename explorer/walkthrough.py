@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,3 +98,13 @@ def softmax_with_temperature(scaled_scores: np.ndarray, mask: np.ndarray, temper
     z = z - z[mask].max()
     e = np.where(mask, np.exp(z), 0.0)
     return e / e.sum()
+
+
+def to_csv(s: HeadSteps) -> str:
+    """One row per key: its position, raw and scaled score, weight, then k and v (every value, 9 digits)."""
+    columns = ["key", "raw_score", "scaled_score", "weight", *(f"k{i}" for i in range(s.d_head))]
+    columns += [f"v{i}" for i in range(s.d_head)]
+    buffer = io.StringIO()
+    table = np.column_stack([np.arange(len(s.weights)), s.raw_scores, s.scaled_scores, s.weights, s.k, s.v])
+    np.savetxt(buffer, table, delimiter=",", fmt="%.9g", header=",".join(columns), comments="")
+    return buffer.getvalue()

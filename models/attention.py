@@ -8,8 +8,9 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
-# Shape vocabulary, used in every comment that reshapes:
-#   B batch, H heads, Tq queries, Tk keys, D d_model, Dh d_head = D / H
+# Shape vocabulary, used in every comment that reshapes and every jaxtyping annotation:
+#   B batch, H heads, Tq queries, Tk keys, D d_model, Dh d_head = D / H,
+#   S source length, T target length (or any one sequence's), V vocabulary, N tokens generated, L layers
 
 
 @dataclass(frozen=True)

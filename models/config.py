@@ -1,8 +1,9 @@
-"""Frozen model configuration and named presets."""
+"""Frozen model configuration, the paper's base model and a toy shape (BERT-family configs come from their
+config.json, through convert_bert.config_from_hf)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 
@@ -55,34 +56,7 @@ class TransformerConfig:
 # The paper's base model (table 3, row "base"); vocabulary set by the tokenizer it is paired with.
 PAPER_BASE = TransformerConfig(vocab_size=37000)
 
-# all-MiniLM-L6-v2: BERT-shaped, encoder only, 6 layers x 12 heads, d_model 384.
-MINILM_L6 = TransformerConfig(
-    vocab_size=30522,
-    d_model=384,
-    n_heads=12,
-    d_ff=1536,
-    n_encoder_layers=6,
-    n_decoder_layers=0,
-    max_len=512,
-    positional="learned",
-    activation="gelu",
-    layer_norm_eps=1e-12,
-    scale_embeddings=False,
-    type_vocab_size=2,
-    embedding_norm=True,
-    tie_output=False,
-)
-
-# Small shapes for toy tasks and tests.
+# Small shapes for tests.
 TOY = TransformerConfig(
     vocab_size=64, d_model=64, n_heads=4, d_ff=256, n_encoder_layers=2, n_decoder_layers=2, max_len=64
 )
-
-PRESETS: dict[str, TransformerConfig] = {"paper-base": PAPER_BASE, "minilm-l6": MINILM_L6, "toy": TOY}
-
-
-def preset(name: str, **overrides: object) -> TransformerConfig:
-    """A named preset, optionally with fields replaced."""
-    if name not in PRESETS:
-        raise KeyError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
-    return replace(PRESETS[name], **overrides)

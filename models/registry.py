@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import partial
+from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
 from models import tasks, train
-from models.config import PAPER_BASE
+from models.config import PAPER_BASE, TransformerConfig
 from models.convert_bert import ConversionError
 from models.pretrained import ModelFolderError, load_bert_folder, minilm_folder, read_config
-from models.tokenize import TokenizeError, WordPieceTokenizer
+from models.tokenize import Encoding, TokenizeError, WordPieceTokenizer
 from models.transformer import Transformer
 
 # the MiniLM and paper-random examples; the toy tasks bring their own
@@ -25,6 +25,17 @@ ENGLISH_EXAMPLES = (
 )
 
 
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What a model reads text with and names its tokens by: MiniLM's WordPiece or a toy task's word vocabulary."""
+
+    def encode(self, text: str, max_tokens: int) -> Encoding: ...
+
+    def token_to_id(self, token: str) -> int | None: ...
+
+    def id_to_token(self, token_id: int) -> str: ...
+
+
 @dataclass(frozen=True)
 class LoadedModel:
     """A ready model (eval mode, no grad) with its tokenizer; shared read-only by every session."""
@@ -33,11 +44,11 @@ class LoadedModel:
     title: str
     description: str
     model: Transformer
-    tokenizer: WordPieceTokenizer | tasks.Vocabulary  # reads the source text
+    tokenizer: Tokenizer  # reads the source text
     examples: tuple[str, ...]  # sentences this model can read; the first is its example
     bos_id: int | None = None  # encoder-decoder: the token that starts the target, and the one that ends it
     eos_id: int | None = None
-    target_tokenizer: tasks.Vocabulary | None = None  # None: the target shares the source's vocabulary
+    target_tokenizer: Tokenizer | None = None  # None: the target shares the source's vocabulary
     revision: str = ""  # changes whenever the weights behind this key change (models trained in the app)
     task: tasks.Task | None = None  # toy models: the task, which knows the right answer for a source
 
@@ -46,7 +57,7 @@ class LoadedModel:
         return self.examples[0]
 
     @property
-    def target_vocabulary(self) -> WordPieceTokenizer | tasks.Vocabulary:
+    def target_vocabulary(self) -> Tokenizer:
         return self.tokenizer if self.target_tokenizer is None else self.target_tokenizer
 
     def can_read(self, text: str) -> bool:
@@ -68,45 +79,93 @@ class LoadedModel:
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """One entry of the app's catalogue: how a model is named, and where its weights come from."""
+
+    key: str
     title: str
     description: str
-    build: Callable[[], LoadedModel]
+    weights: Literal["folder", "random", "task"]
+    source: str = ""  # folder: its path ("" = the shipped MiniLM); random: "paper" or "minilm"; task: its name
+    examples: tuple[str, ...] = ENGLISH_EXAMPLES  # a task model's come from its task
 
 
 RANDOM_SEED = 0
 
+BUILT_IN = (
+    ModelSpec(
+        "minilm",
+        "all-MiniLM-L6-v2 (pretrained)",
+        "Real pretrained weights (6 layers x 12 heads, d_model 384) loaded into the from-scratch encoder.",
+        "folder",
+    ),
+    ModelSpec(
+        "minilm-random",
+        "all-MiniLM-L6-v2 shape, random weights",
+        f"The same encoder and tokenizer as the pretrained MiniLM, with untrained weights (seed {RANDOM_SEED}): "
+        "what attention looks like before any learning.",
+        "random",
+        "minilm",
+    ),
+    ModelSpec(
+        "paper-random",
+        "Paper base, random weights",
+        f"The paper's base encoder-decoder (6+6 layers x 8 heads, d_model 512), untrained (seed {RANDOM_SEED}).",
+        "random",
+        "paper",
+        (ENGLISH_EXAMPLES[3], *ENGLISH_EXAMPLES[:3]),
+    ),
+    ModelSpec(
+        "translate",
+        "Toy translation (trained here)",
+        "English-like to French-like with adjectives after the noun (2+2 layers x 4 heads, d_model 96), "
+        "trained from scratch by python -m models.train --task translate.",
+        "task",
+        "translate",
+    ),
+    ModelSpec(
+        "reverse",
+        "Reverse words (trained here)",
+        "Writes the words backwards: the cross-attention should be the anti-diagonal (2+2 layers x 4 heads, "
+        "d_model 64), trained from scratch by python -m models.train --task reverse.",
+        "task",
+        "reverse",
+    ),
+)
 
-def _minilm() -> LoadedModel:
-    model, tokenizer = load_bert_folder(minilm_folder())
-    spec = MODELS["minilm"]
-    return LoadedModel("minilm", spec.title, spec.description, model, tokenizer, ENGLISH_EXAMPLES)
+# Your own BERT-family folders (config.json, model.safetensors or pytorch_model.bin, tokenizer.json or vocab.txt):
+# EXPLORER_MODEL_FOLDERS="name=/path/to/folder;other=/path/to/another" adds "folder:name" to the model list.
+FOLDERS_ENV = "EXPLORER_MODEL_FOLDERS"
 
 
-def _paper_random() -> LoadedModel:
-    # MiniLM's WordPiece vocabulary, so any English sentence can be typed; weights drawn from a fixed seed
-    tokenizer = load_bert_folder_tokenizer()
-    config = replace(PAPER_BASE, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id, dropout=0.0)
+def folder_specs(value: str) -> tuple[ModelSpec, ...]:
+    """The catalogue entries of an EXPLORER_MODEL_FOLDERS value: "name=/path;other=/path"."""
+    specs = []
+    for entry in filter(None, (e.strip() for e in value.split(";"))):
+        name, _, folder = (part.strip() for part in entry.partition("="))
+        description = f"BERT-family weights from the local folder {folder}, in the from-scratch encoder."
+        specs.append(ModelSpec(f"folder:{name}", f"{name} (local folder)", description, "folder", folder))
+    return tuple(specs)
+
+
+def catalogue(environ: Mapping[str, str] = os.environ) -> dict[str, ModelSpec]:
+    """Every model the app offers, by key: the built-in ones, then the local folders the environment names."""
+    return {spec.key: spec for spec in (*BUILT_IN, *folder_specs(environ.get(FOLDERS_ENV, "")))}
+
+
+MODELS: dict[str, ModelSpec] = catalogue()
+
+
+def load_bert_folder_tokenizer() -> WordPieceTokenizer:
+    """The shipped MiniLM's WordPiece tokenizer."""
+    return WordPieceTokenizer.from_folder(minilm_folder())
+
+
+def seeded(config: TransformerConfig) -> Transformer:
+    """Untrained weights drawn from RANDOM_SEED (the global random state is left as it was), in eval mode."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(RANDOM_SEED)
-        model = Transformer(config)
-    model.eval().requires_grad_(False)
-    spec = MODELS["paper-random"]
-    examples = (ENGLISH_EXAMPLES[3], *ENGLISH_EXAMPLES[:3])
-    return LoadedModel(
-        "paper-random", spec.title, spec.description, model, tokenizer, examples, tokenizer.cls_id, tokenizer.sep_id
-    )
-
-
-def _minilm_random() -> LoadedModel:
-    # all-MiniLM-L6-v2's shape and tokenizer, weights drawn from a fixed seed: the pretrained model's untrained twin
-    folder = minilm_folder()
-    tokenizer = WordPieceTokenizer.from_folder(folder)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(RANDOM_SEED)
-        model = Transformer(replace(read_config(folder), dropout=0.0))
-    model.eval().requires_grad_(False)
-    spec = MODELS["minilm-random"]
-    return LoadedModel("minilm-random", spec.title, spec.description, model, tokenizer, ENGLISH_EXAMPLES)
+        model = Transformer(replace(config, dropout=0.0))
+    return model.eval().requires_grad_(False)
 
 
 def from_task(
@@ -128,70 +187,22 @@ def from_task(
     )
 
 
-def _trained(task_name: str) -> LoadedModel:
-    model, task, record = train.load(task_name)
-    spec = MODELS[task_name]
-    return from_task(task_name, spec.title, spec.description, model, task)
-
-
-def load_bert_folder_tokenizer() -> WordPieceTokenizer:
-    return WordPieceTokenizer.from_folder(minilm_folder())
-
-
-MODELS: dict[str, ModelSpec] = {
-    "minilm": ModelSpec(
-        "all-MiniLM-L6-v2 (pretrained)",
-        "Real pretrained weights (6 layers x 12 heads, d_model 384) loaded into the from-scratch encoder.",
-        _minilm,
-    ),
-    "minilm-random": ModelSpec(
-        "all-MiniLM-L6-v2 shape, random weights",
-        f"The same encoder and tokenizer as the pretrained MiniLM, with untrained weights (seed {RANDOM_SEED}): "
-        "what attention looks like before any learning.",
-        _minilm_random,
-    ),
-    "paper-random": ModelSpec(
-        "Paper base, random weights",
-        f"The paper's base encoder-decoder (6+6 layers x 8 heads, d_model 512), untrained (seed {RANDOM_SEED}).",
-        _paper_random,
-    ),
-    "translate": ModelSpec(
-        "Toy translation (trained here)",
-        "English-like to French-like with adjectives after the noun (2+2 layers x 4 heads, d_model 96), "
-        "trained from scratch by python -m models.train --task translate.",
-        lambda: _trained("translate"),
-    ),
-    "reverse": ModelSpec(
-        "Reverse words (trained here)",
-        "Writes the words backwards: the cross-attention should be the anti-diagonal (2+2 layers x 4 heads, "
-        "d_model 64), trained from scratch by python -m models.train --task reverse.",
-        lambda: _trained("reverse"),
-    ),
-}
-
-
-# Your own BERT-family folders (config.json, model.safetensors or pytorch_model.bin, tokenizer.json or vocab.txt):
-# EXPLORER_MODEL_FOLDERS="name=/path/to/folder;other=/path/to/another" adds "folder:name" to the model list.
-FOLDERS_ENV = "EXPLORER_MODEL_FOLDERS"
-
-
-def _folder_model(key: str, folder: str) -> LoadedModel:
-    model, tokenizer = load_bert_folder(folder)
-    spec = MODELS[key]
-    return LoadedModel(key, spec.title, spec.description, model, tokenizer, ENGLISH_EXAMPLES)
-
-
-def _add_folders(value: str) -> None:
-    for entry in filter(None, (e.strip() for e in value.split(";"))):
-        name, _, folder = entry.partition("=")
-        key = f"folder:{name.strip()}"
-        description = f"BERT-family weights from the local folder {folder.strip()}, in the from-scratch encoder."
-        MODELS[key] = ModelSpec(
-            f"{name.strip()} (local folder)", description, partial(_folder_model, key, folder.strip())
-        )
-
-
-_add_folders(os.environ.get(FOLDERS_ENV, ""))
+def build(spec: ModelSpec) -> LoadedModel:
+    """The model a catalogue entry describes (slow: callers cache it)."""
+    if spec.weights == "task":
+        model, task, _ = train.load(spec.source)
+        return from_task(spec.key, spec.title, spec.description, model, task)
+    if spec.weights == "folder":
+        model, tokenizer = load_bert_folder(spec.source or minilm_folder())
+        return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, spec.examples)
+    # random weights read with MiniLM's WordPiece vocabulary, so any English sentence can be typed
+    tokenizer = load_bert_folder_tokenizer()
+    if spec.source == "paper":
+        model = seeded(replace(PAPER_BASE, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id))
+        bos_id, eos_id = tokenizer.cls_id, tokenizer.sep_id
+    else:  # all-MiniLM-L6-v2's shape: the pretrained model's untrained twin
+        model, bos_id, eos_id = seeded(read_config(minilm_folder())), None, None
+    return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, spec.examples, bos_id, eos_id)
 
 
 class UnknownModelError(KeyError):
@@ -208,6 +219,6 @@ def load(key: str) -> LoadedModel:
     if key not in MODELS:
         raise UnknownModelError(key)
     try:
-        return MODELS[key].build()
+        return build(MODELS[key])
     except (ModelFolderError, ConversionError, train.CheckpointError, OSError) as e:
         raise ModelLoadError(f"{MODELS[key].title} could not be loaded: {e}") from e

@@ -39,7 +39,7 @@ class StackInternals:
     """A stack's input (embedding + position) and every layer's internals."""
 
     embeddings: Float[Tensor, "B T D"]
-    layers: tuple  # of EncoderLayerInternals or DecoderLayerInternals
+    layers: tuple[EncoderLayerInternals, ...] | tuple[DecoderLayerInternals, ...]  # one per layer, bottom first
     output: Float[Tensor, "B T D"]  # last layer's output (after the final norm when pre-LN)
 
 
@@ -189,26 +189,23 @@ class DecoderLayer(nn.Module):
         return DecoderLayerInternals(self_attn, cross_attn, after_self, after_cross, after_ffn)
 
 
-class Encoder(nn.Module):
-    """N identical encoder layers over the source embeddings (section 3.1)."""
+class Stack(nn.Module):
+    """Embeddings, then N identical layers, each reading the one below (section 3.1): the encoder's and the
+    decoder's shared loop."""
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, vocab_size: int, layer: type[nn.Module], n_layers: int) -> None:
         super().__init__()
-        self.embeddings = Embeddings(config, config.vocab_size)
-        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
+        self.embeddings = Embeddings(config, vocab_size)
+        self.layers = nn.ModuleList(layer(config) for _ in range(n_layers))
         # pre-LN leaves the residual stream un-normalised, so the stack ends with one more LayerNorm
         self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
 
-    def forward(
-        self,
-        ids: Int[Tensor, "B S"],
-        mask: Bool[Tensor, "#B 1 1 S"] | None,
-        token_type_ids: Int[Tensor, "B S"] | None = None,
-    ) -> StackInternals:
-        x = embeddings = self.embeddings(ids, token_type_ids)
+    def stack(self, embeddings: Float[Tensor, "B T D"], *context: Tensor | None) -> StackInternals:
+        """Run every layer on the one below's output; `context` goes to each layer unchanged (masks, memory)."""
+        x = embeddings
         layers = []
         for layer in self.layers:
-            internals = layer(x, mask)
+            internals = layer(x, *context)
             layers.append(internals)
             x = internals.after_ffn
         if self.final_norm is not None:
@@ -216,14 +213,26 @@ class Encoder(nn.Module):
         return StackInternals(embeddings, tuple(layers), x)
 
 
-class Decoder(nn.Module):
+class Encoder(Stack):
+    """N identical encoder layers over the source embeddings (section 3.1)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__(config, config.vocab_size, EncoderLayer, config.n_encoder_layers)
+
+    def forward(
+        self,
+        ids: Int[Tensor, "B S"],
+        mask: Bool[Tensor, "#B 1 1 S"] | None,
+        token_type_ids: Int[Tensor, "B S"] | None = None,
+    ) -> StackInternals:
+        return self.stack(self.embeddings(ids, token_type_ids), mask)
+
+
+class Decoder(Stack):
     """N identical decoder layers over the shifted-right target embeddings (section 3.1)."""
 
     def __init__(self, config: TransformerConfig) -> None:
-        super().__init__()
-        self.embeddings = Embeddings(config, config.target_vocab_size)
-        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
-        self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        super().__init__(config, config.target_vocab_size, DecoderLayer, config.n_decoder_layers)
 
     def forward(
         self,
@@ -232,15 +241,7 @@ class Decoder(nn.Module):
         self_mask: Bool[Tensor, "#B 1 #T T"],
         memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
     ) -> StackInternals:
-        x = embeddings = self.embeddings(ids)
-        layers = []
-        for layer in self.layers:
-            internals = layer(x, memory, self_mask, memory_mask)
-            layers.append(internals)
-            x = internals.after_ffn
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return StackInternals(embeddings, tuple(layers), x)
+        return self.stack(self.embeddings(ids), memory, self_mask, memory_mask)
 
 
 class Transformer(nn.Module):

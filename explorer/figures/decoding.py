@@ -41,8 +41,8 @@ def top_k_bars(tokens: Sequence[str], probabilities: np.ndarray, chosen: str, ti
 
 
 def mark_row(figure: go.Figure, row: int, n_columns: int) -> go.Figure:
-    """Outline one query row of a category heatmap (the step being looked at)."""
-    figure.add_shape(
+    """A copy of a category heatmap with one query row outlined (the step being looked at); `figure` is unchanged."""
+    return go.Figure(figure).add_shape(
         type="rect",
         xref="x",
         yref="y",
@@ -53,4 +53,3 @@ def mark_row(figure: go.Figure, row: int, n_columns: int) -> go.Figure:
         line={"color": CHOSEN, "width": 3},
         fillcolor="rgba(0,0,0,0)",
     )
-    return figure

@@ -10,6 +10,7 @@ import streamlit as st
 
 from explorer import analysis, cached, downloads, state
 from explorer.figures.labels import markdown_literal, position_label
+from explorer.heads import MEAN, MEAN_NAME
 from explorer.trace import AttentionTrace, Trace
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
@@ -94,7 +95,7 @@ def _choose(container, label: str, options: list, key: str, name: str, default: 
     """A selectbox whose value lives under `key` and in the address's `name` parameter."""
     _from_address(key, name, options, default, describe)
     value = container.selectbox(label, options, format_func=describe, key=key)
-    if isinstance(value, int) and value >= 0:  # not "all tokens" (None) or the mean over heads (-1)
+    if isinstance(value, int) and value != MEAN:  # not "all tokens" (None) or the mean over heads
         st.query_params[name] = str(value + (name != state.URL_TOKEN))  # layers and heads count from 1
     return value
 
@@ -103,11 +104,9 @@ def pick_layer(n_layers: int, key: str, container=st, index: int = 0) -> int:
     return _choose(container, "Layer", list(range(n_layers)), key, state.URL_LAYER, index, lambda i: f"layer {i + 1}")
 
 
-def pick_head(
-    n_heads: int, key: str, container=st, extra: tuple[int, ...] = (), extra_name: str = "", index: int = 0
-) -> int:
-    """A head, numbered from 1; `extra` adds non-head choices (such as the mean) named `extra_name`."""
-    options = [*range(n_heads), *extra]
+def pick_head(n_heads: int, key: str, container=st, mean: bool = False, index: int = 0) -> int:
+    """A head, numbered from 1; with `mean`, also the mean over heads (heads.MEAN) after the last head."""
+    options = [*range(n_heads), *((MEAN,) if mean else ())]
     return _choose(
         container,
         "Head",
@@ -115,8 +114,17 @@ def pick_head(
         key,
         state.URL_HEAD,
         options[index],
-        lambda i: extra_name if i in extra else f"head {i + 1}",
+        lambda i: MEAN_NAME if i == MEAN else f"head {i + 1}",
     )
+
+
+def pick_layer_head(
+    n_layers: int, n_heads: int, prefix: str, mean: bool = False, layer: int = 0, head: int = 0
+) -> tuple[int, int]:
+    """A layer picker and a head picker side by side, keyed `{prefix}_layer` and `{prefix}_head`; `layer` and
+    `head` are the options chosen by default."""
+    left, right = st.columns(2)
+    return pick_layer(n_layers, f"{prefix}_layer", left, layer), pick_head(n_heads, f"{prefix}_head", right, mean, head)
 
 
 def pick_token(tokens: tuple[str, ...], label: str, key: str, container=st, allow_all: bool = False) -> int | None:
@@ -150,8 +158,8 @@ def chart(figure: go.Figure, key: str, container=st, name: str = "", **options: 
 
 def open_in_attention(kind: str, layer: int, head: int, words: bool = False) -> None:
     """Switch to the attention heatmap showing this kind, layer and head, at token or word level (its own keys)."""
-    st.session_state["attention_words"] = words
-    st.session_state["attention_kind"] = kind
-    st.session_state["attention_layer"] = layer
-    st.session_state["attention_head"] = head
+    st.session_state[state.ATTENTION_WORDS] = words
+    st.session_state[state.ATTENTION_KIND] = kind
+    st.session_state[state.ATTENTION_LAYER] = layer
+    st.session_state[state.ATTENTION_HEAD] = head
     st.switch_page("explorer/pages/attention.py")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from explorer import state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import LAYER_CELLS, layer_heads
-from explorer.pages._shared import chart, pick_attention, pick_head, pick_layer
-
-MEAN = -1
+from explorer.heads import head_or_mean, head_title
+from explorer.pages._shared import chart, pick_attention, pick_layer_head
 
 st.header("Attention heatmap")
 st.markdown(
@@ -18,18 +18,10 @@ st.markdown(
     "at punctuation or [SEP], some spread broadly."
 )
 
-chosen = pick_attention("attention")
+chosen = pick_attention(state.ATTENTION)
 attention = chosen.attention
-left, right = st.columns(2)
-layer = pick_layer(attention.n_layers, "attention_layer", left)
-head = pick_head(attention.n_heads, "attention_head", right, extra=(MEAN,), extra_name="mean over heads")
-if head == MEAN:
-    weights, title = (
-        chosen.weights[layer].mean(axis=0),
-        f"Layer {layer + 1}, mean over {attention.n_heads} heads",
-    )
-else:
-    weights, title = chosen.weights[layer, head], f"Layer {layer + 1}, head {head + 1}"
+layer, head = pick_layer_head(attention.n_layers, attention.n_heads, state.ATTENTION, mean=True)
+weights, title = head_or_mean(chosen.weights, layer, head), head_title(layer, head, attention.n_heads).capitalize()
 chart(head_heatmap(weights, chosen.queries, chosen.keys, title), "attention_heatmap")
 
 st.subheader(f"All heads of layer {layer + 1}")

@@ -9,10 +9,9 @@ from explorer.figures.decoding import mark_row, top_k_bars
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.walkthrough import per_key_bars
-from explorer.pages._shared import chart, current_trace, pick_head, pick_layer
-from models.tasks import SPECIALS
+from explorer.heads import head_or_mean, head_title
+from explorer.pages._shared import chart, current_trace, pick_layer_head
 
-MEAN = -1
 STEP = "decoding_step"
 
 st.header("Decoding step by step")
@@ -34,17 +33,14 @@ if trace.output_tokens is None:
 total = decoding.n_steps(trace)
 task = cached.model(st.session_state[state.MODEL]).task
 if task is not None:
-    words = tuple(t for t in trace.source_tokens if t not in SPECIALS)
-    right = task.reference(words)
-    written = tuple(t for t in trace.output_tokens if t not in SPECIALS)
-    if right is None:
+    answer = decoding.check(trace, task)
+    if answer.right is None:
         st.caption("This sentence is outside the task's grammar, so there is no right answer to compare with.")
-    elif written == right.target:
-        st.success("The model's output is right: " + markdown_literal(" ".join(written)))
+    elif answer.correct:
+        st.success("The model's output is right: " + markdown_literal(" ".join(answer.written)))
     else:
-        st.warning(
-            markdown_literal(f"The model wrote {' '.join(written)!r}; the right answer is {' '.join(right.target)!r}.")
-        )
+        written, wanted = " ".join(answer.written), " ".join(answer.right)
+        st.warning(markdown_literal(f"The model wrote {written!r}; the right answer is {wanted!r}."))
 st.session_state[STEP] = min(max(st.session_state.get(STEP, 1), 1), total)  # a new sentence may be shorter
 
 
@@ -61,13 +57,11 @@ else:
     slider.caption("One step: the model ended at once.")
 index = st.session_state[STEP] - 1
 
-left, right = st.columns(2)
 # the last layer and the mean over heads show the alignment most plainly, so they come first
 n_layers, n_heads = trace.decoder_self.n_layers, trace.decoder_self.n_heads
-layer = pick_layer(n_layers, "decoding_layer", left, index=n_layers - 1)
-head = pick_head(n_heads, "decoding_head", right, extra=(MEAN,), extra_name="mean over heads", index=n_heads)
-current = decoding.step(trace, index, layer, None if head == MEAN else head)
-which = f"layer {layer + 1}, " + ("mean over heads" if head == MEAN else f"head {head + 1}")
+layer, head = pick_layer_head(n_layers, n_heads, "decoding", mean=True, layer=n_layers - 1, head=n_heads)
+current = decoding.step(trace, index, layer, head)
+which = head_title(layer, head, n_heads)
 
 st.subheader(
     markdown_literal(f"Step {index + 1} of {total}: the model writes {position_label(index + 1, current.chosen)!r}")
@@ -100,7 +94,6 @@ chart(
 next_col.caption(f"The {len(current.top_tokens)} most probable tokens; red is greedy's pick.")
 
 st.subheader(f"Cross-attention of every step ({which})")
-cross = trace.cross.weights[layer].mean(axis=0) if head == MEAN else trace.cross.weights[layer, head]
-figure = head_heatmap(cross, trace.target_tokens, trace.source_tokens)
+figure = head_heatmap(head_or_mean(trace.cross.weights, layer, head), trace.target_tokens, trace.source_tokens)
 chart(mark_row(figure, index, len(trace.source_tokens)), "decoding_cross_all")
 st.caption("Rows are decoder steps (the token each row reads); the outlined row is the current step.")

@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, model_view
-from explorer.pages._shared import chart, open_in_attention, pick_attention, pick_head, pick_layer
+from explorer.pages._shared import chart, open_in_attention, pick_attention, pick_layer_head
 
 st.header("Model view")
 st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
@@ -19,9 +19,7 @@ st.markdown(
 
 chosen = pick_attention("model")
 attention = chosen.attention
-left, right = st.columns(2)
-layer = pick_layer(attention.n_layers, "model_layer", left)
-head = pick_head(attention.n_heads, "model_head", right)
+layer, head = pick_layer_head(attention.n_layers, attention.n_heads, "model")
 chart(model_view(chosen.weights, THUMBNAIL, selected=(layer, head)), "model_grid")
 
 title = f"Layer {layer + 1}, head {head + 1}"

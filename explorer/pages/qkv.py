@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import streamlit as st
 
@@ -75,24 +73,6 @@ st.markdown(f"This head fills dimensions {head * s.d_head} to {(head + 1) * s.d_
 chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), "qkv_concat")
 chart(vector_strip(s.output, ["output"], "After W_O (before the residual and LayerNorm)"), "qkv_output")
 
-buffer = io.StringIO()
-np.savetxt(
-    buffer,
-    np.column_stack([np.arange(len(keys)), s.raw_scores, s.scaled_scores, s.weights, s.k, s.v]),
-    delimiter=",",
-    fmt="%.9g",
-    header=",".join(
-        [
-            "key",
-            "raw_score",
-            "scaled_score",
-            "weight",
-            *(f"k{i}" for i in range(s.d_head)),
-            *(f"v{i}" for i in range(s.d_head)),
-        ]
-    ),
-    comments="",
-)
 st.download_button(
-    "Download every value (CSV)", buffer.getvalue(), file_name="qkv_steps.csv", mime="text/csv", key="qkv_download"
+    "Download every value (CSV)", walkthrough.to_csv(s), file_name="qkv_steps.csv", mime="text/csv", key="qkv_download"
 )

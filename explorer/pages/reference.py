@@ -9,7 +9,7 @@ import streamlit as st
 from explorer import cached, reference_view, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.statistics import statistic_grid
-from explorer.pages._shared import chart, current_trace, pick_head, pick_layer
+from explorer.pages._shared import chart, current_trace, pick_layer_head
 
 st.header("Ours vs the transformers reference")
 st.markdown(
@@ -50,9 +50,7 @@ with st.expander("The same numbers as a table (click a column header to sort)"):
         column_config={"max |ours - reference|": st.column_config.NumberColumn(format="%.3e")},
     )
 
-left, right = st.columns(2)
-layer = pick_layer(ours.shape[0], "reference_layer", left)
-head = pick_head(ours.shape[1], "reference_head", right)
+layer, head = pick_layer_head(*ours.shape[:2], "reference")
 tokens = trace.source_tokens
 cols = st.columns(2)
 chart(head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)"), "reference_ours", container=cols[0])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
 from explorer import state
@@ -85,16 +83,9 @@ if st.session_state.get("train_error"):
 
 
 def show_snapshot(snapshot: Snapshot, key: str) -> None:
-    result = snapshot.trace
-    cross = result.cross.weights[-1].mean(axis=0)  # last decoder layer, mean over heads
     st.markdown(f"**Step {snapshot.step}**: cross-attention of the last decoder layer, mean over heads")
-    chart(head_heatmap(cross, result.target_tokens, result.source_tokens), key)
-    st.text("Output: " + " ".join(t for t in result.output_tokens if t != "<eos>"))
-
-
-def curve(run: Run):
-    history = run.trainer.history
-    return loss_curve([p.step for p in history], [p.loss for p in history], [p.accuracy for p in history])
+    chart(head_heatmap(snapshot.alignment, snapshot.trace.target_tokens, snapshot.trace.source_tokens), key)
+    st.text("Output: " + snapshot.output)
 
 
 if run is not None and run.running:
@@ -102,12 +93,10 @@ if run is not None and run.running:
     live_curve, latest = st.empty(), st.empty()
     shown = 0  # snapshots drawn so far
     while run.running and not run.finished:
-        started = time.monotonic()
-        while not run.finished and time.monotonic() - started < REFRESH_SECONDS:
-            run.advance(1)
+        run.advance_for(REFRESH_SECONDS)
         last = run.trainer.history[-1]
         bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
-        live_curve.plotly_chart(curve(run), key=f"train_curve_{run.step}")
+        live_curve.plotly_chart(loss_curve(*run.curve()), key=f"train_curve_{run.step}")
         if len(run.snapshots) != shown:
             shown = len(run.snapshots)
             with latest.container():
@@ -123,7 +112,7 @@ if run is not None:
         f"'{st.session_state[state.TRAINED][run.key].title}'."
     )
     st.button("Explore it in the other pages", on_click=explore, key="train_explore")
-    chart(curve(run), "train_curve")
+    chart(loss_curve(*run.curve()), "train_curve")
     steps = [s.step for s in run.snapshots]
     chosen = st.select_slider("Snapshot at step", steps, value=steps[-1], key="train_snapshot")
     show_snapshot(run.snapshots[steps.index(chosen)], "train_snapshot_figure")

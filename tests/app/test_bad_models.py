@@ -14,8 +14,8 @@ from tests.figdata import array, plain, spec
 
 @pytest.fixture
 def broken(tmp_path, monkeypatch):
-    monkeypatch.setattr(registry, "MODELS", dict(registry.MODELS))
-    registry._add_folders(f"broken={bert_folder(tmp_path / 'broken', 'truncated')}")
+    folders = f"broken={bert_folder(tmp_path / 'broken', 'truncated')}"
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: folders}))
     return "folder:broken"
 
 

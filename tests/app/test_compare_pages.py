@@ -88,8 +88,7 @@ def test_pretrained_beside_random_weights(minilm, minilm_random):
 
 
 def test_sentence_a_against_sentence_b_by_word(minilm):
-    at = opened("compare")
-    at.segmented_control(key="compare_mode").set_value("sentences").run()
+    at = opened("compare_sentences")
     at.selectbox(key="compare_pair").set_value(0).run()
     a_text, b_text = MINIMAL_PAIRS[0]
     assert at.sidebar.text_input[0].value == a_text and at.text_input(key="compare_b").value == b_text
@@ -110,8 +109,7 @@ def test_sentence_a_against_sentence_b_by_word(minilm):
 
 
 def test_sentence_b_that_cannot_be_read_gets_a_message():
-    at = opened("compare", model="reverse", text="alpha bravo")
-    at.segmented_control(key="compare_mode").set_value("sentences").run()
+    at = opened("compare_sentences", model="reverse", text="alpha bravo")
     at.text_input(key="compare_b").set_value("alpha tree").run()
     assert not at.exception and "Sentence B" in at.info[0].value and "tree" in at.info[0].value
 

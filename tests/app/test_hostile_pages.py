@@ -14,7 +14,7 @@ from tests.hostile import NAMED, TEXT, assert_literal
 pytestmark = pytest.mark.slow
 PAGES = (
     "attention", "model_view", "head_view", "positional", "qkv", "decoding", "statistics", "aggregation", "compare",
-    "reference",
+    "compare_sentences", "reference",
 )  # fmt: skip
 
 

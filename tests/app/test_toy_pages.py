@@ -7,6 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import decoding, state, trace
+from explorer.heads import MEAN
 from models import registry, tasks
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -43,11 +44,11 @@ def test_decoding_page_steps_through_the_greedy_translation(translate):
     expected = trace.run(translate, text, 32)
     assert at.success[0].value == "The model's output is right: le chat rouge petit voit un chien grand"
     assert at.slider(key="decoding_step").value == 1
-    assert at.selectbox(key="decoding_layer").value == 1 and at.selectbox(key="decoding_head").value == -1
+    assert at.selectbox(key="decoding_layer").value == 1 and at.selectbox(key="decoding_head").value == MEAN
     for index in range(3):
         if index:
             at.button(key="decoding_next").click().run()
-        step = decoding.step(expected, index, layer=1, head=None)
+        step = decoding.step(expected, index, layer=1, head=MEAN)
         figs = charts(at)
         assert f"writes '{index + 1}: {step.chosen}'" in plain(at.subheader[0].value)
         np.testing.assert_array_equal(array(figs[0]["data"][0]["y"]), step.self_weights)

@@ -45,3 +45,18 @@ def test_difference_is_a_minus_b_over_aligned_positions():
 @pytest.mark.parametrize("tokens", [[], ["only"]])
 def test_alignment_of_tiny_inputs(tokens):
     assert compare.by_word(tokens, tokens).a == tuple(range(len(tokens)))
+
+
+def test_left_out_names_both_sides_or_nothing():
+    assert compare.left_out(compare.by_position("ab", "ab")) == ""
+    assert compare.left_out(compare.by_position(["x", "y", "z"], ["x"])) == "A: y, z; B: nothing."
+    assert compare.left_out(compare.by_word(["a", "b"], ["a", "b", "c", "d"])) == "A: nothing; B: c, d."
+
+
+def test_changed_most_is_each_heads_largest_difference_with_its_text():
+    difference = np.zeros((2, 3, 4, 4))
+    difference[1, 2, 0, 3] = -0.123456
+    worst, cells = compare.changed_most(difference)
+    assert worst.shape == cells.shape == (2, 3)
+    assert worst[1, 2] == 0.123456 and worst.sum() == 0.123456
+    assert cells[1, 2] == "0.123" and cells[0, 0] == "0"

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
 from explorer import decoding, trace
-from explorer.figures.decoding import top_k_bars
+from explorer.figures.decoding import mark_row, top_k_bars
+from explorer.figures.heatmap import head_heatmap
+from explorer.heads import MEAN
 from models import registry
 
 
@@ -40,7 +44,7 @@ def test_top_k_is_the_models_own_softmax(translate, translated):
     assert [row[0] for row in translated.top_tokens] == list(translated.output_tokens)
 
 
-@pytest.mark.parametrize("head", [None, 2])
+@pytest.mark.parametrize("head", [MEAN, 2])
 def test_each_step_reads_its_own_row(translated, head):
     total = decoding.n_steps(translated)
     assert total == len(translated.output_tokens)
@@ -48,8 +52,8 @@ def test_each_step_reads_its_own_row(translated, head):
         current = decoding.step(translated, index, layer=1, head=head)
         self_rows = translated.decoder_self.weights[1, :, index]
         cross_rows = translated.cross.weights[1, :, index]
-        expected_self = self_rows.mean(0) if head is None else self_rows[head]
-        expected_cross = cross_rows.mean(0) if head is None else cross_rows[head]
+        expected_self = self_rows.mean(0) if head == MEAN else self_rows[head]
+        expected_cross = cross_rows.mean(0) if head == MEAN else cross_rows[head]
         np.testing.assert_array_equal(current.self_weights, expected_self)
         np.testing.assert_array_equal(current.cross_weights, expected_cross)
         assert current.visible.tolist() == [i <= index for i in range(len(translated.target_tokens))]
@@ -70,3 +74,27 @@ def test_top_k_figure_marks_the_greedy_pick_and_escapes_tokens():
     bar = figure.data[0]
     assert list(figure.layout.yaxis.ticktext) == ["&lt;b&gt;x&lt;/b&gt;", "le"]
     assert bar.marker.color[0] != bar.marker.color[1]
+
+
+def test_the_answer_is_checked_against_the_tasks_right_one(translate, translated):
+    answer = decoding.check(translated, translate.task)
+    assert answer.correct and answer.written == ("le", "chat", "rouge", "petit", "voit", "un", "chien", "grand")
+    wrong = replace(translated, output_tokens=("le", "chien", "<eos>"))
+    answer = decoding.check(wrong, translate.task)
+    assert not answer.correct and answer.written == ("le", "chien") and answer.right[:2] == ("le", "chat")
+    outside = trace.run(translate, "cat the sees")
+    assert decoding.check(outside, translate.task).right is None
+
+
+def test_an_encoder_only_trace_has_no_answer_to_check(translate, minilm):
+    with pytest.raises(ValueError, match="encoder-only"):
+        decoding.check(trace.run(minilm, "hello"), translate.task)
+
+
+def test_mark_row_outlines_the_row_on_a_copy():
+    figure = head_heatmap(np.full((3, 4), 0.25), ["a", "b", "c"], ["w", "x", "y", "z"])
+    marked = mark_row(figure, 1, 4)
+    assert figure.layout.shapes == () and marked is not figure
+    (shape,) = marked.layout.shapes
+    assert (shape.x0, shape.x1, shape.y0, shape.y1) == (-0.5, 3.5, 0.5, 1.5)
+    np.testing.assert_array_equal(marked.data[0].z, figure.data[0].z)

@@ -67,3 +67,16 @@ def test_temperature_is_a_labelled_what_if(minilm_trace):
 def test_out_of_range_position_is_an_error(minilm_trace):
     with pytest.raises(IndexError):
         walkthrough.steps(minilm_trace, "encoder_self", 6, 0, 0)
+
+
+def test_csv_holds_every_value_of_every_key(minilm_trace):
+    s = walkthrough.steps(minilm_trace, "encoder_self", 2, 5, 3)
+    lines = walkthrough.to_csv(s).splitlines()
+    header = lines[0].split(",")
+    assert header[:5] == ["key", "raw_score", "scaled_score", "weight", "k0"] and header[-1] == f"v{s.d_head - 1}"
+    table = np.loadtxt(lines[1:], delimiter=",", ndmin=2)
+    assert table.shape == (len(s.weights), 4 + 2 * s.d_head)
+    np.testing.assert_array_equal(table[:, 0], np.arange(len(s.weights)))
+    np.testing.assert_allclose(table[:, 3], s.weights, rtol=1e-8)
+    np.testing.assert_allclose(table[:, 4 : 4 + s.d_head], s.k, rtol=1e-8)
+    np.testing.assert_allclose(table[:, 4 + s.d_head :], s.v, rtol=1e-8)

@@ -41,8 +41,8 @@ def test_a_broken_checkpoint_is_named(tmp_path, problem, named):
 
 
 def test_the_registry_turns_every_file_problem_into_one_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(registry, "MODELS", dict(registry.MODELS))
-    registry._add_folders(f"mine={bert_folder(tmp_path / 'mine', 'truncated')}; gone={tmp_path / 'nowhere'}")
+    folders = f"mine={bert_folder(tmp_path / 'mine', 'truncated')}; gone={tmp_path / 'nowhere'}"
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: folders}))
     with pytest.raises(registry.ModelLoadError, match=r"mine \(local folder\) could not be loaded: cannot read model"):
         registry.load("folder:mine")
     with pytest.raises(registry.ModelLoadError, match="no model folder at"):
@@ -50,8 +50,8 @@ def test_the_registry_turns_every_file_problem_into_one_error(tmp_path, monkeypa
 
 
 def test_a_good_local_folder_loads_like_the_shipped_model(tmp_path, monkeypatch, minilm):
-    monkeypatch.setattr(registry, "MODELS", dict(registry.MODELS))
-    registry._add_folders(f"copy={bert_folder(tmp_path / 'copy', 'none')}")
+    folders = f"copy={bert_folder(tmp_path / 'copy', 'none')}"
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: folders}))
     loaded = registry.load("folder:copy")
     ids = minilm.tokenizer.encode("a copy of the weights", 32).ids
     assert loaded.tokenizer.encode("a copy of the weights", 32).ids == ids

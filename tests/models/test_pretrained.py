@@ -6,17 +6,12 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from models.pretrained import minilm_folder
+from models.pretrained import minilm_folder, read_config
 from models.reference import load_reference
+from models.registry import ENGLISH_EXAMPLES
 from tests.models.test_convert_bert import assert_parity
 
-SENTENCES = [
-    "The animal didn't cross the street because it was too tired",
-    "Bark is very cute and he is a dog",
-    "Thinking Machines",
-    "The agreement on the European Economic Area was signed in August 1992",
-    "Attention is all you need, said the paper (Vaswani et al., 2017).",
-]
+SENTENCES = [*ENGLISH_EXAMPLES, "Attention is all you need, said the paper (Vaswani et al., 2017)."]
 
 pytestmark = pytest.mark.slow
 
@@ -53,3 +48,12 @@ def test_full_length_input_matches_transformers(minilm, reference):
     assert len(enc) == 512 and enc.truncated > 0
     ids = torch.tensor([enc.ids])
     assert assert_parity(minilm.model, reference, ids, torch.ones_like(ids)) <= 1e-5
+
+
+def test_config_json_reads_as_minilm_l6():
+    config = read_config(minilm_folder())
+    assert (config.d_model, config.n_heads, config.d_ff) == (384, 12, 1536)
+    assert (config.n_encoder_layers, config.n_decoder_layers) == (6, 0)
+    assert (config.vocab_size, config.max_len, config.type_vocab_size) == (30522, 512, 2)
+    assert (config.positional, config.activation, config.layer_norm_eps) == ("learned", "gelu", 1e-12)
+    assert not config.scale_embeddings and config.embedding_norm and not config.tie_output

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.config import PAPER_BASE, TOY, TransformerConfig, preset
+from models.config import PAPER_BASE, TOY, TransformerConfig
 from models.transformer import Transformer
 
 
@@ -160,12 +160,8 @@ def test_concurrent_forwards_agree_with_single_runs():
         torch.testing.assert_close(results[i], e)
 
 
-def test_presets_have_the_papers_shapes():
+def test_paper_base_has_the_papers_shapes():
     assert (PAPER_BASE.d_model, PAPER_BASE.n_heads, PAPER_BASE.d_ff) == (512, 8, 2048)
     assert (PAPER_BASE.n_encoder_layers, PAPER_BASE.n_decoder_layers, PAPER_BASE.d_head) == (6, 6, 64)
-    minilm = preset("minilm-l6")
-    assert (minilm.d_model, minilm.n_heads, minilm.n_encoder_layers, minilm.n_decoder_layers) == (384, 12, 6, 0)
     with pytest.raises(ValueError, match="divisible"):
         TransformerConfig(vocab_size=10, d_model=10, n_heads=3)
-    with pytest.raises(KeyError, match="unknown preset"):
-        preset("nope")

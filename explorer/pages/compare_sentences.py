@@ -1,0 +1,74 @@
+"""Compare sentences: sentence A (the sidebar's) beside sentence B through the same model, and their difference."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer import cached, compare, state
+from explorer.compare import MINIMAL_PAIRS
+from explorer.figures.heatmap import head_heatmap
+from explorer.figures.labels import markdown_literal
+from explorer.figures.statistics import statistic_grid
+from explorer.heads import head_or_mean, head_title
+from explorer.pages._shared import chart, current_trace, pick_layer_head
+from models.tokenize import TokenizeError
+
+st.header("Compare: sentence A vs sentence B")
+
+
+def set_pair() -> None:
+    pair = st.session_state.compare_pair
+    if pair is not None:
+        state.keep(st.session_state, state.TEXT, MINIMAL_PAIRS[pair][0])
+        st.session_state.compare_b = MINIMAL_PAIRS[pair][1]
+    st.session_state.compare_pair = None
+
+
+st.markdown(
+    "Sentence A is the sidebar's; type sentence B below, or pick a minimal pair. Both go through the "
+    "sidebar's model; the difference A - B is drawn on a red-blue scale centred at zero (red: A attends "
+    "more). Encoder self-attention."
+)
+model, text, max_tokens = state.sidebar(st.session_state)
+st.session_state.setdefault("compare_b", dict(MINIMAL_PAIRS).get(text, text))
+st.selectbox(
+    "Minimal pairs",
+    [None, *range(len(MINIMAL_PAIRS))],
+    format_func=lambda i: "choose a pair..." if i is None else " / ".join(MINIMAL_PAIRS[i]),
+    placeholder="choose a pair...",
+    key="compare_pair",
+    on_change=set_pair,
+)
+other = st.text_input("Sentence B", max_chars=state.MAX_TEXT, key="compare_b")
+result_a = current_trace()
+try:
+    result_b = cached.get_trace(model, other, max_tokens)
+except TokenizeError as e:
+    st.info("Sentence B: " + markdown_literal(str(e)))
+    st.stop()
+by_word = st.radio("Line up", ["position", "word"], horizontal=True, key="compare_align") == "word"
+a, b = result_a.encoder_self.weights, result_b.encoder_self.weights
+labels_a, labels_b = result_a.source_tokens, result_b.source_tokens
+if by_word:
+    a, labels_a, _ = cached.get_word_level(model, text, max_tokens, "encoder_self")
+    b, labels_b, _ = cached.get_word_level(model, other, max_tokens, "encoder_self")
+    alignment = compare.by_word(labels_a, labels_b)
+else:
+    alignment = compare.by_position(labels_a, labels_b)
+if compare.left_out(alignment):
+    st.caption("Not lined up (left out of the difference): " + markdown_literal(compare.left_out(alignment)))
+if not alignment.a:
+    st.info("Nothing in A lines up with B.")
+    st.stop()
+difference = compare.difference(a, b, alignment)  # (L, H, N, N)
+st.subheader("Which heads changed most")
+chart(statistic_grid(*compare.changed_most(difference), "max |A - B|"), "compare_changed")
+n_layers, n_heads = a.shape[:2]
+layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True)
+which = head_title(layer, head, n_heads)
+columns = st.columns(2)
+chart(head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}"), "compare_a", columns[0])
+chart(head_heatmap(head_or_mean(b, layer, head), labels_b, labels_b, f"B: {which}"), "compare_b_map", columns[1])
+labels = alignment.labels
+title = f"A - B: {which}, lined up by {'word' if by_word else 'position'}"
+chart(head_heatmap(head_or_mean(difference, layer, head), labels, labels, title, diverging=True), "compare_difference")

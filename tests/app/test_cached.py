@@ -1,0 +1,56 @@
+"""Every value the shared store holds is named by one builder: what it is, the model and its revision, the inputs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from explorer import cached
+
+
+class Recording:
+    """A store that computes every time and keeps the keys it was asked for."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple] = []
+
+    def get(self, key, compute):
+        self.keys.append(key)
+        return compute()
+
+
+@pytest.fixture
+def store(monkeypatch) -> Recording:
+    recording = Recording()
+    loaded = SimpleNamespace(revision="rev-1")
+    monkeypatch.setattr(cached, "store", lambda: recording)
+    monkeypatch.setattr(cached, "model", lambda key: loaded)
+    monkeypatch.setattr(cached, "get_model", lambda key: loaded)
+    monkeypatch.setattr(cached, "_compute", lambda message, work: work())
+    result = SimpleNamespace(encoder_self=SimpleNamespace(weights="ours"))
+    monkeypatch.setattr(cached, "trace", SimpleNamespace(run=lambda *args: result))
+    monkeypatch.setattr(cached, "get_reference", lambda: "reference")
+    view = SimpleNamespace(attention=lambda *args: "theirs", max_abs_difference=lambda *args: "difference")
+    monkeypatch.setattr(cached, "reference_view", view)
+    return recording
+
+
+def test_the_key_names_the_model_its_revision_and_the_inputs(store, monkeypatch):
+    assert cached._key("trace", "minilm", "some text", 128) == ("trace", "minilm", "rev-1", "some text", 128)
+    monkeypatch.setattr(cached, "model", lambda key: SimpleNamespace(revision="rev-2"))
+    assert cached._key("trace", "minilm", "some text", 128)[2] == "rev-2"
+
+
+def test_trace_and_reference_keys_all_carry_the_revision(store):
+    cached.get_trace("minilm", "hi", 8)
+    cached.get_reference_attention("minilm", "hi", 8)
+    assert cached.get_reference_difference("minilm", "hi", 8) == "difference"
+    assert [key[:3] for key in store.keys] == [
+        ("trace", "minilm", "rev-1"),
+        ("reference", "minilm", "rev-1"),
+        ("trace", "minilm", "rev-1"),
+        ("reference", "minilm", "rev-1"),
+        ("difference", "minilm", "rev-1"),
+    ]
+    assert all(key[3:] == ("hi", 8) for key in store.keys)
