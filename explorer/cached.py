@@ -141,3 +141,35 @@ def get_reference_difference(model_name: str, text: str, max_tokens: int):
     return store().get(
         ("difference", model_name, text, max_tokens), lambda: reference_view.max_abs_difference(ours, theirs)
     )
+
+
+def get_scored(model_name: str, text: str, max_tokens: int, target: str):
+    """(teacher-forced run on the target, where the target comes from): a forward pass, kept across reruns."""
+    from explorer import forward, output
+
+    result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
+
+    def work():
+        ids, where = output.target_for(loaded, result, target)
+        return output.score(loaded, forward.token_ids(loaded, result, "encoder"), ids), where
+
+    key = ("scored", model_name, loaded.revision, text, max_tokens, target)
+    return store().get(key, lambda: _compute("Scoring the target...", work))
+
+
+def get_sampled(
+    model_name: str, text: str, max_tokens: int, method: str, temperature: float, top_k: int, top_p: float, seed: int
+):
+    """An output written by a seeded sampler (one decoder pass per token, kept across reruns)."""
+    from explorer import forward, output
+
+    result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
+    ids = forward.token_ids(loaded, result, "encoder")
+    budget = min(len(ids) + 2, trace.MAX_TARGET)
+    key = ("sampled", model_name, loaded.revision, text, max_tokens, method, temperature, top_k, top_p, seed)
+    return store().get(
+        key,
+        lambda: _compute(
+            "Sampling...", lambda: output.sample(loaded, ids, method, temperature, top_k, top_p, seed, budget)
+        ),
+    )

@@ -146,6 +146,21 @@ def target_ids(loaded: LoadedModel, text: str) -> list[int]:
     return ids
 
 
+def target_for(loaded: LoadedModel, trace: Trace, text: str = "") -> tuple[list[int], str]:
+    """(target ids ending with EOS, where they come from): a typed target, else the task's right answer, else the
+    model's own greedy output."""
+    if text.strip():
+        return target_ids(loaded, text), "the target you typed"
+    right = right_answer(loaded, trace)
+    if right is not None:
+        return ids_of(loaded, right), "the task's right answer"
+    assert trace.output_tokens is not None
+    vocabulary = loaded.target_vocabulary
+    return [
+        vocabulary.token_to_id(t) for t in trace.output_tokens
+    ], "the model's own greedy output (no right answer known)"
+
+
 def ids_of(loaded: LoadedModel, words: tuple[str, ...]) -> list[int]:
     """Target words (of the task's vocabulary) and EOS as ids."""
     vocabulary = loaded.target_vocabulary
@@ -160,7 +175,6 @@ class Scored:
     targets: tuple[str, ...]
     target_ids: tuple[int, ...]
     logits: np.ndarray  # (T, V)
-    probabilities: np.ndarray  # (T, V) softmax, T = 1
     per_token: np.ndarray  # (T,) label-smoothed cross-entropy, what training minimises
     nll: np.ndarray  # (T,) -log p(right token): plain cross-entropy
     epsilon: float
@@ -173,6 +187,10 @@ class Scored:
     @property
     def vocab_size(self) -> int:
         return self.logits.shape[-1]
+
+    def right_probabilities(self) -> np.ndarray:
+        """(T,) the probability (T = 1) each row gives the token it should write."""
+        return np.exp(-self.nll)
 
 
 def smoothed_target(target_id: int, vocab_size: int, epsilon: float = EPSILON) -> np.ndarray:
@@ -217,7 +235,6 @@ def score(loaded: LoadedModel, source_ids: list[int], targets: list[int], epsilo
         tuple(vocabulary.id_to_token(i) for i in targets),
         tuple(targets),
         logits,
-        np.exp(log_p),
         smoothed_cross_entropy(logits, targets, epsilon),
         -log_p[np.arange(len(targets)), targets],
         epsilon,
