@@ -164,6 +164,8 @@ def get_sampled(
     from explorer import forward, output
 
     result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
+    if method == "greedy" and temperature == 1.0:
+        return output.greedy_from_trace(result)
     ids = forward.token_ids(loaded, result, "encoder")
     budget = min(len(ids) + 2, trace.MAX_TARGET)
     key = ("sampled", model_name, loaded.revision, text, max_tokens, method, temperature, top_k, top_p, seed)

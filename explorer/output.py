@@ -127,6 +127,13 @@ def sample(
     )
 
 
+def greedy_from_trace(trace: Trace) -> Sampled:
+    """Greedy decoding at T = 1 is what the trace already holds: its output and each pick's probability."""
+    assert trace.output_tokens is not None and trace.top_probabilities is not None and trace.top_tokens is not None
+    picked = tuple(float(p[0]) for p in trace.top_probabilities)
+    return Sampled(trace.output_tokens, (), picked, tuple(1.0 for _ in picked), tuple(1 for _ in picked))
+
+
 def right_answer(loaded: LoadedModel, trace: Trace) -> tuple[str, ...] | None:
     """The task's right output words for the trace's source (toy tasks only), or None."""
     if loaded.task is None:

@@ -19,10 +19,11 @@ def preview(vector: np.ndarray, shown: int = 8) -> str:
 
 
 def named_strips(rows: Sequence[np.ndarray], names: Sequence[str], title: str) -> go.Figure:
-    """Several vectors of one length as labelled strips (rows x dimensions), diverging around zero; each row keeps
-    its own colour scale's sign, one shared limit so sizes compare."""
+    """Several vectors of one length as labelled strips (rows x dimensions), diverging around zero, one colour scale
+    for all rows so sizes compare (hover shows every exact value)."""
     z = np.stack([np.asarray(r, np.float32) for r in rows])
-    limit = float(np.abs(z).max()) or 1.0
+    # colours saturate at the 99th percentile: one outlier dimension (MiniLM has some) would wash out the rest
+    limit = float(np.percentile(np.abs(z), 99)) or float(np.abs(z).max()) or 1.0
     labels = escape_tokens(names)
     y = list(range(len(labels)))
     figure = go.Figure(
@@ -63,13 +64,13 @@ def token_path(norms: np.ndarray, cosine: np.ndarray, input_norm: float, names: 
         ]
     )
     figure.update_layout(
-        title={"text": f"Token {escape_tokens([token])[0]} through the stack"},
-        height=340,
+        title={"text": f"Token {escape_tokens([repr(token)])[0]} through the stack"},
+        height=400,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -45, "automargin": True},
-        yaxis={"title": {"text": "norm"}},
-        yaxis2={"title": {"text": "cosine"}, "overlaying": "y", "side": "right", "range": [-1, 1.05]},
-        legend={"orientation": "h", "y": 1.12},
+        yaxis={"title": {"text": "norm"}, "showgrid": False},
+        yaxis2={"title": {"text": "cosine"}, "overlaying": "y", "side": "right", "range": [-1, 1.05], "dtick": 0.5},
+        legend={"orientation": "h", "y": -0.45},
     )
     return figure
 

@@ -54,10 +54,10 @@ def loss_bars(targets: Sequence[str], per_token: np.ndarray, nll: np.ndarray, fl
     figure.update_layout(
         title={"text": "Loss per output position (should write...)"},
         barmode="group",
-        height=340,
+        height=400,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -45, "automargin": True},
         yaxis={"title": {"text": "nats"}},
-        legend={"orientation": "h", "y": 1.15},
+        legend={"orientation": "h", "y": -0.35},
     )
     return figure

@@ -90,3 +90,10 @@ def test_smoothed_target_and_its_floor():
 def test_typed_target_for_a_wordpiece_model_ends_with_its_eos(paper_random):
     ids = output.target_ids(paper_random, "hello world")
     assert ids[-1] == paper_random.eos_id and paper_random.bos_id not in ids
+
+
+def test_greedy_read_from_the_trace_equals_greedy_sampling(translate, translated):
+    ids = forward.token_ids(translate, translated, "encoder")
+    sampled, read = output.sample(translate, ids, "greedy"), output.greedy_from_trace(translated)
+    assert read.tokens == sampled.tokens
+    np.testing.assert_allclose(read.probabilities, sampled.probabilities, rtol=1e-5)
