@@ -69,8 +69,12 @@ head = pick_head(n_heads, "decoding_head", right, extra=(MEAN,), extra_name="mea
 current = decoding.step(trace, index, layer, None if head == MEAN else head)
 which = f"layer {layer + 1}, " + ("mean over heads" if head == MEAN else f"head {head + 1}")
 
+reads = position_label(index, current.target_tokens[index])
 st.subheader(
-    markdown_literal(f"Step {index + 1} of {total}: the model writes {position_label(index + 1, current.chosen)!r}")
+    markdown_literal(
+        f"Step {index + 1} of {total}: reads {reads!r} (and the tokens before it), "
+        f"writes {position_label(index + 1, current.chosen)!r}"
+    )
 )
 st.caption(f"Attention shown for decoder {which}.")
 st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
@@ -103,4 +107,7 @@ st.subheader(f"Cross-attention of every step ({which})")
 cross = trace.cross.weights[layer].mean(axis=0) if head == MEAN else trace.cross.weights[layer, head]
 figure = head_heatmap(cross, trace.target_tokens, trace.source_tokens)
 chart(mark_row(figure, index, len(trace.source_tokens)), "decoding_cross_all")
-st.caption("Rows are decoder steps (the token each row reads); the outlined row is the current step.")
+st.caption(
+    "Row i is decoder step i: it reads target token i (and those before it) and writes output token i + 1; "
+    "the outlined row is the current step."
+)

@@ -11,8 +11,10 @@ from explorer.figures.heatmap import head_heatmap
 from explorer.figures.training import loss_curve
 from explorer.pages._shared import chart
 from explorer.training import Run, Snapshot
+from explorer.wording import recipe_departures
 from models import tasks
 from models.tokenize import TokenizeError
+from models.train import rate
 
 RUN = "train_run"
 REFRESH_SECONDS = 1.0  # train this long between screen updates: redrawing more often costs the browser's CPU
@@ -76,6 +78,11 @@ every_col.number_input("Snapshot every", 5, 5000, 50, step=5, key="train_every",
 seed_col.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed", disabled=running)
 st.text_input("Sentence to watch", key="train_probe", max_chars=500, disabled=running)
 st.caption(tasks.get(st.session_state.train_task).description)
+st.caption(
+    "Where this recipe departs from the paper's (section 5): "
+    + "; ".join(recipe_departures(st.session_state.train_task))
+    + ". The learning rate follows eq. 3, drawn beneath the loss."
+)
 
 buttons = st.columns([1, 1, 6])
 buttons[0].button("Train", type="primary", on_click=start, disabled=running, key="train_start")
@@ -93,8 +100,10 @@ def show_snapshot(snapshot: Snapshot, key: str) -> None:
 
 
 def curve(run: Run):
-    history = run.trainer.history
-    return loss_curve([p.step for p in history], [p.loss for p in history], [p.accuracy for p in history])
+    history, recipe = run.trainer.history, run.trainer.recipe
+    planned = range(1, run.steps + 1)
+    schedule = (planned, [rate(s, recipe.d_model, recipe.warmup, recipe.lr_factor) for s in planned])
+    return loss_curve([p.step for p in history], [p.loss for p in history], [p.accuracy for p in history], schedule)
 
 
 if run is not None and run.running:
