@@ -69,7 +69,7 @@ pages = [
     st.Page(PAGES / "reference.py", title="Ours vs transformers", icon=":material/compare:"),
     st.Page(PAGES / "train.py", title="Train it yourself", icon=":material/model_training:"),
 ]
-page = st.navigation(pages)
+page = st.navigation(pages, expanded=True)  # every page listed: no "View more" to find them behind
 st.session_state[state.PAGE] = page.url_path
 notices = []
 if state.URL_USED not in st.session_state:  # a new session: open what the address asks for
