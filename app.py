@@ -57,12 +57,15 @@ def change_model() -> None:
 
 
 pages = [
+    st.Page(PAGES / "overview.py", title="Overview", icon=":material/account_tree:"),
     st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:", default=True),
     st.Page(PAGES / "model_view.py", title="Model view", icon=":material/apps:"),
     st.Page(PAGES / "head_view.py", title="Head view", icon=":material/linear_scale:"),
     st.Page(PAGES / "positional.py", title="Positional encoding", icon=":material/waves:"),
     st.Page(PAGES / "qkv.py", title="Q/K/V step by step", icon=":material/calculate:"),
+    st.Page(PAGES / "forward.py", title="Forward pass step by step", icon=":material/route:"),
     st.Page(PAGES / "decoding.py", title="Decoding step by step", icon=":material/translate:"),
+    st.Page(PAGES / "output.py", title="Output and loss", icon=":material/functions:"),
     st.Page(PAGES / "statistics.py", title="Head statistics", icon=":material/query_stats:"),
     st.Page(PAGES / "aggregation.py", title="Rollout and flow", icon=":material/stacked_line_chart:"),
     st.Page(PAGES / "compare.py", title="Compare weights", icon=":material/difference:"),
@@ -70,7 +73,7 @@ pages = [
     st.Page(PAGES / "reference.py", title="Ours vs transformers", icon=":material/compare:"),
     st.Page(PAGES / "train.py", title="Train it yourself", icon=":material/model_training:"),
 ]
-page = st.navigation(pages)
+page = st.navigation(pages, expanded=True)  # every page listed: no "View more" to find them behind
 st.session_state[state.PAGE] = page.url_path
 notices = []
 if state.URL_USED not in st.session_state:  # a new session: open what the address asks for

@@ -36,25 +36,47 @@ CHROMIUM_ARGS = [
 # idle one. A wait ends as soon as what it waits for is there; the limit only says when to give up.
 TIMEOUT_MS = 300_000
 
-# Counts the app's finished script runs, from the attribute Streamlit keeps on its root element
-# ("running" while the script runs, "notRunning" once it has finished): a test waits for the run its own action
-# caused, never for a guessed time.
+# Counts the app's finished script runs as the server announces them: every message on the app's websocket is a
+# ForwardMsg (protobuf); one whose field 6 (script_finished) is set ends a run. A run too quick to show on screen
+# is still counted, so a test waits for the run its own action caused, never for a guessed time.
 RUN_COUNTER = """(() => {
     window.__finishedRuns = 0;
-    let last = null;
-    new MutationObserver(() => {
-        const app = document.querySelector('[data-testid="stApp"]');
-        const state = app && app.getAttribute('data-test-script-state');
-        if (state !== last) {
-            if (state === 'notRunning' && last !== null) window.__finishedRuns += 1;
-            last = state;
+    const varint = (bytes, at) => {
+        let value = 0, shift = 0, byte;
+        do { byte = bytes[at++]; value += (byte & 0x7f) * 2 ** shift; shift += 7; } while (byte & 0x80);
+        return [value, at];
+    };
+    const finishes = (buffer) => {  // the top-level fields of one ForwardMsg
+        const bytes = new Uint8Array(buffer);
+        let at = 0, tag, length;
+        while (at < bytes.length) {
+            [tag, at] = varint(bytes, at);
+            const wire = tag & 7, field = Math.floor(tag / 8);
+            if (wire === 0) { let value; [value, at] = varint(bytes, at); if (field === 6) return value !== 2; }
+            else if (wire === 1) at += 8;
+            else if (wire === 2) { [length, at] = varint(bytes, at); at += length; }
+            else if (wire === 5) at += 4;
+            else return false;
         }
-    }).observe(document, {subtree: true, childList: true, attributes: true,
-                          attributeFilter: ['data-test-script-state']});
+        return false;
+    };
+    const Native = window.WebSocket;
+    function Counting(...args) {
+        const socket = new Native(...args);
+        socket.addEventListener('message', (event) => {
+            if (event.data instanceof ArrayBuffer && finishes(event.data)) window.__finishedRuns += 1;
+        });
+        return socket;
+    }
+    Counting.prototype = Native.prototype;
+    Object.assign(Counting, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+    window.WebSocket = Counting;
 })()"""
 FINISHED_RUNS = "() => window.__finishedRuns || 0"
+# a run has finished since `before`, and the page shows its result: not running, no element left stale
 SETTLED = """(before) => (window.__finishedRuns || 0) > before
-    && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'"""
+    && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-stale="true"]')"""
 
 
 class Served(str):

@@ -27,29 +27,8 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def descendants(pid: int) -> set[int]:
-    """Every living process below `pid`."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                children.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
-            except (OSError, ValueError):
-                continue  # gone meanwhile
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def total_cpu_seconds(pids: set[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            total += cpu_seconds(pid)
-        except OSError:
-            continue
-    return total
+def machine_cpu_seconds() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine since boot, every core added up (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields) - idle) / TICK, idle / TICK

@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--example", action="store_true", help="use the model's own example sentence")
     export.add_argument("--max-tokens", type=int, help="cut the input at this many tokens (default: model maximum)")
     export.add_argument("--format", choices=("json", "csv"), default="json")
+    export.add_argument(
+        "--target", help="encoder-decoders: the output to compute the loss against (default: the right answer)"
+    )
     return parser
 
 
@@ -47,7 +50,11 @@ def export(args: argparse.Namespace) -> None:
         raise CliError(f"unknown model {args.model!r}; choose from {', '.join(registry.MODELS)}")
     if args.text is None and not args.example:
         raise CliError("give --text TEXT or --example")
+    if args.target is not None and args.format != "json":
+        raise CliError("--target applies to the JSON export only")
     loaded = registry.load(args.model)
+    if args.target is not None and not loaded.is_encoder_decoder:
+        raise CliError(f"--target needs an encoder-decoder model; {args.model!r} is encoder-only")
     text = loaded.example if args.example else args.text
     result = trace.run(loaded, text, args.max_tokens)
     if result.truncated:
@@ -56,7 +63,8 @@ def export(args: argparse.Namespace) -> None:
     if args.format == "csv":
         to_data.write_csv(result, sys.stdout)
     else:
-        json.dump(to_data.to_document(result), sys.stdout, ensure_ascii=False)
+        document = {**to_data.to_document(result), **to_data.forward_document(loaded, result, args.target or "")}
+        json.dump(document, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
 
 

@@ -14,7 +14,13 @@ from explorer import analysis, memo, positions, reference_view, state, trace
 from models import registry
 
 
-@st.cache_resource(show_spinner="Loading model...")  # every registry model at most: all stay loaded
+# The three most recently used registry models stay loaded (a class mostly uses one or two); another is loaded again
+# on its next use, in 0.1-2 s, to the same weights and revision, so cached traces stay valid. Keeping all five held
+# ~300 MB more (paper-random alone is 75M parameters) after every page had been opened with every model.
+MODELS_KEPT = 3
+
+
+@st.cache_resource(max_entries=MODELS_KEPT, show_spinner="Loading model...")
 def get_model(name: str) -> registry.LoadedModel:
     return registry.load(name)
 
@@ -143,4 +149,38 @@ def get_reference_difference(model_name: str, text: str, max_tokens: int):
     theirs = get_reference_attention(model_name, text, max_tokens)
     return store().get(
         _key("difference", model_name, text, max_tokens), lambda: reference_view.max_abs_difference(ours, theirs)
+    )
+
+
+def get_scored(model_name: str, text: str, max_tokens: int, target: str):
+    """(teacher-forced run on the target, where the target comes from): a forward pass, kept across reruns."""
+    from explorer import forward, output
+
+    result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
+
+    def work():
+        ids, where = output.target_for(loaded, result, target)
+        return output.score(loaded, forward.token_ids(loaded, result, "encoder"), ids), where
+
+    key = ("scored", model_name, loaded.revision, text, max_tokens, target)
+    return store().get(key, lambda: _compute("Scoring the target...", work))
+
+
+def get_sampled(
+    model_name: str, text: str, max_tokens: int, method: str, temperature: float, top_k: int, top_p: float, seed: int
+):
+    """An output written by a seeded sampler (one decoder pass per token, kept across reruns)."""
+    from explorer import forward, output
+
+    result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
+    if method == "greedy" and temperature == 1.0:
+        return output.greedy_from_trace(result)
+    ids = forward.token_ids(loaded, result, "encoder")
+    budget = min(len(ids) + 2, trace.MAX_TARGET)
+    key = ("sampled", model_name, loaded.revision, text, max_tokens, method, temperature, top_k, top_p, seed)
+    return store().get(
+        key,
+        lambda: _compute(
+            "Sampling...", lambda: output.sample(loaded, ids, method, temperature, top_k, top_p, seed, budget)
+        ),
     )

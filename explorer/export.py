@@ -44,3 +44,29 @@ def write_csv(trace: Trace, out: io.TextIOBase) -> None:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADER)
     writer.writerows(csv_rows(trace))
+
+
+def forward_document(loaded, trace: Trace, target: str = "") -> dict:
+    """{"sublayers": {stack: [layer: {step: [token][dim]}]}} for every model, and for an encoder-decoder
+    "loss": {"targets", "per_token", "mean", "label_smoothing"} against `target` or the task's right answer (the
+    model's own greedy output when no right answer is known)."""
+    from explorer import forward, output
+
+    sublayers = forward.sublayer_vectors(loaded, trace)
+    doc: dict = {
+        "sublayers": {
+            stack: [{name: vectors.tolist() for name, vectors in layer.items()} for layer in layers]
+            for stack, layers in sublayers.items()
+        }
+    }
+    if loaded.is_encoder_decoder:
+        ids, where = output.target_for(loaded, trace, target)
+        scored = output.score(loaded, forward.token_ids(loaded, trace, "encoder"), ids)
+        doc["loss"] = {
+            "targets": list(scored.targets),
+            "target_from": where,
+            "per_token": scored.per_token.tolist(),
+            "mean": scored.mean,
+            "label_smoothing": scored.epsilon,
+        }
+    return doc

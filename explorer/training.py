@@ -94,6 +94,11 @@ class Run:
         history = self.trainer.history
         return [p.step for p in history], [p.loss for p in history], [p.accuracy for p in history]
 
+    def schedule(self) -> tuple[range, list[float]]:
+        """(steps, learning rates) of eq. 3 over the whole planned run, drawn beneath the loss."""
+        recipe, planned = self.trainer.recipe, range(1, self.steps + 1)
+        return planned, [train.rate(s, recipe.d_model, recipe.warmup, recipe.lr_factor) for s in planned]
+
     def snapshot(self) -> Snapshot:
         loaded = registry.from_task(self.key, "", "", self.trainer.model, self.task, f"{self.run_id}-live")
         taken = Snapshot(self.step, trace.run(loaded, self.probe))

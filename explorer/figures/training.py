@@ -1,41 +1,64 @@
-"""The live training curve: label-smoothed loss and next-token accuracy against the step."""
+"""The live training curve: label-smoothed loss and next-token accuracy against the step, and the eq. 3 schedule."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 
-def loss_curve(steps: Sequence[int], loss: Sequence[float], accuracy: Sequence[float]) -> go.Figure:
-    """Loss on the left axis, teacher-forced next-token accuracy (0..1) on the right."""
-    return go.Figure(
-        data=[
-            go.Scatter(x=list(steps), y=list(loss), name="loss", mode="lines", line={"color": "#1f77b4"}),
-            go.Scatter(
-                x=list(steps),
-                y=list(accuracy),
-                name="token accuracy",
-                mode="lines",
-                yaxis="y2",
-                line={"color": "#2ca02c"},
-            ),
-        ],
-        layout={
-            "height": 320,
-            "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
-            "xaxis": {"title": {"text": "step"}},
-            "yaxis": {"title": {"text": "loss (label-smoothed)"}, "rangemode": "tozero"},
-            "yaxis2": {
-                "title": {"text": "token accuracy"},
-                "overlaying": "y",
-                "side": "right",
-                "range": [0, 1],
-                "tickformat": ".0%",
-                "tick0": 0,
-                "dtick": 0.25,  # round percentages, not ticks lined up with the loss axis
-                "showgrid": False,
-            },
-            "legend": {"orientation": "h", "y": 1.12},
-        },
+def loss_curve(
+    steps: Sequence[int],
+    loss: Sequence[float],
+    accuracy: Sequence[float],
+    schedule: tuple[Sequence[int], Sequence[float]] | None = None,
+) -> go.Figure:
+    """Loss on the left axis, teacher-forced next-token accuracy (0..1) on the right; with `schedule` (steps,
+    rates), the learning rate of eq. 3 for the whole run in a panel beneath, on the same step axis."""
+    rows = 2 if schedule is not None else 1
+    figure = make_subplots(
+        rows=rows,
+        cols=1,
+        shared_xaxes=True,
+        specs=[[{"secondary_y": True}]] + [[{}]] * (rows - 1),
+        row_heights=[0.68, 0.32] if rows == 2 else None,
+        vertical_spacing=0.06,
     )
+    figure.add_trace(go.Scatter(x=list(steps), y=list(loss), name="loss", mode="lines", line={"color": "#1f77b4"}))
+    figure.add_trace(
+        go.Scatter(x=list(steps), y=list(accuracy), name="token accuracy", mode="lines", line={"color": "#2ca02c"}),
+        secondary_y=True,
+    )
+    if schedule is not None:
+        figure.add_trace(
+            go.Scatter(
+                x=list(schedule[0]),
+                y=list(schedule[1]),
+                name="learning rate (eq. 3)",
+                mode="lines",
+                line={"color": "#ff7f0e"},
+            ),
+            row=2,
+            col=1,
+        )
+        figure.update_yaxes(title={"text": "learning rate"}, tickformat=".1e", row=2, col=1)
+    figure.update_yaxes(title={"text": "loss (label-smoothed)"}, rangemode="tozero", row=1, col=1, secondary_y=False)
+    figure.update_yaxes(
+        title={"text": "token accuracy"},
+        range=[0, 1],
+        tickformat=".0%",
+        tick0=0,
+        dtick=0.25,  # round percentages, not ticks lined up with the loss axis
+        showgrid=False,
+        row=1,
+        col=1,
+        secondary_y=True,
+    )
+    figure.update_xaxes(title={"text": "step"}, row=rows, col=1)
+    figure.update_layout(
+        height=320 if rows == 1 else 460,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "y": 1.08},
+    )
+    return figure

@@ -9,14 +9,16 @@ from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import LAYER_CELLS, layer_heads
 from explorer.heads import head_or_mean, head_title
 from explorer.pages._shared import chart, pick_attention, pick_layer_head
+from explorer.wording import head_patterns
 
 st.header("Attention heatmap")
 st.markdown(
-    r"Each head computes $\mathrm{softmax}\left(QK^\top / \sqrt{d_k}\right)V$ (Vaswani et al. 2017, eq. 1). "
-    "Row *i* shows how query token *i* (attending) spreads one unit of attention over the key tokens (attended "
-    "to); every row sums to 1. Different heads learn different patterns: some look at the previous token, some "
-    "at punctuation or [SEP], some spread broadly."
+    r"Each head computes $\mathrm{softmax}\left(QK^\top / \sqrt{d_k}\right)V$ (Vaswani et al. 2017, eq. 1); the "
+    r"heatmap draws the attention weights $\mathrm{softmax}\left(QK^\top / \sqrt{d_k}\right)$, before they "
+    "multiply V. Row *i* shows how query token *i* (attending) spreads one unit of attention over the key tokens "
+    "(attended to); every row sums to 1."
 )
+st.caption(head_patterns(st.session_state[state.MODEL]))
 
 chosen = pick_attention(state.ATTENTION)
 attention = chosen.attention

@@ -63,8 +63,12 @@ layer, head = pick_layer_head(n_layers, n_heads, "decoding", mean=True, layer=n_
 current = decoding.step(trace, index, layer, head)
 which = head_title(layer, head, n_heads)
 
+reads = position_label(index, current.target_tokens[index])
 st.subheader(
-    markdown_literal(f"Step {index + 1} of {total}: the model writes {position_label(index + 1, current.chosen)!r}")
+    markdown_literal(
+        f"Step {index + 1} of {total}: reads {reads!r} (and the tokens before it), "
+        f"writes {position_label(index + 1, current.chosen)!r}"
+    )
 )
 st.caption(f"Attention shown for decoder {which}.")
 st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
@@ -96,4 +100,7 @@ next_col.caption(f"The {len(current.top_tokens)} most probable tokens; red is gr
 st.subheader(f"Cross-attention of every step ({which})")
 figure = head_heatmap(head_or_mean(trace.cross.weights, layer, head), trace.target_tokens, trace.source_tokens)
 chart(mark_row(figure, index, len(trace.source_tokens)), "decoding_cross_all")
-st.caption("Rows are decoder steps (the token each row reads); the outlined row is the current step.")
+st.caption(
+    "Row i is decoder step i: it reads target token i (and those before it) and writes output token i + 1; "
+    "the outlined row is the current step."
+)

@@ -8,7 +8,8 @@ from explorer.figures.head_view import head_view
 from explorer.pages._shared import chart, pick_attention, pick_layer, pick_token
 
 st.header("Head view")
-st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
+st.latex(r"A_i = \mathrm{softmax}\!\left(\frac{(Q W^Q_i + b^Q_i)(K W^K_i + b^K_i)^\top}{\sqrt{d_k}}\right)")
+st.caption("The lines draw one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i).")
 st.markdown(
     "Queries on the left, keys on the right. A line's opacity is the attention weight, its colour the head; each "
     "query shows its strongest keys (weights under 0.05 are left out). Click a head in the legend to hide it, or "

@@ -9,7 +9,8 @@ from explorer.figures.model_view import THUMBNAIL, model_view
 from explorer.pages._shared import chart, open_in_attention, pick_attention, pick_layer_head
 
 st.header("Model view")
-st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q W^Q_i (K W^K_i)^\top}{\sqrt{d_k}}\right) V W^V_i")
+st.latex(r"A_i = \mathrm{softmax}\!\left(\frac{(Q W^Q_i + b^Q_i)(K W^K_i + b^K_i)^\top}{\sqrt{d_k}}\right)")
+st.caption("Each thumbnail draws one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i).")
 st.markdown(
     "Every head of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
     "attention (queries down, keys across). Look for a bright diagonal (attend to self), a line just below it "

@@ -35,10 +35,12 @@ st.subheader("1. The input row")
 st.markdown(f"x = {s.x_query_source}, row {query}: `{preview(s.x_query)}`")
 st.subheader("2. Project to q, k, v")
 st.latex(
-    rf"q = x W^Q_{{{head + 1}}},\; k_j = x_j W^K_{{{head + 1}}},\; v_j = x_j W^V_{{{head + 1}}}"
+    rf"q = x W^Q_{{{head + 1}}} + b^Q_{{{head + 1}}},\; k_j = x_j W^K_{{{head + 1}}} + b^K_{{{head + 1}}},\;"
+    rf" v_j = x_j W^V_{{{head + 1}}} + b^V_{{{head + 1}}}"
     rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{s.d_model} \times {s.d_head}}}"
 )
 st.markdown(f"Keys and values come from {s.x_keys_source}. q = `{preview(s.q)}`")
+st.caption("Each projection has a bias (b^Q, b^K, b^V): recomputing q as x W^Q alone is off by that bias.")
 chart(vector_strip(s.q, [queries[query]], "q"), "qkv_q")
 chart(vector_strip(s.k, keys, "K (one row per key)"), "qkv_k")
 chart(vector_strip(s.v, keys, "V (one row per key)"), "qkv_v")
@@ -49,13 +51,21 @@ chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask), "qkv_raw")
 chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask), "qkv_scaled")
 if not s.mask.all():
     hidden = int((~s.mask).sum())
-    st.markdown(f"The mask hides {hidden} key(s) (grey): they get weight exactly 0.")
+    st.markdown(
+        f"The mask hides {hidden} key(s) (grey; their bars show the score before masking). Before the softmax the "
+        "model replaces each hidden score by the lowest float32 number, -3.4e38 (in effect minus infinity), so "
+        "they get weight exactly 0."
+    )
 chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask), "qkv_weights")
 
 with st.expander("What if: change the softmax temperature (not the model's computation)"):
     temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="qkv_temperature")
     what_if = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, temperature)
-    st.caption("softmax(scores / T): T < 1 sharpens, T > 1 flattens. The model always uses T = 1.")
+    st.caption(
+        "softmax(scores / T): T < 1 sharpens, T > 1 flattens. T = 1 is the model: it always uses T = 1. Dividing "
+        f"q . k by sqrt(d_k) = {s.d_head**0.5:.3g} is itself a temperature, fixed by the paper so that the scores' "
+        "variance stays near 1 whatever d_k."
+    )
     chart(
         per_key_bars(s.weights, keys, "model (T = 1) vs what-if", s.mask, what_if, f"T = {temperature}"), "qkv_what_if"
     )
@@ -66,7 +76,7 @@ chart(vector_strip(s.z, [f"z (head {head + 1})"], "z = sum_j weight_j v_j"), "qk
 
 st.subheader("5. Concatenate the heads and multiply by W_O")
 st.latex(
-    rf"\text{{MultiHead}} = \text{{Concat}}(z_1, \dots, z_{{{attention.n_heads}}})\, W^O,"
+    rf"\text{{MultiHead}} = \text{{Concat}}(z_1, \dots, z_{{{attention.n_heads}}})\, W^O + b^O,"
     rf"\quad W^O \in \mathbb{{R}}^{{{s.d_model} \times {s.d_model}}}"
 )
 st.markdown(f"This head fills dimensions {head * s.d_head} to {(head + 1) * s.d_head - 1} of the concatenation.")

@@ -9,6 +9,7 @@ from explorer.figures.heatmap import head_heatmap
 from explorer.figures.training import loss_curve
 from explorer.pages._shared import chart
 from explorer.training import Run, Snapshot
+from explorer.wording import recipe_departures
 from models import tasks
 from models.tokenize import TokenizeError
 
@@ -74,6 +75,11 @@ every_col.number_input("Snapshot every", 5, 5000, 50, step=5, key="train_every",
 seed_col.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed", disabled=running)
 st.text_input("Sentence to watch", key="train_probe", max_chars=500, disabled=running)
 st.caption(tasks.get(st.session_state.train_task).description)
+st.caption(
+    "Where this recipe departs from the paper's (section 5): "
+    + "; ".join(recipe_departures(st.session_state.train_task))
+    + ". The learning rate follows eq. 3, drawn beneath the loss."
+)
 
 buttons = st.columns([1, 1, 6])
 buttons[0].button("Train", type="primary", on_click=start, disabled=running, key="train_start")
@@ -96,7 +102,7 @@ if run is not None and run.running:
         run.advance_for(REFRESH_SECONDS)
         last = run.trainer.history[-1]
         bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
-        live_curve.plotly_chart(loss_curve(*run.curve()), key=f"train_curve_{run.step}")
+        live_curve.plotly_chart(loss_curve(*run.curve(), run.schedule()), key=f"train_curve_{run.step}")
         if len(run.snapshots) != shown:
             shown = len(run.snapshots)
             with latest.container():
@@ -112,7 +118,7 @@ if run is not None:
         f"'{st.session_state[state.TRAINED][run.key].title}'."
     )
     st.button("Explore it in the other pages", on_click=explore, key="train_explore")
-    chart(loss_curve(*run.curve()), "train_curve")
+    chart(loss_curve(*run.curve(), run.schedule()), "train_curve")
     steps = [s.step for s in run.snapshots]
     chosen = st.select_slider("Snapshot at step", steps, value=steps[-1], key="train_snapshot")
     show_snapshot(run.snapshots[steps.index(chosen)], "train_snapshot_figure")

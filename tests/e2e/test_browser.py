@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench.harness import open_app, rerun, tick_labels, type_sentence, wait_for_tokens
@@ -58,11 +60,11 @@ def test_decoding_a_toy_translation_step_by_step(server, page):
     with rerun(page):
         page.get_by_test_id("stSidebarNav").get_by_text("Decoding step by step", exact=True).click()
     page.get_by_role("heading", name="Decoding step by step").wait_for()
-    page.get_by_text("Step 1 of 9: the model writes '1: le'").wait_for()
+    page.get_by_text("Step 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for()
     for n, word in [(2, "chat"), (3, "rouge"), (4, "petit")]:
         with rerun(page):  # the step's figures replaced, not drawn beside the last step's
             page.get_by_role("button", name="Next ▶").click()
-        page.get_by_text(f"Step {n} of 9: the model writes '{n}: {word}'").wait_for()
+        page.get_by_text(re.compile(rf"Step {n} of 9: reads .*, writes '{n}: {word}'")).wait_for()
     assert page.get_by_test_id("stException").count() == 0
     assert page.locator(".js-plotly-plot").count() == 4
     screenshot(page, "decoding")

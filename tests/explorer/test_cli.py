@@ -130,3 +130,44 @@ def test_real_process_exits_cleanly_without_traceback():
     cmd[-1] = "Thinking Machines"
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and json.loads(done.stdout)["tokens"]["source"][1] == "thinking"
+
+
+def test_json_export_has_every_sublayer_and_the_loss(capsys):
+    from explorer import forward, output
+    from models import registry
+
+    translate = registry.load("translate")
+    text = "the small red cat sees a big dog"
+    code, out, err = run_cli(capsys, "export", "--model", "translate", "--text", text)
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    expected = trace.run(translate, text)
+    encoder = doc["sublayers"]["encoder"]
+    assert len(encoder) == 2 and set(encoder[0]) == {"attention", "add_norm_1", "ffn", "add_norm_2"}
+    np.testing.assert_array_equal(
+        np.array(encoder[1]["add_norm_2"], np.float32), expected.encoder_states["after_ffn"][1]
+    )
+    np.testing.assert_array_equal(np.array(encoder[0]["attention"], np.float32), expected.encoder_self.output[0])
+    decoder = doc["sublayers"]["decoder"][1]
+    np.testing.assert_array_equal(
+        np.array(decoder["add_norm_2"], np.float32), expected.decoder_states["after_cross_attn"][1]
+    )
+    step = forward.layer(translate, expected, "decoder", 1, 2).sublayers[2]
+    np.testing.assert_allclose(np.array(decoder["ffn"][2], np.float32), step.output, atol=1e-5)
+    loss = doc["loss"]
+    assert loss["targets"] == ["le", "chat", "rouge", "petit", "voit", "un", "chien", "grand", "<eos>"]
+    assert loss["label_smoothing"] == 0.1 and loss["mean"] == pytest.approx(np.mean(loss["per_token"]))
+    assert loss["mean"] > output.loss_floor(len(translate.target_vocabulary.words))
+    # a typed wrong target costs more
+    code, out, _ = run_cli(capsys, "export", "--model", "translate", "--text", text, "--target", "le chien voit")
+    wrong = json.loads(out)["loss"]
+    assert code == 0 and wrong["targets"] == ["le", "chien", "voit", "<eos>"] and wrong["mean"] > loss["mean"]
+
+
+def test_minilm_export_has_sublayers_and_no_loss(capsys):
+    code, out, _ = run_cli(capsys, "export", "--model", "minilm", "--text", "Thinking Machines")
+    doc = json.loads(out)
+    assert code == 0 and "loss" not in doc and len(doc["sublayers"]["encoder"]) == 6
+    assert np.array(doc["sublayers"]["encoder"][5]["ffn"]).shape == (4, 384)
+    code, _, err = run_cli(capsys, "export", "--model", "minilm", "--text", "hi", "--target", "x")
+    assert code == 2 and "encoder-only" in err

@@ -1,0 +1,102 @@
+"""Figures for the forward pass: named vectors as strips, and how far each sub-layer moves the tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.figures.labels import escape_tokens
+
+MAX_TICKS = 40  # token ticks past this are thinned
+
+
+def preview(vector: np.ndarray, shown: int = 8) -> str:
+    """The first values of a vector and how many there are, for inline text."""
+    values = ", ".join(f"{x:.4f}" for x in np.asarray(vector).ravel()[:shown])
+    return f"[{values}{', ...' if vector.size > shown else ''}]  ({vector.size} values)"
+
+
+def named_strips(rows: Sequence[np.ndarray], names: Sequence[str], title: str) -> go.Figure:
+    """Several vectors of one length as labelled strips (rows x dimensions), diverging around zero, one colour scale
+    for all rows so sizes compare (hover shows every exact value)."""
+    z = np.stack([np.asarray(r, np.float32) for r in rows])
+    # colours saturate at the 99th percentile: one outlier dimension (MiniLM has some) would wash out the rest
+    limit = float(np.percentile(np.abs(z), 99)) or float(np.abs(z).max()) or 1.0
+    labels = escape_tokens(names)
+    y = list(range(len(labels)))
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            y=y,
+            zmin=-limit,
+            zmax=limit,
+            zmid=0,
+            colorscale="RdBu",
+            customdata=np.array([[name] * z.shape[1] for name in labels]),
+            hovertemplate="%{customdata}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title={"text": escape_tokens([title])[0]},
+        height=max(160, 26 * len(labels) + 90),
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        yaxis={"tickmode": "array", "tickvals": y, "ticktext": labels, "autorange": "reversed", "automargin": True},
+        xaxis={"title": {"text": "dimension"}},
+    )
+    return figure
+
+
+def step_names(names: Sequence[str], n_layers: int) -> list[str]:
+    """'L1 self-attention', ... : one label per (layer, sub-layer), layer by layer."""
+    return [f"L{layer + 1} {name}" for layer in range(n_layers) for name in names]
+
+
+def token_path(norms: np.ndarray, cosine: np.ndarray, input_norm: float, names: Sequence[str], token: str) -> go.Figure:
+    """One token through the stack: its norm after every sub-layer, and its cosine to the layer's input."""
+    labels = ["input", *step_names(names, norms.shape[0])]
+    x = list(range(len(labels)))
+    figure = go.Figure(
+        [
+            go.Scatter(x=x, y=[input_norm, *norms.ravel()], name="norm |x|", mode="lines+markers"),
+            go.Scatter(x=x[1:], y=cosine.ravel(), name="cosine to the layer's input", mode="lines+markers", yaxis="y2"),
+        ]
+    )
+    figure.update_layout(
+        title={"text": f"Token {escape_tokens([repr(token)])[0]} through the stack"},
+        height=400,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis={"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -45, "automargin": True},
+        yaxis={"title": {"text": "norm"}, "showgrid": False},
+        yaxis2={"title": {"text": "cosine"}, "overlaying": "y", "side": "right", "range": [-1, 1.05], "dtick": 0.5},
+        legend={"orientation": "h", "y": -0.45},
+    )
+    return figure
+
+
+def movement_heatmap(values: np.ndarray, names: Sequence[str], tokens: Sequence[str], title: str) -> go.Figure:
+    """(L, S, T) -> one heatmap: rows are sub-layers layer by layer, columns are tokens (ticks thinned when long)."""
+    n_layers, n_sub, n_tokens = values.shape
+    rows = step_names(names, n_layers)
+    labels = escape_tokens(tokens)
+    every = max(1, -(-n_tokens // MAX_TICKS))
+    ticks = list(range(0, n_tokens, every))
+    figure = go.Figure(
+        go.Heatmap(
+            z=values.reshape(n_layers * n_sub, n_tokens),
+            x=list(range(n_tokens)),
+            y=list(range(len(rows))),
+            colorscale="Viridis",
+            customdata=np.array([labels] * len(rows)),
+            hovertemplate="%{customdata} (%{x})<br>row %{y}<br>%{z:.4f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title={"text": title},
+        height=max(220, 22 * len(rows) + 140),
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis={"tickmode": "array", "tickvals": ticks, "ticktext": [labels[i] for i in ticks], "tickangle": -60},
+        yaxis={"tickmode": "array", "tickvals": list(range(len(rows))), "ticktext": rows, "autorange": "reversed"},
+    )
+    return figure

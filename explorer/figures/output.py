@@ -1,0 +1,63 @@
+"""Figures for the output: the next-token distribution beside the smoothed target, and the loss per position."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.figures.labels import escape_tokens, position_labels
+
+
+def distribution_bars(
+    tokens: Sequence[str], model: np.ndarray, target: np.ndarray, title: str, model_name: str = "model"
+) -> go.Figure:
+    """Chosen tokens of the vocabulary: the model's probability and the label-smoothed target's, side by side."""
+    labels = escape_tokens(tokens)
+    y = list(range(len(labels)))
+    hover = {"customdata": labels, "hovertemplate": "%{customdata}<br>%{x:.5f}<extra></extra>"}
+    figure = go.Figure(
+        [
+            go.Bar(x=model, y=y, orientation="h", name=model_name, marker={"color": "#1f77b4"}, **hover),
+            go.Bar(
+                x=target, y=y, orientation="h", name="target (label-smoothed)", marker={"color": "#2ca02c"}, **hover
+            ),
+        ]
+    )
+    figure.update_layout(
+        title={"text": title},
+        barmode="group",
+        height=max(260, 40 * len(labels) + 100),
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis={"title": {"text": "probability"}, "range": [0, 1]},
+        yaxis={"tickmode": "array", "tickvals": y, "ticktext": labels, "autorange": "reversed", "automargin": True},
+        legend={"orientation": "h", "y": -0.15},
+    )
+    return figure
+
+
+def loss_bars(targets: Sequence[str], per_token: np.ndarray, nll: np.ndarray, floor: float) -> go.Figure:
+    """Per decoder position: the label-smoothed loss and plain -log p(right token), with the smoothed loss's floor."""
+    labels = escape_tokens(position_labels(targets))
+    x = list(range(len(labels)))
+    hover = {"customdata": labels, "hovertemplate": "%{customdata}<br>%{y:.4f}<extra></extra>"}
+    figure = go.Figure(
+        [
+            go.Bar(x=x, y=per_token, name="label-smoothed cross-entropy", marker={"color": "#1f77b4"}, **hover),
+            go.Bar(x=x, y=nll, name="-log p(right token)", marker={"color": "#ff7f0e"}, **hover),
+        ]
+    )
+    mean = float(np.mean(per_token))
+    figure.add_hline(y=floor, line={"dash": "dot", "color": "#2ca02c"}, annotation_text=f"floor {floor:.3f}")
+    figure.add_hline(y=mean, line={"dash": "dash", "color": "#d62728"}, annotation_text=f"mean {mean:.3f}")
+    figure.update_layout(
+        title={"text": "Loss per output position (should write...)"},
+        barmode="group",
+        height=400,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis={"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -45, "automargin": True},
+        yaxis={"title": {"text": "nats"}},
+        legend={"orientation": "h", "y": -0.35},
+    )
+    return figure

@@ -1,0 +1,321 @@
+"""One token's forward pass, step by step, recomputed from the model's own weights and traced states (no streamlit).
+
+Each step starts from the model's traced state before it (never from our own recomputation of an earlier step),
+so every shown result can be checked against the state the model itself produced (`traced`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from explorer.trace import Trace
+from models.registry import LoadedModel
+
+STACKS = ("encoder", "decoder")
+# the sub-layers of one layer, as figure 1 draws them bottom to top
+SUBLAYERS = {
+    "encoder": ("self-attention", "feed-forward"),
+    "decoder": ("masked self-attention", "cross-attention", "feed-forward"),
+}
+_STATES = {"encoder": ("after_attn", "after_ffn"), "decoder": ("after_self_attn", "after_cross_attn", "after_ffn")}
+_KINDS = {"self-attention": "encoder_self", "masked self-attention": "decoder_self", "cross-attention": "cross"}
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy().copy()
+
+
+@dataclass(frozen=True)
+class Norm:
+    """LayerNorm of one row: gamma * (x - mean) / sqrt(variance + eps) + beta (the variance divides by D)."""
+
+    x: np.ndarray
+    mean: float
+    variance: float
+    eps: float
+    normalized: np.ndarray  # (x - mean) / sqrt(variance + eps)
+    gamma: np.ndarray
+    beta: np.ndarray
+    output: np.ndarray
+
+
+def layer_norm(x: np.ndarray, module: torch.nn.LayerNorm) -> Norm:
+    """LayerNorm written out with the module's own gamma, beta and eps."""
+    row = torch.from_numpy(np.ascontiguousarray(x, np.float32))
+    mean = row.mean()
+    variance = row.var(unbiased=False)
+    normalized = (row - mean) / torch.sqrt(variance + module.eps)
+    output = normalized * module.weight + module.bias
+    return Norm(
+        x,
+        float(mean),
+        float(variance),
+        float(module.eps),
+        _np(normalized),
+        _np(module.weight),
+        _np(module.bias),
+        _np(output),
+    )
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """Token -> id -> embedding row (x scale) + position (+ token type) (-> LayerNorm): what enters layer 1."""
+
+    token: str
+    token_id: int
+    row: np.ndarray  # the embedding table's row
+    scale: float  # sqrt(d_model) in the paper (section 3.4); 1 for the BERT family
+    scaled: np.ndarray
+    position_kind: str  # "sinusoidal" or "learned"
+    position: np.ndarray  # this position's row of the table
+    token_type: np.ndarray | None  # BERT's segment embedding (type 0: one sentence)
+    summed: np.ndarray
+    norm: Norm | None  # BERT normalises the sum
+    result: np.ndarray
+    traced: np.ndarray  # the model's own
+
+
+@dataclass(frozen=True)
+class FeedForwardSteps:
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, eq. (2)."""
+
+    x: np.ndarray
+    hidden: np.ndarray  # (F,) x W_1 + b_1
+    activation: str  # "relu" or "gelu"
+    activated: np.ndarray  # (F,)
+    off_share: float  # share of the d_ff units the activation switches off (output exactly 0 for ReLU, < 0 for GELU)
+    output: np.ndarray  # (D,)
+
+
+@dataclass(frozen=True)
+class Sublayer:
+    """One sub-layer with its residual connection and LayerNorm (post-LN: LN(x + f(x)); pre-LN: x + f(LN(x)))."""
+
+    name: str
+    x: np.ndarray  # the residual stream entering
+    pre_norm: Norm | None  # pre-LN: what the sub-layer reads
+    output: np.ndarray  # the sub-layer's output: attention after W_O, or the FFN's
+    traced_output: np.ndarray  # the model's own sub-layer output (attention); the FFN's is recomputed only
+    ffn: FeedForwardSteps | None
+    residual: np.ndarray  # x + output
+    post_norm: Norm | None
+    result: np.ndarray
+    traced: np.ndarray  # the model's own state after this sub-layer
+
+
+@dataclass(frozen=True)
+class Layer:
+    index: int
+    x: np.ndarray
+    sublayers: tuple[Sublayer, ...]
+
+
+def token_ids(loaded: LoadedModel, trace: Trace, stack: str) -> list[int]:
+    """The ids the model read for a stack's tokens."""
+    if stack == "encoder":
+        encoding = loaded.tokenizer.encode(trace.text, len(trace.source_tokens))
+        assert encoding.tokens == trace.source_tokens, "the trace was made from another text"
+        return list(encoding.ids)
+    vocabulary = loaded.target_vocabulary
+    assert trace.target_tokens is not None
+    return [vocabulary.token_to_id(t) for t in trace.target_tokens]
+
+
+def _module(loaded: LoadedModel, stack: str):
+    if stack not in STACKS:
+        raise ValueError(f"unknown stack {stack!r}")
+    found = getattr(loaded.model, stack)
+    if found is None:
+        raise ValueError(f"model {loaded.key!r} is encoder-only: it has no decoder")
+    return found
+
+
+def tokens(trace: Trace, stack: str) -> tuple[str, ...]:
+    if stack == "decoder":
+        assert trace.target_tokens is not None
+        return trace.target_tokens
+    return trace.source_tokens
+
+
+def states(trace: Trace, stack: str) -> dict[str, np.ndarray]:
+    found = trace.encoder_states if stack == "encoder" else trace.decoder_states
+    if found is None:
+        raise ValueError(f"model {trace.model_key!r} is encoder-only: it has no decoder")
+    return found
+
+
+@torch.inference_mode()
+def embedding(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> Embedding:
+    """The input of layer 1 for one position, as models.transformer.Embeddings computes it."""
+    module = _module(loaded, stack).embeddings
+    token_id = token_ids(loaded, trace, stack)[position]
+    row = _np(module.token.weight[token_id])
+    scaled = row * np.float32(module.scale) if module.scale != 1.0 else row
+    summed = torch.from_numpy(scaled.copy())
+    token_type = None
+    if module.token_type is not None:
+        token_type = _np(module.token_type.weight[0])
+        summed = summed + module.token_type.weight[0]
+    position_row = module.position.table[position]
+    summed = summed + position_row
+    norm = layer_norm(_np(summed), module.norm) if module.norm is not None else None
+    kind = loaded.model.config.positional
+    result = norm.output if norm is not None else _np(summed)
+    return Embedding(
+        tokens(trace, stack)[position],
+        token_id,
+        row,
+        float(module.scale),
+        scaled,
+        kind,
+        _np(position_row),
+        token_type,
+        _np(summed),
+        norm,
+        result,
+        states(trace, stack)["embeddings"][position].copy(),
+    )
+
+
+@torch.inference_mode()
+def feed_forward(module, x: np.ndarray) -> FeedForwardSteps:
+    """Eq. (2) for one row with the layer's own W_1, b_1, W_2, b_2."""
+    row = torch.from_numpy(np.ascontiguousarray(x, np.float32))
+    hidden = row @ module.linear1.weight.T + module.linear1.bias  # (F,)
+    activated = module.activation(hidden)
+    output = activated @ module.linear2.weight.T + module.linear2.bias  # (D,)
+    name = "relu" if isinstance(module.activation, torch.nn.ReLU) else "gelu"
+    return FeedForwardSteps(x, _np(hidden), name, _np(activated), float((hidden <= 0).float().mean()), _np(output))
+
+
+def attention_output(trace: Trace, kind: str, layer: int, position: int, w_o) -> np.ndarray:
+    """Concat_h(weights_h @ V_h) W_O + b_O for one query row, from the traced weights and values."""
+    a = trace.attention(kind)
+    heads = np.einsum("hk,hkd->hd", a.weights[layer, :, position], a.v[layer])  # (H, Dh)
+    concat = torch.from_numpy(np.ascontiguousarray(heads.reshape(-1)))
+    with torch.inference_mode():
+        return _np(concat @ w_o.weight.T + w_o.bias)
+
+
+def _sublayer(name, x, norm_module, run, traced, traced_output=None) -> Sublayer:
+    """Residual and norm around `run` (sub-layer input -> (output, ffn steps or None))."""
+    pre = layer_norm(x, norm_module) if norm_module.norm_first else None
+    output, ffn = run(pre.output if pre is not None else x)
+    residual = x + output
+    post = None if norm_module.norm_first else layer_norm(residual, norm_module)
+    result = residual if post is None else post.output
+    shown = output if traced_output is None else traced_output
+    return Sublayer(name, x, pre, output, shown, ffn, residual, post, result, traced)
+
+
+def layer(loaded: LoadedModel, trace: Trace, stack: str, index: int, position: int) -> Layer:
+    """Every sub-layer of one layer for one position, each starting from the model's traced state before it."""
+    module = _module(loaded, stack).layers[index]
+    found = states(trace, stack)
+    x = (found["embeddings"] if index == 0 else found["after_ffn"][index - 1])[position].copy()
+    norms = (module.norm1, module.norm2, getattr(module, "norm3", None))
+    attentions = (module.self_attn, getattr(module, "cross_attn", None))
+    steps, before = [], x
+    for i, name in enumerate(SUBLAYERS[stack]):
+        traced = found[_STATES[stack][i]][index, position].copy()
+        if name == "feed-forward":
+
+            def run(h, ffn=module.ffn):
+                steps_ = feed_forward(ffn, h)
+                return steps_.output, steps_
+
+            step = _sublayer(name, before, norms[i], run, traced)
+        else:
+            kind = _KINDS[name]
+            out = attention_output(trace, kind, index, position, attentions[i].w_o)
+            model_out = trace.attention(kind).output[index, position].copy()
+            step = _sublayer(name, before, norms[i], lambda _h, out=out: (out, None), traced, model_out)
+        steps.append(step)
+        before = traced
+    return Layer(index, x, tuple(steps))
+
+
+@torch.inference_mode()
+def final_norm(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> Norm | None:
+    """Pre-LN stacks end with one more LayerNorm; post-LN stacks (the paper's) do not."""
+    module = _module(loaded, stack).final_norm
+    if module is None:
+        return None
+    return layer_norm(states(trace, stack)["after_ffn"][-1, position], module)
+
+
+@dataclass(frozen=True)
+class Movement:
+    """How far each sub-layer moves each token: (L, S, T) arrays, S the sub-layers of a layer."""
+
+    names: tuple[str, ...]
+    norms: np.ndarray  # |state after the sub-layer|
+    change: np.ndarray  # |state after - state before the sub-layer|
+    cosine: np.ndarray  # cosine(state after the sub-layer, the layer's input)
+    input_norms: np.ndarray  # (L, T) |the layer's input|
+
+
+def movement(trace: Trace, stack: str) -> Movement:
+    """Norms, step sizes and cosine similarity to the layer's input, from the traced states of every token."""
+    found = states(trace, stack)
+    after = np.stack([found[name] for name in _STATES[stack]], axis=1).astype(np.float64)  # (L, S, T, D)
+    inputs = np.concatenate([found["embeddings"][None], found["after_ffn"][:-1]]).astype(np.float64)  # (L, T, D)
+    before = np.concatenate([inputs[:, None], after[:, :-1]], axis=1)  # (L, S, T, D)
+    norms = np.linalg.norm(after, axis=-1)
+    input_norms = np.linalg.norm(inputs, axis=-1)
+    dot = np.einsum("lstd,ltd->lst", after, inputs)
+    cosine = dot / np.maximum(norms * input_norms[:, None], 1e-30)
+    change = np.linalg.norm(after - before, axis=-1)
+    return Movement(SUBLAYERS[stack], norms, change, cosine, input_norms)
+
+
+@torch.inference_mode()
+def ffn_outputs(loaded: LoadedModel, trace: Trace, stack: str) -> np.ndarray:
+    """(L, T, D): every layer's FFN output (before its residual), run by the model's own modules on traced input."""
+    module = _module(loaded, stack)
+    found = states(trace, stack)
+    before = found[_STATES[stack][-2]]  # the state the FFN's residual starts from
+    outputs = []
+    for index, layer_module in enumerate(module.layers):
+        norm = layer_module.norm3 if stack == "decoder" else layer_module.norm2
+        x = torch.from_numpy(before[index])[None]  # (1, T, D)
+        outputs.append(_np(layer_module.ffn(norm.normed_input(x))[0]))
+    return np.stack(outputs)
+
+
+def sublayer_vectors(loaded: LoadedModel, trace: Trace) -> dict[str, list[dict[str, np.ndarray]]]:
+    """Per stack and layer, every token's vector after each sub-layer and after each Add & Norm (export)."""
+    result: dict[str, list[dict[str, np.ndarray]]] = {}
+    for stack in trace_stacks(trace):
+        found = states(trace, stack)
+        ffn = ffn_outputs(loaded, trace, stack)
+        layers = []
+        for index in range(ffn.shape[0]):
+            if stack == "encoder":
+                entry = {
+                    "attention": trace.encoder_self.output[index],
+                    "add_norm_1": found["after_attn"][index],
+                    "ffn": ffn[index],
+                    "add_norm_2": found["after_ffn"][index],
+                }
+            else:
+                assert trace.decoder_self is not None and trace.cross is not None
+                entry = {
+                    "self_attention": trace.decoder_self.output[index],
+                    "add_norm_1": found["after_self_attn"][index],
+                    "cross_attention": trace.cross.output[index],
+                    "add_norm_2": found["after_cross_attn"][index],
+                    "ffn": ffn[index],
+                    "add_norm_3": found["after_ffn"][index],
+                }
+            layers.append(entry)
+        result[stack] = layers
+    return result
+
+
+def trace_stacks(trace: Trace) -> tuple[str, ...]:
+    return STACKS if trace.decoder_states is not None else ("encoder",)

@@ -1,0 +1,249 @@
+"""Final linear -> logits -> softmax, sampling, and the label-smoothed loss against a target (no streamlit).
+
+The loss is the one models/train.py trains with: cross-entropy over the target vocabulary with label smoothing
+(section 5.4), target = (1 - eps) on the right token + eps / V spread over every token (PyTorch's definition).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from explorer import forward
+from explorer.trace import Trace
+from models import tasks
+from models.registry import LoadedModel
+from models.transformer import padding_mask
+
+EPSILON = 0.1  # label smoothing, section 5.4 (models.train.Recipe.label_smoothing)
+METHODS = ("greedy", "top-k", "top-p", "sample")  # "sample": from the whole distribution
+
+
+def _decoder(loaded: LoadedModel):
+    if not loaded.is_encoder_decoder:
+        raise ValueError(f"model {loaded.key!r} is encoder-only: it has no output distribution")
+    return loaded.model
+
+
+@torch.inference_mode()
+def logits_from_state(loaded: LoadedModel, final_states: np.ndarray) -> np.ndarray:
+    """(T, V): the final linear layer (figure 1, top) on the decoder's last states (final LayerNorm when pre-LN)."""
+    model = _decoder(loaded)
+    x = torch.from_numpy(np.ascontiguousarray(final_states, np.float32))
+    if model.decoder.final_norm is not None:
+        x = model.decoder.final_norm(x)
+    return model.generator(x).numpy()
+
+
+def trace_logits(loaded: LoadedModel, trace: Trace) -> np.ndarray:
+    """(T, V) logits of every row of the trace's decoder (its input: [BOS] + greedy output)."""
+    return logits_from_state(loaded, forward.states(trace, "decoder")["after_ffn"][-1])
+
+
+def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """softmax(logits / T) over the last axis, in float64; T = 1 is the model's own distribution."""
+    if temperature <= 0:
+        raise ValueError("temperature must be above 0")
+    z = np.asarray(logits, np.float64) / temperature
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def keep(probabilities: np.ndarray, method: str, top_k: int = 10, top_p: float = 0.9) -> np.ndarray:
+    """The distribution a sampler draws from: top-k or top-p (nucleus) cut and renormalised; greedy keeps the
+    most probable token only."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    order = np.argsort(-probabilities, kind="stable")
+    kept = np.zeros_like(probabilities, dtype=bool)
+    if method == "greedy":
+        kept[order[0]] = True
+    elif method == "top-k":
+        kept[order[: max(1, top_k)]] = True
+    elif method == "top-p":
+        # the fewest most-probable tokens whose probabilities add up to at least p
+        cumulative = np.cumsum(probabilities[order])
+        kept[order[: int(np.searchsorted(cumulative, top_p)) + 1]] = True
+    else:
+        kept[:] = True
+    cut = np.where(kept, probabilities, 0.0)
+    return cut / cut.sum()
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """What a sampler wrote: its tokens (EOS included when reached) and, per step, the chosen token's probability
+    under softmax(logits / T) and after the cut."""
+
+    tokens: tuple[str, ...]
+    ids: tuple[int, ...]
+    probabilities: tuple[float, ...]
+    kept_probabilities: tuple[float, ...]
+    kept_counts: tuple[int, ...]  # tokens left to draw from at each step
+
+
+@torch.inference_mode()
+def sample(
+    loaded: LoadedModel,
+    source_ids: list[int],
+    method: str = "greedy",
+    temperature: float = 1.0,
+    top_k: int = 10,
+    top_p: float = 0.9,
+    seed: int = 0,
+    max_new: int = 64,
+) -> Sampled:
+    """Write an output one token at a time with the model, drawing each next token by `method` (seeded: the same
+    arguments always write the same output)."""
+    model = _decoder(loaded)
+    rng = np.random.default_rng(seed)
+    src = torch.tensor([source_ids])
+    memory = model.encode(src).output
+    src_mask = padding_mask(src, model.config.pad_id)
+    written: list[int] = []
+    probabilities, kept_p, counts = [], [], []
+    for _ in range(min(max_new, model.config.max_len - 1)):
+        tgt = torch.tensor([[loaded.bos_id, *written]])
+        _, logits = model.decode(tgt, memory, src_mask)
+        p = softmax(logits[0, -1].numpy(), temperature)
+        cut = keep(p, method, top_k, top_p)
+        chosen = int(np.argmax(cut)) if method == "greedy" else int(rng.choice(cut.size, p=cut))
+        written.append(chosen)
+        probabilities.append(float(p[chosen]))
+        kept_p.append(float(cut[chosen]))
+        counts.append(int((cut > 0).sum()))
+        if chosen == loaded.eos_id:
+            break
+    vocabulary = loaded.target_vocabulary
+    return Sampled(
+        tuple(vocabulary.id_to_token(i) for i in written),
+        tuple(written),
+        tuple(probabilities),
+        tuple(kept_p),
+        tuple(counts),
+    )
+
+
+def greedy_from_trace(trace: Trace) -> Sampled:
+    """Greedy decoding at T = 1 is what the trace already holds: its output and each pick's probability."""
+    assert trace.output_tokens is not None and trace.top_probabilities is not None and trace.top_tokens is not None
+    picked = tuple(float(p[0]) for p in trace.top_probabilities)
+    return Sampled(trace.output_tokens, (), picked, tuple(1.0 for _ in picked), tuple(1 for _ in picked))
+
+
+def right_answer(loaded: LoadedModel, trace: Trace) -> tuple[str, ...] | None:
+    """The task's right output words for the trace's source (toy tasks only), or None."""
+    if loaded.task is None:
+        return None
+    words = tuple(t for t in trace.source_tokens if t not in tasks.SPECIALS)
+    pair = loaded.task.reference(words)
+    return None if pair is None else pair.target
+
+
+def target_ids(loaded: LoadedModel, text: str) -> list[int]:
+    """A typed target as the ids the decoder should write, ending with EOS (TokenizeError when unreadable)."""
+    vocabulary = loaded.target_vocabulary
+    encoding = vocabulary.encode(text, loaded.max_tokens)
+    ids = list(encoding.ids)
+    if ids and ids[0] == loaded.bos_id:  # WordPiece adds [CLS] (the BOS here) first; its [SEP] is the EOS
+        ids = ids[1:]
+    return ids
+
+
+def target_for(loaded: LoadedModel, trace: Trace, text: str = "") -> tuple[list[int], str]:
+    """(target ids ending with EOS, where they come from): a typed target, else the task's right answer, else the
+    model's own greedy output."""
+    if text.strip():
+        return target_ids(loaded, text), "the target you typed"
+    right = right_answer(loaded, trace)
+    if right is not None:
+        return ids_of(loaded, right), "the task's right answer"
+    assert trace.output_tokens is not None
+    vocabulary = loaded.target_vocabulary
+    return [
+        vocabulary.token_to_id(t) for t in trace.output_tokens
+    ], "the model's own greedy output (no right answer known)"
+
+
+def ids_of(loaded: LoadedModel, words: tuple[str, ...]) -> list[int]:
+    """Target words (of the task's vocabulary) and EOS as ids."""
+    vocabulary = loaded.target_vocabulary
+    return [*(vocabulary.token_to_id(w) for w in words), loaded.eos_id]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The decoder run with teacher forcing on a target: row i reads [BOS] + target[:i] and should write target[i]."""
+
+    decoder_input: tuple[str, ...]
+    targets: tuple[str, ...]
+    target_ids: tuple[int, ...]
+    logits: np.ndarray  # (T, V)
+    per_token: np.ndarray  # (T,) label-smoothed cross-entropy, what training minimises
+    nll: np.ndarray  # (T,) -log p(right token): plain cross-entropy
+    epsilon: float
+    predicted: tuple[str, ...]  # the most probable token of each row
+
+    @property
+    def mean(self) -> float:
+        return float(self.per_token.mean())
+
+    @property
+    def vocab_size(self) -> int:
+        return self.logits.shape[-1]
+
+    def right_probabilities(self) -> np.ndarray:
+        """(T,) the probability (T = 1) each row gives the token it should write."""
+        return np.exp(-self.nll)
+
+
+def smoothed_target(target_id: int, vocab_size: int, epsilon: float = EPSILON) -> np.ndarray:
+    """The distribution training pulls towards: (1 - eps) on the right token plus eps / V on every token."""
+    q = np.full(vocab_size, epsilon / vocab_size)
+    q[target_id] += 1.0 - epsilon
+    return q
+
+
+def loss_floor(vocab_size: int, epsilon: float = EPSILON) -> float:
+    """The lowest label-smoothed loss any prediction can reach: the smoothed target's own entropy (at p = q)."""
+    q = smoothed_target(0, vocab_size, epsilon)
+    q = q[q > 0]  # 0 log 0 = 0
+    return float(-(q * np.log(q)).sum())
+
+
+def smoothed_cross_entropy(logits: np.ndarray, target_ids: list[int], epsilon: float = EPSILON) -> np.ndarray:
+    """Per row: -sum_v q_v log p_v with q the smoothed target (float64 log-softmax)."""
+    z = np.asarray(logits, np.float64)
+    log_p = z - z.max(-1, keepdims=True)
+    log_p = log_p - np.log(np.exp(log_p).sum(-1, keepdims=True))
+    rows = np.arange(len(target_ids))
+    nll = -log_p[rows, target_ids]
+    uniform = -log_p.mean(-1)
+    return (1 - epsilon) * nll + epsilon * uniform
+
+
+@torch.inference_mode()
+def score(loaded: LoadedModel, source_ids: list[int], targets: list[int], epsilon: float = EPSILON) -> Scored:
+    """Teacher forcing on `targets` (ending with EOS), exactly as models.train feeds a batch of one."""
+    model = _decoder(loaded)
+    targets = targets[: model.config.max_len]
+    decoder_input = [loaded.bos_id, *targets[:-1]]
+    out = model(torch.tensor([source_ids]), torch.tensor([decoder_input]))
+    logits = out.logits[0].numpy()
+    z = logits.astype(np.float64)
+    log_p = z - z.max(-1, keepdims=True)
+    log_p = log_p - np.log(np.exp(log_p).sum(-1, keepdims=True))
+    vocabulary = loaded.target_vocabulary
+    return Scored(
+        tuple(vocabulary.id_to_token(i) for i in decoder_input),
+        tuple(vocabulary.id_to_token(i) for i in targets),
+        tuple(targets),
+        logits,
+        smoothed_cross_entropy(logits, targets, epsilon),
+        -log_p[np.arange(len(targets)), targets],
+        epsilon,
+        tuple(vocabulary.id_to_token(int(i)) for i in logits.argmax(-1)),
+    )
