@@ -13,7 +13,6 @@ import streamlit as st
 from explorer import analysis, memo, positions, reference_view, state, trace
 from models import registry
 
-
 # The three most recently used registry models stay loaded (a class mostly uses one or two); another is loaded again
 # on its next use, in 0.1-2 s, to the same weights and revision, so cached traces stay valid. Keeping all five held
 # ~300 MB more (paper-random alone is 75M parameters) after every page had been opened with every model.
