@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import sys
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -175,6 +176,7 @@ async def _costs(browser, url: str, pid: int, loaded) -> Costs:
         for name in PAGES:
             query = urllib.parse.urlencode({"model": key, "text": example})
             await _goto(page, f"{url}/{name}?{query}")
+        print(f"every page with {key}: server holds {proc.rss_mb(pid):.0f} MB", file=sys.stderr, flush=True)
     costs.rss_every_page_mb = proc.rss_mb(pid)
     await context.close()
     return costs

@@ -19,9 +19,18 @@ from models import registry
 MODELS_KEPT = 3
 
 
-@st.cache_resource(max_entries=MODELS_KEPT, show_spinner="Loading model...")
+@st.cache_resource(show_spinner=False)
+def _models() -> memo.Shelf:
+    return memo.Shelf(registry.load, MODELS_KEPT)
+
+
 def get_model(name: str) -> registry.LoadedModel:
-    return registry.load(name)
+    """A registry model, shared read-only by every session; a spinner while it loads."""
+    shelf = _models()
+    if name in shelf:
+        return shelf.get(name)
+    with st.spinner("Loading model..."):
+        return shelf.get(name)
 
 
 def _trained() -> dict[str, registry.LoadedModel]:

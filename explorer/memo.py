@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
+import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
@@ -127,3 +128,49 @@ class BoundedCache:
         with self._lock:
             self._items.clear()
             self._bytes = 0
+
+
+class Shelf:
+    """The `kept` most recently used values of an expensive loader (models), shared by every session. One load at a
+    time, so two people picking the same model load it once; what falls off is garbage-collected and its heap handed
+    back to the system, so memory follows the models in use rather than every model ever opened."""
+
+    def __init__(self, load: Callable[[Hashable], T], kept: int) -> None:
+        self._load, self._kept = load, kept
+        self._values: OrderedDict[Hashable, object] = OrderedDict()
+        self._lock = threading.Lock()  # guards _values; held only briefly
+        self._loading = threading.Lock()  # one load at a time
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._values
+
+    def keys(self) -> list[Hashable]:
+        """Least recently used first."""
+        with self._lock:
+            return list(self._values)
+
+    def _hit(self, key: Hashable) -> tuple[bool, object]:
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return True, self._values[key]
+            return False, None
+
+    def get(self, key: Hashable):
+        found, value = self._hit(key)
+        if found:
+            return value
+        with self._loading:
+            found, value = self._hit(key)  # loaded by someone else while we waited
+            if found:
+                return value
+            value = self._load(key)
+            with self._lock:
+                self._values[key] = value
+                dropped = [self._values.popitem(last=False) for _ in range(len(self._values) - self._kept)]
+        if dropped:
+            del dropped  # the last references this shelf held
+            gc.collect()  # models hold reference cycles (modules and their parents)
+            release_memory()
+        return value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -63,3 +64,57 @@ def test_a_failed_computation_is_not_kept_and_can_be_retried():
     with pytest.raises(RuntimeError):
         cache.get("k", lambda: (_ for _ in ()).throw(RuntimeError("boom")))
     assert cache.get("k", lambda: array(1)).nbytes == 1024
+
+
+def test_a_shelf_keeps_the_most_recently_used_and_releases_the_rest():
+    loads = []
+
+    class Model:
+        def __init__(self, key):
+            self.key = key
+            self.self_ref = self  # a reference cycle, as torch modules have: only the collector frees it
+
+    def load(key):
+        loads.append(key)
+        return Model(key)
+
+    shelf = memo.Shelf(load, kept=2)
+    a = shelf.get("a")
+    dropped = weakref.ref(a)
+    assert shelf.get("a") is a and loads == ["a"]
+    shelf.get("b")
+    shelf.get("a")  # now "b" is the least recently used
+    del a
+    shelf.get("c")
+    assert shelf.keys() == ["a", "c"] and loads == ["a", "b", "c"]
+    shelf.get("d")  # "a" falls off and is freed at once, cycle and all
+    assert shelf.keys() == ["c", "d"] and dropped() is None
+    shelf.get("a")
+    assert loads == ["a", "b", "c", "d", "a"]
+
+
+def test_a_shelf_loads_a_key_once_when_many_ask_at_once():
+    loads = []
+    started = threading.Event()
+
+    def load(key):
+        loads.append(key)
+        started.wait(timeout=60)  # everyone else asks while this load is under way
+        return object()
+
+    shelf = memo.Shelf(load, kept=3)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(shelf.get("m"))) for _ in range(6)]
+    for t in threads:
+        t.start()
+    started.set()
+    for t in threads:
+        t.join(timeout=60)
+    assert loads == ["m"] and len(results) == 6 and all(r is results[0] for r in results)
+
+
+def test_a_failed_load_is_not_kept():
+    shelf = memo.Shelf(lambda key: (_ for _ in ()).throw(OSError("broken file")), kept=2)
+    with pytest.raises(OSError, match="broken file"):
+        shelf.get("x")
+    assert shelf.keys() == []
