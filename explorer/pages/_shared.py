@@ -136,6 +136,13 @@ def pick_token(tokens: tuple[str, ...], label: str, key: str, container=st, allo
             return "all tokens"
         return position_label(i, tokens[i]) if i < len(tokens) else f"token {i}"
 
+    # The browser keeps showing the label it last drew ("0: the") when only the labels change (another attention
+    # kind, another sentence) unless the server sends the value again: so set it again whenever they change.
+    labels = f"{key}_labels"
+    if st.session_state.get(labels) != tokens:
+        st.session_state[labels] = tokens
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
     return _choose(container, label, options, key, state.URL_TOKEN, options[0], describe)
 
 

@@ -1,0 +1,27 @@
+"""Issue 12's smaller defects, each seen by a teacher in the browser, through app.py."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from explorer import state
+from tests.app import new_app
+
+
+def with_model(key: str) -> AppTest:
+    at = new_app().run()
+    at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value(key).run()
+    return at
+
+
+def test_qkv_query_picker_shows_the_decoder_token_it_computes_in_cross_attention():
+    at = with_model("translate")
+    at.switch_page("explorer/pages/qkv.py").run()
+    before = at.selectbox(key="qkv_query")
+    assert before.proto.set_value and before.proto.raw_value == "0: the"  # a source token
+    at.radio(key="qkv_kind").set_value("cross").run()
+    box = at.selectbox(key="qkv_query")
+    assert box.options[0] == "0: <bos>" and box.value == 0
+    # the browser keeps the label it last showed unless the server sends the new one
+    assert box.proto.set_value and box.proto.raw_value == "0: <bos>"
+    assert "row 0" in at.markdown[1].value and "decoder layer 1" in at.markdown[1].value
