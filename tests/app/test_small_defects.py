@@ -5,7 +5,9 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from explorer import state
+from models import registry, tasks
 from tests.app import new_app
+from tests.figdata import plain
 
 
 def with_model(key: str) -> AppTest:
@@ -25,3 +27,20 @@ def test_qkv_query_picker_shows_the_decoder_token_it_computes_in_cross_attention
     # the browser keeps the label it last showed unless the server sends the new one
     assert box.proto.set_value and box.proto.raw_value == "0: <bos>"
     assert "row 0" in at.markdown[1].value and "decoder layer 1" in at.markdown[1].value
+
+
+def opened(page: str, **params: str) -> AppTest:
+    """A new session opened at /page?params, as a copied address would open it."""
+    at = new_app()
+    at.switch_page(f"explorer/pages/{page}.py")
+    for name, value in params.items():
+        at.query_params[name] = value
+    return at.run()
+
+
+def test_an_address_naming_a_model_but_no_sentence_opens_on_that_models_example():
+    at = opened("decoding", model="translate")
+    assert not at.exception and not at.info  # no unknown-word message
+    assert at.sidebar.text_input[0].value == tasks.get("translate").example
+    assert at.query_params["text"] == tasks.get("translate").example
+    assert at.success  # the translation is drawn and checked
