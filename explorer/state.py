@@ -81,7 +81,7 @@ def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tupl
         if model in models:
             values[URL_MODEL] = model
         else:
-            notices.append(f"The address names an unknown model {model[:40]!r}; showing {DEFAULT_MODEL}.")
+            notices.append(f"The address names an unknown model {model[:40]!r}; showing {models[DEFAULT_MODEL].title}.")
     text = params.get(URL_TEXT)
     if text is not None:
         if not text.strip():

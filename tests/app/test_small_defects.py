@@ -44,3 +44,10 @@ def test_an_address_naming_a_model_but_no_sentence_opens_on_that_models_example(
     assert at.sidebar.text_input[0].value == tasks.get("translate").example
     assert at.query_params["text"] == tasks.get("translate").example
     assert at.success  # the translation is drawn and checked
+
+
+def test_an_unknown_model_in_the_address_is_answered_with_the_models_title():
+    at = opened("attention", model="gpt-9")
+    notice = plain(" ".join(w.value for w in at.warning))
+    assert f"showing {registry.MODELS[state.DEFAULT_MODEL].title}" in notice
+    assert f"showing {state.DEFAULT_MODEL}." not in notice
