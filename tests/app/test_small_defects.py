@@ -51,3 +51,9 @@ def test_an_unknown_model_in_the_address_is_answered_with_the_models_title():
     notice = plain(" ".join(w.value for w in at.warning))
     assert f"showing {registry.MODELS[state.DEFAULT_MODEL].title}" in notice
     assert f"showing {state.DEFAULT_MODEL}." not in notice
+
+
+def test_the_rollout_page_is_titled_as_its_menu_entry():
+    at = new_app().run()
+    at.switch_page("explorer/pages/aggregation.py").run()
+    assert at.header[0].value == "Rollout and flow"  # app.py's menu entry
