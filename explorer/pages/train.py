@@ -107,11 +107,14 @@ if run is not None and run.running:
 
 if run is not None:
     state_text = "finished" if run.finished else "stopped"
+    # drawn again with the run's own step: the live bar last showed the step before Stop's final chunk of steps
+    st.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}")
     st.success(
         f"Training {state_text} at step {run.step} of {run.steps}. Your model is in the sidebar's model list as "
         f"'{st.session_state[state.TRAINED][run.key].title}'."
     )
-    st.button("Explore it in the other pages", on_click=explore, key="train_explore")
+    if st.button("Explore it in the other pages", on_click=explore, key="train_explore"):
+        st.switch_page("explorer/pages/decoding.py")  # the decoder's steps show a toy model best
     chart(loss_curve(*run.curve()), "train_curve")
     steps = [s.step for s in run.snapshots]
     chosen = st.select_slider("Snapshot at step", steps, value=steps[-1], key="train_snapshot")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from explorer import state
+from explorer import state, training
 from models import registry, tasks
 from tests.app import new_app
 from tests.figdata import plain
@@ -57,3 +57,21 @@ def test_the_rollout_page_is_titled_as_its_menu_entry():
     at = new_app().run()
     at.switch_page("explorer/pages/aggregation.py").run()
     assert at.header[0].value == "Rollout and flow"  # app.py's menu entry
+
+
+def test_train_page_names_one_step_for_a_stop_and_explore_opens_another_page():
+    at = new_app().run()
+    # a run as Stop leaves it: its last chunk of steps ran after the live bar last said where it was
+    run = training.Run("reverse", 200, 50, "one two three")
+    run.advance(17)
+    at.session_state[state.TRAINED] = {run.key: run.publish()}
+    at.session_state["train_run"] = run
+    at.switch_page("explorer/pages/train.py").run()
+    assert not at.exception
+    assert "stopped at step 17 of 200" in at.success[0].value
+    bars = [p.proto.text for p in at.get("progress")]
+    assert bars and all(text.startswith("step 17 of 200") for text in bars)  # the bar names the same step
+    at.button(key="train_explore").click().run()
+    assert not at.exception and at.session_state[state.MODEL] == "yours-reverse"
+    assert at.session_state[state.PAGE] == "decoding"  # not left on the Train page
+    assert at.header[0].value == "Decoding step by step"
