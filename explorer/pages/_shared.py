@@ -11,7 +11,7 @@ import streamlit as st
 from explorer import analysis, cached, downloads, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.heads import MEAN, MEAN_NAME
-from explorer.trace import AttentionTrace, Trace
+from explorer.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
 
@@ -54,6 +54,11 @@ def current_trace() -> Trace:
             with st.expander(f"The {len(words)} words this model knows"):
                 st.text(", ".join(words))
         st.stop()
+    unknown = unknown_pieces(result)
+    if unknown:
+        pieces = f"{len(unknown)} piece{'s' if len(unknown) > 1 else ''} of the text"
+        notice = f"{pieces} became {UNKNOWN}, which the model cannot tell apart: {', '.join(map(repr, unknown))}."
+        st.warning(markdown_literal(notice), icon=":material/help:")
     if result.truncated:
         st.warning(f"The input was cut to {len(result.source_tokens)} tokens ({result.truncated} tokens dropped).")
     return result

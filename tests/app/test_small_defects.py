@@ -75,3 +75,15 @@ def test_train_page_names_one_step_for_a_stop_and_explore_opens_another_page():
     assert not at.exception and at.session_state[state.MODEL] == "yours-reverse"
     assert at.session_state[state.PAGE] == "decoding"  # not left on the Train page
     assert at.header[0].value == "Decoding step by step"
+
+
+def test_text_the_tokenizer_reads_as_unk_is_named_in_a_notice():
+    at = new_app().run()
+    at.sidebar.text_input[0].set_value("I love it 😀😀😀😀😀 and ☃ *x*").run()
+    assert not at.exception
+    notice = " ".join(w.value for w in at.warning)
+    assert "2 pieces of the text became [UNK]" in plain(notice)
+    assert "'😀😀😀😀😀'" in plain(notice) and "'☃'" in plain(notice)
+    assert "\\[UNK\\]" in notice  # written literally, not as markdown
+    at.sidebar.text_input[0].set_value("I love it").run()
+    assert not at.warning
