@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 from streamlit.testing.v1 import AppTest
 
 from explorer import state, training
 from models import registry, tasks
 from tests.app import new_app
-from tests.figdata import plain
+from tests.figdata import plain, spec
 
 
 def with_model(key: str) -> AppTest:
@@ -87,3 +89,24 @@ def test_text_the_tokenizer_reads_as_unk_is_named_in_a_notice():
     assert "\\[UNK\\]" in notice  # written literally, not as markdown
     at.sidebar.text_input[0].set_value("I love it").run()
     assert not at.warning
+
+
+def test_head_statistics_speak_in_human_labels_and_readable_numbers():
+    at = new_app().run()
+    at.switch_page("explorer/pages/statistics.py").run()
+    box = at.selectbox(key="stats_statistic")
+    assert "cls" not in box.options and "[CLS] / <bos>" in box.options and "previous token" in box.options
+    box.set_value("cls").run()
+    grid = spec(at.get("plotly_chart")[0])
+    assert grid["data"][0]["colorbar"]["title"]["text"] == "[CLS] / &lt;bos&gt;"  # escaped for Plotly
+    hover = grid["data"][0]["hovertemplate"]
+    assert "%{z:.1%}" in hover and ".4f" not in hover  # a share reads as a percentage
+    table = at.dataframe[0]
+    columns = list(table.value.columns)
+    assert "cls" not in columns and "sep" not in columns and "[CLS] / <bos>" in columns
+    formats = {
+        name: c["type_config"]["format"] for name, c in json.loads(table.proto.columns).items() if name[0] != "_"
+    }
+    assert formats["[CLS] / <bos>"] == formats["previous token"] == "%.1f%%"  # 0.000000006 reads 0.0%
+    assert formats["entropy"] == formats["mean distance"] == "%.3g"
+    assert table.value["previous token"].max() <= 100 and table.value["previous token"].max() > 1
