@@ -6,8 +6,13 @@ import math
 
 import numpy as np
 
+from explorer import positions
+from explorer.figures import positional
 from explorer.figures.decoding import top_k_bars
+from models.positional import sinusoidal_table
 from tests.figdata import array
+
+SAMPLES = positions.SAMPLES_PER_POSITION
 
 
 def test_tiny_next_token_probabilities_are_readable_and_the_chosen_bar_visible():
@@ -31,3 +36,17 @@ def test_confident_next_token_probabilities_keep_a_linear_scale():
         0,
         1,
     ]
+
+
+def test_positional_curves_follow_the_sinusoid_between_positions():
+    table = sinusoidal_table(20, 8).numpy()
+    x, y = positions.sinusoid_curves(20, 8, [0, 1, 3])
+    np.testing.assert_allclose(y[::SAMPLES, 0], table[:, 0], atol=1e-6)  # the same formula as the model's table
+    figure = positional.curves(table, [0, 1, 3], (x, y))
+    markers, lines = figure.data[:3], figure.data[3:]
+    np.testing.assert_array_equal(array(markers[0].y), table[:, 0])  # the model's values, at whole positions
+    assert markers[0].mode == "markers" and lines[0].mode == "lines"
+    drawn = array(lines[0].x)
+    assert drawn[0] == 0 and drawn[-1] == 19 and np.diff(drawn).max() <= 0.25  # no straight cuts between positions
+    np.testing.assert_allclose(array(lines[0].y), np.sin(drawn), atol=1e-9)  # dim 0: sin(pos)
+    np.testing.assert_allclose(array(lines[1].y), np.cos(drawn), atol=1e-9)  # dim 1: cos(pos)
