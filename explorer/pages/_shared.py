@@ -10,6 +10,7 @@ import streamlit as st
 
 from explorer import analysis, cached, downloads, state
 from explorer.figures.labels import markdown_literal, position_label
+from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
 from explorer.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
 from models.tasks import UnknownWordError
@@ -154,7 +155,7 @@ def pick_token(tokens: tuple[str, ...], label: str, key: str, container=st, allo
 def chart(figure: go.Figure, key: str, container=st, name: str = "", **options: object) -> object:
     """A Plotly chart and, under it, its downloads: server-side PNG, offline HTML, and its data as CSV and JSON
     (each made only when clicked). `name` is the files' stem (default: the key)."""
-    event = container.plotly_chart(figure, key=key, **options)
+    event = container.plotly_chart(styled(figure), key=key, **options)
     stem = name or key
     files = (
         ("PNG", "png", "image/png", lambda: downloads.to_png(figure)),

@@ -6,6 +6,7 @@ import streamlit as st
 
 from explorer import state
 from explorer.figures.heatmap import head_heatmap
+from explorer.figures.style import styled
 from explorer.figures.training import loss_curve
 from explorer.pages._shared import chart
 from explorer.training import Run, Snapshot
@@ -96,7 +97,7 @@ if run is not None and run.running:
         run.advance_for(REFRESH_SECONDS)
         last = run.trainer.history[-1]
         bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
-        live_curve.plotly_chart(loss_curve(*run.curve()), key=f"train_curve_{run.step}")
+        live_curve.plotly_chart(styled(loss_curve(*run.curve())), key=f"train_curve_{run.step}")
         if len(run.snapshots) != shown:
             shown = len(run.snapshots)
             with latest.container():

@@ -110,3 +110,15 @@ def test_head_statistics_speak_in_human_labels_and_readable_numbers():
     assert formats["[CLS] / <bos>"] == formats["previous token"] == "%.1f%%"  # 0.000000006 reads 0.0%
     assert formats["entropy"] == formats["mean distance"] == "%.3g"
     assert table.value["previous token"].max() <= 100 and table.value["previous token"].max() > 1
+
+
+def test_every_chart_has_a_readable_hover_box():
+    at = new_app().run()
+    for page in ("attention", "statistics", "positional"):
+        at.switch_page(f"explorer/pages/{page}.py").run()
+        figures = [spec(c) for c in at.get("plotly_chart")]
+        assert figures, page
+        for figure in figures:
+            hover = figure["layout"].get("hoverlabel", {})
+            assert hover.get("bgcolor") == "white", page  # not a pale grey box on pale colours
+            assert hover["font"]["color"] == "#111111" and hover.get("bordercolor") == "#444444", page
