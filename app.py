@@ -77,7 +77,7 @@ page = st.navigation(pages, expanded=True)  # every page listed: no "View more" 
 st.session_state[state.PAGE] = page.url_path
 notices = []
 if state.URL_USED not in st.session_state:  # a new session: open what the address asks for
-    notices = state.apply_url(st.session_state, st.query_params.to_dict(), list(registry.MODELS), page.url_path)
+    notices = state.apply_url(st.session_state, st.query_params.to_dict(), registry.MODELS, page.url_path)
 
 if st.session_state[state.MODEL] not in cached.model_keys():  # a model trained here and since replaced
     state.keep(st.session_state, state.MODEL, state.DEFAULT_MODEL)

@@ -28,6 +28,18 @@ STATISTICS = {
     "punctuation": "share of attention on punctuation tokens",
 }
 
+STATISTIC_NAMES = {  # what the page calls each statistic
+    "entropy": "entropy",
+    "distance": "mean distance",
+    "previous": "previous token",
+    "next": "next token",
+    "self": "same token",
+    "cls": "[CLS] / <bos>",
+    "sep": "[SEP] / <eos>",
+    "punctuation": "punctuation",
+}
+SHARES = frozenset(STATISTIC_NAMES) - {"entropy", "distance"}  # fractions of a row's weight: shown as percentages
+
 
 def is_punctuation(token: str) -> bool:
     return bool(token) and all(c in string.punctuation for c in token)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from models.positional import sinusoidal_table
@@ -15,3 +17,15 @@ def tables(loaded: LoadedModel) -> dict[str, np.ndarray]:
     if config.positional == "learned":
         found["learned"] = loaded.model.encoder.embeddings.position.table.detach().numpy().copy()
     return found
+
+
+SAMPLES_PER_POSITION = 8  # dimension 0 turns once every 2 pi positions: whole positions alone draw a zig-zag
+
+
+def sinusoid_curves(n_positions: int, d_model: int, dims: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The paper's PE(pos, dim) (section 3.5) sampled between whole positions too, to draw each curve smoothly:
+    (x (N,), y (N, len(dims))) with x from 0 to n_positions - 1, every SAMPLES_PER_POSITION-th one whole."""
+    x = np.linspace(0, n_positions - 1, (n_positions - 1) * SAMPLES_PER_POSITION + 1)
+    dims = np.asarray(dims)
+    angle = x[:, None] / 10000.0 ** (2 * (dims // 2) / d_model)  # (N, dims): pos / 10000^(2i/d_model)
+    return x, np.where(dims % 2 == 0, np.sin(angle), np.cos(angle))

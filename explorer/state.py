@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping
 
-from models.registry import ENGLISH_EXAMPLES
+from models.registry import ENGLISH_EXAMPLES, ModelSpec
 
 MODEL = "model"
 TEXT = "text"
@@ -71,8 +71,9 @@ def _number(params: Mapping[str, str], name: str, lowest: int, notices: list[str
     return None
 
 
-def read_url(params: Mapping[str, str], models: Sequence[str]) -> tuple[dict, list[str]]:
-    """What the address asks for, validated: ({model?, text?, layer?, head?, token?} from 0, notices)."""
+def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tuple[dict, list[str]]:
+    """What the address asks for, validated: ({model?, text?, layer?, head?, token?} from 0, notices); a notice
+    names a model by its title, as the sidebar does."""
     notices: list[str] = []
     values: dict = {}
     model = params.get(URL_MODEL)
@@ -80,7 +81,7 @@ def read_url(params: Mapping[str, str], models: Sequence[str]) -> tuple[dict, li
         if model in models:
             values[URL_MODEL] = model
         else:
-            notices.append(f"The address names an unknown model {model[:40]!r}; showing {DEFAULT_MODEL}.")
+            notices.append(f"The address names an unknown model {model[:40]!r}; showing {models[DEFAULT_MODEL].title}.")
     text = params.get(URL_TEXT)
     if text is not None:
         if not text.strip():
@@ -98,12 +99,17 @@ def read_url(params: Mapping[str, str], models: Sequence[str]) -> tuple[dict, li
     return values, notices
 
 
-def apply_url(session: MutableMapping, params: Mapping[str, str], models: Sequence[str], page: str) -> list[str]:
-    """On a session's first run: take the address's model and sentence, keep layer/head/token for the pickers."""
+def apply_url(
+    session: MutableMapping, params: Mapping[str, str], models: Mapping[str, ModelSpec], page: str
+) -> list[str]:
+    """On a session's first run: take the address's model and sentence (a model named without a sentence opens on
+    its own example), keep layer/head/token for the pickers."""
     values, notices = read_url(params, models)
     if URL_MODEL in values:
-        keep(session, MODEL, values.pop(URL_MODEL))
-    if URL_TEXT in values:
+        model = values.pop(URL_MODEL)
+        keep(session, MODEL, model)
+        keep(session, TEXT, values.pop(URL_TEXT, models[model].examples[0]))
+    elif URL_TEXT in values:
         keep(session, TEXT, values.pop(URL_TEXT))
     session[URL_VIEW] = values
     session[URL_PAGE] = page

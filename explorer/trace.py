@@ -85,6 +85,15 @@ class Trace:
         return self.target_tokens, self.target_tokens if kind == "decoder_self" else self.source_tokens
 
 
+UNKNOWN = "[UNK]"  # what a BERT-family tokenizer writes for text outside its vocabulary
+
+
+def unknown_pieces(result: Trace) -> list[str]:
+    """The pieces of the text the tokenizer could read only as [UNK], as they were typed (five emoji make one)."""
+    spans = zip(result.source_tokens, result.source_offsets, strict=True)
+    return [result.text[a:b] for token, (a, b) in spans if token == UNKNOWN]
+
+
 def _stack(layers: list[AttentionInternals]) -> AttentionTrace:
     """Batch row 0 of every layer's internals, stacked on a new leading layer axis."""
 

@@ -86,7 +86,7 @@ class ModelSpec:
     description: str
     weights: Literal["folder", "random", "task"]
     source: str = ""  # folder: its path ("" = the shipped MiniLM); random: "paper" or "minilm"; task: its name
-    examples: tuple[str, ...] = ENGLISH_EXAMPLES  # a task model's come from its task
+    examples: tuple[str, ...] = ENGLISH_EXAMPLES  # sentences it can read; a task model's are its task's
 
 
 RANDOM_SEED = 0
@@ -121,6 +121,7 @@ BUILT_IN = (
         "trained from scratch by python -m models.train --task translate.",
         "task",
         "translate",
+        tasks.get("translate").examples,
     ),
     ModelSpec(
         "reverse",
@@ -129,6 +130,7 @@ BUILT_IN = (
         "d_model 64), trained from scratch by python -m models.train --task reverse.",
         "task",
         "reverse",
+        tasks.get("reverse").examples,
     ),
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,6 +11,12 @@ import plotly.graph_objects as go
 from explorer.figures.labels import escape_tokens
 
 CHOSEN, OTHER = "#d62728", "#1f77b4"
+SMALL = 0.05  # below this top probability the bars are drawn on a log scale
+
+
+def probability_text(p: float) -> str:
+    """Three decimals, or scientific notation where three decimals would read 0.000."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 def top_k_bars(tokens: Sequence[str], probabilities: np.ndarray, chosen: str, title: str) -> go.Figure:
@@ -17,6 +24,13 @@ def top_k_bars(tokens: Sequence[str], probabilities: np.ndarray, chosen: str, ti
     labels = escape_tokens(tokens)
     y = list(range(len(labels)))
     colors = [CHOSEN if t == chosen else OTHER for t in tokens]
+    # an untrained model spreads its probability over the whole vocabulary (1/37,000 each): on a 0..1 line those
+    # bars are under a pixel wide, so such a distribution is drawn on a log scale that reaches below its smallest
+    xaxis: dict = {"title": {"text": "probability"}, "range": [0, 1]}
+    if len(probabilities) and float(np.max(probabilities)) < SMALL:
+        low = math.log10(max(float(np.min(probabilities)), 1e-30)) - 0.5
+        top = math.log10(float(np.max(probabilities))) + 0.2
+        xaxis |= {"type": "log", "range": [low, top], "title": {"text": "probability (log scale)"}}
     return go.Figure(
         data=[
             go.Bar(
@@ -25,16 +39,16 @@ def top_k_bars(tokens: Sequence[str], probabilities: np.ndarray, chosen: str, ti
                 orientation="h",
                 marker={"color": colors},
                 customdata=labels,
-                text=[f"{p:.3f}" for p in probabilities],
+                text=[probability_text(p) for p in probabilities],
                 textposition="auto",
-                hovertemplate="%{customdata}<br>p = %{x:.5f}<extra></extra>",
+                hovertemplate="%{customdata}<br>p = %{x:.3g}<extra></extra>",
             )
         ],
         layout={
             "title": {"text": title},
             "height": max(240, 26 * len(labels) + 80),
             "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-            "xaxis": {"title": {"text": "probability"}, "range": [0, 1]},
+            "xaxis": xaxis,
             "yaxis": {"tickmode": "array", "tickvals": y, "ticktext": labels, "autorange": "reversed"},
         },
     )

@@ -6,13 +6,29 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+PALETTE = qualitative.Plotly
 
 
-def curves(table: np.ndarray, dims: Sequence[int]) -> go.Figure:
-    """PE(pos, dim) over positions for the chosen dimensions (section 3.5): each pair of dims is one frequency."""
+def curves(table: np.ndarray, dims: Sequence[int], smooth: tuple[np.ndarray, np.ndarray] | None = None) -> go.Figure:
+    """PE(pos, dim) over positions for the chosen dimensions (section 3.5): each pair of dims is one frequency.
+    With `smooth` (x (N,), y (N, dims)), the formula between positions is drawn as the line and the table's own
+    values as dots on it; the first len(dims) traces are always the table's."""
     positions = list(range(table.shape[0]))
-    return go.Figure(
-        data=[go.Scatter(x=positions, y=table[:, d], mode="lines", name=f"dim {d}") for d in dims],
+    mode = "markers" if smooth is not None else "lines"
+    data = [
+        go.Scatter(x=positions, y=table[:, d], mode=mode, name=f"dim {d}", legendgroup=str(d), marker={"size": 5})
+        for d in dims
+    ]
+    if smooth is not None:
+        x, y = smooth
+        data += [
+            go.Scatter(x=x, y=y[:, j], mode="lines", name=f"dim {d}", legendgroup=str(d), showlegend=False)
+            for j, d in enumerate(dims)
+        ]
+    figure = go.Figure(
+        data=data,
         layout={
             "height": 340,
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
@@ -20,6 +36,10 @@ def curves(table: np.ndarray, dims: Sequence[int]) -> go.Figure:
             "yaxis": {"title": {"text": "value"}},
         },
     )
+    if smooth is not None:  # a dim's dots and its line share a colour
+        for j, trace in enumerate(figure.data):
+            trace.marker.color = trace.line.color = PALETTE[(j % len(dims)) % len(PALETTE)]
+    return figure
 
 
 def _diverging(z: np.ndarray, limit: float, title: str, hover: str, x_title: str, **yaxis: object) -> go.Figure:

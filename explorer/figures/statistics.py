@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import plotly.graph_objects as go
 
 
 def statistic_grid(
-    values: np.ndarray, labels: np.ndarray, name: str, zrange: tuple[float, float] | None = None
+    values: np.ndarray,
+    labels: np.ndarray,
+    name: str,
+    zrange: tuple[float, float] | None = None,
+    percent: bool = False,
 ) -> go.Figure:
-    """values (L, H) of one statistic; labels (L, H) strings shown on hover; zrange fixes the colour scale."""
+    """values (L, H) of one statistic; labels (L, H) strings shown on hover; zrange fixes the colour scale;
+    `percent` reads values (shares of 1) as percentages, else 3 significant digits."""
     scale = {} if zrange is None else {"zmin": zrange[0], "zmax": zrange[1]}
+    name = html.escape(name, quote=False)  # "[CLS] / <bos>" is text, not a tag
+    number = "%{z:.1%}" if percent else "%{z:.3g}"
     n_layers, n_heads = values.shape
     return go.Figure(
         data=[
@@ -21,8 +30,8 @@ def statistic_grid(
                 customdata=labels,
                 colorscale="Viridis",
                 **scale,
-                colorbar={"title": {"text": name}},
-                hovertemplate="%{y}, %{x}<br>" + name + " %{z:.4f}<br>%{customdata}<extra></extra>",
+                colorbar={"title": {"text": name}, **({"tickformat": ".0%"} if percent else {})},
+                hovertemplate=f"%{{y}}, %{{x}}<br>{name} {number}<br>%{{customdata}}<extra></extra>",
             )
         ],
         layout={

@@ -10,8 +10,9 @@ import streamlit as st
 
 from explorer import analysis, cached, downloads, state
 from explorer.figures.labels import markdown_literal, position_label
+from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
-from explorer.trace import AttentionTrace, Trace
+from explorer.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
 
@@ -54,6 +55,11 @@ def current_trace() -> Trace:
             with st.expander(f"The {len(words)} words this model knows"):
                 st.text(", ".join(words))
         st.stop()
+    unknown = unknown_pieces(result)
+    if unknown:
+        pieces = f"{len(unknown)} piece{'s' if len(unknown) > 1 else ''} of the text"
+        notice = f"{pieces} became {UNKNOWN}, which the model cannot tell apart: {', '.join(map(repr, unknown))}."
+        st.warning(markdown_literal(notice), icon=":material/help:")
     if result.truncated:
         st.warning(f"The input was cut to {len(result.source_tokens)} tokens ({result.truncated} tokens dropped).")
     return result
@@ -136,13 +142,20 @@ def pick_token(tokens: tuple[str, ...], label: str, key: str, container=st, allo
             return "all tokens"
         return position_label(i, tokens[i]) if i < len(tokens) else f"token {i}"
 
+    # The browser keeps showing the label it last drew ("0: the") when only the labels change (another attention
+    # kind, another sentence) unless the server sends the value again: so set it again whenever they change.
+    labels = f"{key}_labels"
+    if st.session_state.get(labels) != tokens:
+        st.session_state[labels] = tokens
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
     return _choose(container, label, options, key, state.URL_TOKEN, options[0], describe)
 
 
 def chart(figure: go.Figure, key: str, container=st, name: str = "", **options: object) -> object:
     """A Plotly chart and, under it, its downloads: server-side PNG, offline HTML, and its data as CSV and JSON
     (each made only when clicked). `name` is the files' stem (default: the key)."""
-    event = container.plotly_chart(figure, key=key, **options)
+    event = container.plotly_chart(styled(figure), key=key, **options)
     stem = name or key
     files = (
         ("PNG", "png", "image/png", lambda: downloads.to_png(figure)),

@@ -10,7 +10,7 @@ from explorer.pages._shared import chart, pick_attention, pick_layer
 
 FLOW_MAX_TOKENS = 16  # one max-flow per (query, key) pair: about 2 s at 16 tokens and 6 layers, 10 s at 24
 
-st.header("Aggregation: raw, rollout, flow")
+st.header("Rollout and flow")
 st.markdown(
     "One head of one layer shows only part of the story, because every layer also keeps its input through the "
     "residual connection. **Attention rollout** (Abnar & Zuidema 2020) multiplies the layers' attention, each "

@@ -7,6 +7,7 @@ import streamlit as st
 from explorer import cached, state
 from explorer.figures import positional as figures
 from explorer.pages._shared import chart
+from explorer.positions import sinusoid_curves
 
 st.header("Positional encoding")
 st.latex(
@@ -31,7 +32,9 @@ default_dims = [d for d in (0, 1, 40, 100, 200) if d < d_model]
 dims = right.multiselect("Dimensions (curves)", list(range(d_model)), default=default_dims, key="positional_dims")
 st.subheader("Sinusoids for chosen dimensions")
 if dims:
-    chart(figures.curves(sinusoid[:positions], dims), "positional_curves")
+    smooth = sinusoid_curves(positions, d_model, dims)
+    chart(figures.curves(sinusoid[:positions], dims, smooth), "positional_curves")
+    st.caption("Dots are the table's values at whole positions; the line is the formula between them.")
 else:
     st.info("Pick at least one dimension to draw its curve.")
 

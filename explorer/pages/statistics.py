@@ -9,6 +9,8 @@ from explorer import analysis, cached, state
 from explorer.figures.statistics import statistic_grid
 from explorer.pages._shared import chart, open_in_attention, pick_attention, pick_head, pick_layer
 
+NAMES = analysis.STATISTIC_NAMES
+
 st.header("Head statistics")
 st.markdown(
     "For every head on your sentence: how spread out its attention is (entropy), how far it looks (mean "
@@ -23,17 +25,26 @@ attention = chosen.attention
 words = chosen.groups is not None  # previous / next then mean the previous and next word
 stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.kind, words)
 
-name = st.selectbox("Statistic", list(analysis.STATISTICS), key="stats_statistic")
+name = st.selectbox("Statistic", list(analysis.STATISTICS), format_func=NAMES.get, key="stats_statistic")
 st.caption(analysis.STATISTICS[name])
-chart(statistic_grid(stats[name], labels, name), "stats_grid")
+chart(statistic_grid(stats[name], labels, NAMES[name], percent=name in analysis.SHARES), "stats_grid")
+
+
+def shown(key: str, values) -> float:
+    """A statistic as the table shows it: shares in percent."""
+    return float(values) * (100 if key in analysis.SHARES else 1)
+
 
 rows = [
     {"layer": layer + 1, "head": head + 1, "label": labels[layer, head]}
-    | {k: float(v[layer, head]) for k, v in stats.items()}
+    | {NAMES[k]: shown(k, v[layer, head]) for k, v in stats.items()}
     for layer in range(attention.n_layers)
     for head in range(attention.n_heads)
 ]
-st.dataframe(pd.DataFrame(rows), hide_index=True, key="stats_table")
+formats = {  # 3 significant digits, shares as percentages with one decimal: never "0.000000006"
+    NAMES[k]: st.column_config.NumberColumn(format="%.1f%%" if k in analysis.SHARES else "%.3g") for k in stats
+}
+st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=formats, key="stats_table")
 st.caption("Click a column header to sort.")
 
 left, right, go_col = st.columns([2, 2, 2], vertical_alignment="bottom")

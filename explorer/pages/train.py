@@ -6,6 +6,7 @@ import streamlit as st
 
 from explorer import state
 from explorer.figures.heatmap import head_heatmap
+from explorer.figures.style import styled
 from explorer.figures.training import loss_curve
 from explorer.pages._shared import chart
 from explorer.training import Run, Snapshot
@@ -102,7 +103,7 @@ if run is not None and run.running:
         run.advance_for(REFRESH_SECONDS)
         last = run.trainer.history[-1]
         bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
-        live_curve.plotly_chart(loss_curve(*run.curve(), run.schedule()), key=f"train_curve_{run.step}")
+        live_curve.plotly_chart(styled(loss_curve(*run.curve(), run.schedule())), key=f"train_curve_{run.step}")
         if len(run.snapshots) != shown:
             shown = len(run.snapshots)
             with latest.container():
@@ -113,11 +114,14 @@ if run is not None and run.running:
 
 if run is not None:
     state_text = "finished" if run.finished else "stopped"
+    # drawn again with the run's own step: the live bar last showed the step before Stop's final chunk of steps
+    st.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}")
     st.success(
         f"Training {state_text} at step {run.step} of {run.steps}. Your model is in the sidebar's model list as "
         f"'{st.session_state[state.TRAINED][run.key].title}'."
     )
-    st.button("Explore it in the other pages", on_click=explore, key="train_explore")
+    if st.button("Explore it in the other pages", on_click=explore, key="train_explore"):
+        st.switch_page("explorer/pages/decoding.py")  # the decoder's steps show a toy model best
     chart(loss_curve(*run.curve(), run.schedule()), "train_curve")
     steps = [s.step for s in run.snapshots]
     chosen = st.select_slider("Snapshot at step", steps, value=steps[-1], key="train_snapshot")

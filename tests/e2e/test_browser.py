@@ -110,7 +110,7 @@ def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
         page.get_by_role("button", name="Explore it in the other pages").click()
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_text(f"Trained in this browser session for {step} steps").wait_for()
-    page.get_by_test_id("stSidebarNav").get_by_text("Decoding step by step", exact=True).click()
+    page.get_by_role("heading", name="Decoding step by step").wait_for()  # Explore opened the decoding page
     page.get_by_text("Step 1 of").wait_for()
     assert page.get_by_test_id("stException").count() == 0
     screenshot(page, "train_then_decode")

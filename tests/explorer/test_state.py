@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from explorer import state
+from models import registry
 
-MODELS = ["minilm", "reverse"]
+MODELS = {key: registry.MODELS[key] for key in ("minilm", "reverse")}
 
 
 def test_good_values_are_taken_and_numbered_from_zero():
@@ -47,4 +48,5 @@ def test_address_values_go_to_the_pickers_of_the_opened_page_once():
     session[state.PAGE] = "model_view"
     assert state.url_value(session, "layer", "model_layer") == 1
     assert state.url_value(session, "layer", "model_layer") is None  # once
-    assert state.address(session) == {"model": "reverse", "text": state.DEFAULT_TEXT}
+    # a model named without a sentence opens on its own example, not MiniLM's
+    assert state.address(session) == {"model": "reverse", "text": registry.MODELS["reverse"].examples[0]}
