@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     browser.add_argument("--json", action="store_true")
     browser.add_argument("--repeats", type=int, default=3)
     browser.add_argument("--lengths", type=int, nargs="+", default=None)
+    browser.add_argument("--pages", action="store_true", help="open every page at 16, 128, 512 tokens: time, MB")
     load = commands.add_parser("load", help="many browser sessions at once against streamlit run app.py")
     load.add_argument("--json", action="store_true")
     load.add_argument("--sessions", type=int, default=10)
@@ -49,8 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "browser":
         from bench import browser as bench_browser
 
-        rows = bench_browser.run(tuple(args.lengths or bench_browser.LENGTHS), repeats=args.repeats)
-        print(json.dumps(rows) if args.json else bench_browser.table(rows))
+        if args.pages:
+            rows = bench_browser.pages(tuple(args.lengths or bench_browser.PAGE_LENGTHS))
+            print(json.dumps(rows) if args.json else bench_browser.pages_table(rows))
+        else:
+            rows = bench_browser.run(tuple(args.lengths or bench_browser.LENGTHS), repeats=args.repeats)
+            print(json.dumps(rows) if args.json else bench_browser.table(rows))
     elif args.command == "load":
         from bench import load as bench_load
 

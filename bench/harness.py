@@ -173,14 +173,14 @@ def open_app(page, url: str) -> None:
 
 
 def set_max_tokens(page, n: int) -> None:
-    box = page.get_by_test_id("stNumberInputField").first
+    box = page.get_by_test_id("stSidebar").get_by_test_id("stNumberInputField").first  # not a page's own input
     box.fill(str(n))
     with rerun(page):
         box.press("Enter")
 
 
 def type_sentence(page, text: str, press_enter: bool = True) -> None:
-    box = page.get_by_test_id("stTextInputField").first
+    box = page.get_by_test_id("stSidebar").get_by_test_id("stTextInputField").first  # not a page's own input
     box.fill("")
     box.type(text, delay=5) if len(text) < 200 else box.fill(text)
     if press_enter:
