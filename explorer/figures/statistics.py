@@ -5,27 +5,41 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.figures.clicks import CLICK_LAYOUT, targets
+
 
 def statistic_grid(
     values: np.ndarray, labels: np.ndarray, name: str, zrange: tuple[float, float] | None = None
 ) -> go.Figure:
-    """values (L, H) of one statistic; labels (L, H) strings shown on hover; zrange fixes the colour scale."""
+    """values (L, H) of one statistic; labels (L, H) strings shown on hover; zrange fixes the colour scale. Each
+    cell is a click target naming (layer, head)."""
     scale = {} if zrange is None else {"zmin": zrange[0], "zmax": zrange[1]}
     n_layers, n_heads = values.shape
+    heads = [f"head {h + 1}" for h in range(n_heads)]
+    layers = [f"layer {layer + 1}" for layer in range(n_layers)]
+    cells = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    clicks = targets(
+        [heads[h] for _, h in cells],
+        [layers[i] for i, _ in cells],
+        [(i, h, float(values[i, h]), str(labels[i, h])) for i, h in cells],
+        "%{y}, %{x}<br>" + name + " %{customdata[2]:.4f}<br>%{customdata[3]}<extra>click to open</extra>",
+    )
     return go.Figure(
         data=[
             go.Heatmap(
                 z=values,
-                x=[f"head {h + 1}" for h in range(n_heads)],
-                y=[f"layer {layer + 1}" for layer in range(n_layers)],
+                x=heads,
+                y=layers,
                 customdata=labels,
                 colorscale="Viridis",
                 **scale,
                 colorbar={"title": {"text": name}},
-                hovertemplate="%{y}, %{x}<br>" + name + " %{z:.4f}<br>%{customdata}<extra></extra>",
-            )
+                hoverinfo="skip",  # the click targets above carry the hover
+            ),
+            clicks,
         ],
         layout={
+            **CLICK_LAYOUT,
             "height": max(260, 34 * n_layers + 110),
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
             "yaxis": {"autorange": "reversed"},

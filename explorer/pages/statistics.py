@@ -7,7 +7,14 @@ import streamlit as st
 
 from explorer import analysis, cached, state
 from explorer.figures.statistics import statistic_grid
-from explorer.pages._shared import chart, open_in_attention, pick_attention, pick_head, pick_layer
+from explorer.pages._shared import (
+    chart,
+    drill_to_attention,
+    open_in_attention,
+    pick_attention,
+    pick_head,
+    pick_layer,
+)
 
 st.header("Head statistics")
 st.markdown(
@@ -25,7 +32,8 @@ stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.k
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), key="stats_statistic")
 st.caption(analysis.STATISTICS[name])
-chart(statistic_grid(stats[name], labels, name), "stats_grid")
+chart(statistic_grid(stats[name], labels, name), "stats_grid", on_click=drill_to_attention(chosen.kind, words))
+st.caption("Click a cell of the grid to open that head in the attention heatmap.")
 
 rows = [
     {"layer": layer + 1, "head": head + 1, "label": labels[layer, head]}
@@ -37,7 +45,8 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, key="stats_table")
 st.caption("Click a column header to sort.")
 
 left, right, go_col = st.columns([2, 2, 2], vertical_alignment="bottom")
-layer = pick_layer(attention.n_layers, "stats_layer", left)
-head = pick_head(attention.n_heads, "stats_head", right)
+start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
+layer = pick_layer(attention.n_layers, "stats_layer", left, start.layer)
+head = pick_head(attention.n_heads, "stats_head", right, index=start.head)
 if go_col.button(f"Open layer {layer + 1}, head {head + 1} in the attention heatmap", key="stats_open"):
     open_in_attention(chosen.kind, layer, head, words)
