@@ -164,7 +164,8 @@ def chart(
     if on_click is not None:
         # a fresh chart after each click, so the same cell clicked again (after a dropdown moved) is a new click
         clicks = f"{key}_clicks"
-        chart_key = f"{key}_{st.session_state.get(clicks, 0)}"
+        n_clicks = st.session_state.get(clicks, 0)
+        chart_key = f"{key}_{n_clicks}" if n_clicks else key
 
         def clicked() -> None:
             point = drill.clicked(st.session_state.get(chart_key))
