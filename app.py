@@ -61,6 +61,7 @@ pages = [
     st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:", default=True),
     st.Page(PAGES / "model_view.py", title="Model view", icon=":material/apps:"),
     st.Page(PAGES / "head_view.py", title="Head view", icon=":material/linear_scale:"),
+    st.Page(PAGES / "find_heads.py", title="Find heads", icon=":material/travel_explore:"),
     st.Page(PAGES / "positional.py", title="Positional encoding", icon=":material/waves:"),
     st.Page(PAGES / "qkv.py", title="Q/K/V step by step", icon=":material/calculate:"),
     st.Page(PAGES / "forward.py", title="Forward pass step by step", icon=":material/route:"),
@@ -74,6 +75,8 @@ pages = [
     st.Page(PAGES / "train.py", title="Train it yourself", icon=":material/model_training:"),
 ]
 page = st.navigation(pages, expanded=True)  # every page listed: no "View more" to find them behind
+if drilled := st.session_state.pop(state.DRILL_TO, None):  # a click on the last run opens another page
+    st.switch_page(drilled)
 st.session_state[state.PAGE] = page.url_path
 notices = []
 if state.URL_USED not in st.session_state:  # a new session: open what the address asks for

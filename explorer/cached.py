@@ -10,7 +10,7 @@ import threading
 
 import streamlit as st
 
-from explorer import analysis, memo, positions, reference_view, state, trace
+from explorer import analysis, memo, positions, reference_view, starting, state, trace
 from models import registry
 
 # The three most recently used registry models stay loaded (a class mostly uses one or two); another is loaded again
@@ -191,4 +191,16 @@ def get_sampled(
         lambda: _compute(
             "Sampling...", lambda: output.sample(loaded, ids, method, temperature, top_k, top_p, seed, budget)
         ),
+    )
+
+
+def get_start(model_name: str, text: str, max_tokens: int, kind: str):
+    """Where the pages open on this sentence: the head with the strongest long-range content link and that link
+    (starting.best_link; a pass over every weight: kept across reruns)."""
+    result = get_trace(model_name, text, max_tokens)
+    queries, keys = result.tokens_for(kind)
+    weights = result.attention(kind).weights
+    return store().get(
+        _key("start", model_name, text, max_tokens, kind),
+        lambda: starting.best_link(weights, queries, keys, self_attention=kind != "cross"),
     )

@@ -19,6 +19,39 @@ MINIMAL_PAIRS = (
 )
 
 
+# one-word swaps that keep a sentence grammatical: the first that applies makes a minimal pair
+SWAPS = {
+    "he": "she", "she": "he", "him": "her", "her": "him", "his": "her",
+    "is": "was", "was": "is", "are": "were", "were": "are",
+    "a": "the", "the": "a", "this": "that", "that": "this",
+    "tired": "wide", "wide": "tired", "big": "small", "small": "big",
+}  # fmt: skip
+
+
+def _swapped(word: str, new: str) -> str:
+    return new.capitalize() if word[:1].isupper() else new
+
+
+def twins(text: str) -> list[str]:
+    """Sentences that differ from `text` in one word, most telling first: its listed minimal pair, then one swap
+    of SWAPS (the last swappable word), then the last alphabetic word with an 's' added or taken away. None equal
+    `text`; empty when no word can change."""
+    found = [b for a, b in MINIMAL_PAIRS if a == text] + [a for a, b in MINIMAL_PAIRS if b == text]
+    words = text.split(" ")
+    for i in reversed(range(len(words))):
+        new = SWAPS.get(words[i].lower())
+        if new:
+            found.append(" ".join([*words[:i], _swapped(words[i], new), *words[i + 1 :]]))
+            break
+    for i in reversed(range(len(words))):
+        word = words[i]
+        if word.isalpha() and len(word) > 2:
+            changed = word[:-1] if word.endswith("s") else word + "s"
+            found.append(" ".join([*words[:i], changed, *words[i + 1 :]]))
+            break
+    return [t for t in dict.fromkeys(found) if t != text]
+
+
 @dataclass(frozen=True)
 class Alignment:
     """Which position of A goes with which of B, and a label for each pair ('cat' or 'cat / cats')."""

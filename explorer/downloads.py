@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.figures.clicks import CLICKS
+
 SYSTEM_CHROMIUM = "/usr/bin/chromium"
 PNG_SCALE = 2  # twice the on-screen size: sharp in slides
 
@@ -56,6 +58,8 @@ def records(figure: go.Figure) -> dict:
     """{"title", "traces": [{"name", "type", "x", "y", "z"?}]}: every trace's data as drawn."""
     traces = []
     for i, trace in enumerate(figure.data):
+        if trace.meta == CLICKS:  # invisible click targets: nothing drawn, nothing to download
+            continue
         entry = {"name": html.unescape(trace.name or f"trace {i + 1}"), "type": trace.type}
         for axis in ("x", "y", "z"):
             value = getattr(trace, axis, None)

@@ -18,6 +18,14 @@ ATTENTION = "attention"
 ATTENTION_KIND, ATTENTION_WORDS = f"{ATTENTION}_kind", f"{ATTENTION}_words"
 ATTENTION_LAYER, ATTENTION_HEAD = f"{ATTENTION}_layer", f"{ATTENTION}_head"
 
+# The Q/K/V page's query token picker: other pages open it on a token by setting it.
+QKV_QUERY = "qkv_query"
+# A page a click asked for: set in the chart's callback (no page switch is possible there), followed by app.py.
+DRILL_TO = "drill_to"
+# Values the pickers were given as starting points (key -> value): a picker still holding its starting point moves
+# to the new sentence's starting point; one the user or an address set stays.
+STARTED = "started"
+
 DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128
 DEFAULT_TEXT = ENGLISH_EXAMPLES[0]
@@ -45,6 +53,29 @@ def sidebar(session: MutableMapping) -> tuple[str, str, int]:
     return session[MODEL], session[TEXT], int(session[MAX_TOKENS])
 
 
+def start(session: MutableMapping, key: str, value: object) -> None:
+    """Give a picker a starting point (replaced by the next sentence's while the user leaves it alone)."""
+    session[key] = value
+    session.setdefault(STARTED, {})[key] = value
+
+
+def at_start(session: MutableMapping, key: str) -> bool:
+    """Whether a picker still holds the starting point it was given (nobody has chosen for it since)."""
+    started = session.get(STARTED, {})
+    return key in started and key in session and session[key] == started[key]
+
+
+def chosen(session: MutableMapping, key: str) -> None:
+    """A picker's value was chosen (by a click, a link or the address): no longer a starting point."""
+    session.get(STARTED, {}).pop(key, None)
+
+
+def choose(session: MutableMapping, key: str, value: object) -> None:
+    """Set a picker's value as a choice, which a new sentence's starting point does not replace."""
+    session[key] = value
+    chosen(session, key)
+
+
 def keep(session: MutableMapping, key: str, value: object) -> None:
     """Set a persistent key and its sidebar widget together (only before the widget is drawn, or in a callback)."""
     session[key] = session[widget(key)] = value
@@ -53,6 +84,7 @@ def keep(session: MutableMapping, key: str, value: object) -> None:
 # The shareable address: /<page>?model=...&text=...&layer=...&head=...&token=... (layer and head numbered from 1
 # as the app shows them, token by its position as shown). Read once, when a session opens.
 URL_MODEL, URL_TEXT, URL_LAYER, URL_HEAD, URL_TOKEN = "model", "text", "layer", "head", "token"
+URL_KEY = "key"  # a second token: the key token of the Find heads page
 URL_VIEW = "url_view"  # what the address asked for that the page's own pickers apply: {"layer": 0, ...}
 URL_PAGE = "url_page"  # the page the address opened; its pickers take URL_VIEW, other pages do not
 URL_USED = "url_used"  # widget keys already given their address value (once each)
@@ -92,7 +124,7 @@ def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tupl
             )
         else:
             values[URL_TEXT] = text
-    for name, lowest in ((URL_LAYER, 1), (URL_HEAD, 1), (URL_TOKEN, 0)):
+    for name, lowest in ((URL_LAYER, 1), (URL_HEAD, 1), (URL_TOKEN, 0), (URL_KEY, 0)):
         number = _number(params, name, lowest, notices)
         if number is not None:
             values[name] = number

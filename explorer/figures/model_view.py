@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.figures.clicks import CLICK_LAYOUT, targets
+
 THUMBNAIL = 32  # cells per side of each head in the whole-model view
 LAYER_CELLS = 64  # cells per side when one layer's heads are shown as small multiples
 
@@ -35,24 +37,39 @@ def grid(weights: np.ndarray, size: int = THUMBNAIL) -> np.ndarray:
     return image
 
 
-def model_view(weights: np.ndarray, size: int = THUMBNAIL, selected: tuple[int, int] | None = None) -> go.Figure:
-    """All heads of all layers; each thumbnail is its head's attention (queries down, keys across), pooled."""
+def model_view(
+    weights: np.ndarray, size: int = THUMBNAIL, selected: tuple[int, int] | None = None, first_layer: int = 0
+) -> go.Figure:
+    """All heads of all layers; each thumbnail is its head's attention (queries down, keys across), pooled. Each
+    thumbnail is a click target naming (layer, head); `first_layer` numbers the first row (one layer's heads)."""
     n_layers, n_heads, t_q, t_k = weights.shape
     s_q, s_k = min(size, t_q), min(size, t_k)  # the thumbnail size pool() produces
     shapes = []
     if selected is not None:
         layer, head = selected
-        r, c = layer * (s_q + 1), head * (s_k + 1)
+        r, c = (layer - first_layer) * (s_q + 1), head * (s_k + 1)
         line = {"color": "#d62728", "width": 2}
         shapes.append(
             {"type": "rect", "x0": c - 0.5, "x1": c + s_k - 0.5, "y0": r - 0.5, "y1": r + s_q - 0.5, "line": line}
         )
     head_ticks = [h * (s_k + 1) + (s_k - 1) / 2 for h in range(n_heads)]
     layer_ticks = [i * (s_q + 1) + (s_q - 1) / 2 for i in range(n_layers)]
+    cells = [(i, h) for i in range(n_layers) for h in range(n_heads)]
+    names = [f"layer {first_layer + i + 1}, head {h + 1}" for i, h in cells]
+    clicks = targets(
+        [head_ticks[h] for _, h in cells],
+        [layer_ticks[i] for i, _ in cells],
+        [(first_layer + i, h, name) for (i, h), name in zip(cells, names, strict=True)],
+        "%{customdata[2]}<extra>click to open</extra>",
+    )
     # built in one call: every later update_layout/add_shape re-validates and deep-copies the whole figure
     return go.Figure(
-        data=[go.Heatmap(z=grid(weights, size), zmin=0, zmax=1, colorscale="Blues", showscale=False, hoverinfo="skip")],
+        data=[
+            go.Heatmap(z=grid(weights, size), zmin=0, zmax=1, colorscale="Blues", showscale=False, hoverinfo="skip"),
+            clicks,
+        ],
         layout={
+            **CLICK_LAYOUT,
             "height": max(300, 70 * n_layers + 60),
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
             "shapes": shapes,
@@ -67,7 +84,7 @@ def model_view(weights: np.ndarray, size: int = THUMBNAIL, selected: tuple[int, 
             "yaxis": {
                 "tickmode": "array",
                 "tickvals": layer_ticks,
-                "ticktext": [f"layer {i + 1}" for i in range(n_layers)],
+                "ticktext": [f"layer {first_layer + i + 1}" for i in range(n_layers)],
                 "autorange": "reversed",
                 "showgrid": False,
                 "zeroline": False,
@@ -78,6 +95,6 @@ def model_view(weights: np.ndarray, size: int = THUMBNAIL, selected: tuple[int, 
     )
 
 
-def layer_heads(layer_weights: np.ndarray) -> go.Figure:
-    """(H, Tq, Tk): one layer's heads side by side, at full resolution up to LAYER_CELLS per side."""
-    return model_view(layer_weights[None], size=LAYER_CELLS)
+def layer_heads(layer_weights: np.ndarray, layer: int = 0) -> go.Figure:
+    """(H, Tq, Tk): layer `layer`'s heads side by side, at full resolution up to LAYER_CELLS per side."""
+    return model_view(layer_weights[None], size=LAYER_CELLS, first_layer=layer)

@@ -7,6 +7,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.figures.clicks import CLICK_LAYOUT, targets
+
 
 def statistic_grid(
     values: np.ndarray,
@@ -16,25 +18,37 @@ def statistic_grid(
     percent: bool = False,
 ) -> go.Figure:
     """values (L, H) of one statistic; labels (L, H) strings shown on hover; zrange fixes the colour scale;
-    `percent` reads values (shares of 1) as percentages, else 3 significant digits."""
+    `percent` reads values (shares of 1) as percentages, else 3 significant digits. Each cell is a click target
+    naming (layer, head)."""
     scale = {} if zrange is None else {"zmin": zrange[0], "zmax": zrange[1]}
     name = html.escape(name, quote=False)  # "[CLS] / <bos>" is text, not a tag
-    number = "%{z:.1%}" if percent else "%{z:.3g}"
+    number = "%{customdata[2]:.1%}" if percent else "%{customdata[2]:.3g}"
     n_layers, n_heads = values.shape
+    heads = [f"head {h + 1}" for h in range(n_heads)]
+    layers = [f"layer {layer + 1}" for layer in range(n_layers)]
+    cells = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    clicks = targets(
+        [heads[h] for _, h in cells],
+        [layers[i] for i, _ in cells],
+        [(i, h, float(values[i, h]), str(labels[i, h])) for i, h in cells],
+        f"%{{y}}, %{{x}}<br>{name} {number}<br>%{{customdata[3]}}<extra>click to open</extra>",
+    )
     return go.Figure(
         data=[
             go.Heatmap(
                 z=values,
-                x=[f"head {h + 1}" for h in range(n_heads)],
-                y=[f"layer {layer + 1}" for layer in range(n_layers)],
+                x=heads,
+                y=layers,
                 customdata=labels,
                 colorscale="Viridis",
                 **scale,
                 colorbar={"title": {"text": name}, **({"tickformat": ".0%"} if percent else {})},
-                hovertemplate=f"%{{y}}, %{{x}}<br>{name} {number}<br>%{{customdata}}<extra></extra>",
-            )
+                hoverinfo="skip",  # the click targets above carry the hover
+            ),
+            clicks,
         ],
         layout={
+            **CLICK_LAYOUT,
             "height": max(260, 34 * n_layers + 110),
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
             "yaxis": {"autorange": "reversed"},

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer import analysis, cached, downloads, state
+from explorer import analysis, cached, downloads, drill, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
@@ -93,8 +94,9 @@ def _from_address(key: str, name: str, options: list, default: object, describe)
             )
             st.warning(markdown_literal(notice), icon=":material/link_off:")  # a token may be in it
             st.session_state[key] = default
-    elif st.session_state.get(key) not in options:
-        st.session_state[key] = default
+        state.chosen(st.session_state, key)
+    elif state.at_start(st.session_state, key) or st.session_state.get(key) not in options:
+        state.start(st.session_state, key, default)  # a new sentence's starting point replaces the old one
 
 
 def _choose(container, label: str, options: list, key: str, name: str, default: object, describe) -> object:
@@ -102,7 +104,7 @@ def _choose(container, label: str, options: list, key: str, name: str, default: 
     _from_address(key, name, options, default, describe)
     value = container.selectbox(label, options, format_func=describe, key=key)
     if isinstance(value, int) and value != MEAN:  # not "all tokens" (None) or the mean over heads
-        st.query_params[name] = str(value + (name != state.URL_TOKEN))  # layers and heads count from 1
+        st.query_params[name] = str(value + (name in (state.URL_LAYER, state.URL_HEAD)))  # these count from 1
     return value
 
 
@@ -133,8 +135,17 @@ def pick_layer_head(
     return pick_layer(n_layers, f"{prefix}_layer", left, layer), pick_head(n_heads, f"{prefix}_head", right, mean, head)
 
 
-def pick_token(tokens: tuple[str, ...], label: str, key: str, container=st, allow_all: bool = False) -> int | None:
-    """A token by position ('3: the'), so repeated tokens stay distinct (streamlit shows text, no HTML)."""
+def pick_token(
+    tokens: tuple[str, ...],
+    label: str,
+    key: str,
+    container=st,
+    allow_all: bool = False,
+    index: int = 0,
+    name: str = state.URL_TOKEN,
+) -> int | None:
+    """A token by position ('3: the'), so repeated tokens stay distinct (streamlit shows text, no HTML); `index`
+    is the option chosen by default, `name` the address's parameter for it."""
     options = [None, *range(len(tokens))] if allow_all else list(range(len(tokens)))
 
     def describe(i: int | None) -> str:
@@ -149,13 +160,36 @@ def pick_token(tokens: tuple[str, ...], label: str, key: str, container=st, allo
         st.session_state[labels] = tokens
         if key in st.session_state:
             st.session_state[key] = st.session_state[key]
-    return _choose(container, label, options, key, state.URL_TOKEN, options[0], describe)
+    return _choose(container, label, options, key, name, options[index], describe)
 
 
-def chart(figure: go.Figure, key: str, container=st, name: str = "", **options: object) -> object:
+def chart(
+    figure: go.Figure,
+    key: str,
+    container=st,
+    name: str = "",
+    on_click: Callable[[Mapping], None] | None = None,
+    **options: object,
+) -> object:
     """A Plotly chart and, under it, its downloads: server-side PNG, offline HTML, and its data as CSV and JSON
-    (each made only when clicked). `name` is the files' stem (default: the key)."""
-    event = container.plotly_chart(styled(figure), key=key, **options)
+    (each made only when clicked). `name` is the files' stem (default: the key). `on_click(point)` runs before the
+    next run when a click target (figures.clicks) is clicked: it sets the pickers' keys (drill.py)."""
+    if on_click is not None:
+        # a fresh chart after each click, so the same cell clicked again (after a dropdown moved) is a new click
+        clicks = f"{key}_clicks"
+        n_clicks = st.session_state.get(clicks, 0)
+        chart_key = f"{key}_{n_clicks}" if n_clicks else key
+
+        def clicked() -> None:
+            point = drill.clicked(st.session_state.get(chart_key))
+            st.session_state[clicks] = st.session_state.get(clicks, 0) + 1
+            if point is not None:
+                on_click(point)
+
+        options = {**options, "on_select": clicked, "selection_mode": "points"}
+    else:
+        chart_key = key
+    event = container.plotly_chart(styled(figure), key=chart_key, **options)
     stem = name or key
     files = (
         ("PNG", "png", "image/png", lambda: downloads.to_png(figure)),
@@ -169,10 +203,36 @@ def chart(figure: go.Figure, key: str, container=st, name: str = "", **options: 
     return event
 
 
-def open_in_attention(kind: str, layer: int, head: int, words: bool = False) -> None:
-    """Switch to the attention heatmap showing this kind, layer and head, at token or word level (its own keys)."""
+ATTENTION_PAGE = "explorer/pages/attention.py"
+QKV_PAGE = "explorer/pages/qkv.py"
+
+
+def show_in_attention(kind: str, layer: int, head: int, words: bool = False) -> None:
+    """Set the attention heatmap's own keys to this kind, layer and head, at token or word level."""
     st.session_state[state.ATTENTION_WORDS] = words
     st.session_state[state.ATTENTION_KIND] = kind
-    st.session_state[state.ATTENTION_LAYER] = layer
-    st.session_state[state.ATTENTION_HEAD] = head
-    st.switch_page("explorer/pages/attention.py")
+    state.choose(st.session_state, state.ATTENTION_LAYER, layer)
+    state.choose(st.session_state, state.ATTENTION_HEAD, head)
+
+
+def open_in_attention(kind: str, layer: int, head: int, words: bool = False) -> None:
+    """Switch to the attention heatmap showing this kind, layer and head, at token or word level (its own keys)."""
+    show_in_attention(kind, layer, head, words)
+    st.switch_page(ATTENTION_PAGE)
+
+
+def drill_to_attention(kind: str, words: bool = False) -> Callable[[Mapping], None]:
+    """A chart's on_click: the clicked cell's (layer, head) opens on the attention heatmap."""
+
+    def opened(point: Mapping) -> None:
+        chosen = drill.head_of(point)
+        if chosen is not None:
+            show_in_attention(kind, *chosen, words)
+            st.session_state[state.DRILL_TO] = ATTENTION_PAGE
+
+    return opened
+
+
+def drill_to_pickers(layer_key: str, head_key: str) -> Callable[[Mapping], None]:
+    """A chart's on_click: the clicked cell's (layer, head) goes into this page's own layer and head pickers."""
+    return lambda point: drill.select_head(st.session_state, point, layer_key, head_key)

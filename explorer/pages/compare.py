@@ -34,7 +34,8 @@ def drawn(key: str) -> np.ndarray:  # same tokenizer, so the sidebar model's lab
 
 weights = {key: drawn(key) for key in TWINS}
 n_layers, n_heads = weights["minilm"].shape[:2]
-layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True)
+start = cached.get_start("minilm", text, max_tokens, chosen.kind)  # a head the pretrained weights made striking
+layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=start.layer, head=start.head)
 columns = st.columns(2)
 for column, key in zip(columns, TWINS, strict=True):
     title = f"{cached.described(key).title}: {head_title(layer, head, n_heads)}"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, compare, state
+from explorer import cached, compare, starting, state
 from explorer.compare import MINIMAL_PAIRS
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.figures.statistics import statistic_grid
 from explorer.heads import head_or_mean, head_title
-from explorer.pages._shared import chart, current_trace, pick_layer_head
+from explorer.pages._shared import chart, current_trace, drill_to_pickers, pick_layer_head
 from models.tokenize import TokenizeError
 
 st.header("Compare: sentence A vs sentence B")
@@ -30,7 +30,10 @@ st.markdown(
     "more). Encoder self-attention."
 )
 model, text, max_tokens = state.sidebar(st.session_state)
-st.session_state.setdefault("compare_b", dict(MINIMAL_PAIRS).get(text, text))
+# B starts one word away from A (its minimal pair, or one swapped word), and follows A until someone types in it
+readable = [t for t in compare.twins(text) if cached.model(model).can_read(t)]
+if "compare_b" not in st.session_state or state.at_start(st.session_state, "compare_b"):
+    state.start(st.session_state, "compare_b", readable[0] if readable else text)
 st.selectbox(
     "Minimal pairs",
     [None, *range(len(MINIMAL_PAIRS))],
@@ -62,9 +65,16 @@ if not alignment.a:
     st.stop()
 difference = compare.difference(a, b, alignment)  # (L, H, N, N)
 st.subheader("Which heads changed most")
-chart(statistic_grid(*compare.changed_most(difference), "max |A - B|"), "compare_changed")
+changed = compare.changed_most(difference)
+chart(
+    statistic_grid(*changed, "max |A - B|"),
+    "compare_changed",
+    on_click=drill_to_pickers("compare_layer", "compare_head"),
+)
+st.caption("Click a cell to compare that head below; it opens on the head that changed most.")
 n_layers, n_heads = a.shape[:2]
-layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True)
+most = starting.largest(changed[0])
+layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=most[0], head=most[1])
 which = head_title(layer, head, n_heads)
 columns = st.columns(2)
 chart(head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}"), "compare_a", columns[0])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from explorer import cached, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, model_view
-from explorer.pages._shared import chart, open_in_attention, pick_attention, pick_layer_head
+from explorer.pages._shared import chart, drill_to_pickers, open_in_attention, pick_attention, pick_layer_head
 
 st.header("Model view")
 st.latex(r"A_i = \mathrm{softmax}\!\left(\frac{(Q W^Q_i + b^Q_i)(K W^K_i + b^K_i)^\top}{\sqrt{d_k}}\right)")
@@ -20,8 +21,14 @@ st.markdown(
 
 chosen = pick_attention("model")
 attention = chosen.attention
-layer, head = pick_layer_head(attention.n_layers, attention.n_heads, "model")
-chart(model_view(chosen.weights, THUMBNAIL, selected=(layer, head)), "model_grid")
+start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
+layer, head = pick_layer_head(attention.n_layers, attention.n_heads, "model", layer=start.layer, head=start.head)
+st.caption("Click a thumbnail to see that head below; the button under it opens the head in the attention heatmap.")
+chart(
+    model_view(chosen.weights, THUMBNAIL, selected=(layer, head)),
+    "model_grid",
+    on_click=drill_to_pickers("model_layer", "model_head"),
+)
 
 title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from explorer import walkthrough
+from explorer import cached, starting, state, walkthrough
 from explorer.figures.walkthrough import per_key_bars, vector_strip
 from explorer.pages._shared import chart, pick_attention, pick_head, pick_layer, pick_token
 
@@ -19,10 +19,11 @@ st.markdown(
 
 chosen = pick_attention("qkv", words=False)
 attention, queries, keys = chosen.attention, chosen.queries, chosen.keys
+start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)  # opens on a content word's strongest link
 c1, c2, c3 = st.columns(3)
-layer = pick_layer(attention.n_layers, "qkv_layer", c1)
-head = pick_head(attention.n_heads, "qkv_head", c2)
-query = pick_token(queries, "Query token", "qkv_query", c3)
+layer = pick_layer(attention.n_layers, "qkv_layer", c1, start.layer)
+head = pick_head(attention.n_heads, "qkv_head", c2, index=start.head)
+query = pick_token(queries, "Query token", state.QKV_QUERY, c3, index=starting.content_query(queries, start.query))
 s = walkthrough.steps(chosen.trace, chosen.kind, layer, head, query)
 
 

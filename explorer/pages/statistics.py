@@ -7,7 +7,14 @@ import streamlit as st
 
 from explorer import analysis, cached, state
 from explorer.figures.statistics import statistic_grid
-from explorer.pages._shared import chart, open_in_attention, pick_attention, pick_head, pick_layer
+from explorer.pages._shared import (
+    chart,
+    drill_to_attention,
+    open_in_attention,
+    pick_attention,
+    pick_head,
+    pick_layer,
+)
 
 NAMES = analysis.STATISTIC_NAMES
 
@@ -27,7 +34,12 @@ stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.k
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), format_func=NAMES.get, key="stats_statistic")
 st.caption(analysis.STATISTICS[name])
-chart(statistic_grid(stats[name], labels, NAMES[name], percent=name in analysis.SHARES), "stats_grid")
+chart(
+    statistic_grid(stats[name], labels, NAMES[name], percent=name in analysis.SHARES),
+    "stats_grid",
+    on_click=drill_to_attention(chosen.kind, words),
+)
+st.caption("Click a cell of the grid to open that head in the attention heatmap.")
 
 
 def shown(key: str, values) -> float:
@@ -48,7 +60,8 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=formats, key="st
 st.caption("Click a column header to sort.")
 
 left, right, go_col = st.columns([2, 2, 2], vertical_alignment="bottom")
-layer = pick_layer(attention.n_layers, "stats_layer", left)
-head = pick_head(attention.n_heads, "stats_head", right)
+start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
+layer = pick_layer(attention.n_layers, "stats_layer", left, start.layer)
+head = pick_head(attention.n_heads, "stats_head", right, index=start.head)
 if go_col.button(f"Open layer {layer + 1}, head {head + 1} in the attention heatmap", key="stats_open"):
     open_in_attention(chosen.kind, layer, head, words)

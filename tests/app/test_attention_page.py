@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import trace
+from explorer import starting, trace
 from tests.app import new_app
 from tests.figdata import array, spec
 
@@ -29,11 +29,40 @@ def shows(fig: dict, weights, queries, keys) -> None:
     assert list(fig["layout"]["xaxis"]["ticktext"]) == list(keys)
 
 
-def test_default_sentence_shows_layer_one_head_one(app, minilm):
+def test_default_sentence_opens_on_its_strongest_link(app, minilm):
     at = app.run()
     assert not at.exception
     expected = trace.run(minilm, "The animal didn't cross the street because it was too tired", 128)
-    shows(heatmap(at), expected.encoder_self.weights[0, 0], expected.source_tokens, expected.source_tokens)
+    tokens, weights = expected.source_tokens, expected.encoder_self.weights
+    link = starting.best_link(weights, tokens, tokens)
+    assert (link.layer, link.head) != (0, 0)
+    assert at.selectbox(key="attention_layer").value == link.layer
+    assert at.selectbox(key="attention_head").value == link.head
+    shows(heatmap(at), weights[link.layer, link.head], tokens, tokens)
+
+
+def test_starting_head_follows_the_sentence_until_someone_picks(app, minilm):
+    at = app.run()
+    other = "Bark is very cute and he is a dog"
+    at.sidebar.text_input[0].set_value(other).run()
+    result = trace.run(minilm, other, 128)
+    link = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+    assert (at.selectbox(key="attention_layer").value, at.selectbox(key="attention_head").value) == (
+        link.layer,
+        link.head,
+    )
+    at.selectbox(key="attention_layer").set_value(0).run()
+    at.selectbox(key="attention_head").set_value(3).run()
+    at.sidebar.text_input[0].set_value("The cat sat on the mat").run()
+    assert (at.selectbox(key="attention_layer").value, at.selectbox(key="attention_head").value) == (0, 3)
+
+
+def test_address_head_wins_over_the_starting_head(minilm):
+    at = new_app()
+    at.query_params.update({"layer": "1", "head": "1"})
+    at.run()
+    assert not at.exception
+    assert (at.selectbox(key="attention_layer").value, at.selectbox(key="attention_head").value) == (0, 0)
 
 
 def test_typing_a_sentence_and_picking_a_head(app, minilm):
@@ -62,4 +91,6 @@ def test_random_model_shows_cross_attention(app, paper_random):
     at.radio(key="attention_kind").set_value("cross").run()
     assert not at.exception
     expected = trace.run(paper_random, "The animal didn't cross the street because it was too tired", 128)
-    shows(heatmap(at), expected.cross.weights[0, 0], expected.target_tokens, expected.source_tokens)
+    queries, keys = expected.target_tokens, expected.source_tokens
+    link = starting.best_link(expected.cross.weights, queries, keys, self_attention=False)
+    shows(heatmap(at), expected.cross.weights[link.layer, link.head], queries, keys)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import analysis, compare, trace
+from explorer import analysis, compare, starting, trace
 from explorer.compare import MINIMAL_PAIRS
 from models import registry
 from tests.app import new_app
@@ -57,9 +57,12 @@ def test_bad_address_values_fall_back_with_visible_notices(minilm):
     warnings = plain(" ".join(w.value for w in at.warning))
     assert "unknown model 'gpt-9'" in warnings and "head 'x'" in warnings and "layer 99" in warnings
     result = trace.run(minilm, TEXT, 128)
-    np.testing.assert_array_equal(z(charts(at)["attention_heatmap"]), result.encoder_self.weights[0, 0])
+    link = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+    assert f"showing layer {link.layer + 1}" in warnings  # the sentence's starting head, not a guess
+    drawn = z(charts(at)["attention_heatmap"])
+    np.testing.assert_array_equal(drawn, result.encoder_self.weights[link.layer, link.head])
     at.selectbox(key="attention_head").set_value(3).run()  # the notices were for opening; now the user's choice
-    assert not at.warning and at.query_params["layer"] == "1" and at.query_params["head"] == "4"
+    assert not at.warning and at.query_params["layer"] == str(link.layer + 1) and at.query_params["head"] == "4"
 
 
 def test_word_level_toggle_on_the_attention_page(minilm):
@@ -70,7 +73,8 @@ def test_word_level_toggle_on_the_attention_page(minilm):
     figure = charts(at)["attention_heatmap"]
     assert list(figure["layout"]["xaxis"]["ticktext"]) == analysis.merge_tokens(result.source_tokens, groups)
     assert "embeddings" in figure["layout"]["xaxis"]["ticktext"]
-    merged = analysis.merge_words(result.encoder_self.weights[0, 0], groups, groups)
+    link = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+    merged = analysis.merge_words(result.encoder_self.weights[link.layer, link.head], groups, groups)
     np.testing.assert_allclose(z(figure), merged, rtol=1e-6)
     np.testing.assert_allclose(z(figure).sum(-1), 1.0, rtol=1e-5)
 

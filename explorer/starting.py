@@ -1,0 +1,84 @@
+"""Where a page opens: the head (and query token) worth seeing first, chosen from the model's own weights.
+
+A head's *link score* is the largest weight any content query puts on a content key other than itself and its
+neighbours (content: not a start/end/pad marker, not punctuation). Heads that only look at [CLS], [SEP], the
+token itself or the previous/next token score low; a head in which "it" puts 0.52 on "trophy" scores 0.52.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.analysis import ENDS, STARTS, is_punctuation
+
+MARKERS = STARTS | ENDS | frozenset({"[PAD]", "<pad>", "[UNK]", "[MASK]"})
+NEAR = 2  # in self-attention, keys this close to the query do not count (self, neighbours, a split word's pieces)
+
+
+def is_content(token: str) -> bool:
+    """A word or word piece: not a sequence marker, not punctuation."""
+    return token not in MARKERS and not is_punctuation(token)
+
+
+@dataclass(frozen=True)
+class Link:
+    """One head's strongest long-range link: query position -> key position with this weight."""
+
+    layer: int
+    head: int
+    query: int
+    key: int
+    weight: float
+
+
+def _allowed(queries: Sequence[str], keys: Sequence[str], self_attention: bool) -> np.ndarray:
+    """(Tq, Tk) True where a query -> key link counts toward the score; in a sentence too short for links beyond
+    NEAR (two words), any content key other than the query itself."""
+    allowed = np.outer([is_content(q) for q in queries], [is_content(k) for k in keys])
+    if self_attention:
+        distance = np.abs(np.arange(len(queries))[:, None] - np.arange(len(keys))[None, :])
+        far = allowed & (distance > NEAR)
+        allowed = far if far.any() else allowed & (distance > 0)
+    return allowed
+
+
+def links(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], self_attention: bool = True) -> np.ndarray:
+    """Each head's link score: weights (L, H, Tq, Tk) -> (L, H), 0 where no link counts (all markers, too short)."""
+    allowed = _allowed(queries, keys, self_attention)
+    return np.where(allowed, weights, 0.0).max(axis=(-2, -1), initial=0.0)
+
+
+def best_link(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], self_attention: bool = True) -> Link:
+    """The head with the highest link score and that link; ties go to the earliest layer and head. With no content
+    link at all (a sentence of markers), layer 1 head 1 and its first content query (or position 0)."""
+    allowed = _allowed(queries, keys, self_attention)
+    masked = np.where(allowed, weights, 0.0)  # (L, H, Tq, Tk)
+    if not allowed.any():
+        content = [i for i, q in enumerate(queries) if is_content(q)]
+        return Link(0, 0, content[0] if content else 0, 0, 0.0)
+    layer, head, query, key = np.unravel_index(int(np.argmax(masked)), masked.shape)
+    return Link(int(layer), int(head), int(query), int(key), float(masked[layer, head, query, key]))
+
+
+def content_query(queries: Sequence[str], preferred: int | None = None) -> int:
+    """A query position worth stepping through: `preferred` if it is a content token, else the first content
+    token, else 0."""
+    if preferred is not None and 0 <= preferred < len(queries) and is_content(queries[preferred]):
+        return preferred
+    return next((i for i, q in enumerate(queries) if is_content(q)), 0)
+
+
+def rank_heads(weights: np.ndarray, query: int, key: int) -> list[tuple[int, int, float]]:
+    """Every (layer, head, weight of query -> key), highest weight first (ties: earlier layer, then head)."""
+    picked = weights[:, :, query, key]  # (L, H)
+    order = sorted(np.ndindex(picked.shape), key=lambda lh: (-float(picked[lh]), lh))
+    return [(int(layer), int(head), float(picked[layer, head])) for layer, head in order]
+
+
+def largest(values: np.ndarray) -> tuple[int, int]:
+    """(layer, head) of the largest value of an (L, H) grid (the earliest on ties)."""
+    layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
+    return int(layer), int(head)

@@ -1,0 +1,61 @@
+"""Pages open on something worth seeing, from the sentence's own numbers; Find heads ranks the trace's weights."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer import compare, starting, trace
+from explorer.figures.clicks import CLICKS
+from tests.app import new_app
+from tests.figdata import array, spec
+
+EXAMPLE = "The animal didn't cross the street because it was too tired"
+
+
+def test_qkv_opens_on_a_content_word_of_the_starting_head(minilm):
+    at = new_app()
+    at.switch_page("explorer/pages/qkv.py").run()
+    assert not at.exception
+    result = trace.run(minilm, EXAMPLE, 128)
+    link = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+    query = at.selectbox(key="qkv_query").value
+    assert query == link.query and starting.is_content(result.source_tokens[query])
+    assert (at.selectbox(key="qkv_layer").value, at.selectbox(key="qkv_head").value) == (link.layer, link.head)
+
+
+def test_compare_sentences_starts_one_word_apart_on_the_head_that_changed_most(minilm):
+    at = new_app()
+    at.switch_page("explorer/pages/compare_sentences.py").run()
+    assert not at.exception
+    b_text = at.text_input(key="compare_b").value
+    assert b_text != EXAMPLE and b_text == compare.twins(EXAMPLE)[0]
+    a, b = trace.run(minilm, EXAMPLE, 128), trace.run(minilm, b_text, 128)
+    alignment = compare.by_position(a.source_tokens, b.source_tokens)
+    worst, _ = compare.changed_most(compare.difference(a.encoder_self.weights, b.encoder_self.weights, alignment))
+    assert worst.max() > 0.05  # not all zeros
+    layer, head = np.unravel_index(worst.argmax(), worst.shape)
+    assert (at.selectbox(key="compare_layer").value, at.selectbox(key="compare_head").value) == (layer, head)
+
+
+def test_find_heads_ranks_every_head_by_the_traces_weight(minilm):
+    at = new_app()
+    at.switch_page("explorer/pages/find_heads.py").run()
+    assert not at.exception
+    result = trace.run(minilm, EXAMPLE, 128)
+    tokens, weights = result.source_tokens, result.encoder_self.weights
+    it, animal = tokens.index("it"), tokens.index("animal")
+    at.selectbox(key="find_query").set_value(it).run()
+    at.selectbox(key="find_key").set_value(animal).run()
+    table = at.dataframe[0].value
+    assert len(table) == 72
+    np.testing.assert_array_equal(table["weight"].to_numpy(), np.sort(weights[:, :, it, animal].ravel())[::-1])
+    grid = spec(next(c for c in at.get("plotly_chart") if c.key == "find_grid"))
+    np.testing.assert_array_equal(array(grid["data"][0]["z"]), weights[:, :, it, animal])
+    assert grid["data"][1]["meta"] == CLICKS
+    best = int(table["layer"][0]) - 1, int(table["head"][0]) - 1
+    at.button(key="find_open").click().run()
+    assert not at.exception
+    assert (at.selectbox(key="attention_layer").value, at.selectbox(key="attention_head").value) == best
+    heatmap = spec(next(c for c in at.get("plotly_chart") if c.key == "attention_heatmap"))
+    np.testing.assert_array_equal(array(heatmap["data"][0]["z"]), weights[best])
+    assert len(array(heatmap["data"][1]["x"])) == len(tokens) ** 2  # rows clickable at this length

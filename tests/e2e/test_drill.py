@@ -1,0 +1,80 @@
+"""Click to drill down in real Chromium: a cell that names a head or a token opens it, and the dropdowns follow."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from bench.harness import TIMEOUT_MS, open_app, rerun
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+# the page position of a data point of chart `index` (scrolled into view first), from Plotly's own axes
+POINT = """([index, x, y]) => {
+    const plot = document.querySelectorAll('.js-plotly-plot')[index];
+    plot.scrollIntoView({block: 'center'});
+    const layout = plot._fullLayout, box = plot.getBoundingClientRect();
+    const left = box.left + layout.xaxis._offset, top = box.top + layout.yaxis._offset;
+    return [left + layout.xaxis.d2p(x), top + layout.yaxis.d2p(y)];
+}"""
+TARGETS = """(index) => {  // the click targets' x and y, once chart `index` has them
+    const plot = document.querySelectorAll('.js-plotly-plot')[index];
+    const t = plot && plot.data && plot.data.find(d => d.meta === 'click targets');
+    return t ? [Array.from(t.x), Array.from(t.y)] : null;
+}"""
+
+
+def click_target(page, chart_index: int, target: int) -> None:
+    """Click the cell of click target number `target` (row-major) of a chart, as a person would with the mouse."""
+    handle = page.wait_for_function(TARGETS, arg=chart_index, timeout=TIMEOUT_MS)
+    xs, ys = handle.json_value()
+    x, y = page.evaluate(POINT, [chart_index, xs[target], ys[target]])
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+
+
+def picker(page, label: str):
+    """The selectbox labelled exactly `label` (its value is the chosen option's text)."""
+    return page.get_by_role("combobox", name=label, exact=True)
+
+
+def test_model_view_thumbnail_opens_that_head_and_the_heatmap(server, page):
+    open_app(page, f"{server}/model_view")
+    with rerun(page):
+        click_target(page, 0, 3 * 12 + 6)  # layer 4, head 7
+    expect(picker(page, "Layer")).to_have_value("layer 4", timeout=TIMEOUT_MS)
+    expect(picker(page, "Head")).to_have_value("head 7", timeout=TIMEOUT_MS)
+    expect(page.get_by_role("heading", name="Layer 4, head 7 at full resolution")).to_be_visible(timeout=TIMEOUT_MS)
+    page.get_by_role("button", name="Open in the attention heatmap").click()
+    page.get_by_role("heading", name="Attention heatmap").wait_for(timeout=TIMEOUT_MS)
+    expect(picker(page, "Layer")).to_have_value("layer 4", timeout=TIMEOUT_MS)
+    expect(picker(page, "Head")).to_have_value("head 7", timeout=TIMEOUT_MS)
+
+
+def test_statistics_cell_opens_that_head_on_the_heatmap(server, page):
+    open_app(page, f"{server}/statistics")
+    click_target(page, 0, 1 * 12 + 4)  # layer 2, head 5
+    page.get_by_role("heading", name="Attention heatmap").wait_for(timeout=TIMEOUT_MS)
+    expect(picker(page, "Layer")).to_have_value("layer 2", timeout=TIMEOUT_MS)
+    expect(picker(page, "Head")).to_have_value("head 5", timeout=TIMEOUT_MS)
+    expect(page.locator(".js-plotly-plot .gtitle").first).to_have_text("Layer 2, head 5", timeout=TIMEOUT_MS)
+
+
+def test_heatmap_row_opens_that_query_on_the_qkv_page(server, page):
+    open_app(page, server)  # the example sentence: 16 tokens, so every cell is a click target
+    click_target(page, 0, 10 * 16 + 2)  # row 10 ("it"), any column of it
+    page.get_by_role("heading", name="Q, K, V step by step").wait_for(timeout=TIMEOUT_MS)
+    expect(picker(page, "Query token")).to_have_value("10: it", timeout=TIMEOUT_MS)
+
+
+def test_compare_cell_opens_that_head_in_the_detail(server, page):
+    open_app(page, f"{server}/compare_sentences")
+    with rerun(page):
+        click_target(page, 0, 4 * 12 + 10)  # layer 5, head 11
+    expect(picker(page, "Layer")).to_have_value("layer 5", timeout=TIMEOUT_MS)
+    expect(picker(page, "Head")).to_have_value("head 11", timeout=TIMEOUT_MS)
+    expect(page.locator(".js-plotly-plot .gtitle").nth(1)).to_have_text(
+        re.compile("layer 5, head 11"), timeout=TIMEOUT_MS
+    )
