@@ -22,13 +22,14 @@ def test_qkv_query_picker_shows_the_decoder_token_it_computes_in_cross_attention
     at = with_model("translate")
     at.switch_page("explorer/pages/qkv.py").run()
     before = at.selectbox(key="qkv_query")
-    assert before.proto.set_value and before.proto.raw_value == "0: the"  # a source token
+    assert before.options[0] == "0: the"  # source tokens
+    assert before.proto.set_value and before.proto.raw_value == before.options[before.value]
     at.radio(key="qkv_kind").set_value("cross").run()
     box = at.selectbox(key="qkv_query")
-    assert box.options[0] == "0: <bos>" and box.value == 0
+    assert box.options[0] == "0: <bos>"  # now the decoder's tokens, which cross-attention's queries come from
     # the browser keeps the label it last showed unless the server sends the new one
-    assert box.proto.set_value and box.proto.raw_value == "0: <bos>"
-    assert "row 0" in at.markdown[1].value and "decoder layer 1" in at.markdown[1].value
+    assert box.proto.set_value and box.proto.raw_value == box.options[box.value]
+    assert f"row {box.value}" in at.markdown[1].value and "decoder layer" in at.markdown[1].value
 
 
 def opened(page: str, **params: str) -> AppTest:
@@ -99,8 +100,8 @@ def test_head_statistics_speak_in_human_labels_and_readable_numbers():
     box.set_value("cls").run()
     grid = spec(at.get("plotly_chart")[0])
     assert grid["data"][0]["colorbar"]["title"]["text"] == "[CLS] / &lt;bos&gt;"  # escaped for Plotly
-    hover = grid["data"][0]["hovertemplate"]
-    assert "%{z:.1%}" in hover and ".4f" not in hover  # a share reads as a percentage
+    hover = grid["data"][1]["hovertemplate"]  # the click targets over the cells carry the hover
+    assert "%{customdata[2]:.1%}" in hover and ".4f" not in hover  # a share reads as a percentage
     table = at.dataframe[0]
     columns = list(table.value.columns)
     assert "cls" not in columns and "sep" not in columns and "[CLS] / <bos>" in columns
