@@ -57,8 +57,8 @@ def change_model() -> None:
 
 
 pages = [
-    st.Page(PAGES / "overview.py", title="Overview", icon=":material/account_tree:"),
-    st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:", default=True),
+    st.Page(PAGES / "overview.py", title="Overview", icon=":material/account_tree:", default=True),
+    st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:"),
     st.Page(PAGES / "model_view.py", title="Model view", icon=":material/apps:"),
     st.Page(PAGES / "head_view.py", title="Head view", icon=":material/linear_scale:"),
     st.Page(PAGES / "find_heads.py", title="Find heads", icon=":material/travel_explore:"),

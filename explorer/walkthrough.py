@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer import wording
 from explorer.trace import Trace
+from models.config import TransformerConfig
+
+# what the model writes over a masked score before the softmax (models.attention: finfo.min, not -inf, so a
+# fully masked row stays finite); the softmax turns it into exactly 0
+MASKED = float(np.finfo(np.float32).min)
 
 
 @dataclass(frozen=True)
@@ -27,8 +33,9 @@ class HeadSteps:
     k: np.ndarray  # (Tk, Dh)
     v: np.ndarray  # (Tk, Dh)
     raw_scores: np.ndarray  # (Tk,) q . k_j
-    scaled_scores: np.ndarray  # (Tk,) / sqrt(d_k)
+    scaled_scores: np.ndarray  # (Tk,) / sqrt(d_k), before the mask
     mask: np.ndarray  # (Tk,) True where key j may be seen
+    masked_scores: np.ndarray  # (Tk,) what the softmax sees: the scaled score, or MASKED where hidden
     weights: np.ndarray  # (Tk,) softmax; the model's own row
     weighted_values: np.ndarray  # (Tk, Dh) weights_j * v_j
     z: np.ndarray  # (Dh,) sum of weighted values: this head's output
@@ -36,8 +43,16 @@ class HeadSteps:
     output: np.ndarray  # (D,) concat W_O: the attention sub-layer's output for this token
 
 
-def input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, str]:
-    """(rows queries are projected from, what they are, where keys/values come from) for a layer and kind."""
+def input_rows(
+    trace: Trace, kind: str, layer: int, config: TransformerConfig | None = None
+) -> tuple[np.ndarray, str, str]:
+    """(rows queries are projected from, what they are, where keys/values come from) for a layer and kind; with the
+    model's config, what they are is named as that model computes them (wording.attention_input)."""
+    rows, what, keys_from = _input_rows(trace, kind, layer)
+    return rows, what if config is None else wording.attention_input(config, kind, layer), keys_from
+
+
+def _input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, str]:
     if kind == "encoder_self":
         states = trace.encoder_states
         if layer == 0:
@@ -56,12 +71,14 @@ def input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, st
     )
 
 
-def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadSteps:
-    """Read one head's computation for one query out of the trace."""
+def steps(
+    trace: Trace, kind: str, layer: int, head: int, query: int, config: TransformerConfig | None = None
+) -> HeadSteps:
+    """Read one head's computation for one query out of the trace (`config` names the input row per model)."""
     a = trace.attention(kind)
     if not (0 <= layer < a.n_layers and 0 <= head < a.n_heads and 0 <= query < a.weights.shape[2]):
         raise IndexError(f"layer {layer}, head {head}, query {query} is outside this trace")
-    rows, rows_are, keys_from = input_rows(trace, kind, layer)
+    rows, rows_are, keys_from = input_rows(trace, kind, layer, config)
     weights = a.weights[layer, head, query]
     v = a.v[layer, head]
     weighted = weights[:, None] * v  # (Tk, Dh)
@@ -82,6 +99,7 @@ def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadSte
         raw_scores=a.raw_scores[layer, head, query],
         scaled_scores=a.scaled_scores[layer, head, query],
         mask=a.mask[query],
+        masked_scores=np.where(a.mask[query], a.scaled_scores[layer, head, query], np.float32(MASKED)),
         weights=weights,
         weighted_values=weighted,
         z=a.heads[layer, head, query],

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 from models import train
+from models.config import TransformerConfig
 
 PAPER_WARMUP = 4000  # section 5.3
 PAPER_STEPS = 100_000  # base model, section 5.2
@@ -37,3 +40,41 @@ def recipe_departures(task: str) -> list[str]:
     if recipe.lr_factor != 1.0:
         found.append(f"the learning rate of eq. 3 times {recipe.lr_factor:g} (at the full rate it keeps oscillating)")
     return found
+
+
+def embedding_sum(config: TransformerConfig, stack: str = "encoder") -> str:
+    """What enters layer 1, in the order the model computes it (section 3.4; BERT adds token type and a LayerNorm)."""
+    token = "target token embedding" if stack == "decoder" else "token embedding"
+    if config.scale_embeddings:
+        token += f" x sqrt(d_model) (= x {math.sqrt(config.d_model):.4g})"
+    terms = [token, "sinusoid (eq. PE)" if config.positional == "sinusoidal" else "learned position embedding"]
+    if config.type_vocab_size:
+        terms.insert(1, "token type embedding (type 0)")
+    summed = " + ".join(terms)
+    return f"LayerNorm({summed})" if config.embedding_norm else summed
+
+
+def attention_input(config: TransformerConfig, kind: str, layer: int) -> str:
+    """The row x an attention sub-layer projects to q (and, for self-attention, k and v), named as the model
+    computes it: post-LN layers hand on LayerNorm(h + sublayer(h)); pre-LN layers hand on h + sublayer(LayerNorm(h))."""
+    stack = "encoder" if kind == "encoder_self" else "decoder"
+    if kind == "cross":
+        where = f"decoder layer {layer + 1} after masked self-attention"
+        if config.norm_first:
+            return f"{where}: h + SelfAttn(LayerNorm(h)) (pre-LN: not yet normalised)"
+        return f"{where} and its Add & Norm: LayerNorm(h + SelfAttn(h)) (post-LN)"
+    if layer == 0:
+        return embedding_sum(config, stack)
+    if config.norm_first:
+        return f"output of {stack} layer {layer}: h + FFN(LayerNorm(h)) (pre-LN: not yet normalised)"
+    return f"output of {stack} layer {layer}, after its last Add & Norm: LayerNorm(h + FFN(h)) (post-LN)"
+
+
+def pre_ln_note(config: TransformerConfig) -> str:
+    """Pre-LN sub-layers normalise their own input first, so q is projected from LayerNorm(x), not x."""
+    if not config.norm_first:
+        return ""
+    return (
+        "This model is pre-LN: the sub-layer first takes LayerNorm(x) with its own gamma and beta, and q, k and v are "
+        "projected from that, not from x itself."
+    )

@@ -23,3 +23,10 @@ def paper_random():
     from models import registry
 
     return registry.load("paper-random")
+
+
+@pytest.fixture(scope="session")
+def translate():
+    from models import registry
+
+    return registry.load("translate")

@@ -61,7 +61,7 @@ def figure_one(config: TransformerConfig, title: str) -> go.Figure:
                 "line": {"color": "#555", "width": 1},
             }
         )
-        annotations.append({"x": x, "y": y, "text": label, "showarrow": False, "font": {"size": 12}})
+        annotations.append({"x": x, "y": y, "text": label, "showarrow": False, "font": {"size": 15, "color": "#111"}})
     encoder_x, decoder_x = (0.0, 4.5) if config.is_encoder_decoder else (2.2, 0.0)
     stacks = [(encoder_x, 1.7, 5.2, f"Encoder: N = {config.n_encoder_layers} layers")]
     if config.is_encoder_decoder:
@@ -77,7 +77,15 @@ def figure_one(config: TransformerConfig, title: str) -> go.Figure:
                 "line": {"color": "#888", "width": 2, "dash": "dot"},
             }
         )
-        annotations.append({"x": x, "y": y1 + 0.25, "text": label, "font": {"weight": "bold"}, "showarrow": False})
+        annotations.append(
+            {
+                "x": x,
+                "y": y1 + 0.25,
+                "text": label,
+                "font": {"weight": "bold", "size": 15, "color": "#111"},
+                "showarrow": False,
+            }
+        )
     if config.is_encoder_decoder:  # the encoder's output feeds every decoder layer's cross-attention
         annotations.append(
             {

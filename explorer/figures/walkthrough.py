@@ -80,3 +80,58 @@ def vector_strip(rows: np.ndarray, row_labels: Sequence[str], title: str) -> go.
         xaxis={"title": {"text": "dimension"}},
     )
     return figure
+
+
+MINUS_INFINITY = "−∞"
+MARKED = 40  # masked keys written "−∞" beside their marker; past this many, the markers and hover say it
+
+
+def masked_scores(masked_scores: np.ndarray, mask: np.ndarray, keys: Sequence[str], title: str) -> go.Figure:
+    """What the softmax sees (eq. 1 with the decoder's mask, section 3.2.3): visible keys keep their scaled score
+    as a bar; a hidden key's score is the value the model wrote over it (finfo.min), drawn as a "−∞" marker below
+    the bars, since a bar 3.4e38 long would flatten every other one."""
+    labels = escape_tokens(keys)
+    x = np.arange(len(keys))
+    visible = masked_scores[mask]
+    figure = go.Figure(
+        go.Bar(
+            x=x[mask],
+            y=visible,
+            name="scaled score (visible key)",
+            marker={"color": "#1f77b4"},
+            customdata=[labels[i] for i in x[mask]],
+            hovertemplate="key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>",
+        )
+    )
+    hidden = x[~mask]
+    if hidden.size:
+        floor = min(0.0, float(visible.min()) if visible.size else 0.0)
+        figure.add_trace(
+            go.Scatter(
+                x=hidden,
+                y=np.full(hidden.size, floor),
+                mode="markers+text" if hidden.size <= MARKED else "markers",
+                text=[MINUS_INFINITY] * hidden.size,
+                textposition="bottom center",
+                marker={"symbol": "triangle-down", "size": 9, "color": "#888888"},
+                name=f"masked: {MINUS_INFINITY} (the model writes {masked_scores[~mask][0]:.4g}, float32's minimum)",
+                customdata=np.stack([masked_scores[~mask], np.array([labels[i] for i in hidden], dtype=object)], -1),
+                hovertemplate="key %{x}: %{customdata[1]}<br>masked: the softmax sees %{customdata[0]:.4g}"
+                "<extra></extra>",
+            )
+        )
+    ticks = ticks_for(len(keys))
+    figure.update_layout(
+        title={"text": title},
+        height=320,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        showlegend=True,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"},
+        xaxis={"tickmode": "array", "tickvals": ticks, "ticktext": [labels[i] for i in ticks], "tickangle": -60},
+    )
+    return figure
+
+
+def ticks_for(n: int, most: int = 40) -> list[int]:
+    """Every position up to `most`, else every k-th: a figure never draws more labels than fit."""
+    return list(range(0, n, max(1, -(-n // most))))

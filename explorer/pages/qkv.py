@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from explorer import cached, starting, state, walkthrough
-from explorer.figures.walkthrough import per_key_bars, vector_strip
+from explorer import cached, starting, state, walkthrough, wording
+from explorer.figures.walkthrough import masked_scores, per_key_bars, vector_strip
 from explorer.pages._shared import chart, pick_attention, pick_head, pick_layer, pick_token
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
@@ -24,7 +24,8 @@ c1, c2, c3 = st.columns(3)
 layer = pick_layer(attention.n_layers, "qkv_layer", c1, start.layer)
 head = pick_head(attention.n_heads, "qkv_head", c2, index=start.head)
 query = pick_token(queries, "Query token", state.QKV_QUERY, c3, index=starting.content_query(queries, start.query))
-s = walkthrough.steps(chosen.trace, chosen.kind, layer, head, query)
+config = cached.model(st.session_state[state.MODEL]).model.config
+s = walkthrough.steps(chosen.trace, chosen.kind, layer, head, query, config)
 
 
 def preview(vector: np.ndarray) -> str:
@@ -34,6 +35,8 @@ def preview(vector: np.ndarray) -> str:
 
 st.subheader("1. The input row")
 st.markdown(f"x = {s.x_query_source}, row {query}: `{preview(s.x_query)}`")
+if note := wording.pre_ln_note(config):
+    st.caption(note)
 st.subheader("2. Project to q, k, v")
 st.latex(
     rf"q = x W^Q_{{{head + 1}}} + b^Q_{{{head + 1}}},\; k_j = x_j W^K_{{{head + 1}}} + b^K_{{{head + 1}}},\;"
@@ -53,10 +56,11 @@ chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask)
 if not s.mask.all():
     hidden = int((~s.mask).sum())
     st.markdown(
-        f"The mask hides {hidden} key(s) (grey; their bars show the score before masking). Before the softmax the "
-        "model replaces each hidden score by the lowest float32 number, -3.4e38 (in effect minus infinity), so "
+        f"The mask hides {hidden} key(s) (grey; their bars above show the score before masking). Before the softmax "
+        "the model replaces each hidden score by the lowest float32 number, -3.4e38 (in effect minus infinity), so "
         "they get weight exactly 0."
     )
+    chart(masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"), "qkv_masked")
 chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask), "qkv_weights")
 
 with st.expander("What if: change the softmax temperature (not the model's computation)"):

@@ -12,6 +12,10 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT_S = 600
 
 
-def new_app() -> AppTest:
-    """A fresh session of the app, as a new browser tab would get."""
-    return AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+def new_app(page: str | None = None) -> AppTest:
+    """A fresh session of the app, as a new browser tab would get: on the first page (the overview), or opened at
+    /`page` (the page file's stem, e.g. "attention") as an address would open it."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    if page is not None:
+        at.switch_page(f"explorer/pages/{page}.py")
+    return at

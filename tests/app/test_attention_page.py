@@ -13,7 +13,7 @@ from tests.figdata import array, spec
 
 @pytest.fixture
 def app():
-    return new_app()
+    return new_app("attention")
 
 
 def heatmap(at: AppTest) -> dict:

@@ -20,7 +20,7 @@ def broken(tmp_path, monkeypatch):
 
 
 def test_picking_a_broken_model_names_the_problem_and_the_others_keep_working(broken, minilm):
-    mine, other = new_app().run(), new_app().run()
+    mine, other = new_app().run(), new_app("attention").run()
     mine.sidebar.selectbox[0].set_value(broken).run()
     assert not mine.exception
     assert "broken (local folder) could not be loaded" in plain(mine.error[0].value)

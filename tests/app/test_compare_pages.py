@@ -26,9 +26,7 @@ def z(figure: dict) -> np.ndarray:
 
 def opened(page: str = "attention", **params: str) -> AppTest:
     """A new session opened at /page?params, as a copied address would open it."""
-    at = new_app()
-    if page != "attention":
-        at.switch_page(f"explorer/pages/{page}.py")
+    at = new_app(page)
     for name, value in params.items():
         at.query_params[name] = value
     return at.run()

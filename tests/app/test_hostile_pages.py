@@ -67,7 +67,7 @@ def test_the_encoder_decoder_pages_take_hostile_text():
 
 
 def test_unknown_words_of_a_toy_model_are_named_literally():
-    at = new_app().run()
+    at = new_app("attention").run()
     at.sidebar.selectbox[0].set_value("reverse").run()
     at.sidebar.text_input[0].set_value("alpha **bravo** <b>x</b> $y$").run()
     message = at.info[0].value

@@ -17,7 +17,7 @@ TEXT = "Bark is very cute and he is a dog"
 
 @pytest.fixture
 def at():
-    app = new_app().run()
+    app = new_app("attention").run()
     app.sidebar.text_input[0].set_value(TEXT).run()
     return app
 

@@ -23,7 +23,7 @@ def charts(at: AppTest) -> list[dict]:
 
 
 def with_model(key: str, text: str | None = None) -> AppTest:
-    at = new_app().run()
+    at = new_app("attention").run()
     at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value(key).run()
     if text is not None:
         at.sidebar.text_input[0].set_value(text).run()

@@ -35,11 +35,33 @@ def test_minilm_projections_have_biases_so_the_qkv_page_writes_them(minilm):
     assert any("T = 1 is the model" in c.value and "is itself a temperature" in c.value for c in at.caption)
 
 
-def test_qkv_page_says_what_a_masked_score_becomes():
+def test_qkv_page_says_and_draws_what_a_masked_score_becomes():
     at = page("qkv", "translate")
     at.radio(key="qkv_kind").set_value("decoder_self").run()
     assert any("-3.4e38" in m.value for m in at.markdown)
     assert np.float32(-3.4e38) > torch.finfo(torch.float32).min  # the value the model uses is below it
+    # the figure itself shows each masked score as minus infinity, holding the value the softmax sees
+    figure = next(spec(c) for c in at.get("plotly_chart") if c.key == "qkv_masked")
+    n = len(at.selectbox(key="qkv_query").options)
+    query = at.selectbox(key="qkv_query").value
+    marks = figure["data"][1]
+    assert list(array(marks["x"])) == list(range(query + 1, n)) and set(marks["text"]) == {"−∞"}
+    assert {row[0] for row in marks["customdata"]} == {float(torch.finfo(torch.float32).min)}
+    assert list(array(figure["data"][0]["x"])) == list(range(query + 1))
+
+
+def test_qkv_page_names_the_input_row_as_each_model_computes_it():
+    at = page("qkv")
+    assert any(
+        "x = LayerNorm(token embedding + token type embedding (type 0) + learned position" in m.value
+        for m in at.markdown
+    )
+    at = page("qkv", "translate")
+    assert any(
+        "x = token embedding x sqrt(d_model) (= x " in m.value and "+ sinusoid (eq. PE)" in m.value for m in at.markdown
+    )
+    at.selectbox(key="qkv_layer").set_value(1).run()
+    assert any("LayerNorm(h + FFN(h)) (post-LN)" in m.value for m in at.markdown)
 
 
 def test_heatmap_says_it_draws_the_weights_and_patterns_fit_the_model():

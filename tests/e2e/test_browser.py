@@ -25,6 +25,10 @@ PAGES = [
 
 def test_every_page_draws_for_a_typed_sentence(server, page):
     open_app(page, server)
+    page.get_by_role("heading", name="Overview").wait_for()  # the first page: the model as the paper's figure 1
+    with rerun(page):
+        page.get_by_test_id("stSidebarNav").get_by_text("Attention heatmap", exact=True).click()
+    page.get_by_role("heading", name="Attention heatmap").wait_for()
     type_sentence(page, SENTENCE)
     wait_for_tokens(page, TOKENS)
     assert tick_labels(page) == TOKENS
@@ -71,7 +75,7 @@ def test_decoding_a_toy_translation_step_by_step(server, page):
 
 
 def test_an_unknown_word_is_named_in_the_browser(server, page):
-    open_app(page, server)
+    open_app(page, f"{server}/attention")
     choose_model(page, "Reverse words (trained here)")
     type_sentence(page, "one two tree")
     page.get_by_text("This word is not in the model's vocabulary: 'tree' (did you mean 'three'?)").wait_for()

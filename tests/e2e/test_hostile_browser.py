@@ -27,7 +27,7 @@ def tokenizer():
 def test_typed_hostile_text_is_drawn_literally(server, page, tokenizer, text):
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    open_app(page, server)
+    open_app(page, f"{server}/attention")
     type_sentence(page, text)
     tokens = list(tokenizer.encode(text, 128).tokens)
     wait_for_tokens(page, tokens)
@@ -40,7 +40,7 @@ def test_typed_hostile_text_is_drawn_literally(server, page, tokenizer, text):
 
 
 def test_unknown_words_message_shows_them_as_typed(server, page):
-    open_app(page, f"{server}/?model=reverse&text=alpha+bravo")
+    open_app(page, f"{server}/attention?model=reverse&text=alpha+bravo")
     type_sentence(page, "alpha *x* $y$ <b>")
     page.get_by_text("not in the model's vocabulary").wait_for()
     message = page.get_by_test_id("stAlert").first.text_content()

@@ -79,7 +79,7 @@ def download(page, key: str, label: str, tmp_path) -> tuple[str, bytes]:
 
 
 def test_downloads_are_valid_files_holding_the_drawn_numbers(server, page, tmp_path):
-    open_app(page, f"{server}/?model=minilm&text={SENTENCE.replace('&', '%26')}&layer=2&head=3")
+    open_app(page, f"{server}/attention?model=minilm&text={SENTENCE.replace('&', '%26')}&layer=2&head=3")
     wait_for_tokens(page, TOKENS)
     n = len(TOKENS)
 

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import trace, walkthrough
+from explorer import trace, walkthrough, wording
+from explorer.figures.walkthrough import MINUS_INFINITY, masked_scores
+from models.config import TransformerConfig
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +82,48 @@ def test_csv_holds_every_value_of_every_key(minilm_trace):
     np.testing.assert_allclose(table[:, 3], s.weights, rtol=1e-8)
     np.testing.assert_allclose(table[:, 4 : 4 + s.d_head], s.k, rtol=1e-8)
     np.testing.assert_allclose(table[:, 4 + s.d_head :], s.v, rtol=1e-8)
+
+
+def test_a_masked_score_is_drawn_as_the_value_the_softmax_sees(translate):
+    result = trace.run(translate, "the small red cat sees a big dog")
+    query = 2
+    s = walkthrough.steps(result, "decoder_self", 1, 0, query)
+    hidden = np.flatnonzero(~s.mask)
+    assert hidden.tolist() == list(range(query + 1, len(result.target_tokens)))
+    assert (s.masked_scores[hidden] == np.finfo(np.float32).min).all()  # what models.attention writes
+    np.testing.assert_array_equal(s.masked_scores[s.mask], s.scaled_scores[s.mask])
+    shifted = s.masked_scores.astype(np.float64) - s.masked_scores.max()
+    np.testing.assert_allclose(np.exp(shifted) / np.exp(shifted).sum(), s.weights, atol=1e-6)  # the model's softmax
+    figure = masked_scores(s.masked_scores, s.mask, result.target_tokens, "after the mask")
+    bars, marks = figure.data
+    np.testing.assert_array_equal(bars.x, np.flatnonzero(s.mask))
+    np.testing.assert_array_equal(bars.y, s.scaled_scores[s.mask])
+    np.testing.assert_array_equal(marks.x, hidden)
+    assert list(marks.text) == [MINUS_INFINITY] * hidden.size and MINUS_INFINITY in marks.name
+    assert [float(v) for v in np.asarray(marks.customdata)[:, 0]] == [float(np.finfo(np.float32).min)] * hidden.size
+
+
+def test_nothing_masked_draws_no_minus_infinity(minilm_trace):
+    s = walkthrough.steps(minilm_trace, "encoder_self", 0, 0, 3)
+    figure = masked_scores(s.masked_scores, s.mask, minilm_trace.source_tokens, "t")
+    assert len(figure.data) == 1 and (s.masked_scores == s.scaled_scores).all()
+
+
+def test_the_input_row_is_named_as_each_model_computes_it(minilm, translate, paper_random):
+    bert = walkthrough.steps(trace.run(minilm, "a dog"), "encoder_self", 0, 0, 1, minilm.model.config)
+    assert bert.x_query_source == (
+        "LayerNorm(token embedding + token type embedding (type 0) + learned position embedding)"
+    )
+    toy = trace.run(translate, "the small red cat")
+    d = translate.model.config.d_model
+    first = walkthrough.steps(toy, "decoder_self", 0, 0, 1, translate.model.config).x_query_source
+    assert first == f"target token embedding x sqrt(d_model) (= x {d**0.5:.4g}) + sinusoid (eq. PE)"
+    later = walkthrough.steps(toy, "encoder_self", 1, 0, 1, translate.model.config).x_query_source
+    assert later == "output of encoder layer 1, after its last Add & Norm: LayerNorm(h + FFN(h)) (post-LN)"
+    assert "sqrt(d_model) (= x 22.63)" in wording.embedding_sum(paper_random.model.config)
+    pre = TransformerConfig(vocab_size=10, d_model=16, n_heads=2, d_ff=32, norm_first=True)
+    assert wording.attention_input(pre, "encoder_self", 2) == (
+        "output of encoder layer 2: h + FFN(LayerNorm(h)) (pre-LN: not yet normalised)"
+    )
+    assert "LayerNorm(h + SelfAttn(h))" in wording.attention_input(translate.model.config, "cross", 0)
+    assert "pre-LN" in wording.pre_ln_note(pre) and wording.pre_ln_note(translate.model.config) == ""
