@@ -58,7 +58,7 @@ def test_starting_head_follows_the_sentence_until_someone_picks(app, minilm):
 
 
 def test_address_head_wins_over_the_starting_head(minilm):
-    at = new_app()
+    at = new_app("attention")
     at.query_params.update({"layer": "1", "head": "1"})
     at.run()
     assert not at.exception

@@ -81,7 +81,7 @@ def test_train_page_names_one_step_for_a_stop_and_explore_opens_another_page():
 
 
 def test_text_the_tokenizer_reads_as_unk_is_named_in_a_notice():
-    at = new_app().run()
+    at = new_app("attention").run()
     at.sidebar.text_input[0].set_value("I love it 😀😀😀😀😀 and ☃ *x*").run()
     assert not at.exception
     notice = " ".join(w.value for w in at.warning)

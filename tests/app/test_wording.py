@@ -52,11 +52,13 @@ def test_qkv_page_says_and_draws_what_a_masked_score_becomes():
 
 def test_qkv_page_names_the_input_row_as_each_model_computes_it():
     at = page("qkv")
+    at.selectbox(key="qkv_layer").set_value(0).run()  # the first layer reads the embeddings
     assert any(
         "x = LayerNorm(token embedding + token type embedding (type 0) + learned position" in m.value
         for m in at.markdown
     )
     at = page("qkv", "translate")
+    at.selectbox(key="qkv_layer").set_value(0).run()
     assert any(
         "x = token embedding x sqrt(d_model) (= x " in m.value and "+ sinusoid (eq. PE)" in m.value for m in at.markdown
     )

@@ -63,7 +63,7 @@ def test_statistics_cell_opens_that_head_on_the_heatmap(server, page):
 
 
 def test_heatmap_row_opens_that_query_on_the_qkv_page(server, page):
-    open_app(page, server)  # the example sentence: 16 tokens, so every cell is a click target
+    open_app(page, f"{server}/attention")  # the example sentence: 16 tokens, so every cell is a click target
     click_target(page, 0, 10 * 16 + 2)  # row 10 ("it"), any column of it
     page.get_by_role("heading", name="Q, K, V step by step").wait_for(timeout=TIMEOUT_MS)
     expect(picker(page, "Query token")).to_have_value("10: it", timeout=TIMEOUT_MS)
