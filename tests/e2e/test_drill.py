@@ -40,25 +40,28 @@ def picker(page, label: str):
     return page.get_by_role("combobox", name=label, exact=True)
 
 
+def expect_head(page, layer: int, head: int) -> None:
+    """The page's Layer and Head dropdowns show this head (numbered from 1, as shown)."""
+    expect(picker(page, "Layer")).to_have_value(f"layer {layer}", timeout=TIMEOUT_MS)
+    expect(picker(page, "Head")).to_have_value(f"head {head}", timeout=TIMEOUT_MS)
+
+
 def test_model_view_thumbnail_opens_that_head_and_the_heatmap(server, page):
     open_app(page, f"{server}/model_view")
     with rerun(page):
         click_target(page, 0, 3 * 12 + 6)  # layer 4, head 7
-    expect(picker(page, "Layer")).to_have_value("layer 4", timeout=TIMEOUT_MS)
-    expect(picker(page, "Head")).to_have_value("head 7", timeout=TIMEOUT_MS)
+    expect_head(page, 4, 7)
     expect(page.get_by_role("heading", name="Layer 4, head 7 at full resolution")).to_be_visible(timeout=TIMEOUT_MS)
     page.get_by_role("button", name="Open in the attention heatmap").click()
     page.get_by_role("heading", name="Attention heatmap").wait_for(timeout=TIMEOUT_MS)
-    expect(picker(page, "Layer")).to_have_value("layer 4", timeout=TIMEOUT_MS)
-    expect(picker(page, "Head")).to_have_value("head 7", timeout=TIMEOUT_MS)
+    expect_head(page, 4, 7)
 
 
 def test_statistics_cell_opens_that_head_on_the_heatmap(server, page):
     open_app(page, f"{server}/statistics")
     click_target(page, 0, 1 * 12 + 4)  # layer 2, head 5
     page.get_by_role("heading", name="Attention heatmap").wait_for(timeout=TIMEOUT_MS)
-    expect(picker(page, "Layer")).to_have_value("layer 2", timeout=TIMEOUT_MS)
-    expect(picker(page, "Head")).to_have_value("head 5", timeout=TIMEOUT_MS)
+    expect_head(page, 2, 5)
     expect(page.locator(".js-plotly-plot .gtitle").first).to_have_text("Layer 2, head 5", timeout=TIMEOUT_MS)
 
 
@@ -73,8 +76,7 @@ def test_compare_cell_opens_that_head_in_the_detail(server, page):
     open_app(page, f"{server}/compare_sentences")
     with rerun(page):
         click_target(page, 0, 4 * 12 + 10)  # layer 5, head 11
-    expect(picker(page, "Layer")).to_have_value("layer 5", timeout=TIMEOUT_MS)
-    expect(picker(page, "Head")).to_have_value("head 11", timeout=TIMEOUT_MS)
+    expect_head(page, 5, 11)
     expect(page.locator(".js-plotly-plot .gtitle").nth(1)).to_have_text(
         re.compile("layer 5, head 11"), timeout=TIMEOUT_MS
     )
