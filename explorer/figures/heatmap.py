@@ -14,7 +14,7 @@ HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 
 
 MAX_TICKS = 40  # token labels per axis at most: past this every k-th token is named (hover still names each)
-NARROW_TICKS = 20  # across a figure drawn in half the page's width
+NARROW_TICKS = 14  # across a figure drawn in half the page's width (about 280 px of plot at 1400 px)
 TICK_PX = 16  # a label's line height and gap: down the side, one label per this many pixels at most
 
 

@@ -54,7 +54,7 @@ def test_long_inputs_name_at_most_forty_tokens_per_axis_and_hover_names_each(n):
             assert list(axis.ticktext) == tokens
     assert len(set(fig.data[0].x)) == len(set(fig.data[0].y)) == n  # every token still has its own hover
     narrow = head_heatmap(weights, tokens, tokens, narrow=True)
-    assert len(narrow.layout.xaxis.tickvals) <= 20
+    assert len(narrow.layout.xaxis.tickvals) <= 14
 
 
 def test_title_sits_in_a_margin_that_grows_to_hold_it():
