@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens
+from explorer.figures.clicks import CLICK_LAYOUT, targets
+from explorer.figures.labels import escape_tokens, position_label
 
 PALETTE = (
     "#1f77b4",
@@ -28,12 +29,22 @@ PALETTE = (
     "#3182bd",
 )
 LEVELS = (0.05, 0.15, 0.3, 0.5, 0.75)  # weights are drawn in these opacity bands; below the first, not at all
+WINDOW = 32  # tokens a column shows at once: past this the view is a window that the page moves
+ROW_PX = 22  # pixels a token row takes: WINDOW rows fit one screen
+OUTSIDE = "#888"  # the stubs that stand for the tokens above and below the window
 
 
-def _token_column(x: float, labels: list[str], side: str, colors: list[str] | str = "#222") -> go.Scatter:
+def window_start(n: int, focus: int | None = None, size: int = WINDOW) -> int:
+    """First position of a `size`-token window of n: centred on `focus` where there is one, else at the start."""
+    if n <= size or focus is None:
+        return 0
+    return int(min(max(0, focus - size // 2), n - size))
+
+
+def _token_column(x: float, y: list[float], labels: list[str], side: str, colors: list[str] | str = "#222"):
     return go.Scatter(
         x=[x] * len(labels),
-        y=list(range(len(labels))),
+        y=y,
         mode="text",
         text=labels,
         textposition=f"middle {side}",
@@ -43,6 +54,18 @@ def _token_column(x: float, labels: list[str], side: str, colors: list[str] | st
     )
 
 
+def _column(labels: list[str], first: int, size: int) -> tuple[list[float], list[str], list[str]]:
+    """(y, text, colour) of one token column's window [first, first + size), with a grey stub for what is cut."""
+    end = min(len(labels), first + size)
+    ys, texts = list(range(end - first)), labels[first:end]
+    colors = ["#222"] * len(texts)
+    if first:
+        ys, texts, colors = [-1, *ys], [f"\u25b2 {first} earlier tokens", *texts], [OUTSIDE, *colors]
+    if end < len(labels):
+        ys, texts, colors = [*ys, end - first], [*texts, f"\u25bc {len(labels) - end} later tokens"], [*colors, OUTSIDE]
+    return ys, texts, colors
+
+
 def head_view(
     weights: np.ndarray,
     queries: Sequence[str],
@@ -50,17 +73,29 @@ def head_view(
     heads: Sequence[int],
     focus: int | None = None,
     max_lines_per_query: int = 8,
+    start: int | None = None,
+    size: int = WINDOW,
 ) -> go.Figure:
-    """weights: (H, Tq, Tk) for one layer. One legend entry per head; focus keeps only that query's lines."""
+    """weights: (H, Tq, Tk) for one layer. One legend entry (a colour swatch) per head; focus keeps only that
+    query's lines. Past `size` tokens both columns show the window [start, start + size) (default: around the
+    focus), and a key's weight outside it goes to a stub 'N earlier/later tokens' (their sum)."""
     n_q, n_k = len(queries), len(keys)
-    rows = np.arange(n_q) if focus is None else np.array([focus])
+    if start is None:
+        start = window_start(max(n_q, n_k), focus, size)
+    q0, k0 = min(start, max(0, n_q - size)), min(start, max(0, n_k - size))
+    q1, k1 = min(n_q, q0 + size), min(n_k, k0 + size)
+    in_window = np.arange(q0, q1)
+    rows = in_window if focus is None else np.array([focus]) if q0 <= focus < q1 else np.array([], dtype=int)
+    # the keys as drawn: those in the window, then the summed weight above it and below it
+    key_y = np.concatenate([np.arange(k1 - k0), [-1, k1 - k0]]).astype(float)
     uppers = (*LEVELS[1:], 1.01)
     traces = []
     for head in heads:
         w = weights[head, rows]  # (R, Tk)
+        w = np.concatenate([w[:, k0:k1], w[:, :k0].sum(1, keepdims=True), w[:, k1:].sum(1, keepdims=True)], 1)
         # the strongest keys of each query only, so the lines stay readable
         top = np.argsort(w, axis=1)[:, ::-1][:, :max_lines_per_query]  # (R, k)
-        q_idx = np.repeat(rows, top.shape[1])
+        q_idx = np.repeat(rows - q0, top.shape[1])
         k_idx = top.reshape(-1)
         band = np.digitize(w[np.repeat(np.arange(len(rows)), top.shape[1]), k_idx], LEVELS) - 1  # -1: below 0.05
         first = True
@@ -68,7 +103,7 @@ def head_view(
             chosen = band == b
             if not chosen.any():
                 continue
-            pairs = list(zip(q_idx[chosen].tolist(), k_idx[chosen].tolist(), strict=True))
+            pairs = list(zip(q_idx[chosen].tolist(), key_y[k_idx[chosen]].tolist(), strict=True))
             traces.append(
                 go.Scatter(
                     x=[0.0, 1.0, None] * len(pairs),  # one segment per (query, key), None breaks the line
@@ -83,20 +118,33 @@ def head_view(
                 )
             )
             first = False
-    q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
-    focus_color = ["#d62728" if focus == i else "#222" for i in range(n_q)]
-    traces += [_token_column(0, q_labels, "left", focus_color), _token_column(1, k_labels, "right")]
+    q_y, q_text, q_colors = _column(escape_tokens(queries), q0, size)
+    k_y, k_text, k_colors = _column(escape_tokens(keys), k0, size)
+    q_colors = ["#d62728" if focus is not None and y == focus - q0 else c for y, c in zip(q_y, q_colors, strict=True)]
+    traces += [_token_column(0, q_y, q_text, "left", q_colors), _token_column(1, k_y, k_text, "right", k_colors)]
+    # each query in the window is a click target naming its position: click a token to see only its lines
+    names = [f"{position_label(int(i), escape_tokens([queries[i]])[0])}" for i in in_window]
+    traces.append(
+        targets(
+            [0.0] * len(in_window),
+            (in_window - q0).tolist(),
+            [(int(i), n) for i, n in zip(in_window, names, strict=True)],
+            "%{customdata[1]}<extra>click: only its lines</extra>",
+        )
+    )
+    shown = max(q1 - q0, k1 - k0) + 2 * (max(n_q, n_k) > size)
     return go.Figure(
         data=traces,
         layout={
-            "height": max(360, 30 * max(n_q, n_k) + 100),
-            "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
-            "xaxis": {"range": [-0.9, 1.9], "visible": False},
-            "yaxis": {"autorange": "reversed", "visible": False},
+            **CLICK_LAYOUT,
+            "height": max(320, ROW_PX * shown + 110),
+            "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+            "xaxis": {"range": [-0.9, 1.9], "visible": False, "fixedrange": True},
+            "yaxis": {"range": [max(q1 - q0, k1 - k0) + 0.6, -1.6 if shown > size else -0.6], "visible": False},
             "plot_bgcolor": "white",
             "legend": {
                 "orientation": "h",
-                "y": 1.02,
+                "y": 1.0,
                 "yanchor": "bottom",
                 "title": {"text": "click a head to hide it"},
             },

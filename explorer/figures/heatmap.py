@@ -13,16 +13,61 @@ from explorer.figures.labels import escape_tokens, position_labels
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 
 
-def token_axis(labels: list[str], title: str, **extra: object) -> dict:
-    """A category axis of position labels whose ticks show the (already escaped) tokens alone."""
+MAX_TICKS = 40  # token labels per axis at most: past this every k-th token is named (hover still names each)
+NARROW_TICKS = 14  # across a figure drawn in half the page's width (about 280 px of plot at 1400 px)
+TICK_PX = 16  # a label's line height and gap: down the side, one label per this many pixels at most
+
+
+def thinned(n: int, most: int = MAX_TICKS) -> list[int]:
+    """Every k-th position of n, k the smallest step that names at most `most` of them (all when n <= most)."""
+    step = max(1, -(-n // max(1, most)))
+    return list(range(0, n, step))
+
+
+def token_axis(labels: list[str], title: str, most: int = MAX_TICKS, names: list[str] | None = None, **extra) -> dict:
+    """A category axis of position labels (`names`, default '3: the') whose ticks show the (already escaped)
+    tokens alone, or past `most` every k-th name in full; automargin so no label is cut off."""
+    names = position_labels(labels) if names is None else names
+    shown = thinned(len(labels), most)
     return {
         "type": "category",
         "tickmode": "array",
-        "tickvals": position_labels(labels),
-        "ticktext": labels,
+        "tickvals": [names[i] for i in shown],
+        # thinned: each named label carries its position, so a reader knows how far along it is
+        "ticktext": [labels[i] if len(shown) == len(labels) else names[i] for i in shown],
         "title": {"text": title},
+        "automargin": True,
         **extra,
     }
+
+
+def titled(title: str) -> dict:
+    """A title placed in the top margin, which grows to hold it above the tick labels and axis title (never over)."""
+    return {
+        "text": title,
+        "automargin": True,
+        "yref": "container",
+        "x": 0.02,
+        "xanchor": "left",
+        "y": 0.995,
+        "yanchor": "top",
+        "pad": {"t": 4, "b": 8},
+    }
+
+
+def blocks(n: int, size: int) -> np.ndarray:
+    """Boundaries of at most `size` near-equal blocks of n positions (what model_view.pool averages over)."""
+    return np.linspace(0, n, min(size, n) + 1).astype(int)
+
+
+def block_labels(labels: Sequence[str], size: int) -> tuple[list[str], list[str]]:
+    """(categories 'i-j: token', ticks 'token'): each block named by its positions and its first token."""
+    edges = blocks(len(labels), size)
+    names = [
+        f"{a}-{b - 1}: {labels[a]}" if b - a > 1 else f"{a}: {labels[a]}"
+        for a, b in zip(edges[:-1], edges[1:], strict=True)
+    ]
+    return names, [labels[a] for a in edges[:-1]]
 
 
 WEIGHT_SCALE = {
@@ -57,18 +102,33 @@ def head_heatmap(
     title: str = "",
     diverging: bool = False,
     clickable: bool = False,
+    narrow: bool = False,
+    overview: int | None = None,
 ) -> go.Figure:
     """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across.
     diverging: a difference of two such maps, on a red-blue scale centred at zero and symmetric about it.
-    clickable: up to CLICK_CELLS cells, each cell is a click target naming its (query, key, weight)."""
+    clickable: up to CLICK_CELLS cells, each cell is a click target naming its (query, key, weight).
+    narrow: drawn in half the page's width, so fewer key labels fit across.
+    overview: past this many tokens a side, cells are means over blocks of tokens (named 'i-j: token')."""
     if weights.shape != (len(queries), len(keys)):
         raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
     q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
     size = max(320, min(900, 24 * max(len(queries), len(keys)) + 160))
+    # float32: the model's own precision, and half the bytes of float64 on the wire (a 512 x 512 map is 1.4 MB)
+    weights = np.asarray(weights, dtype=np.float32)
+    if overview is not None and max(weights.shape) > overview:
+        from explorer.figures.model_view import pool  # noqa: PLC0415 -- model_view imports this module
+
+        y, q_ticks = block_labels(q_labels, overview)
+        x, k_ticks = block_labels(k_labels, overview)
+        weights, clickable = pool(weights, overview).astype(np.float32), False
+        title = f"{title} (means over blocks of ~{-(-max(len(queries), len(keys)) // overview)} tokens)"
+        q_labels, k_labels = q_ticks, k_ticks
+    else:
+        # per-position categories, not per-cell hover text: the hover data grows as T, not T^2 (click targets,
+        # which carry the hover when there are any, are per cell and so only drawn up to CLICK_CELLS)
+        x, y = position_labels(k_labels), position_labels(q_labels)
     # built in one call: every later update_layout re-validates and deep-copies the whole figure
-    # per-position categories, not per-cell hover text: the hover data grows as T, not T^2 (click targets, which
-    # carry the hover when there are any, are per cell and so only drawn up to CLICK_CELLS)
-    x, y = position_labels(k_labels), position_labels(q_labels)
     scale = _diverging_scale(weights) if diverging else WEIGHT_SCALE
     data = [go.Heatmap(z=weights, x=x, y=y, **scale)]
     click_layout = {}
@@ -81,15 +141,23 @@ def head_heatmap(
             targets([x[j] for j in cols], [y[i] for i in rows], custom, CLICK_HOVER),
         ]
         click_layout = CLICK_LAYOUT
+    rows_fit = max(4, (size - 220) // TICK_PX)  # the plot's height less the key labels above it
     figure = go.Figure(
         data=data,
         layout={
             **click_layout,
-            "title": {"text": title},
+            "title": titled(title),
             "height": size,
-            "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-            "xaxis": token_axis(k_labels, "key (attended to)", side="top", tickangle=-60),
-            "yaxis": token_axis(q_labels, "query (attending)", autorange="reversed"),
+            "margin": {"l": 10, "r": 10, "t": 10, "b": 10, "autoexpand": True},
+            "xaxis": token_axis(
+                k_labels,
+                "key (attended to)",
+                NARROW_TICKS if narrow else MAX_TICKS,
+                x,
+                side="top",
+                autotickangles=[0, -90],
+            ),
+            "yaxis": token_axis(q_labels, "query (attending)", min(MAX_TICKS, rows_fit), y, autorange="reversed"),
         },
     )
     return figure

@@ -70,7 +70,7 @@ def model_view(
         ],
         layout={
             **CLICK_LAYOUT,
-            "height": max(300, 70 * n_layers + 60),
+            "height": max(200, 70 * n_layers + 60),
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
             "shapes": shapes,
             "xaxis": {
@@ -78,6 +78,7 @@ def model_view(
                 "tickvals": head_ticks,
                 "ticktext": [f"head {h + 1}" for h in range(n_heads)],
                 "side": "top",
+                "automargin": True,
                 "showgrid": False,
                 "zeroline": False,
             },
@@ -86,6 +87,7 @@ def model_view(
                 "tickvals": layer_ticks,
                 "ticktext": [f"layer {first_layer + i + 1}" for i in range(n_layers)],
                 "autorange": "reversed",
+                "automargin": True,
                 "showgrid": False,
                 "zeroline": False,
                 "scaleanchor": "x",

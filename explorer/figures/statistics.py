@@ -51,6 +51,7 @@ def statistic_grid(
             **CLICK_LAYOUT,
             "height": max(260, 34 * n_layers + 110),
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
-            "yaxis": {"autorange": "reversed"},
+            "xaxis": {"automargin": True},
+            "yaxis": {"autorange": "reversed", "automargin": True},
         },
     )

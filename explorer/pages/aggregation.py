@@ -33,8 +33,16 @@ queries, keys = chosen.queries, chosen.keys
 length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's cost grows with tokens, not words
 
 top = st.columns(2)  # two per row: three heatmaps side by side leave each too narrow to read
-chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads"), "aggregate_raw", container=top[0])
-chart(head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}"), "aggregate_rollout", container=top[1])
+chart(
+    head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", narrow=True),
+    "aggregate_raw",
+    container=top[0],
+)
+chart(
+    head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", narrow=True),
+    "aggregate_rollout",
+    container=top[1],
+)
 bottom = st.columns(2)
 bottom[1].caption(
     "Reading them: raw attention is one layer's mixing only. Rollout follows it through every layer below, so "
@@ -47,4 +55,4 @@ if length > FLOW_MAX_TOKENS:
 with bottom[0]:  # drawn last: the max-flows take a moment, and the other two need not wait for them
     flows = cached.get_flow(*state.sidebar(st.session_state), chosen.kind, layer)
     flows = chosen.view(flows)
-    chart(head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}"), "aggregate_flow")
+    chart(head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}", narrow=True), "aggregate_flow")

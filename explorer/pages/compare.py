@@ -39,7 +39,7 @@ layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=sta
 columns = st.columns(2)
 for column, key in zip(columns, TWINS, strict=True):
     title = f"{cached.described(key).title}: {head_title(layer, head, n_heads)}"
-    figure = head_heatmap(head_or_mean(weights[key], layer, head), chosen.queries, chosen.keys, title)
+    figure = head_heatmap(head_or_mean(weights[key], layer, head), chosen.queries, chosen.keys, title, narrow=True)
     chart(figure, f"compare_{key}", column)
 st.subheader("Entropy of every head")
 st.caption("How spread out each head's attention is (in nats): random heads sit near the maximum, log(tokens).")

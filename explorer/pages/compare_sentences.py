@@ -13,6 +13,8 @@ from explorer.heads import head_or_mean, head_title
 from explorer.pages._shared import chart, current_trace, drill_to_pickers, pick_layer_head
 from models.tokenize import TokenizeError
 
+OVERVIEW = 256  # A and B side by side past this many tokens: block means (the difference stays per token)
+
 st.header("Compare: sentence A vs sentence B")
 
 
@@ -77,8 +79,16 @@ most = starting.largest(changed[0])
 layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=most[0], head=most[1])
 which = head_title(layer, head, n_heads)
 columns = st.columns(2)
-chart(head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}"), "compare_a", columns[0])
-chart(head_heatmap(head_or_mean(b, layer, head), labels_b, labels_b, f"B: {which}"), "compare_b_map", columns[1])
+chart(
+    head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", narrow=True, overview=OVERVIEW),
+    "compare_a",
+    columns[0],
+)
+chart(
+    head_heatmap(head_or_mean(b, layer, head), labels_b, labels_b, f"B: {which}", narrow=True, overview=OVERVIEW),
+    "compare_b_map",
+    columns[1],
+)
 labels = alignment.labels
 title = f"A - B: {which}, lined up by {'word' if by_word else 'position'}"
 chart(head_heatmap(head_or_mean(difference, layer, head), labels, labels, title, diverging=True), "compare_difference")

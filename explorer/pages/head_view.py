@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.figures.head_view import head_view
+from explorer import drill
+from explorer.figures.head_view import WINDOW, head_view, window_start
 from explorer.pages._shared import chart, pick_attention, pick_layer, pick_token
 
 st.header("Head view")
@@ -13,7 +14,8 @@ st.caption("The lines draw one head's attention weights A_i; the head's output i
 st.markdown(
     "Queries on the left, keys on the right. A line's opacity is the attention weight, its colour the head; each "
     "query shows its strongest keys (weights under 0.05 are left out). Click a head in the legend to hide it, or "
-    "pick a token to see only its lines."
+    f"click a token (or pick it) to see only its lines. Past {WINDOW} tokens the view shows {WINDOW} at a time: "
+    "move the window with the slider; the grey rows above and below stand for the tokens outside it."
 )
 
 chosen = pick_attention("head")
@@ -31,4 +33,18 @@ heads = st.multiselect(
 if not heads:
     st.info("Pick at least one head.")
     st.stop()
-chart(head_view(chosen.weights[layer], chosen.queries, chosen.keys, heads, focus), "head_lines")
+n_tokens = max(len(chosen.queries), len(chosen.keys))
+start = None
+if n_tokens > WINDOW:  # keyed by the focus: picking a token moves the window to it
+    start = st.slider(
+        f"Window: tokens from (of {n_tokens})",
+        0,
+        n_tokens - WINDOW,
+        window_start(n_tokens, focus),
+        key=f"head_window_{focus}",
+    )
+chart(
+    head_view(chosen.weights[layer], chosen.queries, chosen.keys, heads, focus, start=start),
+    "head_lines",
+    on_click=lambda point: drill.select_token(st.session_state, point, "head_focus"),
+)

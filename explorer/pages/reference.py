@@ -11,6 +11,8 @@ from explorer.figures.heatmap import head_heatmap
 from explorer.figures.statistics import statistic_grid
 from explorer.pages._shared import chart, current_trace, pick_layer_head
 
+OVERVIEW = 256  # the side-by-side pair past this many tokens: block means (the difference stays per token)
+
 st.header("Ours vs the transformers reference")
 st.markdown(
     "The same all-MiniLM-L6-v2 weights run through this project's from-scratch encoder and through Hugging Face "
@@ -53,8 +55,16 @@ with st.expander("The same numbers as a table (click a column header to sort)"):
 layer, head = pick_layer_head(*ours.shape[:2], "reference")
 tokens = trace.source_tokens
 cols = st.columns(2)
-chart(head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)"), "reference_ours", container=cols[0])
-chart(head_heatmap(theirs[layer, head], tokens, tokens, "transformers"), "reference_theirs", container=cols[1])
+chart(
+    head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)", narrow=True, overview=OVERVIEW),
+    "reference_ours",
+    container=cols[0],
+)
+chart(
+    head_heatmap(theirs[layer, head], tokens, tokens, "transformers", narrow=True, overview=OVERVIEW),
+    "reference_theirs",
+    container=cols[1],
+)
 difference = ours[layer, head].astype(np.float64) - theirs[layer, head].astype(np.float64)
 largest = float(np.abs(difference).max())
 st.markdown(

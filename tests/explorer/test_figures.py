@@ -32,3 +32,47 @@ def test_hostile_tokens_are_escaped_in_ticks_and_hover():
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match="do not match"):
         head_heatmap(np.zeros((2, 3)), ["a", "b"], ["a", "b"])
+
+
+def _long(n: int) -> tuple[np.ndarray, list[str]]:
+    weights = np.random.default_rng(1).dirichlet(np.ones(n), size=n)  # float64, as a rollout is
+    return weights, [f"w{i}" for i in range(n)]
+
+
+@pytest.mark.parametrize("n", [3, 16, 40, 128, 512])
+def test_long_inputs_name_at_most_forty_tokens_per_axis_and_hover_names_each(n):
+    weights, tokens = _long(n)
+    fig = head_heatmap(weights, tokens, tokens, "Layer 1, head 1")
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert len(axis.tickvals) == len(axis.ticktext) <= 40
+        assert axis.automargin  # labels push the margins: never cut off in the page or the PNG
+        if n > 40:  # thinned: evenly, every k-th, each named with its position
+            step = int(axis.tickvals[1].split(":")[0])
+            assert [int(v.split(":")[0]) for v in axis.tickvals] == list(range(0, n, step))
+            assert list(axis.ticktext) == list(axis.tickvals)
+        else:
+            assert list(axis.ticktext) == tokens
+    assert len(set(fig.data[0].x)) == len(set(fig.data[0].y)) == n  # every token still has its own hover
+    narrow = head_heatmap(weights, tokens, tokens, narrow=True)
+    assert len(narrow.layout.xaxis.tickvals) <= 14
+
+
+def test_title_sits_in_a_margin_that_grows_to_hold_it():
+    fig = head_heatmap(np.eye(3), ["a", "b", "c"], ["a", "b", "c"], "Layer 1, head 1")
+    title = fig.layout.title
+    # in the container's coordinates with automargin, Plotly keeps it clear of the top tick labels and axis title
+    assert title.automargin and title.yref == "container" and title.yanchor == "top"
+    assert fig.layout.height and fig.layout.margin.autoexpand is not False
+
+
+def test_weights_go_out_as_float32_and_long_side_by_side_maps_as_block_means():
+    weights, tokens = _long(512)
+    fig = head_heatmap(weights, tokens, tokens, "A")
+    assert fig.data[0].z.dtype == np.float32
+    assert len(fig.to_json()) < 1_600_000  # a full 512 x 512 map: about 1.4 MB of base64 float32
+    overview = head_heatmap(weights, tokens, tokens, "A", narrow=True, overview=256)
+    z = array(overview.to_dict()["data"][0]["z"])
+    assert z.shape == (256, 256)
+    np.testing.assert_allclose(z[0, 0], weights[:2, :2].mean(), rtol=1e-6)
+    assert overview.data[0].y[0] == "0-1: w0" and "blocks of ~2 tokens" in overview.layout.title.text
+    assert len(overview.to_json()) < 500_000

@@ -61,3 +61,25 @@ def test_positional_figures_carry_the_table():
     np.testing.assert_allclose(sim, sim.T, atol=1e-6)
     heat = positional.table_heatmap(table, "t")
     np.testing.assert_array_equal(array(heat.data[0].z), table)
+
+
+def test_head_view_at_512_tokens_is_one_window_with_stubs_for_the_rest():
+    from explorer.figures.head_view import WINDOW
+
+    n = 512
+    w = np.zeros((2, n, n), dtype=np.float32)
+    w[0] = np.eye(n)
+    w[1, :, 0] = 1.0  # every query on the first token
+    tokens = [f"t{i}" for i in range(n)]
+    fig = head_view(w, tokens, tokens, heads=[0, 1], focus=300)
+    assert fig.layout.height <= 1000  # one screen, not 12,000 px
+    texts = [t for t in fig.data if t.mode == "text"]
+    assert len(texts[0].text) == WINDOW + 2
+    assert texts[0].text[0] == "\u25b2 284 earlier tokens" and texts[0].text[-1] == "\u25bc 196 later tokens"
+    assert "t300" in texts[0].text
+    lines = [t for t in fig.data if t.mode == "lines"]
+    ends = {t.legendgroup: [y for y in t.y[1::3]] for t in lines}
+    assert ends["h0"] == [300 - 284]  # to itself, inside the window
+    assert ends["h1"] == [-1]  # to token 0: the "earlier" stub
+    clicks = [t for t in fig.data if t.mode == "markers"]
+    assert [c[0] for c in clicks[0].customdata] == list(range(284, 284 + WINDOW))
