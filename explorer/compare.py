@@ -34,22 +34,34 @@ def _swapped(word: str, new: str) -> str:
 
 def twins(text: str) -> list[str]:
     """Sentences that differ from `text` in one word, most telling first: its listed minimal pair, then one swap
-    of SWAPS (the last swappable word), then the last alphabetic word with an 's' added or taken away. None equal
-    `text`; empty when no word can change."""
+    of SWAPS (the last swappable word first), then an alphabetic word with an 's' added or taken away (the last
+    first). None equal `text`; empty when no word can change. Every candidate is listed, so a caller that reads
+    only a sentence's first tokens can take the first one that changes a word it reads."""
     found = [b for a, b in MINIMAL_PAIRS if a == text] + [a for a, b in MINIMAL_PAIRS if b == text]
     words = text.split(" ")
     for i in reversed(range(len(words))):
         new = SWAPS.get(words[i].lower())
         if new:
             found.append(" ".join([*words[:i], _swapped(words[i], new), *words[i + 1 :]]))
-            break
     for i in reversed(range(len(words))):
         word = words[i]
         if word.isalpha() and len(word) > 2:
             changed = word[:-1] if word.endswith("s") else word + "s"
             found.append(" ".join([*words[:i], changed, *words[i + 1 :]]))
-            break
     return [t for t in dict.fromkeys(found) if t != text]
+
+
+def first_twin(loaded, text: str, max_tokens: int) -> str:
+    """The first of `twins(text)` the model can read that changes a token it reads (within max_tokens): past the
+    cut a changed word would leave A and B identical. `text` itself when there is none."""
+    try:
+        reads = loaded.tokenizer.encode(text, max_tokens).ids
+    except Exception:  # noqa: BLE001 -- A itself unreadable: the page says so; B just starts equal
+        return text
+    for twin in twins(text):
+        if loaded.can_read(twin) and loaded.tokenizer.encode(twin, max_tokens).ids != reads:
+            return twin
+    return text
 
 
 @dataclass(frozen=True)

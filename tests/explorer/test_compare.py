@@ -60,3 +60,15 @@ def test_changed_most_is_each_heads_largest_difference_with_its_text():
     assert worst.shape == cells.shape == (2, 3)
     assert worst[1, 2] == 0.123456 and worst.sum() == 0.123456
     assert cells[1, 2] == "0.123" and cells[0, 0] == "0"
+
+
+def test_sentence_b_starts_with_a_change_inside_what_the_model_reads(minilm):
+    from bench.inputs import text_of
+
+    long = text_of(minilm, 512)  # the same sentence many times over: its last words fall past the cut
+    twin = compare.first_twin(minilm, long, 512)
+    a, b = minilm.tokenizer.encode(long, 512).ids, minilm.tokenizer.encode(twin, 512).ids
+    assert twin != long and a != b  # the change lands inside the 512 tokens the model reads
+    assert sum(x != y for x, y in zip(long.split(" "), twin.split(" "), strict=True)) == 1
+    short = "Bark is very cute and he is a dog"
+    assert compare.first_twin(minilm, short, 128) == compare.twins(short)[0]
