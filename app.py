@@ -100,12 +100,15 @@ with st.sidebar:
         on_change=change_model,
     )
     st.caption(cached.described(st.session_state[state.MODEL]).description)
-    st.text_input(
+    st.text_area(
         "Sentence",
         max_chars=state.MAX_TEXT,
-        help="Press Enter to run the model.",
+        height=110,
+        help="Several lines or a whole paragraph. Press Ctrl+Enter (Cmd+Enter on a Mac), or click outside the box, "
+        "to run the model.",
         **bound(state.TEXT),
     )
+    st.caption("Ctrl+Enter runs the model.")
     if len(st.session_state[state.TEXT]) > state.URL_MAX_TEXT:
         st.caption(f"Over {state.URL_MAX_TEXT:,} characters: the page's address leaves this sentence out.")
     if loaded is not None:  # else the model list above still works, and the page below says what is wrong

@@ -179,13 +179,22 @@ def set_max_tokens(page, n: int) -> None:
         box.press("Enter")
 
 
+RUN_KEY = "Control+Enter"  # applies the sidebar's multi-line sentence box (Enter alone starts a new line)
+
+
+def sentence_box(page):
+    """The sidebar's sentence box (a text area), not a page's own input."""
+    return page.get_by_test_id("stSidebar").get_by_test_id("stTextArea").locator("textarea").first
+
+
 def type_sentence(page, text: str, press_enter: bool = True) -> None:
-    box = page.get_by_test_id("stSidebar").get_by_test_id("stTextInputField").first  # not a page's own input
+    """Type (or, when long, paste) a sentence into the sidebar and, with `press_enter`, run it with Ctrl+Enter."""
+    box = sentence_box(page)
     box.fill("")
     box.type(text, delay=5) if len(text) < 200 else box.fill(text)
     if press_enter:
         with rerun(page):
-            box.press("Enter")
+            box.press(RUN_KEY)
 
 
 DRAWN = """([index, expected]) => {

@@ -151,14 +151,14 @@ async def _costs(browser, url: str, pid: int, loaded) -> Costs:
     await _goto(page, f"{url}/attention")  # the heatmap is chart 0; the first page is the overview
     await page.wait_for_selector(".js-plotly-plot")
     costs.rss_first_page_mb = proc.rss_mb(pid)
-    box = page.get_by_test_id("stTextInputField").first
+    box = harness.sentence_box(page)
     spent = []
     for step in range(COST_REPEATS + 1):  # the first is a warm-up
         text = twenty_words(step)
         labels = harness.position_labels(harness.escape_tokens(trace.run(loaded, text, MAX_TOKENS).source_tokens))
         await box.fill(text)
         before = proc.cpu_seconds(pid)
-        await _act(page, lambda: box.press("Enter"))
+        await _act(page, lambda: box.press(harness.RUN_KEY))
         await page.wait_for_function(harness.DRAWN, arg=[0, labels])
         spent.append(proc.cpu_seconds(pid) - before)
     costs.cpu_per_sentence_s = statistics.median(spent[1:])
@@ -192,10 +192,10 @@ async def _session(context, page, n: int, loaded, report: Report) -> None:
             step += 1
             expected = trace.run(loaded, text, MAX_TOKENS)  # the single-user result, computed on its own
             labels = harness.position_labels(harness.escape_tokens(expected.source_tokens))
-            box = page.get_by_test_id("stTextInputField").first
+            box = harness.sentence_box(page)
             await box.fill(text)
             start = time.perf_counter()
-            await box.press("Enter")
+            await box.press(harness.RUN_KEY)
             try:
                 await page.wait_for_function(harness.DRAWN, arg=[0, labels], timeout=WAIT_MS)
             except Exception as e:  # noqa: BLE001 -- a timeout or a crashed page both count as one error

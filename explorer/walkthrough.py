@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,6 +107,26 @@ def steps(
         concat=a.heads[layer, :, query].reshape(-1),  # (H*Dh,) = (D,)
         output=a.output[layer, query],
     )
+
+
+ALL_KEYS = 32  # up to this many keys every bar and strip row is drawn; past it, a chosen few and an overview
+
+
+def strongest_keys(weights: np.ndarray, n: int, keep: Sequence[int] = ()) -> np.ndarray:
+    """Positions of the `n` keys with the highest weight, and those in `keep` (the query itself), in position
+    order; every key when there are at most `n`. Only which keys are drawn changes, never their values."""
+    if len(weights) <= n:
+        return np.arange(len(weights))
+    kept = [i for i in dict.fromkeys(keep) if 0 <= i < len(weights)][:n]
+    order = [i for i in np.argsort(-weights, kind="stable") if i not in kept]  # ties keep position order
+    return np.sort(np.array([*kept, *order[: n - len(kept)]], dtype=int))
+
+
+def window_keys(n_keys: int, center: int, n: int) -> np.ndarray:
+    """Up to `n` consecutive key positions around `center`, slid inside 0..n_keys-1."""
+    n = min(n, n_keys)
+    start = min(max(center - n // 2, 0), n_keys - n)
+    return np.arange(start, start + n)
 
 
 def softmax_with_temperature(scaled_scores: np.ndarray, mask: np.ndarray, temperature: float) -> np.ndarray:

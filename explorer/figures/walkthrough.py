@@ -1,13 +1,39 @@
-"""Figures for the Q/K/V walkthrough: a vector as a strip, and one score per key as bars."""
+"""Figures for the Q/K/V walkthrough: a vector as a strip, and one score per key as bars (with an overview of
+every key when only some are drawn)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens
+from explorer.figures.labels import escape_tokens, position_label
+
+MAX_LABELS = 40  # rotated tick labels that fit side by side on a full-width chart without touching
+ROW = 18  # px per strip row: one 11 px tick label each
+LIGHT = "#9e9e9e"
+
+
+def thinned(n: int, max_labels: int) -> list[int]:
+    """Every tick position when `n` labels fit, else every k-th one so at most `max_labels` are drawn."""
+    step = max(1, math.ceil(n / max(1, max_labels)))
+    return list(range(0, n, step))
+
+
+def _labels(keys: Sequence[str], shown: np.ndarray | None) -> list[str]:
+    """Tokens as drawn: alone when every key is drawn, '17: cat' when only some are (so gaps can be read)."""
+    if shown is None:
+        return escape_tokens(keys)
+    return escape_tokens([position_label(int(i), keys[int(i)]) for i in shown])
+
+
+def _subset(n: int, shown: np.ndarray | Sequence[int] | None) -> np.ndarray | None:
+    """None when every key is drawn; otherwise the drawn positions as an int array."""
+    if shown is None or len(shown) == n:
+        return None
+    return np.asarray(shown, dtype=int)
 
 
 def per_key_bars(
@@ -17,24 +43,33 @@ def per_key_bars(
     mask: np.ndarray | None = None,
     compare: np.ndarray | None = None,
     compare_name: str = "",
+    shown: np.ndarray | Sequence[int] | None = None,
+    max_labels: int = MAX_LABELS,
 ) -> go.Figure:
-    """One bar per key token (numeric x with token tick labels, so repeated tokens stay apart)."""
-    labels = escape_tokens(keys)
-    x = list(range(len(keys)))
-    colors = ["#1f77b4" if mask is None or mask[i] else "#cccccc" for i in x]
-    hover = {"customdata": labels, "hovertemplate": "key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>"}
-    figure = go.Figure(go.Bar(x=x, y=values, marker={"color": colors}, name=title, **hover))
+    """One bar per key token (numeric x with token tick labels, so repeated tokens stay apart). With `shown` (key
+    positions), bars only for those keys and, above them, every key's value as one light line: the overview."""
+    subset = _subset(len(values), shown)
+    index = np.arange(len(values)) if subset is None else subset
+    labels = _labels(keys, subset)
+    x = list(range(len(index)))
+    visible = np.ones(len(values), bool) if mask is None else np.asarray(mask, bool)
+    colors = ["#1f77b4" if visible[i] else "#cccccc" for i in index]
+    hover = {"customdata": labels, "hovertemplate": "key %{customdata}<br>%{y:.5f}<extra></extra>"}
+    if subset is None:
+        hover["hovertemplate"] = "key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>"
+    figure = go.Figure(go.Bar(x=x, y=np.asarray(values)[index], marker={"color": colors}, name=title, **hover))
     if compare is not None:
-        figure.add_trace(go.Bar(x=x, y=compare, name=compare_name, marker={"color": "#ff7f0e"}, **hover))
-    hidden = [i for i in x if mask is not None and not mask[i]]
+        bars = {"x": x, "y": np.asarray(compare)[index], "name": compare_name, "marker": {"color": "#ff7f0e"}}
+        figure.add_trace(go.Bar(**bars, **hover))
+    hidden = [j for j, i in enumerate(index) if not visible[i]]
     # masked keys get weight 0, so their bars vanish: shade where they are
     shades = [
         {
             "type": "rect",
             "xref": "x",
-            "yref": "paper",
-            "x0": i - 0.5,
-            "x1": i + 0.5,
+            "yref": "y domain",
+            "x0": j - 0.5,
+            "x1": j + 0.5,
             "y0": 0,
             "y1": 1,
             "fillcolor": "#e0e0e0",
@@ -42,42 +77,96 @@ def per_key_bars(
             "line": {"width": 0},
             "layer": "below",
         }
-        for i in hidden
+        for j in hidden
     ]
-    figure.update_layout(
-        shapes=shades,
-        title={"text": title},
-        height=300,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        barmode="group",
-        showlegend=compare is not None,
-        xaxis={"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -60},
+    ticks = thinned(len(x), max_labels)
+    layout: dict = {
+        "shapes": shades,
+        "title": {"text": title},
+        "height": 300,
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+        "barmode": "group",
+        "showlegend": compare is not None,
+        "xaxis": {
+            "tickmode": "array",
+            "tickvals": ticks,
+            "ticktext": [labels[j] for j in ticks],
+            "tickangle": -60,
+            "automargin": True,
+        },
+        "yaxis": {"automargin": True},
+    }
+    if subset is not None:
+        figure.add_trace(_overview(np.asarray(values), keys, subset))
+        layout |= {
+            "height": 380,
+            "yaxis": {"domain": [0, 0.68], "automargin": True},
+            "xaxis2": {"anchor": "y2", "tickfont": {"size": 10}, "nticks": 12, "showgrid": False, "zeroline": False},
+            "yaxis2": {
+                "domain": [0.82, 1],
+                "tickfont": {"size": 9},
+                "nticks": 3,
+                "title": {"text": f"all {len(values)}", "font": {"size": 10}},
+            },
+        }
+        layout["title"]["text"] = f"{title}: {len(subset)} of {len(values)} keys"
+    return figure.update_layout(**layout)
+
+
+def _overview(values: np.ndarray, keys: Sequence[str], shown: np.ndarray) -> go.Scatter:
+    """Every key's value as one light line over its position; the drawn keys as dots on it."""
+    sizes = np.zeros(len(values))
+    sizes[shown] = 6
+    return go.Scatter(
+        x=np.arange(len(values)),
+        y=values,
+        xaxis="x2",
+        yaxis="y2",
+        mode="lines+markers",
+        line={"color": LIGHT, "width": 1},
+        marker={"size": sizes, "color": "#1f77b4"},
+        name="every key",
+        showlegend=False,
+        customdata=escape_tokens(keys),
+        hovertemplate="key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>",
     )
-    return figure
 
 
-def vector_strip(rows: np.ndarray, row_labels: Sequence[str], title: str) -> go.Figure:
-    """Vectors as coloured strips (rows x dimensions), diverging around zero."""
+def vector_strip(
+    rows: np.ndarray, row_labels: Sequence[str], title: str, shown: np.ndarray | Sequence[int] | None = None
+) -> go.Figure:
+    """Vectors as coloured strips (rows x dimensions), diverging around zero; with `shown`, only those rows
+    (labelled by position), coloured on the scale of every row so a row looks the same whichever are drawn."""
     rows = np.atleast_2d(rows)
-    labels = escape_tokens(row_labels)
     limit = float(np.abs(rows).max()) or 1.0
+    subset = _subset(len(rows), shown)
+    labels = _labels(row_labels, subset)
+    drawn = rows if subset is None else rows[subset]
+    ticks = thinned(len(labels), MAX_LABELS)
     figure = go.Figure(
         go.Heatmap(
-            z=rows,
+            z=drawn,
             zmin=-limit,
             zmax=limit,
             zmid=0,
             colorscale="RdBu",
             y=list(range(len(labels))),
-            hovertemplate="%{y}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
+            customdata=np.repeat(np.array(labels, dtype=object)[:, None], drawn.shape[1], axis=1),
+            hovertemplate="%{customdata}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
         )
     )
     figure.update_layout(
-        title={"text": title},
-        height=max(140, 18 * len(labels) + 70),
+        title={"text": title if subset is None else f"{title}: {len(subset)} of {len(rows)} rows"},
+        height=max(140, ROW * len(labels) + 70),
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        yaxis={"tickmode": "array", "tickvals": list(range(len(labels))), "ticktext": labels, "autorange": "reversed"},
-        xaxis={"title": {"text": "dimension"}},
+        yaxis={
+            "tickmode": "array",
+            "tickvals": ticks,
+            "ticktext": [labels[j] for j in ticks],
+            "autorange": "reversed",
+            "automargin": True,
+        },
+        xaxis={"title": {"text": "dimension"}, "automargin": True},
     )
     return figure
 

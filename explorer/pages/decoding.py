@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, decoding, state
+from explorer import cached, decoding, state, walkthrough
 from explorer.figures.decoding import mark_row, top_k_bars
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal, position_label
@@ -13,6 +13,7 @@ from explorer.heads import head_or_mean, head_title
 from explorer.pages._shared import chart, current_trace, pick_layer_head
 
 STEP = "decoding_step"
+NARROW = 12  # bars per column chart
 
 st.header("Decoding step by step")
 st.markdown(
@@ -73,20 +74,35 @@ st.subheader(
 st.caption(f"Attention shown for decoder {which}.")
 st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
 
+long_output = len(current.target_tokens) > NARROW
 self_col, cross_col, next_col = st.columns(3)
+# a third of the page fits about a dozen rotated labels: past that, the strongest positions and an overview line
+self_shown = walkthrough.strongest_keys(current.self_weights, NARROW, keep=(index,))
+cross_shown = walkthrough.strongest_keys(current.cross_weights, NARROW)
 chart(
     per_key_bars(
         current.self_weights,
         current.target_tokens,
-        "Masked self-attention",
+        "Self-attention (masked)",
         mask=current.visible,
+        shown=self_shown,
+        max_labels=NARROW,
     ),
     "decoding_self",
     self_col,
 )
-self_col.caption("Grey positions are later in the output: the causal mask hides them (weight 0).")
+self_col.caption(
+    "Grey positions are later in the output: the causal mask hides them (weight 0)."
+    + (" Past a dozen positions the strongest are drawn; the line above holds every one." if long_output else "")
+)
 chart(
-    per_key_bars(current.cross_weights, current.source_tokens, "Cross-attention over the source"),
+    per_key_bars(
+        current.cross_weights,
+        current.source_tokens,
+        "Cross-attention (source)",
+        shown=cross_shown,
+        max_labels=NARROW,
+    ),
     "decoding_cross",
     cross_col,
 )

@@ -6,10 +6,45 @@ import numpy as np
 import streamlit as st
 
 from explorer import cached, starting, state, walkthrough, wording
+from explorer.figures.labels import position_label
 from explorer.figures.walkthrough import masked_scores, per_key_bars, vector_strip
 from explorer.pages._shared import chart, pick_attention, pick_head, pick_layer, pick_token
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
+
+
+def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.ndarray | None:
+    """Past ALL_KEYS keys: which keys the bars and strips draw (None: every key). Values never change."""
+    if len(keys) <= walkthrough.ALL_KEYS:
+        return None
+    left, middle, right = st.columns([2, 2, 3])
+    window = left.radio(
+        "Keys drawn",
+        ["strongest", "window"],
+        format_func={"strongest": "the strongest (and the query)", "window": "a window around a key"}.get,
+        key="qkv_keys_mode",
+    )
+    n = middle.slider("How many keys", 8, 40, 16, key="qkv_keys_n")
+    if window == "window":
+        if st.session_state.get("qkv_keys_center") not in range(len(keys)):
+            st.session_state.pop("qkv_keys_center", None)  # a shorter sentence
+        around = min(s.query, len(keys) - 1) if kind != "cross" else int(np.argmax(s.weights))
+        center = right.selectbox(
+            "Around key",
+            range(len(keys)),
+            around,
+            format_func=lambda i: position_label(i, keys[i]),
+            key="qkv_keys_center",
+        )
+        picked = walkthrough.window_keys(len(keys), center, n)
+    else:
+        picked = walkthrough.strongest_keys(s.weights, n, keep=(s.query,) if kind != "cross" else ())
+    st.caption(
+        f"{len(keys)} keys: the charts draw {len(picked)} of them; the light line above each bar chart and the "
+        "CSV download hold every key."
+    )
+    return picked
+
 
 st.header("Q, K, V step by step")
 st.markdown(
@@ -26,6 +61,7 @@ head = pick_head(attention.n_heads, "qkv_head", c2, index=start.head)
 query = pick_token(queries, "Query token", state.QKV_QUERY, c3, index=starting.content_query(queries, start.query))
 config = cached.model(st.session_state[state.MODEL]).model.config
 s = walkthrough.steps(chosen.trace, chosen.kind, layer, head, query, config)
+shown = pick_keys(s, keys, chosen.kind)
 
 
 def preview(vector: np.ndarray) -> str:
@@ -46,13 +82,13 @@ st.latex(
 st.markdown(f"Keys and values come from {s.x_keys_source}. q = `{preview(s.q)}`")
 st.caption("Each projection has a bias (b^Q, b^K, b^V): recomputing q as x W^Q alone is off by that bias.")
 chart(vector_strip(s.q, [queries[query]], "q"), "qkv_q")
-chart(vector_strip(s.k, keys, "K (one row per key)"), "qkv_k")
-chart(vector_strip(s.v, keys, "V (one row per key)"), "qkv_v")
+chart(vector_strip(s.k, keys, "K (one row per key)", shown), "qkv_k")
+chart(vector_strip(s.v, keys, "V (one row per key)", shown), "qkv_v")
 
 st.subheader("3. Score, scale, mask, softmax")
 st.latex(r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head))
-chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask), "qkv_raw")
-chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask), "qkv_scaled")
+chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw")
+chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown), "qkv_scaled")
 if not s.mask.all():
     hidden = int((~s.mask).sum())
     st.markdown(
@@ -61,7 +97,7 @@ if not s.mask.all():
         "they get weight exactly 0."
     )
     chart(masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"), "qkv_masked")
-chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask), "qkv_weights")
+chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask, shown=shown), "qkv_weights")
 
 with st.expander("What if: change the softmax temperature (not the model's computation)"):
     temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="qkv_temperature")
@@ -71,12 +107,13 @@ with st.expander("What if: change the softmax temperature (not the model's compu
         f"q . k by sqrt(d_k) = {s.d_head**0.5:.3g} is itself a temperature, fixed by the paper so that the scores' "
         "variance stays near 1 whatever d_k."
     )
-    chart(
-        per_key_bars(s.weights, keys, "model (T = 1) vs what-if", s.mask, what_if, f"T = {temperature}"), "qkv_what_if"
+    what_if_bars = per_key_bars(
+        s.weights, keys, "model (T = 1) vs what-if", s.mask, what_if, f"T = {temperature}", shown=shown
     )
+    chart(what_if_bars, "qkv_what_if")
 
 st.subheader("4. Weight the values and sum: this head's output z")
-chart(vector_strip(s.weighted_values, keys, "weight_j x v_j"), "qkv_weighted")
+chart(vector_strip(s.weighted_values, keys, "weight_j x v_j", shown), "qkv_weighted")
 chart(vector_strip(s.z, [f"z (head {head + 1})"], "z = sum_j weight_j v_j"), "qkv_z")
 
 st.subheader("5. Concatenate the heads and multiply by W_O")

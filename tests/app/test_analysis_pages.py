@@ -18,7 +18,7 @@ def charts(at: AppTest) -> list[dict]:
 
 def app_on(page: str, text: str = TEXT) -> AppTest:
     at = new_app().run()
-    at.sidebar.text_input[0].set_value(text).run()
+    at.sidebar.text_area[0].set_value(text).run()
     at.switch_page(f"explorer/pages/{page}.py").run()
     return at
 

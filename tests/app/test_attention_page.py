@@ -44,7 +44,7 @@ def test_default_sentence_opens_on_its_strongest_link(app, minilm):
 def test_starting_head_follows_the_sentence_until_someone_picks(app, minilm):
     at = app.run()
     other = "Bark is very cute and he is a dog"
-    at.sidebar.text_input[0].set_value(other).run()
+    at.sidebar.text_area[0].set_value(other).run()
     result = trace.run(minilm, other, 128)
     link = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
     assert (at.selectbox(key="attention_layer").value, at.selectbox(key="attention_head").value) == (
@@ -53,7 +53,7 @@ def test_starting_head_follows_the_sentence_until_someone_picks(app, minilm):
     )
     at.selectbox(key="attention_layer").set_value(0).run()
     at.selectbox(key="attention_head").set_value(3).run()
-    at.sidebar.text_input[0].set_value("The cat sat on the mat").run()
+    at.sidebar.text_area[0].set_value("The cat sat on the mat").run()
     assert (at.selectbox(key="attention_layer").value, at.selectbox(key="attention_head").value) == (0, 3)
 
 
@@ -67,7 +67,7 @@ def test_address_head_wins_over_the_starting_head(minilm):
 
 def test_typing_a_sentence_and_picking_a_head(app, minilm):
     at = app.run()
-    at.sidebar.text_input[0].set_value("Bark is very cute and he is a dog").run()
+    at.sidebar.text_area[0].set_value("Bark is very cute and he is a dog").run()
     at.selectbox(key="attention_layer").set_value(4).run()
     at.selectbox(key="attention_head").set_value(7).run()
     assert not at.exception
@@ -80,7 +80,7 @@ def test_typing_a_sentence_and_picking_a_head(app, minilm):
 
 def test_empty_sentence_gives_a_message_not_an_error(app):
     at = app.run()
-    at.sidebar.text_input[0].set_value("   ").run()
+    at.sidebar.text_area[0].set_value("   ").run()
     assert not at.exception and len(at.get("plotly_chart")) == 0
     assert "empty" in at.info[0].value
 

@@ -25,7 +25,7 @@ def test_picking_a_broken_model_names_the_problem_and_the_others_keep_working(br
     assert not mine.exception
     assert "broken (local folder) could not be loaded" in plain(mine.error[0].value)
     assert "model.safetensors" in plain(mine.error[0].value)
-    other.sidebar.text_input[0].set_value("still serving").run()  # another session, meanwhile
+    other.sidebar.text_area[0].set_value("still serving").run()  # another session, meanwhile
     result = trace.run(minilm, "still serving", 128)
     link = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
     expected = result.encoder_self.weights[link.layer, link.head]  # the page opens on the sentence's starting head

@@ -40,7 +40,7 @@ def minilm_random():
 def test_address_restores_model_sentence_layer_head_and_token(minilm):
     at = opened("head_view", model="minilm", text=TEXT, layer="3", head="5", token="2")
     assert not at.exception and not at.warning
-    assert at.sidebar.text_input[0].value == TEXT
+    assert at.sidebar.text_area[0].value == TEXT
     assert at.selectbox(key="head_layer").value == 2 and at.selectbox(key="head_focus").value == 2
     assert dict(at.query_params) == {"model": "minilm", "text": TEXT, "layer": "3", "token": "2"}
     at = opened(model="minilm", text=TEXT, layer="3", head="5")
@@ -93,7 +93,7 @@ def test_sentence_a_against_sentence_b_by_word(minilm):
     at = opened("compare_sentences")
     at.selectbox(key="compare_pair").set_value(0).run()
     a_text, b_text = MINIMAL_PAIRS[0]
-    assert at.sidebar.text_input[0].value == a_text and at.text_input(key="compare_b").value == b_text
+    assert at.sidebar.text_area[0].value == a_text and at.text_input(key="compare_b").value == b_text
     at.radio(key="compare_align").set_value("word").run()
     at.selectbox(key="compare_layer").set_value(4).run()
     at.selectbox(key="compare_head").set_value(10).run()

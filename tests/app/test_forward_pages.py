@@ -35,7 +35,7 @@ def opened(key: str, max_tokens: int, text: str | None = None) -> AppTest:
     at = new_app().run()
     at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value(key).run()
     if text is not None:
-        at.sidebar.text_input[0].set_value(text).run()
+        at.sidebar.text_area[0].set_value(text).run()
     at.sidebar.number_input[0].set_value(max_tokens).run()
     return at
 

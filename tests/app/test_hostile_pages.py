@@ -19,7 +19,7 @@ PAGES = (
 
 
 def visit_every_page(at: AppTest, text: str) -> None:
-    at.sidebar.text_input[0].set_value(text).run()
+    at.sidebar.text_area[0].set_value(text).run()
     for page in PAGES:
         at.switch_page(f"explorer/pages/{page}.py").run()
         assert not at.exception, (page, text, [e.value for e in at.exception])
@@ -58,7 +58,7 @@ def test_the_encoder_decoder_pages_take_hostile_text():
     at.sidebar.selectbox[0].set_value("paper-random").run()
     at.sidebar.number_input[0].set_value(16).run()
     for text in (NAMED[2], NAMED[6], NAMED[12], NAMED[15]):
-        at.sidebar.text_input[0].set_value(text).run()
+        at.sidebar.text_area[0].set_value(text).run()
         for page in ("attention", "decoding", "head_view"):
             at.switch_page(f"explorer/pages/{page}.py").run()
             assert not at.exception, (page, text)
@@ -69,7 +69,7 @@ def test_the_encoder_decoder_pages_take_hostile_text():
 def test_unknown_words_of_a_toy_model_are_named_literally():
     at = new_app("attention").run()
     at.sidebar.selectbox[0].set_value("reverse").run()
-    at.sidebar.text_input[0].set_value("alpha **bravo** <b>x</b> $y$").run()
+    at.sidebar.text_area[0].set_value("alpha **bravo** <b>x</b> $y$").run()
     message = at.info[0].value
     assert "not in the model" in message  # every unknown piece named, escaped so markdown shows it as typed
     assert all(f"\\'{escaped}\\'" in message for escaped in (r"\*", r"\<", r"\>", r"\$", r"\/"))

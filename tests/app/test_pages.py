@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import trace
+from explorer import state, trace
 from explorer.figures.model_view import grid
 from explorer.positions import tables
 from tests.app import new_app
@@ -18,7 +18,7 @@ TEXT = "Bark is very cute and he is a dog"
 @pytest.fixture
 def at():
     app = new_app("attention").run()
-    app.sidebar.text_input[0].set_value(TEXT).run()
+    app.sidebar.text_area[0].set_value(TEXT).run()
     return app
 
 
@@ -114,3 +114,13 @@ def test_example_picker_fills_the_sentence(at):
     at.sidebar.selectbox(key="sidebar_example").set_value("Thinking Machines").run()
     fig = chart_list(at)[0]
     assert list(fig["layout"]["xaxis"]["ticktext"]) == ["[CLS]", "thinking", "machines", "[SEP]"]
+
+
+def test_sentence_box_takes_several_lines_and_keeps_its_limit():
+    app = new_app().run()
+    box = app.sidebar.text_area[0]
+    assert box.max_chars == state.MAX_TEXT and "Ctrl+Enter" in box.help
+    box.set_value("The cat sat.\nThe dog ran.").run()
+    assert not app.exception
+    ticks = list(spec(app.get("plotly_chart")[0])["layout"]["xaxis"]["ticktext"])
+    assert ticks == ["[CLS]", "the", "cat", "sat", ".", "the", "dog", "ran", ".", "[SEP]"]

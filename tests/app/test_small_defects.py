@@ -44,7 +44,7 @@ def opened(page: str, **params: str) -> AppTest:
 def test_an_address_naming_a_model_but_no_sentence_opens_on_that_models_example():
     at = opened("decoding", model="translate")
     assert not at.exception and not at.info  # no unknown-word message
-    assert at.sidebar.text_input[0].value == tasks.get("translate").example
+    assert at.sidebar.text_area[0].value == tasks.get("translate").example
     assert at.query_params["text"] == tasks.get("translate").example
     assert at.success  # the translation is drawn and checked
 
@@ -82,13 +82,13 @@ def test_train_page_names_one_step_for_a_stop_and_explore_opens_another_page():
 
 def test_text_the_tokenizer_reads_as_unk_is_named_in_a_notice():
     at = new_app("attention").run()
-    at.sidebar.text_input[0].set_value("I love it 😀😀😀😀😀 and ☃ *x*").run()
+    at.sidebar.text_area[0].set_value("I love it 😀😀😀😀😀 and ☃ *x*").run()
     assert not at.exception
     notice = " ".join(w.value for w in at.warning)
     assert "2 pieces of the text became [UNK]" in plain(notice)
     assert "'😀😀😀😀😀'" in plain(notice) and "'☃'" in plain(notice)
     assert "\\[UNK\\]" in notice  # written literally, not as markdown
-    at.sidebar.text_input[0].set_value("I love it").run()
+    at.sidebar.text_area[0].set_value("I love it").run()
     assert not at.warning
 
 

@@ -26,13 +26,13 @@ def with_model(key: str, text: str | None = None) -> AppTest:
     at = new_app("attention").run()
     at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value(key).run()
     if text is not None:
-        at.sidebar.text_input[0].set_value(text).run()
+        at.sidebar.text_area[0].set_value(text).run()
     return at
 
 
 def test_switching_to_a_toy_model_brings_its_example_and_a_fitting_limit():
     at = with_model("reverse")
-    assert at.sidebar.text_input[0].value == tasks.get("reverse").examples[0]
+    assert at.sidebar.text_area[0].value == tasks.get("reverse").examples[0]
     assert at.sidebar.number_input[0].value == 32
     assert not at.exception
 

@@ -84,7 +84,7 @@ def test_model_and_head_views_draw_the_weights_not_the_product_with_v():
 def test_decoding_rows_say_what_they_read_and_write():
     at = new_app().run()
     at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value("reverse").run()
-    at.sidebar.text_input[0].set_value("one two three").run()
+    at.sidebar.text_area[0].set_value("one two three").run()
     at.switch_page("explorer/pages/decoding.py").run()
     assert "reads '0: <bos>' (and the tokens before it), writes '1: three'" in plain(at.subheader[0].value)
 

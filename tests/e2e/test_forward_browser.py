@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bench.harness import open_app, rerun
+from bench.harness import open_app, rerun, sentence_box
 from explorer import forward, output, trace
 from models import registry
 from tests.e2e.conftest import screenshot
@@ -40,7 +40,7 @@ def enter(page, label: str, value: str) -> None:
 def test_one_word_from_the_sidebar_to_the_loss_and_a_sampled_output(server, page):
     open_app(page, f"{server}/forward?{ADDRESS}")
     page.get_by_role("heading", name="Forward pass step by step").wait_for()
-    assert page.get_by_test_id("stTextInputField").first.input_value() == SENTENCE
+    assert sentence_box(page).input_value() == SENTENCE
     for step in ("1. Token, id, embedding and position", "2. Encoder layer 1", "3. How far each sub-layer moves"):
         page.get_by_role("heading", name=re.compile(re.escape(step))).wait_for()
     assert page.get_by_text("equals the model's own state").count() >= 1

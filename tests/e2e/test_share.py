@@ -10,6 +10,7 @@ import struct
 import numpy as np
 import pytest
 
+from bench import harness
 from bench.harness import new_page, open_app, rerun, tick_labels, wait_for_tokens
 from tests.e2e.conftest import screenshot
 
@@ -31,10 +32,10 @@ def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, 
     with rerun(page):
         page.get_by_test_id("stSidebarNav").get_by_text("Model view", exact=True).click()
     page.get_by_role("heading", name="Model view").wait_for()
-    box = page.get_by_test_id("stTextInputField").first
+    box = harness.sentence_box(page)
     box.fill(SENTENCE)
     with rerun(page):
-        box.press("Enter")
+        box.press(harness.RUN_KEY)
     pick(page, 0, "layer 4")
     pick(page, 1, "head 9")
     wait_for_tokens(page, TOKENS, chart_index=1)
@@ -48,7 +49,7 @@ def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, 
         open_app(other, address)
         other.get_by_role("heading", name="Model view").wait_for()
         wait_for_tokens(other, TOKENS, chart_index=1)
-        assert other.get_by_test_id("stTextInputField").first.input_value() == SENTENCE
+        assert harness.sentence_box(other).input_value() == SENTENCE
         other.get_by_role("heading", name="Layer 4, head 9 at full resolution").wait_for()
         assert tick_labels(other, 1) == TOKENS  # literal: no bold, no tag swallowed
         assert (
