@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from bench.harness import open_app, rerun, sentence_box
+from bench.harness import open_app, rerun, sentence_box, set_max_tokens, type_sentence
+from bench.inputs import text_of
 from explorer import forward, output, trace
 from models import registry
 from tests.e2e.conftest import screenshot
@@ -74,3 +75,24 @@ def test_one_word_from_the_sidebar_to_the_loss_and_a_sampled_output(server, page
     shows_sampled(page, first)  # the same seed writes the same output again
     assert page.get_by_test_id("stException").count() == 0
     screenshot(page, "output_translate_sampled")
+
+
+# (model, tokens): the smallest input, and the longest each model takes (the toy models' sentences are short)
+EVERY_MODEL = [("minilm", 3), ("minilm", 512), ("paper-random", 16), ("reverse", 3), ("translate", 16)]
+NEW_PAGES = [("overview", "Overview"), ("forward", "Forward pass step by step"), ("output", "Output and loss")]
+
+
+@pytest.mark.parametrize(("model", "tokens"), EVERY_MODEL, ids=[f"{m}-{t}" for m, t in EVERY_MODEL])
+def test_the_forward_pages_draw_for_every_model_short_and_long(server, page, model, tokens):
+    loaded = registry.load(model)
+    open_app(page, f"{server}/attention?model={model}")  # then each new page by its menu entry
+    set_max_tokens(page, tokens)
+    if tokens == 512:
+        type_sentence(page, text_of(loaded, tokens))
+    nav = page.get_by_test_id("stSidebarNav")
+    for name, heading in NEW_PAGES:
+        with rerun(page):
+            nav.get_by_text(heading, exact=True).click()
+        page.get_by_role("heading", name=heading, exact=True).wait_for()
+        assert page.get_by_test_id("stException").count() == 0, (model, tokens, name)
+        screenshot(page, f"new_pages_{model}_{tokens}_{name}")

@@ -72,3 +72,10 @@ def test_sentence_b_starts_with_a_change_inside_what_the_model_reads(minilm):
     assert sum(x != y for x, y in zip(long.split(" "), twin.split(" "), strict=True)) == 1
     short = "Bark is very cute and he is a dog"
     assert compare.first_twin(minilm, short, 128) == compare.twins(short)[0]
+
+
+def test_a_very_long_sentence_b_changes_a_word_the_model_reads(minilm):
+    long = "word " * 20_000  # 100,000 characters: only the first words can matter
+    twin = compare.first_twin(minilm, long, 64)
+    assert twin != long and len(twin.split(" ")) == len(long.split(" "))
+    assert minilm.tokenizer.encode(twin, 64).ids != minilm.tokenizer.encode(long, 64).ids
