@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import statistics
 import sys
 import time
@@ -26,7 +27,11 @@ WAIT_MS = harness.TIMEOUT_MS  # one step may take this long before it counts as 
 SUBJECTS = ("the cat", "a teacher", "my neighbour", "the old river", "every student", "the small robot", "our team")
 VERBS = ("watched", "painted", "explained", "carried", "ignored", "followed", "remembered")
 OBJECTS = ("the bright moon", "a long letter", "the heavy boxes", "three questions", "the quiet garden", "a map")
-DRAWN_Z = "() => { const d = document.querySelectorAll('.js-plotly-plot')[0].data[0]; return d.z; }"
+# the heatmap's numbers as Plotly holds them, and its title ("Layer 3, head 1"): the page opens on a head chosen
+# from the model's own weights for each sentence, so the check reads which head it drew
+DRAWN_Z = """() => { const plot = document.querySelectorAll('.js-plotly-plot')[0];
+    return [plot.data[0].z, plot.layout.title.text]; }"""
+TITLE = re.compile(r"Layer (\d+), head (\d+)")
 PAGES = sorted(p.stem for p in (harness.ROOT / "explorer" / "pages").glob("[!_]*.py"))  # each page's address
 FILLER = ("slowly", "and", "then", "quietly", "again", "after", "lunch", "with", "some", "friends")
 COST_REPEATS = 5
@@ -204,9 +209,15 @@ async def _session(context, page, n: int, loaded, report: Report) -> None:
             report.latencies.append(time.perf_counter() - start)
             if await page.get_by_test_id("stException").count():
                 report.errors.append(f"session {n} step {step}: exception shown on the page")
-            z = harness.figure_array(await page.evaluate(DRAWN_Z))  # the typed array Plotly holds, as sent
-            if not np.array_equal(z, expected.encoder_self.weights[0, 0]):
-                worst = float(np.abs(z - expected.encoder_self.weights[0, 0]).max())
+            drawn, title = await page.evaluate(DRAWN_Z)
+            z = harness.figure_array(drawn)  # the typed array Plotly holds, as sent
+            named = TITLE.search(title or "")
+            if named is None:
+                report.errors.append(f"session {n} step {step}: no head named in the title {title!r}")
+                continue
+            weights = expected.encoder_self.weights[int(named[1]) - 1, int(named[2]) - 1]
+            if not np.array_equal(z, weights):
+                worst = float(np.abs(z - weights).max())
                 report.mismatches.append(f"session {n} step {step}: max difference {worst:.3g} for {text!r}")
             done += 1
     except Exception as e:  # noqa: BLE001

@@ -117,7 +117,7 @@ def test_example_picker_fills_the_sentence(at):
 
 
 def test_sentence_box_takes_several_lines_and_keeps_its_limit():
-    app = new_app().run()
+    app = new_app("attention").run()
     box = app.sidebar.text_area[0]
     assert box.max_chars == state.MAX_TEXT and "Ctrl+Enter" in box.help
     box.set_value("The cat sat.\nThe dog ran.").run()
