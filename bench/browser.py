@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import urllib.parse
 
 from bench import harness
 from bench.inputs import text_of
@@ -68,7 +69,7 @@ def pages(lengths=PAGE_LENGTHS) -> list[dict]:
             for i in range(links.count()):
                 link = links.nth(i)
                 # the page's address, not the link's text (which carries its icon's ligature name too)
-                title = (link.get_attribute("href") or "").rstrip("/").rsplit("/", 1)[-1].split("?")[0] or "overview"
+                title = urllib.parse.urlparse(link.get_attribute("href") or "").path.strip("/") or "overview"
                 received[0] = 0
                 start = time.perf_counter()
                 with harness.rerun(page):
