@@ -61,8 +61,8 @@ def pages(lengths=PAGE_LENGTHS) -> list[dict]:
                 received[0] += len(payload)
 
             page.on("websocket", lambda socket, count=count: socket.on("framereceived", count))
-            page.goto(f"{url}/train")  # a page that reads no sentence, and is visited last
-            page.wait_for_function(harness.SETTLED, arg=0)
+            page.goto(f"{url}/train", timeout=harness.TIMEOUT_MS)  # a page that reads no sentence, and is visited last
+            page.wait_for_function(harness.SETTLED, arg=0, timeout=harness.TIMEOUT_MS)
             harness.set_max_tokens(page, tokens)
             harness.type_sentence(page, text_of(loaded, tokens))
             links = page.get_by_test_id("stSidebarNav").locator("a")

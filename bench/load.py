@@ -154,7 +154,7 @@ async def _costs(browser, url: str, pid: int, loaded) -> Costs:
     context = await _context(browser)
     page = await context.new_page()
     await _goto(page, f"{url}/attention")  # the heatmap is chart 0; the first page is the overview
-    await page.wait_for_selector(".js-plotly-plot")
+    await page.wait_for_selector(".js-plotly-plot", timeout=WAIT_MS)
     costs.rss_first_page_mb = proc.rss_mb(pid)
     box = harness.sentence_box(page)
     spent = []
@@ -164,7 +164,7 @@ async def _costs(browser, url: str, pid: int, loaded) -> Costs:
         await box.fill(text)
         before = proc.cpu_seconds(pid)
         await _act(page, lambda: box.press(harness.RUN_KEY))
-        await page.wait_for_function(harness.DRAWN, arg=[0, labels])
+        await page.wait_for_function(harness.DRAWN, arg=[0, labels], timeout=WAIT_MS)
         spent.append(proc.cpu_seconds(pid) - before)
     costs.cpu_per_sentence_s = statistics.median(spent[1:])
     spent = []

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bench.harness import open_app, rerun, tick_labels, type_sentence, wait_for_tokens
+from bench.harness import TIMEOUT_MS, open_app, rerun, tick_labels, type_sentence, wait_for_tokens
 from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -25,10 +25,12 @@ PAGES = [
 
 def test_every_page_draws_for_a_typed_sentence(server, page):
     open_app(page, server)
-    page.get_by_role("heading", name="Overview").wait_for()  # the first page: the model as the paper's figure 1
+    page.get_by_role("heading", name="Overview").wait_for(
+        timeout=TIMEOUT_MS
+    )  # the first page: the model as the paper's figure 1
     with rerun(page):
         page.get_by_test_id("stSidebarNav").get_by_text("Attention heatmap", exact=True).click()
-    page.get_by_role("heading", name="Attention heatmap").wait_for()
+    page.get_by_role("heading", name="Attention heatmap").wait_for(timeout=TIMEOUT_MS)
     type_sentence(page, SENTENCE)
     wait_for_tokens(page, TOKENS)
     assert tick_labels(page) == TOKENS
@@ -37,8 +39,8 @@ def test_every_page_draws_for_a_typed_sentence(server, page):
     for title, name, heading in PAGES:
         with rerun(page):
             page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
-        page.get_by_role("heading", name=heading).wait_for()
-        page.wait_for_selector(".js-plotly-plot .main-svg")
+        page.get_by_role("heading", name=heading).wait_for(timeout=TIMEOUT_MS)
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=TIMEOUT_MS)
         assert page.locator(".js-plotly-plot").count() >= 1, name
         assert page.get_by_test_id("stException").count() == 0, name
         if name in ("model_view", "attention"):
@@ -63,12 +65,14 @@ def test_decoding_a_toy_translation_step_by_step(server, page):
     type_sentence(page, "the small red cat sees a big dog")
     with rerun(page):
         page.get_by_test_id("stSidebarNav").get_by_text("Decoding step by step", exact=True).click()
-    page.get_by_role("heading", name="Decoding step by step").wait_for()
-    page.get_by_text("Step 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for()
+    page.get_by_role("heading", name="Decoding step by step").wait_for(timeout=TIMEOUT_MS)
+    page.get_by_text("Step 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for(
+        timeout=TIMEOUT_MS
+    )
     for n, word in [(2, "chat"), (3, "rouge"), (4, "petit")]:
         with rerun(page):  # the step's figures replaced, not drawn beside the last step's
             page.get_by_role("button", name="Next ▶").click()
-        page.get_by_text(re.compile(rf"Step {n} of 9: reads .*, writes '{n}: {word}'")).wait_for()
+        page.get_by_text(re.compile(rf"Step {n} of 9: reads .*, writes '{n}: {word}'")).wait_for(timeout=TIMEOUT_MS)
     assert page.get_by_test_id("stException").count() == 0
     assert page.locator(".js-plotly-plot").count() == 4
     screenshot(page, "decoding")
@@ -78,7 +82,9 @@ def test_an_unknown_word_is_named_in_the_browser(server, page):
     open_app(page, f"{server}/attention")
     choose_model(page, "Reverse words (trained here)")
     type_sentence(page, "one two tree")
-    page.get_by_text("This word is not in the model's vocabulary: 'tree' (did you mean 'three'?)").wait_for()
+    page.get_by_text("This word is not in the model's vocabulary: 'tree' (did you mean 'three'?)").wait_for(
+        timeout=TIMEOUT_MS
+    )
     screenshot(page, "unknown_word")
 
 
@@ -94,7 +100,7 @@ def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     open_app(page, server)
     with rerun(page):
         page.get_by_test_id("stSidebarNav").get_by_text("Train it yourself", exact=True).click()
-    page.get_by_role("heading", name="Train it yourself").wait_for()
+    page.get_by_role("heading", name="Train it yourself").wait_for(timeout=TIMEOUT_MS)
     page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
     with rerun(page):
         page.get_by_role("option", name="reverse", exact=True).click()
@@ -104,17 +110,19 @@ def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     with rerun(page):
         steps.press("Enter")
     page.get_by_role("button", name="Train").click()
-    page.wait_for_function(PAST_STEP_50)
+    page.wait_for_function(PAST_STEP_50, timeout=TIMEOUT_MS)
     page.get_by_role("button", name="Stop").click()
     stopped = page.get_by_text("Training stopped at step")
-    stopped.wait_for()
+    stopped.wait_for(timeout=TIMEOUT_MS)
     step = int(stopped.text_content().split("at step ")[1].split()[0])
     assert 50 <= step < STEPS
     with rerun(page):
         page.get_by_role("button", name="Explore it in the other pages").click()
     sidebar = page.get_by_test_id("stSidebar")
-    sidebar.get_by_text(f"Trained in this browser session for {step} steps").wait_for()
-    page.get_by_role("heading", name="Decoding step by step").wait_for()  # Explore opened the decoding page
-    page.get_by_text("Step 1 of").wait_for()
+    sidebar.get_by_text(f"Trained in this browser session for {step} steps").wait_for(timeout=TIMEOUT_MS)
+    page.get_by_role("heading", name="Decoding step by step").wait_for(
+        timeout=TIMEOUT_MS
+    )  # Explore opened the decoding page
+    page.get_by_text("Step 1 of").wait_for(timeout=TIMEOUT_MS)
     assert page.get_by_test_id("stException").count() == 0
     screenshot(page, "train_then_decode")

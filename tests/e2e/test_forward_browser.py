@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bench.harness import open_app, rerun, sentence_box, set_max_tokens, type_sentence
+from bench.harness import TIMEOUT_MS, open_app, rerun, sentence_box, set_max_tokens, type_sentence
 from bench.inputs import text_of
 from explorer import forward, output, trace
 from models import registry
@@ -28,7 +28,7 @@ def sampled(loaded, ids: list[int], seed: int) -> str:
 
 
 def shows_sampled(page, written: str) -> None:
-    page.get_by_text(re.compile(rf"Sampled \(sample\):\s+{re.escape(written)}\s+Greedy:")).wait_for()
+    page.get_by_text(re.compile(rf"Sampled \(sample\):\s+{re.escape(written)}\s+Greedy:")).wait_for(timeout=TIMEOUT_MS)
 
 
 def enter(page, label: str, value: str) -> None:
@@ -40,17 +40,17 @@ def enter(page, label: str, value: str) -> None:
 
 def test_one_word_from_the_sidebar_to_the_loss_and_a_sampled_output(server, page):
     open_app(page, f"{server}/forward?{ADDRESS}")
-    page.get_by_role("heading", name="Forward pass step by step").wait_for()
+    page.get_by_role("heading", name="Forward pass step by step").wait_for(timeout=TIMEOUT_MS)
     assert sentence_box(page).input_value() == SENTENCE
     for step in ("1. Token, id, embedding and position", "2. Encoder layer 1", "3. How far each sub-layer moves"):
-        page.get_by_role("heading", name=re.compile(re.escape(step))).wait_for()
+        page.get_by_role("heading", name=re.compile(re.escape(step))).wait_for(timeout=TIMEOUT_MS)
     assert page.get_by_text("equals the model's own state").count() >= 1
     assert page.get_by_test_id("stException").count() == 0
     screenshot(page, "forward_translate")
 
     open_app(page, f"{server}/output?{ADDRESS}")
-    page.get_by_role("heading", name="Output and loss").wait_for()
-    page.get_by_text(re.compile(rf"Model wrote:\s+{GREEDY}")).wait_for()
+    page.get_by_role("heading", name="Output and loss").wait_for(timeout=TIMEOUT_MS)
+    page.get_by_text(re.compile(rf"Model wrote:\s+{GREEDY}")).wait_for(timeout=TIMEOUT_MS)
     loss = page.get_by_test_id("stMetric").filter(has_text="Mean loss (label-smoothed)")
     assert float(loss.get_by_test_id("stMetricValue").text_content()) > 0
     assert page.get_by_test_id("stException").count() == 0
@@ -93,6 +93,6 @@ def test_the_forward_pages_draw_for_every_model_short_and_long(server, page, mod
     for name, heading in NEW_PAGES:
         with rerun(page):
             nav.get_by_text(heading, exact=True).click()
-        page.get_by_role("heading", name=heading, exact=True).wait_for()
+        page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=TIMEOUT_MS)
         assert page.get_by_test_id("stException").count() == 0, (model, tokens, name)
         screenshot(page, f"new_pages_{model}_{tokens}_{name}")

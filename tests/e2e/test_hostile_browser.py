@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.harness import open_app, tick_labels, type_sentence, wait_for_tokens
+from bench.harness import TIMEOUT_MS, open_app, tick_labels, type_sentence, wait_for_tokens
 from models import registry
 from tests.e2e.conftest import screenshot
 
@@ -42,7 +42,7 @@ def test_typed_hostile_text_is_drawn_literally(server, page, tokenizer, text):
 def test_unknown_words_message_shows_them_as_typed(server, page):
     open_app(page, f"{server}/attention?model=reverse&text=alpha+bravo")
     type_sentence(page, "alpha *x* $y$ <b>")
-    page.get_by_text("not in the model's vocabulary").wait_for()
+    page.get_by_text("not in the model's vocabulary").wait_for(timeout=TIMEOUT_MS)
     message = page.get_by_test_id("stAlert").first.text_content()
     assert all(f"'{piece}'" in message for piece in ("*", "$", "<", ">"))
     assert page.get_by_test_id("stAlert").first.locator("em, strong, b, .katex").count() == 0

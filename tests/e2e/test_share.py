@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench import harness
-from bench.harness import new_page, open_app, rerun, tick_labels, wait_for_tokens
+from bench.harness import TIMEOUT_MS, new_page, open_app, rerun, tick_labels, wait_for_tokens
 from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -31,7 +31,7 @@ def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, 
     open_app(page, server)
     with rerun(page):
         page.get_by_test_id("stSidebarNav").get_by_text("Model view", exact=True).click()
-    page.get_by_role("heading", name="Model view").wait_for()
+    page.get_by_role("heading", name="Model view").wait_for(timeout=TIMEOUT_MS)
     box = harness.sentence_box(page)
     box.fill(SENTENCE)
     with rerun(page):
@@ -39,7 +39,7 @@ def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, 
     pick(page, 0, "layer 4")
     pick(page, 1, "head 9")
     wait_for_tokens(page, TOKENS, chart_index=1)
-    page.wait_for_function("() => location.search.includes('head=9')")
+    page.wait_for_function("() => location.search.includes('head=9')", timeout=TIMEOUT_MS)
     address = page.url
     assert "/model_view?" in address and "layer=4" in address and "model=minilm" in address
     drawn = page.evaluate("() => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[1].data[0].z)")
@@ -47,10 +47,10 @@ def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, 
     other = new_page(browser)  # a fresh context: no cookies, no session, a new person
     try:
         open_app(other, address)
-        other.get_by_role("heading", name="Model view").wait_for()
+        other.get_by_role("heading", name="Model view").wait_for(timeout=TIMEOUT_MS)
         wait_for_tokens(other, TOKENS, chart_index=1)
         assert harness.sentence_box(other).input_value() == SENTENCE
-        other.get_by_role("heading", name="Layer 4, head 9 at full resolution").wait_for()
+        other.get_by_role("heading", name="Layer 4, head 9 at full resolution").wait_for(timeout=TIMEOUT_MS)
         assert tick_labels(other, 1) == TOKENS  # literal: no bold, no tag swallowed
         assert (
             other.evaluate("() => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[1].data[0].z)") == drawn
@@ -70,7 +70,7 @@ def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, 
 def download(page, key: str, label: str, tmp_path) -> tuple[str, bytes]:
     page.locator(f".st-key-{key}_download button").first.click()
     button = page.get_by_test_id("stDownloadButton").filter(has_text=label).locator("button")
-    button.first.wait_for(state="visible")
+    button.first.wait_for(state="visible", timeout=TIMEOUT_MS)
     with page.expect_download() as event:
         button.first.click()
     path = tmp_path / event.value.suggested_filename

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import harness
+from bench.harness import TIMEOUT_MS
 from bench.inputs import text_of
 from models import registry
 from tests.e2e.conftest import screenshot
@@ -54,7 +55,7 @@ def test_tick_labels_never_overlap(server, page, n_tokens):
     for title, stem, charts in PAGES:
         with harness.rerun(page):
             nav.get_by_role("link", name=title, exact=True).click()
-        page.wait_for_selector(".js-plotly-plot")
+        page.wait_for_selector(".js-plotly-plot", timeout=TIMEOUT_MS)
         for chart in charts:
             for axis in ("xtick", "ytick"):
                 boxes = page.evaluate(BOXES, [chart, axis])
