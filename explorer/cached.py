@@ -10,7 +10,7 @@ import threading
 
 import streamlit as st
 
-from explorer import analysis, memo, positions, reference_view, starting, state, trace
+from explorer import analysis, compare, memo, positions, reference_view, starting, state, trace
 from models import registry
 
 # The three most recently used registry models stay loaded (a class mostly uses one or two); another is loaded again
@@ -204,3 +204,10 @@ def get_start(model_name: str, text: str, max_tokens: int, kind: str):
         _key("start", model_name, text, max_tokens, kind),
         lambda: starting.best_link(weights, queries, keys, self_attention=kind != "cross"),
     )
+
+
+def get_twin(model_name: str, text: str, max_tokens: int) -> str:
+    """Sentence B's start: one word away from A inside what the model reads (compare.first_twin tokenizes up to
+    64 candidates: kept across reruns, which ask again while B follows A)."""
+    loaded = model(model_name)
+    return store().get(_key("twin", model_name, text, max_tokens), lambda: compare.first_twin(loaded, text, max_tokens))

@@ -34,7 +34,7 @@ st.markdown(
 model, text, max_tokens = state.sidebar(st.session_state)
 # B starts one word away from A (its minimal pair, or one swapped word), and follows A until someone types in it
 if "compare_b" not in st.session_state or state.at_start(st.session_state, "compare_b"):
-    state.start(st.session_state, "compare_b", compare.first_twin(cached.model(model), text, max_tokens))
+    state.start(st.session_state, "compare_b", cached.get_twin(model, text, max_tokens))
 st.selectbox(
     "Minimal pairs",
     [None, *range(len(MINIMAL_PAIRS))],
