@@ -13,6 +13,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import streamlit as st  # noqa: E402
 
 from explorer import cached, state  # noqa: E402
+from explorer.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
 from explorer.figures.labels import markdown_literal  # noqa: E402
 from models import registry  # noqa: E402
 
@@ -20,40 +21,6 @@ PAGES = Path(__file__).parent / "explorer" / "pages"
 
 st.set_page_config(page_title="Attention explorer", layout="wide")
 state.init(st.session_state)
-
-
-def bound(key: str) -> dict:
-    """Widget arguments that keep its value under `key` too (widget state is dropped on page switches)."""
-    widget_key = state.widget(key)
-    return {"key": widget_key, "on_change": lambda: st.session_state.__setitem__(key, st.session_state[widget_key])}
-
-
-def use_example() -> None:
-    if st.session_state[state.EXAMPLE]:
-        state.keep(st.session_state, state.TEXT, st.session_state[state.EXAMPLE])
-
-
-def loadable(key: str) -> tuple[registry.LoadedModel | None, str]:
-    """(the model, "") or (None, what is wrong with its files)."""
-    try:
-        return cached.model(key), ""
-    except registry.ModelLoadError as e:
-        return None, str(e)
-
-
-def change_model() -> None:
-    """An example of the old model that the new one cannot read becomes the new one's; max tokens shrinks to fit."""
-    old, _ = loadable(st.session_state[state.MODEL])
-    st.session_state[state.MODEL] = st.session_state[state.widget(state.MODEL)]
-    st.session_state[state.EXAMPLE] = ""
-    new, _ = loadable(st.session_state[state.MODEL])
-    if new is None:
-        return
-    examples = old.examples if old is not None else ()
-    if st.session_state[state.TEXT] in examples and not new.can_read(st.session_state[state.TEXT]):
-        state.keep(st.session_state, state.TEXT, new.example)
-    if st.session_state[state.MAX_TOKENS] > new.max_tokens:
-        state.keep(st.session_state, state.MAX_TOKENS, new.max_tokens)
 
 
 pages = [
@@ -124,13 +91,15 @@ with st.sidebar:
             ["", *loaded.examples],
             key=state.EXAMPLE,
             on_change=use_example,
-            format_func=lambda e: e or "choose...",
+            format_func=example_label,
         )
 
 if loaded is None:
     st.error(markdown_literal(problem), icon=":material/error:")
     st.caption("Pick another model in the sidebar; everything else keeps working.")
     st.stop()
+# this script's module stays in sys.modules["__main__"] until the next run of any session: it names no model
+del loaded
 
 st.query_params.from_dict(state.address(st.session_state))  # the address now names what is shown
 for notice in notices:

@@ -150,6 +150,11 @@ class Shelf:
         with self._lock:
             return list(self._values)
 
+    def drop(self, key: Hashable) -> None:
+        """Forget a value (if kept): its next use loads it again."""
+        with self._lock:
+            self._values.pop(key, None)
+
     def _hit(self, key: Hashable) -> tuple[bool, object]:
         with self._lock:
             if key in self._values:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import cached, compare, starting, state
+from explorer.callbacks import pair_label, set_pair
 from explorer.compare import MINIMAL_PAIRS
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
@@ -16,14 +17,6 @@ from models.tokenize import TokenizeError
 OVERVIEW = 256  # A and B side by side past this many tokens: block means (the difference stays per token)
 
 st.header("Compare: sentence A vs sentence B")
-
-
-def set_pair() -> None:
-    pair = st.session_state.compare_pair
-    if pair is not None:
-        state.keep(st.session_state, state.TEXT, MINIMAL_PAIRS[pair][0])
-        st.session_state.compare_b = MINIMAL_PAIRS[pair][1]
-    st.session_state.compare_pair = None
 
 
 st.markdown(
@@ -38,7 +31,7 @@ if "compare_b" not in st.session_state or state.at_start(st.session_state, "comp
 st.selectbox(
     "Minimal pairs",
     [None, *range(len(MINIMAL_PAIRS))],
-    format_func=lambda i: "choose a pair..." if i is None else " / ".join(MINIMAL_PAIRS[i]),
+    format_func=pair_label,
     placeholder="choose a pair...",
     key="compare_pair",
     on_change=set_pair,

@@ -78,7 +78,10 @@ st.subheader("2. One position: logits, softmax, temperature")
 index = st.selectbox(
     "Position",
     list(range(len(scored.targets))),
-    format_func=lambda i: f"{i}: reads {scored.decoder_input[i]!r}, should write {scored.targets[i]!r}",
+    format_func=[  # a list's own lookup: a function defined here would keep this page's globals with the session
+        f"{i}: reads {read!r}, should write {right!r}"
+        for i, (read, right) in enumerate(zip(scored.decoder_input, scored.targets, strict=False))
+    ].__getitem__,
     key="output_position",
 )
 temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")

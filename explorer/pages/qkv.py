@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from explorer import cached, starting, state, walkthrough, wording
-from explorer.figures.labels import position_label
+from explorer.figures.labels import position_labels
 from explorer.figures.walkthrough import masked_scores, per_key_bars, vector_strip
 from explorer.pages._shared import chart, pick_attention, pick_head, pick_layer, pick_token
 
@@ -33,7 +33,7 @@ def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.
             "Around key",
             range(len(keys)),
             around,
-            format_func=lambda i: position_label(i, keys[i]),
+            format_func=position_labels(keys).__getitem__,
             key="qkv_keys_center",
         )
         picked = walkthrough.window_keys(len(keys), center, n)
