@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import streamlit as st
 
@@ -99,7 +101,8 @@ if not s.mask.all():
     chart(masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"), "qkv_masked")
 chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask, shown=shown), "qkv_weights")
 
-with st.expander("What if: change the softmax temperature (not the model's computation)"):
+# a toggle, not an expander: a closed expander's contents are still built and sent on every rerun
+if st.toggle("What if: change the softmax temperature (not the model's computation)", key="qkv_what_if_on"):
     temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="qkv_temperature")
     what_if = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, temperature)
     st.caption(
@@ -125,6 +128,11 @@ st.markdown(f"This head fills dimensions {head * s.d_head} to {(head + 1) * s.d_
 chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), "qkv_concat")
 chart(vector_strip(s.output, ["output"], "After W_O (before the residual and LayerNorm)"), "qkv_output")
 
-st.download_button(
-    "Download every value (CSV)", walkthrough.to_csv(s), file_name="qkv_steps.csv", mime="text/csv", key="qkv_download"
+st.download_button(  # written only when clicked (a partial, not a lambda: it keeps no page globals)
+    "Download every value (CSV)",
+    functools.partial(walkthrough.to_csv, s),
+    file_name="qkv_steps.csv",
+    mime="text/csv",
+    key="qkv_download",
+    on_click="ignore",
 )

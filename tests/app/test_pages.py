@@ -93,6 +93,8 @@ def test_qkv_page_numbers_reproduce_the_weights(at, minilm):
     expected = trace.run(minilm, TEXT, 128).encoder_self.weights[4, 6, 9]
     np.testing.assert_array_equal(shown, expected)
     np.testing.assert_allclose(recomputed, shown, atol=1e-6)
+    assert "model (T = 1) vs what-if" not in figs  # not built while its toggle is off
+    at.toggle(key="qkv_what_if_on").set_value(True).run()
     at.slider(key="qkv_temperature").set_value(0.5).run()
     what_if = chart_list(at)
     compare = next(f for f in what_if if f["layout"]["title"]["text"] == "model (T = 1) vs what-if")
