@@ -130,7 +130,8 @@ def sample(
 def greedy_from_trace(trace: Trace) -> Sampled:
     """Greedy decoding at T = 1 is what the trace already holds: its output and each pick's probability."""
     assert trace.output_tokens is not None and trace.top_probabilities is not None and trace.top_tokens is not None
-    picked = tuple(float(p[0]) for p in trace.top_probabilities)
+    # a trace that stopped at its budget, not at EOS, holds one more position (the pick after the last token)
+    picked = tuple(float(p[0]) for p in trace.top_probabilities[: len(trace.output_tokens)])
     return Sampled(trace.output_tokens, (), picked, tuple(1.0 for _ in picked), tuple(1 for _ in picked))
 
 

@@ -97,3 +97,17 @@ def test_greedy_read_from_the_trace_equals_greedy_sampling(translate, translated
     sampled, read = output.sample(translate, ids, "greedy"), output.greedy_from_trace(translated)
     assert read.tokens == sampled.tokens
     np.testing.assert_allclose(read.probabilities, sampled.probabilities, rtol=1e-5)
+
+
+def test_greedy_read_from_a_trace_that_never_stopped_has_one_probability_per_token(paper_random):
+    # an untrained model writes until its budget without EOS: the trace holds one more position (the next pick)
+    result = trace.run(paper_random, "a short sentence", 16)
+    assert result.output_tokens[-1] != paper_random.target_vocabulary.id_to_token(paper_random.eos_id)
+    ids = forward.token_ids(paper_random, result, "encoder")
+    sampled, read = (
+        output.sample(paper_random, ids, "greedy", max_new=len(result.output_tokens)),
+        output.greedy_from_trace(result),
+    )
+    assert read.tokens == sampled.tokens
+    assert len(read.probabilities) == len(read.kept_probabilities) == len(read.kept_counts) == len(read.tokens)
+    np.testing.assert_allclose(read.probabilities, sampled.probabilities, rtol=1e-5)
