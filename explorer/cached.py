@@ -15,7 +15,8 @@ from models import registry
 
 # The three most recently used registry models stay loaded (a class mostly uses one or two); another is loaded again
 # on its next use, in 0.1-2 s, to the same weights and revision, so cached traces stay valid. Keeping all five held
-# ~300 MB more (paper-random alone is 75M parameters) after every page had been opened with every model.
+# ~300 MB more (paper-random alone was 75M parameters, now 60M with its embeddings shared as in the paper) after
+# every page had been opened with every model.
 MODELS_KEPT = 3
 
 

@@ -28,6 +28,9 @@ class TransformerConfig:
     type_vocab_size: int = 0  # BERT's segment (token-type) embeddings; 0 = none
     embedding_norm: bool = False  # BERT normalises the summed embeddings
     tie_output: bool = True  # the paper shares the target embedding with the pre-softmax linear layer
+    # and, with one vocabulary for both sides, the source embedding too (section 3.4); off by default, so
+    # checkpoints written with two embedding matrices still load as they were trained
+    share_embeddings: bool = False
     pad_id: int = 0
 
     def __post_init__(self) -> None:
@@ -39,6 +42,8 @@ class TransformerConfig:
             raise ValueError(f"unknown positional encoding {self.positional!r}")
         if self.activation not in ("relu", "gelu"):
             raise ValueError(f"unknown activation {self.activation!r}")
+        if self.share_embeddings and self.tgt_vocab_size not in (None, self.vocab_size):
+            raise ValueError("shared embeddings need one vocabulary for the source and the target")
 
     @property
     def d_head(self) -> int:
@@ -54,7 +59,7 @@ class TransformerConfig:
 
 
 # The paper's base model (table 3, row "base"); vocabulary set by the tokenizer it is paired with.
-PAPER_BASE = TransformerConfig(vocab_size=37000)
+PAPER_BASE = TransformerConfig(vocab_size=37000, share_embeddings=True)
 
 # Small shapes for tests.
 TOY = TransformerConfig(

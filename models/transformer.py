@@ -258,6 +258,8 @@ class Transformer(nn.Module):
             if config.tie_output:
                 # section 3.4: the target embedding and the pre-softmax linear layer share one matrix
                 self.generator.weight = self.decoder.embeddings.token.weight
+            if config.share_embeddings:  # one matrix for both embedding layers (and the generator when tied)
+                self.encoder.embeddings.token.weight = self.decoder.embeddings.token.weight
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -165,3 +165,14 @@ def test_paper_base_has_the_papers_shapes():
     assert (PAPER_BASE.n_encoder_layers, PAPER_BASE.n_decoder_layers, PAPER_BASE.d_head) == (6, 6, 64)
     with pytest.raises(ValueError, match="divisible"):
         TransformerConfig(vocab_size=10, d_model=10, n_heads=3)
+
+
+def test_the_paper_shares_one_matrix_between_both_embeddings_and_the_pre_softmax_linear():
+    model = Transformer(replace(PAPER_BASE, vocab_size=100, n_encoder_layers=1, n_decoder_layers=1))
+    shared = model.decoder.embeddings.token.weight
+    assert model.encoder.embeddings.token.weight is shared and model.generator.weight is shared
+    assert sum(p is shared for p in model.parameters()) == 1  # one matrix, trained and counted once
+    separate = Transformer(replace(TOY, tgt_vocab_size=80))  # two vocabularies: two embedding matrices
+    assert separate.encoder.embeddings.token.weight is not separate.decoder.embeddings.token.weight
+    with pytest.raises(ValueError, match="one vocabulary"):
+        replace(TOY, tgt_vocab_size=80, share_embeddings=True)
