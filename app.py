@@ -23,6 +23,20 @@ st.set_page_config(page_title="Attention explorer", layout="wide")
 state.init(st.session_state)
 
 
+# Pages that a training loop keeps running: Stop must end that script run, so they run whole, not as a fragment
+WHOLE_RUN = {"train"}
+
+
+@st.fragment
+def show(page: st.Page) -> None:
+    """The page as a fragment: its own pickers rerun only the page, not the sidebar and navigation above it. A change
+    the rest must show (the page set the model or sentence; a click opens another page) reruns everything."""
+    if st.session_state.get(state.DRILL_TO) or state.sidebar(st.session_state) != st.session_state.get(state.SHOWN):
+        st.rerun(scope="app")
+    page._can_be_called = True  # Streamlit runs a page once per script run; a fragment rerun is another such run
+    page.run()
+
+
 pages = [
     st.Page(PAGES / "overview.py", title="Overview", icon=":material/account_tree:", default=True),
     st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:"),
@@ -104,4 +118,8 @@ del loaded
 st.query_params.from_dict(state.address(st.session_state))  # the address now names what is shown
 for notice in notices:
     st.warning(markdown_literal(notice), icon=":material/link_off:")
-page.run()
+st.session_state[state.SHOWN] = state.sidebar(st.session_state)
+if page.url_path in WHOLE_RUN:
+    page.run()
+else:
+    show(page)

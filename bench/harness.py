@@ -46,25 +46,29 @@ RUN_COUNTER = """(() => {
         do { byte = bytes[at++]; value += (byte & 0x7f) * 2 ** shift; shift += 7; } while (byte & 0x80);
         return [value, at];
     };
-    const finishes = (buffer) => {  // the top-level fields of one ForwardMsg
+    const finished = (buffer) => {  // the top-level fields of one ForwardMsg: its script_finished status, or null
         const bytes = new Uint8Array(buffer);
         let at = 0, tag, length;
         while (at < bytes.length) {
             [tag, at] = varint(bytes, at);
             const wire = tag & 7, field = Math.floor(tag / 8);
-            if (wire === 0) { let value; [value, at] = varint(bytes, at); if (field === 6) return value !== 2; }
+            if (wire === 0) { let value; [value, at] = varint(bytes, at); if (field === 6) return value; }
             else if (wire === 1) at += 8;
             else if (wire === 2) { [length, at] = varint(bytes, at); at += length; }
             else if (wire === 5) at += 4;
-            else return false;
+            else return null;
         }
-        return false;
+        return null;
     };
     const Native = window.WebSocket;
     function Counting(...args) {
         const socket = new Native(...args);
         socket.addEventListener('message', (event) => {
-            if (event.data instanceof ArrayBuffer && finishes(event.data)) window.__finishedRuns += 1;
+            const status = event.data instanceof ArrayBuffer ? finished(event.data) : null;
+            if (status !== null && status !== 2) {  // 2: ended early for another run, which will finish itself
+                window.__finishedRuns += 1;
+                window.__lastFinish = status;
+            }
         });
         return socket;
     }
@@ -73,6 +77,8 @@ RUN_COUNTER = """(() => {
     window.WebSocket = Counting;
 })()"""
 FINISHED_RUNS = "() => window.__finishedRuns || 0"
+LAST_FINISH = "() => window.__lastFinish"  # how the last run finished: 0 the whole app, 3 a fragment only
+FRAGMENT_RUN = 3  # ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
 # a run has finished since `before`, and the page shows its result: not running, no element left stale
 SETTLED = """(before) => (window.__finishedRuns || 0) > before
     && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'

@@ -89,6 +89,7 @@ URL_VIEW = "url_view"  # what the address asked for that the page's own pickers 
 URL_PAGE = "url_page"  # the page the address opened; its pickers take URL_VIEW, other pages do not
 URL_USED = "url_used"  # widget keys already given their address value (once each)
 PAGE = "page"  # the page drawn on this run
+SHOWN = "sidebar_shown"  # (model, text, max tokens) as the sidebar last drew them
 MAX_TEXT = 100_000  # the sidebar's max_chars: longer pastes are cut to the model's tokens with a warning
 URL_MAX_TEXT = 2000  # a longer sentence is not put in the address (servers refuse very long request lines)
 
