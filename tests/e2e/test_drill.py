@@ -113,3 +113,16 @@ def test_heatmap_row_opens_that_query_at_128_tokens(server, page):
     page.mouse.click(x, y)
     page.get_by_role("heading", name="Q, K, V step by step").wait_for(timeout=TIMEOUT_MS)
     expect(picker(page, "Query token")).to_have_value(queries[row], timeout=TIMEOUT_MS)
+
+
+def test_compare_weights_cell_opens_that_head_in_the_detail(server, page):
+    open_app(page, f"{server}/compare")  # charts: which heads training changed most, the pair, two entropy grids
+    with rerun(page):
+        click_target(page, 0, 2 * 12 + 8)  # layer 3, head 9
+    expect_head(page, 3, 9)
+    expect(page.locator(".js-plotly-plot .gtitle").nth(0)).to_have_text(
+        re.compile("layer 3, head 9"), timeout=TIMEOUT_MS
+    )
+    with rerun(page):
+        click_target(page, 4, 5 * 12 + 1)  # the random weights' entropy grid: layer 6, head 2
+    expect_head(page, 6, 2)
