@@ -12,6 +12,7 @@ from explorer.heads import head_or_mean, head_title
 from explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
 
 TWINS = ("minilm", "minilm-random")  # same shape and tokenizer: pretrained and untrained weights
+OVERVIEW = 256  # the pair, each in half the page's width, past this many tokens: block means (as Compare sentences)
 
 st.header("Compare: pretrained vs random weights")
 st.markdown(
@@ -44,10 +45,16 @@ changed = compare.changed_most(weights["minilm"] - weights["minilm-random"])  # 
 chart(statistic_grid(*changed, "max |pretrained - random|"), "compare_trained", on_click=to_detail)
 start = cached.get_start("minilm", text, max_tokens, chosen.kind)  # a head the pretrained weights made striking
 layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=start.layer, head=start.head)
+if max(len(chosen.queries), len(chosen.keys)) > OVERVIEW:
+    st.caption(
+        f"Past {OVERVIEW} tokens each map shows means over blocks of tokens (hover names each block); the attention "
+        "heatmap shows any head at full resolution."
+    )
 columns = st.columns(2)
 for column, key in zip(columns, TWINS, strict=True):
     title = f"{cached.described(key).title}: {head_title(layer, head, n_heads)}"
-    figure = head_heatmap(head_or_mean(weights[key], layer, head), chosen.queries, chosen.keys, title, narrow=True)
+    weight = head_or_mean(weights[key], layer, head)
+    figure = head_heatmap(weight, chosen.queries, chosen.keys, title, narrow=True, overview=OVERVIEW)
     chart(figure, f"compare_{key}", column)
 st.subheader("Entropy of every head")
 st.caption(

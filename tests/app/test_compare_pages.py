@@ -145,3 +145,18 @@ def test_statistics_at_word_level_count_the_previous_word(minilm):
     np.testing.assert_allclose(z(charts(at)["stats_grid"]), expected, rtol=1e-6)
     at.button(key="stats_open").click().run()
     assert at.toggle(key="attention_words").value is True
+
+
+def test_pretrained_beside_random_past_the_overview_length_draws_block_means(minilm, minilm_random):
+    from bench.inputs import text_of  # noqa: PLC0415
+    from explorer.figures.model_view import pool  # noqa: PLC0415
+
+    text = text_of(minilm, 300)
+    at = opened("compare", model="minilm", text=text, layer="2", head="7")
+    at.sidebar.number_input[0].set_value(300).run()
+    assert not at.exception
+    figures = charts(at)
+    for key, loaded in (("minilm", minilm), ("minilm-random", minilm_random)):
+        weights = trace.run(loaded, text, 300).encoder_self.weights[1, 6]
+        np.testing.assert_allclose(z(figures[f"compare_{key}"]), pool(weights, 256), rtol=1e-6)
+    assert "means over blocks" in figures["compare_minilm"]["layout"]["title"]["text"]
