@@ -42,14 +42,15 @@ CLICK_LAYOUT = {"hoverdistance": -1}  # merged into a clickable figure's layout
 ROW_SHIFT = 2  # in map heights: the markers sit this many heights past the drawn rows, far beyond hoverdistance
 
 
-def row_targets(x: object, customdata: Sequence) -> tuple[go.Scatter, dict]:
+def row_targets(customdata: Sequence) -> tuple[go.Scatter, dict]:
     """One invisible, selectable marker per row of a heatmap (customdata per row, top row first) and the layout
-    that makes a click anywhere on a row select its marker; `x` is any x value of the map (the first column)."""
+    that makes a click anywhere on a row select its marker."""
     n = len(customdata)
     shift = ROW_SHIFT * n
     scatter = go.Scatter(
-        x=[x] * n,
+        x=[0] * n,
         y=list(range(n)),
+        xaxis="x2",  # its own hidden axes: the map's ranges are not padded for markers it never shows
         yaxis="y2",
         customdata=[list(c) for c in customdata],
         mode="markers",
@@ -65,5 +66,6 @@ def row_targets(x: object, customdata: Sequence) -> tuple[go.Scatter, dict]:
         "hoverdistance": 20,  # finite (Plotly's default): -1 would let the first look reach the markers
         # reversed like the map's rows; the map's row i is at i + shift on this axis
         "yaxis2": {"overlaying": "y", "range": [shift + n - 0.5, shift - 0.5], "visible": False, "fixedrange": True},
+        "xaxis2": {"overlaying": "x", "range": [-1, 1], "visible": False, "fixedrange": True},
     }
     return scatter, layout

@@ -148,7 +148,7 @@ def head_heatmap(
         ]
         click_layout = CLICK_LAYOUT
     elif clickable:
-        marks, click_layout = row_targets(x[0], [(int(i),) for i in first_query])
+        marks, click_layout = row_targets([(int(i),) for i in first_query])
         # the heatmap keeps its own label (Plotly tilts it in hovermode "y" when a map has two traces)
         data = [data[0], marks]
     rows_fit = max(4, (size - 220) // TICK_PX)  # the plot's height less the key labels above it

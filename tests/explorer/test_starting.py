@@ -120,6 +120,7 @@ def test_a_long_heatmap_has_one_click_target_a_row_and_keeps_its_own_hover(n):
     # hovermode "y" with the markers on a hidden axis past the drawn rows (clicks.row_targets): never drawn on the
     # map, found at the hovered cell's row number
     assert heat.layout.hovermode == "y" and heat.layout.hoverdistance >= 0 and rows.yaxis == "y2"
+    assert rows.xaxis == "x2" and heat.layout.xaxis2.overlaying == "x"  # the map's x range is not padded for them
     low, high = sorted(heat.layout.yaxis2.range)
     assert heat.layout.yaxis2.overlaying == "y" and high - low == n and low > 2 * n - 1
     assert len(heat.to_json()) < 2_000_000  # a marker a cell at 512 tokens would be over 20 MB
