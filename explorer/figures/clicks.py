@@ -31,3 +31,41 @@ def targets(x: Sequence, y: Sequence, customdata: Sequence, hovertemplate: str |
 
 
 CLICK_LAYOUT = {"hoverdistance": -1}  # merged into a clickable figure's layout
+
+
+# Rows of a map too large for a marker a cell (a 512 x 512 heatmap would send 262,144). Plotly's hovermode "y" looks
+# twice: first for the point nearest the pointer (here: the heatmap cell under it), then again in every trace at
+# that point's own row number; a click selects the first point of the second look. One marker a row, on a hidden
+# axis shifted ROW_SHIFT rows past the map, is out of reach of the first look (so the label stays the heatmap's
+# own: the exact query, key and weight under the pointer) and exactly on the row number in the second (distance 0:
+# listed first), so a click anywhere on a row selects that row's marker.
+ROW_SHIFT = 2  # in map heights: the markers sit this many heights past the drawn rows, far beyond hoverdistance
+
+
+def row_targets(customdata: Sequence) -> tuple[go.Scatter, dict]:
+    """One invisible, selectable marker per row of a heatmap (customdata per row, top row first) and the layout
+    that makes a click anywhere on a row select its marker."""
+    n = len(customdata)
+    shift = ROW_SHIFT * n
+    scatter = go.Scatter(
+        x=[0] * n,
+        y=list(range(n)),
+        xaxis="x2",  # its own hidden axes: the map's ranges are not padded for markers it never shows
+        yaxis="y2",
+        customdata=[list(c) for c in customdata],
+        mode="markers",
+        marker={"size": 6, "opacity": 0},
+        selected={"marker": {"opacity": 0}},
+        unselected={"marker": {"opacity": 0}},
+        showlegend=False,
+        meta=CLICKS,
+        hoverinfo="none",  # the heatmap's own label is the one shown
+    )
+    layout = {
+        "hovermode": "y",
+        "hoverdistance": 20,  # finite (Plotly's default): -1 would let the first look reach the markers
+        # reversed like the map's rows; the map's row i is at i + shift on this axis
+        "yaxis2": {"overlaying": "y", "range": [shift + n - 0.5, shift - 0.5], "visible": False, "fixedrange": True},
+        "xaxis2": {"overlaying": "x", "range": [-1, 1], "visible": False, "fixedrange": True},
+    }
+    return scatter, layout

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.clicks import CLICK_LAYOUT, targets
+from explorer.figures.clicks import CLICK_LAYOUT, row_targets, targets
 from explorer.figures.labels import escape_tokens, position_labels
 
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
@@ -77,8 +77,9 @@ WEIGHT_SCALE = {
     "colorbar": {"title": {"text": "weight"}},
     "hovertemplate": HOVER,
 }
-CLICK_CELLS = 4096  # up to this many cells (64 x 64 tokens) a heatmap's rows are click targets: one marker a cell
-CLICK_HOVER = "query %{y}<br>key %{x}<br>weight %{customdata[2]:.4f}<extra>click: this query step by step</extra>"
+CLICK_CELLS = 4096  # up to this many cells (64 x 64 tokens) a marker a cell; past it a marker a row (clicks.py)
+CLICK_NOTE = "<extra>click: this query step by step</extra>"
+CLICK_HOVER = "query %{y}<br>key %{x}<br>weight %{customdata[2]:.4f}" + CLICK_NOTE
 DIFFERENCE_HOVER = "query %{y}<br>key %{x}<br>difference %{z:.4g}<extra></extra>"
 
 
@@ -107,7 +108,8 @@ def head_heatmap(
 ) -> go.Figure:
     """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across.
     diverging: a difference of two such maps, on a red-blue scale centred at zero and symmetric about it.
-    clickable: up to CLICK_CELLS cells, each cell is a click target naming its (query, key, weight).
+    clickable: a click on a row names its query (for a block of rows: its first query) in the click target's
+    customdata[0]: up to CLICK_CELLS cells one target a cell (query, key, weight), past it one a row (clicks.py).
     narrow: drawn in half the page's width, so fewer key labels fit across.
     overview: past this many tokens a side, cells are means over blocks of tokens (named 'i-j: token')."""
     if weights.shape != (len(queries), len(keys)):
@@ -121,13 +123,15 @@ def head_heatmap(
 
         y, q_ticks = block_labels(q_labels, overview)
         x, k_ticks = block_labels(k_labels, overview)
-        weights, clickable = pool(weights, overview).astype(np.float32), False
+        weights = pool(weights, overview).astype(np.float32)
         title = f"{title} (means over blocks of ~{-(-max(len(queries), len(keys)) // overview)} tokens)"
         q_labels, k_labels = q_ticks, k_ticks
+        first_query, first_key = blocks(len(queries), overview)[:-1], blocks(len(keys), overview)[:-1]
     else:
-        # per-position categories, not per-cell hover text: the hover data grows as T, not T^2 (click targets,
-        # which carry the hover when there are any, are per cell and so only drawn up to CLICK_CELLS)
+        # per-position categories, not per-cell hover text: the hover data grows as T, not T^2 (click targets
+        # carry the hover only up to CLICK_CELLS; past it they are one a row and the heatmap keeps its own)
         x, y = position_labels(k_labels), position_labels(q_labels)
+        first_query, first_key = np.arange(len(queries)), np.arange(len(keys))
     # built in one call: every later update_layout re-validates and deep-copies the whole figure
     scale = _diverging_scale(weights) if diverging else WEIGHT_SCALE
     data = [go.Heatmap(z=weights, x=x, y=y, **scale)]
@@ -135,12 +139,18 @@ def head_heatmap(
     if clickable and weights.size <= CLICK_CELLS:
         cells = np.ndindex(weights.shape)
         rows, cols = zip(*cells, strict=True) if weights.size else ((), ())
-        custom = [(int(i), int(j), float(weights[i, j])) for i, j in zip(rows, cols, strict=True)]
+        custom = [
+            (int(first_query[i]), int(first_key[j]), float(weights[i, j])) for i, j in zip(rows, cols, strict=True)
+        ]
         data = [
             go.Heatmap(z=weights, x=x, y=y, **{**scale, "hoverinfo": "skip", "hovertemplate": None}),
             targets([x[j] for j in cols], [y[i] for i in rows], custom, CLICK_HOVER),
         ]
         click_layout = CLICK_LAYOUT
+    elif clickable:
+        marks, click_layout = row_targets([(int(i),) for i in first_query])
+        # the heatmap keeps its own label (Plotly tilts it in hovermode "y" when a map has two traces)
+        data = [data[0], marks]
     rows_fit = max(4, (size - 220) // TICK_PX)  # the plot's height less the key labels above it
     figure = go.Figure(
         data=data,

@@ -95,7 +95,7 @@ def _from_address(key: str, name: str, options: list, default: object, describe)
             st.warning(markdown_literal(notice), icon=":material/link_off:")  # a token may be in it
             st.session_state[key] = default
         state.chosen(st.session_state, key)
-    elif state.at_start(st.session_state, key) or st.session_state.get(key) not in options:
+    elif key not in st.session_state or state.at_start(st.session_state, key) or st.session_state[key] not in options:
         state.start(st.session_state, key, default)  # a new sentence's starting point replaces the old one
 
 

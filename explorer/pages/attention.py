@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 from explorer import cached, drill, state
-from explorer.figures.heatmap import CLICK_CELLS, head_heatmap
+from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import LAYER_CELLS, layer_heads
 from explorer.heads import MEAN, head_or_mean, head_title
 from explorer.pages._shared import QKV_PAGE, chart, drill_to_pickers, pick_attention, pick_layer_head
@@ -44,11 +44,9 @@ def step_through(point: Mapping) -> None:
     st.session_state[state.DRILL_TO] = QKV_PAGE
 
 
-clickable = weights.size <= CLICK_CELLS
-if clickable:
-    st.caption("Click a row to follow that query token through Q, K and V step by step.")
-figure = head_heatmap(weights, chosen.queries, chosen.keys, title, clickable=clickable)
-chart(figure, "attention_heatmap", on_click=step_through if clickable else None)
+st.caption("Click a row to follow that query token through Q, K and V step by step.")
+figure = head_heatmap(weights, chosen.queries, chosen.keys, title, clickable=True)
+chart(figure, "attention_heatmap", on_click=step_through)
 
 st.subheader(f"All heads of layer {layer + 1}")
 st.caption(

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from explorer import cached, state
+from explorer import cached, compare, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.statistics import statistic_grid
 from explorer.heads import head_or_mean, head_title
-from explorer.pages._shared import chart, pick_attention, pick_layer_head
+from explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
 
 TWINS = ("minilm", "minilm-random")  # same shape and tokenizer: pretrained and untrained weights
+OVERVIEW = 256  # the pair, each in half the page's width, past this many tokens: block means (as Compare sentences)
 
 st.header("Compare: pretrained vs random weights")
 st.markdown(
@@ -34,19 +35,36 @@ def drawn(key: str) -> np.ndarray:  # same tokenizer, so the sidebar model's lab
 
 weights = {key: drawn(key) for key in TWINS}
 n_layers, n_heads = weights["minilm"].shape[:2]
+to_detail = drill_to_pickers("compare_layer", "compare_head")  # a clicked grid cell: that head in the detail
+st.subheader("Which heads training changed most")
+st.caption(
+    "Per head, the largest difference between the pretrained and the random weights on this sentence (one cell "
+    "of its map). Click a cell to see that head side by side below."
+)
+changed = compare.changed_most(weights["minilm"] - weights["minilm-random"])  # same tokens: cells line up
+chart(statistic_grid(*changed, "max |pretrained - random|"), "compare_trained", on_click=to_detail)
 start = cached.get_start("minilm", text, max_tokens, chosen.kind)  # a head the pretrained weights made striking
 layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=start.layer, head=start.head)
+if max(len(chosen.queries), len(chosen.keys)) > OVERVIEW:
+    st.caption(
+        f"Past {OVERVIEW} tokens each map shows means over blocks of tokens (hover names each block); the attention "
+        "heatmap shows any head at full resolution."
+    )
 columns = st.columns(2)
 for column, key in zip(columns, TWINS, strict=True):
     title = f"{cached.described(key).title}: {head_title(layer, head, n_heads)}"
-    figure = head_heatmap(head_or_mean(weights[key], layer, head), chosen.queries, chosen.keys, title, narrow=True)
+    weight = head_or_mean(weights[key], layer, head)
+    figure = head_heatmap(weight, chosen.queries, chosen.keys, title, narrow=True, overview=OVERVIEW)
     chart(figure, f"compare_{key}", column)
 st.subheader("Entropy of every head")
-st.caption("How spread out each head's attention is (in nats): random heads sit near the maximum, log(tokens).")
+st.caption(
+    "How spread out each head's attention is (in nats): random heads sit near the maximum, log(tokens). Click a "
+    "cell to see that head side by side above."
+)
 columns = st.columns(2)
 for column, key in zip(columns, TWINS, strict=True):
     stats, labels = cached.get_statistics(key, text, max_tokens, "encoder_self")
     top = float(np.log(len(chosen.trace.source_tokens)))
     grid = statistic_grid(stats["entropy"], labels, "entropy", zrange=(0.0, top))
     column.markdown(f"**{cached.described(key).title}**")
-    chart(grid, f"compare_entropy_{key}", column)
+    chart(grid, f"compare_entropy_{key}", column, on_click=to_detail)

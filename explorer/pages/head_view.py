@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import drill
+from explorer import cached, drill, state
 from explorer.figures.head_view import WINDOW, head_view, window_start
 from explorer.pages._shared import chart, pick_attention, pick_layer, pick_token
 
@@ -20,13 +20,17 @@ st.markdown(
 
 chosen = pick_attention("head")
 attention = chosen.attention
+# the sentence's starting head (cached.get_start) and its link's query token highlighted: at word level, its word
+start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
+query = start.query if chosen.groups is None else next(i for i, g in enumerate(chosen.groups[0]) if start.query in g)
 left, middle = st.columns(2)
-layer = pick_layer(attention.n_layers, "head_layer", left)
-focus = pick_token(chosen.queries, "Highlight token", "head_focus", middle, allow_all=True)
+layer = pick_layer(attention.n_layers, "head_layer", left, start.layer)
+focus = pick_token(chosen.queries, "Highlight token", "head_focus", middle, allow_all=True, index=query + 1)
+if "head_heads" not in st.session_state or state.at_start(st.session_state, "head_heads"):
+    state.start(st.session_state, "head_heads", [start.head])  # a new sentence's starting head, until one is picked
 heads = st.multiselect(
     "Heads",
     list(range(attention.n_heads)),
-    default=list(range(min(4, attention.n_heads))),
     format_func=lambda h: f"head {h + 1}",
     key="head_heads",
 )

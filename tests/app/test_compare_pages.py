@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import analysis, compare, starting, trace
 from explorer.compare import MINIMAL_PAIRS
+from explorer.figures.clicks import CLICKS
 from models import registry
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -87,6 +88,12 @@ def test_pretrained_beside_random_weights(minilm, minilm_random):
     assert not np.allclose(ours[1, 6], random[1, 6], atol=0.05)
     entropy = z(figures["compare_entropy_minilm-random"])
     assert entropy.shape == (6, 12) and entropy.mean() > z(figures["compare_entropy_minilm"]).mean()
+    # which heads training changed most: per head the model's own max |pretrained - random|, every cell a link
+    trained = figures["compare_trained"]
+    np.testing.assert_array_equal(z(trained), np.abs(ours - random).max(axis=(-2, -1)))
+    for key in ("compare_trained", "compare_entropy_minilm", "compare_entropy_minilm-random"):
+        cells = figures[key]["data"][1]
+        assert cells["meta"] == CLICKS and [list(c[:2]) for c in cells["customdata"]][13] == [1, 1]
 
 
 def test_sentence_a_against_sentence_b_by_word(minilm):
@@ -138,3 +145,18 @@ def test_statistics_at_word_level_count_the_previous_word(minilm):
     np.testing.assert_allclose(z(charts(at)["stats_grid"]), expected, rtol=1e-6)
     at.button(key="stats_open").click().run()
     assert at.toggle(key="attention_words").value is True
+
+
+def test_pretrained_beside_random_past_the_overview_length_draws_block_means(minilm, minilm_random):
+    from bench.inputs import text_of  # noqa: PLC0415
+    from explorer.figures.model_view import pool  # noqa: PLC0415
+
+    text = text_of(minilm, 300)
+    at = opened("compare", model="minilm", text=text, layer="2", head="7")
+    at.sidebar.number_input[0].set_value(300).run()
+    assert not at.exception
+    figures = charts(at)
+    for key, loaded in (("minilm", minilm), ("minilm-random", minilm_random)):
+        weights = trace.run(loaded, text, 300).encoder_self.weights[1, 6]
+        np.testing.assert_allclose(z(figures[f"compare_{key}"]), pool(weights, 256), rtol=1e-6)
+    assert "means over blocks" in figures["compare_minilm"]["layout"]["title"]["text"]

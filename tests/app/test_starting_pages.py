@@ -59,3 +59,28 @@ def test_find_heads_ranks_every_head_by_the_traces_weight(minilm):
     heatmap = spec(next(c for c in at.get("plotly_chart") if c.key == "attention_heatmap"))
     np.testing.assert_array_equal(array(heatmap["data"][0]["z"]), weights[best])
     assert len(array(heatmap["data"][1]["x"])) == len(tokens) ** 2  # rows clickable at this length
+
+
+def test_head_view_opens_on_the_starting_head_and_follows_a_new_sentence_until_one_is_picked(minilm):
+    at = new_app()
+    at.switch_page("explorer/pages/head_view.py").run()
+    assert not at.exception
+    result = trace.run(minilm, EXAMPLE, 128)
+    link = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+    assert (link.layer, link.head) != (0, 0)  # not layer 1 head 1 by default
+    assert at.selectbox(key="head_layer").value == link.layer and at.multiselect(key="head_heads").value == [link.head]
+    assert at.selectbox(key="head_focus").value == link.query  # its link's query token highlighted
+    lines = [t for t in spec(at.get("plotly_chart")[0])["data"] if t.get("mode") == "lines"]
+    assert lines and {t["name"] for t in lines} == {f"head {link.head + 1}"}
+
+    other = "The trophy didn't fit into the suitcase because it was too big"
+    at.sidebar.text_area[0].set_value(other).run()  # a new sentence: its own starting head
+    result = trace.run(minilm, other, 128)
+    moved = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+    assert (moved.layer, moved.head) != (link.layer, link.head)
+    assert at.selectbox(key="head_layer").value == moved.layer
+    assert at.multiselect(key="head_heads").value == [moved.head]
+
+    at.multiselect(key="head_heads").set_value([0, 1]).run()  # picked: a new sentence keeps it
+    at.sidebar.text_area[0].set_value(EXAMPLE).run()
+    assert at.multiselect(key="head_heads").value == [0, 1] and at.selectbox(key="head_layer").value == link.layer

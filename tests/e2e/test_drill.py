@@ -7,7 +7,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from bench.harness import TIMEOUT_MS, open_app, rerun
+from bench.harness import TIMEOUT_MS, open_app, rerun, type_sentence
+from bench.inputs import text_of
+from models import registry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -33,6 +35,18 @@ def click_target(page, chart_index: int, target: int) -> None:
     x, y = page.evaluate(POINT, [chart_index, xs[target], ys[target]])
     page.mouse.move(x, y)
     page.mouse.click(x, y)
+
+
+ROWS = """([index, n]) => {  // the heatmap's key and query names, once chart `index` has a click target a row
+    const plot = document.querySelectorAll('.js-plotly-plot')[index];
+    const t = plot && plot.data && plot.data.find(d => d.meta === 'click targets');
+    return t && t.y.length === n ? [Array.from(plot.data[0].x), Array.from(plot.data[0].y)] : null;
+}"""
+HOVER = """([index, row, col]) => {  // the hover label's text and the weight drawn in that cell, once shown
+    const plot = document.querySelectorAll('.js-plotly-plot')[index];
+    const label = plot.querySelector('.hoverlayer .hovertext');
+    return label ? [label.textContent, plot.calcdata[0][0].z[row][col]] : null;
+}"""
 
 
 def picker(page, label: str):
@@ -80,3 +94,35 @@ def test_compare_cell_opens_that_head_in_the_detail(server, page):
     expect(page.locator(".js-plotly-plot .gtitle").nth(1)).to_have_text(
         re.compile("layer 5, head 11"), timeout=TIMEOUT_MS
     )
+
+
+def test_heatmap_row_opens_that_query_at_128_tokens(server, page):
+    """Past 64 tokens one click target a row (figures.clicks.row_targets): the hover still names the cell under the
+    pointer, and a click anywhere on the row opens that query on the Q/K/V page."""
+    n, row = 128, 37
+    open_app(page, f"{server}/attention")
+    type_sentence(page, text_of(registry.load("minilm"), n))  # the default max tokens is 128
+    keys, queries = page.wait_for_function(ROWS, arg=[0, n], timeout=TIMEOUT_MS).json_value()
+    assert "&" not in queries[row]  # a plain word: its label reads the same in the query picker
+    x, y = page.evaluate(POINT, [0, keys[90], queries[row]])
+    page.mouse.move(x, y)
+    text, weight = page.wait_for_function(HOVER, arg=[0, row, 90], timeout=TIMEOUT_MS).json_value()
+    assert f"query {queries[row]}" in text and f"key {keys[90]}" in text and f"weight {weight:.4f}" in text
+    x, y = page.evaluate(POINT, [0, keys[3], queries[row]])  # another cell of the same row
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.get_by_role("heading", name="Q, K, V step by step").wait_for(timeout=TIMEOUT_MS)
+    expect(picker(page, "Query token")).to_have_value(queries[row], timeout=TIMEOUT_MS)
+
+
+def test_compare_weights_cell_opens_that_head_in_the_detail(server, page):
+    open_app(page, f"{server}/compare")  # charts: which heads training changed most, the pair, two entropy grids
+    with rerun(page):
+        click_target(page, 0, 2 * 12 + 8)  # layer 3, head 9
+    expect_head(page, 3, 9)
+    expect(page.locator(".js-plotly-plot .gtitle").nth(0)).to_have_text(
+        re.compile("layer 3, head 9"), timeout=TIMEOUT_MS
+    )
+    with rerun(page):
+        click_target(page, 4, 5 * 12 + 1)  # the random weights' entropy grid: layer 6, head 2
+    expect_head(page, 6, 2)

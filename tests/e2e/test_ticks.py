@@ -19,7 +19,7 @@ PAGES = (
     ("Model view", "model_view", (1,)),
     ("Head view", "head_view", ()),
     ("Rollout and flow", "aggregation", (0, 1)),
-    ("Compare weights", "compare", (0, 1)),
+    ("Compare weights", "compare", (1, 2)),
     ("Compare sentences", "compare_sentences", (1, 2, 3)),
     ("Ours vs transformers", "reference", (1, 2, 3)),
     ("Find heads", "find_heads", ()),

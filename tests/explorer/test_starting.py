@@ -7,7 +7,7 @@ import pytest
 
 from explorer import compare, drill, starting, state, trace
 from explorer.figures.clicks import CLICKS
-from explorer.figures.heatmap import CLICK_CELLS, head_heatmap
+from explorer.figures.heatmap import CLICK_CELLS, HOVER, head_heatmap
 from explorer.figures.model_view import layer_heads, model_view
 from explorer.figures.statistics import statistic_grid
 
@@ -100,9 +100,42 @@ def test_click_targets_name_their_cells():
     cells = clicks(heat)
     assert len(cells.x) == len(TOKENS) ** 2 and list(cells.customdata[9][:2]) == [1, 1]
     assert cells.y[9] == heat.data[0].y[1] and cells.x[9] == heat.data[0].x[1]
-    big = np.full((65, 65), 1 / 65)
-    assert big.size > CLICK_CELLS and len(head_heatmap(big, ["a"] * 65, ["a"] * 65, clickable=True).data) == 1
     assert len(head_heatmap(w[0, 0], TOKENS, TOKENS).data) == 1  # not asked: no targets
+
+
+def long_map(n: int) -> np.ndarray:
+    w = np.random.default_rng(n).random((n, n)).astype(np.float32)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("n", [65, 128, 512])
+def test_a_long_heatmap_has_one_click_target_a_row_and_keeps_its_own_hover(n):
+    tokens = [f"t{i}" for i in range(n)]
+    heat = head_heatmap(long_map(n), tokens, tokens, clickable=True)
+    assert n * n > CLICK_CELLS
+    rows = clicks(heat)
+    assert len(rows.y) == n and [c[0] for c in rows.customdata] == list(range(n))  # row i names query i
+    cells = heat.data[0]
+    assert cells.hoverinfo != "skip" and cells.hovertemplate == HOVER  # the exact query, key and weight
+    # hovermode "y" with the markers on a hidden axis past the drawn rows (clicks.row_targets): never drawn on the
+    # map, found at the hovered cell's row number
+    assert heat.layout.hovermode == "y" and heat.layout.hoverdistance >= 0 and rows.yaxis == "y2"
+    assert rows.xaxis == "x2" and heat.layout.xaxis2.overlaying == "x"  # the map's x range is not padded for them
+    low, high = sorted(heat.layout.yaxis2.range)
+    assert heat.layout.yaxis2.overlaying == "y" and high - low == n and low > 2 * n - 1
+    assert len(heat.to_json()) < 2_000_000  # a marker a cell at 512 tokens would be over 20 MB
+
+
+def test_a_pooled_heatmap_maps_a_click_to_the_first_query_of_its_block():
+    tokens = [f"t{i}" for i in range(512)]
+    small = head_heatmap(long_map(128), tokens[:128], tokens[:128], clickable=True, overview=32)  # 32 x 32 blocks
+    cells = clicks(small)
+    assert len(cells.x) == 32 * 32
+    assert cells.y[5 * 32 + 7].startswith("20-23: ") and list(cells.customdata[5 * 32 + 7][:2]) == [20, 28]
+    big = head_heatmap(long_map(512), tokens, tokens, clickable=True, overview=256)  # 256 blocks of 2 rows
+    rows = clicks(big)
+    assert [c[0] for c in rows.customdata] == list(range(0, 512, 2))
+    assert big.data[0].y[100].startswith("200-201: ")
 
 
 def test_clicked_point_sets_the_pickers_and_ends_the_starting_point():
