@@ -8,11 +8,14 @@ trace) for as long, past the shelf and the store that bound them; functions defi
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import streamlit as st
 
-from explorer import cached, state
+from explorer import cached, drill, state
 from explorer.compare import MINIMAL_PAIRS
+from explorer.heads import MEAN
+from explorer.pages._shared import QKV_PAGE
 from models import registry
 
 
@@ -69,3 +72,25 @@ def set_pair() -> None:
         state.keep(st.session_state, state.TEXT, MINIMAL_PAIRS[pair][0])
         st.session_state.compare_b = MINIMAL_PAIRS[pair][1]
     st.session_state.compare_pair = None
+
+
+def step_through(kind: str, first_pieces: tuple[int, ...] | None, layer: int, head: int, point: Mapping) -> None:
+    """The heatmap's row click: that query token, this layer and head (the first head for the mean) on the Q/K/V
+    page. `first_pieces`: at word level, each word's first piece (the Q/K/V page works on pieces)."""
+    row = drill.token_of(point)
+    if row is None:
+        return
+    st.session_state["qkv_kind"] = kind
+    state.choose(st.session_state, "qkv_layer", layer)
+    state.choose(st.session_state, "qkv_head", 0 if head == MEAN else head)
+    state.choose(st.session_state, state.QKV_QUERY, row if first_pieces is None else first_pieces[row])
+    st.session_state[state.DRILL_TO] = QKV_PAGE
+
+
+def head_label(head: int) -> str:
+    return f"head {head + 1}"
+
+
+def focus_token(key: str, point: Mapping) -> None:
+    """A click on a token of the head view: that token highlighted."""
+    drill.select_token(st.session_state, point, key)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
 
 import streamlit as st
 
-from explorer import cached, drill, state
+from explorer import cached, state
+from explorer.callbacks import step_through
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import LAYER_CELLS, layer_heads
-from explorer.heads import MEAN, head_or_mean, head_title
-from explorer.pages._shared import QKV_PAGE, chart, drill_to_pickers, pick_attention, pick_layer_head
+from explorer.heads import head_or_mean, head_title
+from explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
 from explorer.wording import head_patterns
 
 st.header("Attention heatmap")
@@ -31,22 +32,10 @@ layer, head = pick_layer_head(
 weights, title = head_or_mean(chosen.weights, layer, head), head_title(layer, head, attention.n_heads).capitalize()
 
 
-def step_through(point: Mapping) -> None:
-    """A clicked row: that query token, this layer and head (the first head for the mean) on the Q/K/V page."""
-    row = drill.token_of(point)
-    if row is None:
-        return
-    token = row if chosen.groups is None else chosen.groups[0][row][0]  # a word: its first piece
-    st.session_state["qkv_kind"] = chosen.kind
-    state.choose(st.session_state, "qkv_layer", layer)
-    state.choose(st.session_state, "qkv_head", 0 if head == MEAN else head)
-    state.choose(st.session_state, state.QKV_QUERY, token)
-    st.session_state[state.DRILL_TO] = QKV_PAGE
-
-
 st.caption("Click a row to follow that query token through Q, K and V step by step.")
 figure = head_heatmap(weights, chosen.queries, chosen.keys, title, clickable=True)
-chart(figure, "attention_heatmap", on_click=step_through)
+first_pieces = None if chosen.groups is None else tuple(word[0] for word in chosen.groups[0])
+chart(figure, "attention_heatmap", on_click=functools.partial(step_through, chosen.kind, first_pieces, layer, head))
 
 st.subheader(f"All heads of layer {layer + 1}")
 st.caption(

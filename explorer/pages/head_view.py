@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
-from explorer import cached, drill, state
+from explorer import cached, state
+from explorer.callbacks import focus_token, head_label
 from explorer.figures.head_view import WINDOW, head_view, window_start
 from explorer.pages._shared import chart, pick_attention, pick_layer, pick_token
 
@@ -31,7 +34,7 @@ if "head_heads" not in st.session_state or state.at_start(st.session_state, "hea
 heads = st.multiselect(
     "Heads",
     list(range(attention.n_heads)),
-    format_func=lambda h: f"head {h + 1}",
+    format_func=head_label,
     key="head_heads",
 )
 if not heads:
@@ -50,5 +53,5 @@ if n_tokens > WINDOW:  # keyed by the focus: picking a token moves the window to
 chart(
     head_view(chosen.weights[layer], chosen.queries, chosen.keys, heads, focus, start=start),
     "head_lines",
-    on_click=lambda point: drill.select_token(st.session_state, point, "head_focus"),
+    on_click=functools.partial(focus_token, "head_focus"),
 )
