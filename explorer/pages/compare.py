@@ -12,6 +12,7 @@ from explorer.heads import head_or_mean, head_title
 from explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
 
 TWINS = ("minilm", "minilm-random")  # same shape and tokenizer: pretrained and untrained weights
+SHORT = {"minilm": "Pretrained", "minilm-random": "Random weights"}
 OVERVIEW = 256  # the pair, each in half the page's width, past this many tokens: block means (as Compare sentences)
 
 st.header("Compare: pretrained vs random weights")
@@ -52,7 +53,7 @@ if max(len(chosen.queries), len(chosen.keys)) > OVERVIEW:
     )
 columns = st.columns(2)
 for column, key in zip(columns, TWINS, strict=True):
-    title = f"{cached.described(key).title}: {head_title(layer, head, n_heads)}"
+    title = f"{SHORT[key]}: {head_title(layer, head, n_heads)}"  # fits a half-width chart
     weight = head_or_mean(weights[key], layer, head)
     figure = head_heatmap(weight, chosen.queries, chosen.keys, title, narrow=True, overview=OVERVIEW)
     chart(figure, f"compare_{key}", column)
