@@ -46,6 +46,14 @@ PAGE_LENGTHS = (16, 128, 512)
 # the pretrained encoder, the paper's encoder-decoder, and the two toy encoder-decoders (which read at most 32 tokens)
 PAGE_MODELS = ("minilm", "paper-random", "translate", "reverse")
 NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+# The run's end is not the page drawn: Streamlit mounts a Plotly chart only once its plotly.js chunk has loaded (a
+# skeleton until then, about a second on a new tab), and Plotly then draws its SVG. So: no skeleton left on the page
+# and every chart holding its drawing.
+CHARTS_DRAWN = """() => {
+    const main = document.querySelector('[data-testid="stMain"]');
+    if (!main || main.querySelector('[data-testid="stSkeleton"]')) return false;
+    return [...main.querySelectorAll('[data-testid="stPlotlyChart"]')].every(chart => chart.querySelector('.main-svg'));
+}"""
 
 
 def lengths_for(max_tokens: int, lengths) -> tuple[int, ...]:
@@ -60,9 +68,9 @@ def page_name(href: str | None) -> str:
 
 def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) -> list[dict]:
     """Every page of the sidebar (or those named in `only`) opened after a sentence of each length, for each model
-    (max tokens set to that length): seconds from the click to the page's run finished and painted (the browser's
-    own drawing included, since the page cannot answer while its main thread is busy), and the megabytes the server
-    sent for it over the websocket. Each length starts a new session on the Train page, so the first page that
+    (max tokens set to that length): seconds from the click to the page's run finished and every chart drawn and
+    painted (CHARTS_DRAWN; the browser's own drawing included), and the megabytes the server sent for it over the
+    websocket. Each length starts a new session on the Train page, so the first page that
     reads the sentence pays for its run, as a person's first page would."""
     rows = []
     with harness.app_server() as url, harness.chromium() as browser:
@@ -91,6 +99,7 @@ def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) 
                     start = time.perf_counter()
                     with harness.rerun(page):
                         link.click()
+                    page.wait_for_function(CHARTS_DRAWN, timeout=harness.TIMEOUT_MS)
                     page.evaluate(NEXT_FRAMES)
                     rows.append(
                         {
