@@ -59,3 +59,26 @@ def test_find_heads_ranks_every_head_by_the_traces_weight(minilm):
     heatmap = spec(next(c for c in at.get("plotly_chart") if c.key == "attention_heatmap"))
     np.testing.assert_array_equal(array(heatmap["data"][0]["z"]), weights[best])
     assert len(array(heatmap["data"][1]["x"])) == len(tokens) ** 2  # rows clickable at this length
+
+
+def test_reference_opens_on_the_starting_head_with_both_models_weights(minilm):
+    from explorer import reference_view
+
+    at = new_app()
+    at.switch_page("explorer/pages/reference.py").run()
+    assert not at.exception
+    result = trace.run(minilm, EXAMPLE, 128)
+    weights = result.encoder_self.weights
+    link = starting.best_link(weights, result.source_tokens, result.source_tokens)
+    assert (link.layer, link.head) != (0, 0)  # not the faint layer 1 head 1 it used to open on
+    assert (at.selectbox(key="reference_layer").value, at.selectbox(key="reference_head").value) == (
+        link.layer,
+        link.head,
+    )
+    charts = {c.key: spec(c) for c in at.get("plotly_chart")}
+    np.testing.assert_array_equal(array(charts["reference_ours"]["data"][0]["z"]), weights[link.layer, link.head])
+    theirs = reference_view.attention(reference_view.load(), minilm, EXAMPLE, 128)
+    np.testing.assert_array_equal(array(charts["reference_theirs"]["data"][0]["z"]), theirs[link.layer, link.head])
+    np.testing.assert_array_equal(
+        array(charts["reference_grid"]["data"][0]["z"]), reference_view.max_abs_difference(weights, theirs)
+    )
