@@ -90,6 +90,19 @@ def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
     )
 
 
+def get_encoder_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
+    """The encoder's part of a trace (for an encoder-decoder: no decoding, decoder fields None), for a page that
+    draws only encoder self-attention of a second sentence (Compare sentences' B): paper-random's greedy decoding
+    and decoder internals are seconds and tens of MB it would not show."""
+    loaded = model(model_name)
+    if not loaded.is_encoder_decoder:
+        return get_trace(model_name, text, max_tokens)  # the same run: share its entry
+    return store().get(
+        _key("encoder_trace", model_name, text, max_tokens),
+        lambda: _compute("Running the encoder...", lambda: trace.run(loaded, text, max_tokens, encoder_only=True)),
+    )
+
+
 @st.cache_data(max_entries=4, show_spinner=False)
 def _positions(key: tuple, _loaded: registry.LoadedModel) -> dict:
     return positions.tables(_loaded)

@@ -118,8 +118,15 @@ def check_max_tokens(loaded: LoadedModel, max_tokens: int) -> int:
 
 
 @torch.inference_mode()
-def run(loaded: LoadedModel, text: str, max_tokens: int | None = None, max_target: int | None = None) -> Trace:
-    """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy."""
+def run(
+    loaded: LoadedModel,
+    text: str,
+    max_tokens: int | None = None,
+    max_target: int | None = None,
+    encoder_only: bool = False,
+) -> Trace:
+    """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy.
+    encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None)."""
     limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
     enc = loaded.tokenizer.encode(text, limit)
     src = torch.tensor([enc.ids])
@@ -132,7 +139,7 @@ def run(loaded: LoadedModel, text: str, max_tokens: int | None = None, max_targe
         truncated=enc.truncated,
         source_word_ids=enc.word_ids,
     )
-    if not loaded.is_encoder_decoder:
+    if encoder_only or not loaded.is_encoder_decoder:
         out = model(src)
         return Trace(
             encoder_self=_stack([layer.self_attn for layer in out.encoder.layers]),

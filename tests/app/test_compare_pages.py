@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import analysis, compare, starting, trace
 from explorer.compare import MINIMAL_PAIRS
+from explorer.heads import head_or_mean
 from models import registry
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -138,3 +139,19 @@ def test_statistics_at_word_level_count_the_previous_word(minilm):
     np.testing.assert_allclose(z(charts(at)["stats_grid"]), expected, rtol=1e-6)
     at.button(key="stats_open").click().run()
     assert at.toggle(key="attention_words").value is True
+
+
+def test_compare_sentences_with_an_encoder_decoder_draws_bs_encoder_from_its_own_run():
+    at = opened("compare_sentences", model="reverse", text="alpha bravo charlie")
+    at.text_input(key="compare_b").set_value("alpha bravo delta").run()
+    assert not at.exception
+    loaded = registry.load("reverse")
+    a, b = trace.run(loaded, "alpha bravo charlie", 32), trace.run(loaded, "alpha bravo delta", 32)
+    layer, head = at.selectbox(key="compare_layer").value, at.selectbox(key="compare_head").value
+    figures = charts(at)
+    np.testing.assert_array_equal(z(figures["compare_b_map"]), head_or_mean(b.encoder_self.weights, layer, head))
+    np.testing.assert_allclose(
+        z(figures["compare_difference"]),
+        head_or_mean(a.encoder_self.weights - b.encoder_self.weights, layer, head),
+        atol=1e-7,
+    )

@@ -95,3 +95,15 @@ def test_the_cached_greedy_trace_equals_the_step_by_step_loop(key, tokens):
         )
         np.testing.assert_array_equal(result.cross.weights[layer], out.decoder.layers[layer].cross_attn.weights[0])
     np.testing.assert_array_equal(result.top_probabilities[:, 0], out.probabilities[0].max(-1).values.numpy())
+
+
+def test_an_encoder_only_trace_holds_the_full_traces_encoder_and_no_decoder():
+    from models import registry
+
+    loaded = registry.load("translate")
+    text = "the small red cat sees a big dog"
+    full, encoder = trace.run(loaded, text), trace.run(loaded, text, encoder_only=True)
+    assert encoder.kinds == ("encoder_self",) and encoder.output_tokens is None
+    assert encoder.source_tokens == full.source_tokens
+    np.testing.assert_array_equal(encoder.encoder_self.weights, full.encoder_self.weights)
+    np.testing.assert_array_equal(encoder.encoder_states["after_ffn"], full.encoder_states["after_ffn"])
