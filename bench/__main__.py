@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     browser.add_argument("--repeats", type=int, default=3)
     browser.add_argument("--lengths", type=int, nargs="+", default=None)
     browser.add_argument("--pages", action="store_true", help="open every page at 16, 128, 512 tokens: time, MB")
+    browser.add_argument("--models", nargs="+", default=None, help="with --pages: model keys (default: all four)")
+    browser.add_argument("--only", nargs="+", default=(), help="with --pages: these pages only, by path (decoding)")
     load = commands.add_parser("load", help="many browser sessions at once against streamlit run app.py")
     load.add_argument("--json", action="store_true")
     load.add_argument("--sessions", type=int, default=10)
@@ -51,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench import browser as bench_browser
 
         if args.pages:
-            rows = bench_browser.pages(tuple(args.lengths or bench_browser.PAGE_LENGTHS))
+            lengths = tuple(args.lengths or bench_browser.PAGE_LENGTHS)
+            rows = bench_browser.pages(lengths, tuple(args.models or bench_browser.PAGE_MODELS), tuple(args.only))
             print(json.dumps(rows) if args.json else bench_browser.pages_table(rows))
         else:
             rows = bench_browser.run(tuple(args.lengths or bench_browser.LENGTHS), repeats=args.repeats)

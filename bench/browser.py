@@ -43,52 +43,84 @@ def table(rows: list[dict]) -> str:
 
 
 PAGE_LENGTHS = (16, 128, 512)
+# the pretrained encoder, the paper's encoder-decoder, and the two toy encoder-decoders (which read at most 32 tokens)
+PAGE_MODELS = ("minilm", "paper-random", "translate", "reverse")
 NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+# The run's end is not the page drawn: Streamlit mounts a Plotly chart only once its plotly.js chunk has loaded (a
+# skeleton until then, about a second on a new tab), and Plotly then draws its SVG. So: no skeleton left on the page
+# and every chart holding its drawing.
+CHARTS_DRAWN = """() => {
+    const main = document.querySelector('[data-testid="stMain"]');
+    if (!main || main.querySelector('[data-testid="stSkeleton"]')) return false;
+    return [...main.querySelectorAll('[data-testid="stPlotlyChart"]')].every(chart => chart.querySelector('.main-svg'));
+}"""
 
 
-def pages(lengths=PAGE_LENGTHS) -> list[dict]:
-    """Every page of the sidebar opened after a sentence of each length (MiniLM, max tokens set to it): seconds from
-    the click to the page's run finished and painted (the browser's own drawing included, since the page cannot
-    answer while its main thread is busy), and the megabytes the server sent for it over the websocket."""
-    loaded = registry.load("minilm")
+def lengths_for(max_tokens: int, lengths) -> tuple[int, ...]:
+    """The lengths a model is opened at: each asked-for length, a length past the model's maximum as that maximum."""
+    return tuple(sorted({min(n, max_tokens) for n in lengths}))
+
+
+def page_name(href: str | None) -> str:
+    """A page by its address, not its link's text (which carries its icon's ligature name too)."""
+    return urllib.parse.urlparse(href or "").path.strip("/") or "overview"
+
+
+def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) -> list[dict]:
+    """Every page of the sidebar (or those named in `only`) opened after a sentence of each length, for each model
+    (max tokens set to that length): seconds from the click to the page's run finished and every chart drawn and
+    painted (CHARTS_DRAWN; the browser's own drawing included), and the megabytes the server sent for it over the
+    websocket. Each length starts a new session on the Train page, so the first page that
+    reads the sentence pays for its run, as a person's first page would."""
     rows = []
     with harness.app_server() as url, harness.chromium() as browser:
-        for tokens in lengths:
-            page = harness.new_page(browser)
-            received = [0]
+        for model in models:
+            loaded = registry.load(model)
+            for tokens in lengths_for(loaded.max_tokens, lengths):
+                page = harness.new_page(browser)
+                received = [0]
 
-            def count(payload, received=received) -> None:
-                received[0] += len(payload)
+                def count(payload, received=received) -> None:
+                    received[0] += len(payload)
 
-            page.on("websocket", lambda socket, count=count: socket.on("framereceived", count))
-            page.goto(f"{url}/train", timeout=harness.TIMEOUT_MS)  # a page that reads no sentence, and is visited last
-            page.wait_for_function(harness.SETTLED, arg=0, timeout=harness.TIMEOUT_MS)
-            harness.set_max_tokens(page, tokens)
-            harness.type_sentence(page, text_of(loaded, tokens))
-            links = page.get_by_test_id("stSidebarNav").locator("a")
-            for i in range(links.count()):
-                link = links.nth(i)
-                # the page's address, not the link's text (which carries its icon's ligature name too)
-                title = urllib.parse.urlparse(link.get_attribute("href") or "").path.strip("/") or "overview"
-                received[0] = 0
-                start = time.perf_counter()
-                with harness.rerun(page):
-                    link.click()
-                page.evaluate(NEXT_FRAMES)
-                rows.append(
-                    {
-                        "tokens": tokens,
-                        "page": title,
-                        "seconds": round(time.perf_counter() - start, 2),
-                        "mb": round(received[0] / 1e6, 2),
-                        "error": page.get_by_test_id("stException").count() > 0,
-                    }
-                )
-            page.context.close()
+                page.on("websocket", lambda socket, count=count: socket.on("framereceived", count))
+                # a page that reads no sentence, and is visited last; the address picks the model
+                page.goto(f"{url}/train?model={model}", timeout=harness.TIMEOUT_MS)
+                page.wait_for_function(harness.SETTLED, arg=0, timeout=harness.TIMEOUT_MS)
+                box = page.get_by_test_id("stSidebar").get_by_test_id("stNumberInputField").first
+                if box.input_value() != str(tokens):  # the same value again would start no run to wait for
+                    harness.set_max_tokens(page, tokens)
+                harness.type_sentence(page, text_of(loaded, tokens))
+                links = page.get_by_test_id("stSidebarNav").locator("a")
+                for i in range(links.count()):
+                    link = links.nth(i)
+                    title = page_name(link.get_attribute("href"))
+                    if only and title not in only:
+                        continue
+                    received[0] = 0
+                    start = time.perf_counter()
+                    with harness.rerun(page):
+                        link.click()
+                    page.wait_for_function(CHARTS_DRAWN, timeout=harness.TIMEOUT_MS)
+                    page.evaluate(NEXT_FRAMES)
+                    rows.append(
+                        {
+                            "model": model,
+                            "tokens": tokens,
+                            "page": title,
+                            "seconds": round(time.perf_counter() - start, 2),
+                            "mb": round(received[0] / 1e6, 2),
+                            "error": page.get_by_test_id("stException").count() > 0,
+                        }
+                    )
+                page.context.close()
     return rows
 
 
 def pages_table(rows: list[dict]) -> str:
-    lines = [f"{'tokens':>6}  {'page':<28} {'seconds':>8} {'MB':>7}  error"]
-    lines += [f"{r['tokens']:>6}  {r['page']:<28} {r['seconds']:>8.2f} {r['mb']:>7.2f}  {r['error']}" for r in rows]
+    lines = [f"{'model':<13} {'tokens':>6}  {'page':<20} {'seconds':>8} {'MB':>7}  error"]
+    lines += [
+        f"{r['model']:<13} {r['tokens']:>6}  {r['page']:<20} {r['seconds']:>8.2f} {r['mb']:>7.2f}  {r['error']}"
+        for r in rows
+    ]
     return "\n".join(lines)

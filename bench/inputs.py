@@ -10,8 +10,13 @@ TEXT = "The animal didn't cross the street because it was too tired, so it lay d
 
 
 def text_of(loaded: LoadedModel, tokens: int) -> str:
-    """A text that tokenizes to exactly `tokens` tokens ([CLS] and [SEP] included) once cut to that length."""
-    text = TEXT * (tokens // 16 + 2)  # ~22 tokens a repeat; stays under the sentence box's 5,000 characters
+    """A text that tokenizes to exactly `tokens` tokens ([CLS] and [SEP], or <eos>, included) once cut to that
+    length. A toy model reads only its task's words: its examples, one after another, as often as needed."""
+    if loaded.task is not None:
+        words = " ".join(loaded.task.examples).split()
+        text = " ".join(words * (tokens // len(words) + 1))
+    else:
+        text = TEXT * (tokens // 16 + 2)  # ~22 tokens a repeat; stays under the sentence box's 5,000 characters
     assert len(loaded.tokenizer.encode(text, tokens)) == tokens
     return text
 

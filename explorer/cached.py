@@ -91,6 +91,19 @@ def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
     )
 
 
+def get_encoder_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
+    """The encoder's part of a trace (for an encoder-decoder: no decoding, decoder fields None), for a page that
+    draws only encoder self-attention of a second sentence (Compare sentences' B): paper-random's greedy decoding
+    and decoder internals are seconds and tens of MB it would not show."""
+    loaded = model(model_name)
+    if not loaded.is_encoder_decoder:
+        return get_trace(model_name, text, max_tokens)  # the same run: share its entry
+    return store().get(
+        _key("encoder_trace", model_name, text, max_tokens),
+        lambda: _compute("Running the encoder...", lambda: trace.run(loaded, text, max_tokens, encoder_only=True)),
+    )
+
+
 @st.cache_data(max_entries=4, show_spinner=False)
 def _positions(key: tuple, _loaded: registry.LoadedModel) -> dict:
     return positions.tables(_loaded)
@@ -140,25 +153,33 @@ def get_reference():
     return reference_view.load()
 
 
-def get_reference_attention(model_name: str, text: str, max_tokens: int):
-    """The reference's attention for the registry model `model_name` on the sidebar's text."""
+def get_reference_comparison(model_name: str, text: str, max_tokens: int, layer: int, head: int):
+    """(per head max |ours - reference| (L, H), the reference's weights of one head (T, T)) on the sidebar's text,
+    for the registry model `model_name`. Both come from one run of the reference, of which only these are kept: its
+    whole attention (75 MB at 512 tokens) beside the trace (185 MB) would push the trace out of the store. Another
+    head costs one more reference run (0.1 s at 512 tokens); the grid is kept per sentence."""
     reference, loaded = get_reference(), get_model(model_name)
-    return store().get(
-        _key("reference", model_name, text, max_tokens),
-        lambda: _compute(
-            "Running the transformers reference...",
-            lambda: reference_view.attention(reference, loaded, text, max_tokens),
-        ),
-    )
+    ours = get_trace(model_name, text, max_tokens).encoder_self.weights
+    ran: list = []
+
+    def run() -> tuple:  # at most once per call, whichever of the two values is missing
+        if not ran:
+            ran.append(
+                _compute(
+                    "Running the transformers reference...",
+                    lambda: reference_view.compare(reference, loaded, text, max_tokens, ours, layer, head),
+                )
+            )
+        return ran[0]
+
+    differences = store().get(_key("difference", model_name, text, max_tokens), lambda: run()[0])
+    theirs = store().get(_key("reference_head", model_name, text, max_tokens, layer, head), lambda: run()[1])
+    return differences, theirs
 
 
 def get_reference_difference(model_name: str, text: str, max_tokens: int):
-    """Per head, max |ours - reference| (a float64 pass over every weight: kept across reruns)."""
-    ours = get_trace(model_name, text, max_tokens).encoder_self.weights
-    theirs = get_reference_attention(model_name, text, max_tokens)
-    return store().get(
-        _key("difference", model_name, text, max_tokens), lambda: reference_view.max_abs_difference(ours, theirs)
-    )
+    """Per head, max |ours - reference| (L, H), kept per sentence (get_reference_comparison)."""
+    return get_reference_comparison(model_name, text, max_tokens, 0, 0)[0]
 
 
 def get_scored(model_name: str, text: str, max_tokens: int, target: str):

@@ -26,9 +26,13 @@ def load_reference(folder: str | Path):
 
 
 @torch.inference_mode()
-def run_reference(model, input_ids: Tensor, attention_mask: Tensor | None = None) -> ReferenceOutput:
-    """One forward with every attention and hidden state returned."""
+def run_reference(
+    model, input_ids: Tensor, attention_mask: Tensor | None = None, hidden_states: bool = True
+) -> ReferenceOutput:
+    """One forward with every attention and, unless `hidden_states` is False, every hidden state returned."""
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
-    return ReferenceOutput(tuple(out.attentions), tuple(out.hidden_states))
+    out = model(
+        input_ids=input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=hidden_states
+    )
+    return ReferenceOutput(tuple(out.attentions), tuple(out.hidden_states or ()))

@@ -39,7 +39,7 @@ st.selectbox(
 other = st.text_input("Sentence B", max_chars=state.MAX_TEXT, key="compare_b")
 result_a = current_trace()
 try:
-    result_b = cached.get_trace(model, other, max_tokens)
+    result_b = cached.get_encoder_trace(model, other, max_tokens)  # only its encoder self-attention is drawn
 except TokenizeError as e:
     st.info("Sentence B: " + markdown_literal(str(e)))
     st.stop()

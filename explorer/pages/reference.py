@@ -26,33 +26,36 @@ if key not in reference_view.REFERENCE_MODELS:
     st.stop()
 trace = current_trace()
 ours = trace.encoder_self.weights
-theirs = cached.get_reference_attention(*state.sidebar(st.session_state))
-differences = cached.get_reference_difference(*state.sidebar(st.session_state))
+sidebar = state.sidebar(st.session_state)
+start = cached.get_start(*sidebar, "encoder_self")  # the sentence's head worth seeing, as every page opens on
+summary = st.container()  # the grid goes above the pickers, but comes from the same reference run as the head
+layer, head = pick_layer_head(*ours.shape[:2], "reference", layer=start.layer, head=start.head)
+differences, theirs_head = cached.get_reference_comparison(*sidebar, layer, head)
 worst = float(differences.max())
-(st.success if worst <= 1e-5 else st.error)(
-    f"Largest difference over all {ours.shape[0]} x {ours.shape[1]} heads and {ours.shape[2]} x {ours.shape[3]} "
-    "weights each: "
-    f"{worst:.3g} (the project's bound is 1e-5)."
-)
-labels = np.array([[f"{d:.3g}" for d in row] for row in differences], dtype=object)
-# scaled from 0 to the bound (or past it), so an all-zero grid reads as "nothing" rather than as mid-scale
-grid = statistic_grid(differences, labels, "max |ours - reference|", zrange=(0.0, max(1e-5, worst)))
-chart(grid, "reference_grid")
-with st.expander("The same numbers as a table (click a column header to sort)"):
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {"layer": layer + 1, "head": head + 1, "max |ours - reference|": float(differences[layer, head])}
-                for layer in range(differences.shape[0])
-                for head in range(differences.shape[1])
-            ]
-        ),
-        hide_index=True,
-        key="reference_table",
-        column_config={"max |ours - reference|": st.column_config.NumberColumn(format="%.3e")},
+with summary:
+    (st.success if worst <= 1e-5 else st.error)(
+        f"Largest difference over all {ours.shape[0]} x {ours.shape[1]} heads and {ours.shape[2]} x {ours.shape[3]} "
+        "weights each: "
+        f"{worst:.3g} (the project's bound is 1e-5)."
     )
+    labels = np.array([[f"{d:.3g}" for d in row] for row in differences], dtype=object)
+    # scaled from 0 to the bound (or past it), so an all-zero grid reads as "nothing" rather than as mid-scale
+    grid = statistic_grid(differences, labels, "max |ours - reference|", zrange=(0.0, max(1e-5, worst)))
+    chart(grid, "reference_grid")
+    with st.expander("The same numbers as a table (click a column header to sort)"):
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {"layer": i + 1, "head": j + 1, "max |ours - reference|": float(differences[i, j])}
+                    for i in range(differences.shape[0])
+                    for j in range(differences.shape[1])
+                ]
+            ),
+            hide_index=True,
+            key="reference_table",
+            column_config={"max |ours - reference|": st.column_config.NumberColumn(format="%.3e")},
+        )
 
-layer, head = pick_layer_head(*ours.shape[:2], "reference")
 tokens = trace.source_tokens
 cols = st.columns(2)
 chart(
@@ -61,11 +64,11 @@ chart(
     container=cols[0],
 )
 chart(
-    head_heatmap(theirs[layer, head], tokens, tokens, "transformers", narrow=True, overview=OVERVIEW),
+    head_heatmap(theirs_head, tokens, tokens, "transformers", narrow=True, overview=OVERVIEW),
     "reference_theirs",
     container=cols[1],
 )
-difference = ours[layer, head].astype(np.float64) - theirs[layer, head].astype(np.float64)
+difference = ours[layer, head].astype(np.float64) - theirs_head.astype(np.float64)
 largest = float(np.abs(difference).max())
 st.markdown(
     f"**Ours - transformers**, layer {layer + 1}, head {head + 1}: red where ours is larger, blue where the "

@@ -31,7 +31,7 @@ def store(monkeypatch) -> Recording:
     result = SimpleNamespace(encoder_self=SimpleNamespace(weights="ours"))
     monkeypatch.setattr(cached, "trace", SimpleNamespace(run=lambda *args: result))
     monkeypatch.setattr(cached, "get_reference", lambda: "reference")
-    view = SimpleNamespace(attention=lambda *args: "theirs", max_abs_difference=lambda *args: "difference")
+    view = SimpleNamespace(compare=lambda *args: ("difference", "theirs"))
     monkeypatch.setattr(cached, "reference_view", view)
     return recording
 
@@ -44,13 +44,23 @@ def test_the_key_names_the_model_its_revision_and_the_inputs(store, monkeypatch)
 
 def test_trace_and_reference_keys_all_carry_the_revision(store):
     cached.get_trace("minilm", "hi", 8)
-    cached.get_reference_attention("minilm", "hi", 8)
-    assert cached.get_reference_difference("minilm", "hi", 8) == "difference"
+    assert cached.get_reference_comparison("minilm", "hi", 8, 2, 3) == ("difference", "theirs")
     assert [key[:3] for key in store.keys] == [
         ("trace", "minilm", "rev-1"),
-        ("reference", "minilm", "rev-1"),
         ("trace", "minilm", "rev-1"),
-        ("reference", "minilm", "rev-1"),
         ("difference", "minilm", "rev-1"),
+        ("reference_head", "minilm", "rev-1"),
     ]
-    assert all(key[3:] == ("hi", 8) for key in store.keys)
+    assert all(key[3:5] == ("hi", 8) for key in store.keys) and store.keys[-1][5:] == (2, 3)
+
+
+def test_one_reference_run_gives_both_the_grid_and_the_head(store, monkeypatch):
+    runs = []
+
+    def compare(*args):
+        runs.append(args[-2:])
+        return "difference", "theirs"
+
+    monkeypatch.setattr(cached, "reference_view", SimpleNamespace(compare=compare))
+    assert cached.get_reference_comparison("minilm", "hi", 8, 2, 3) == ("difference", "theirs")
+    assert runs == [(2, 3)]

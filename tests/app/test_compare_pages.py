@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from explorer import analysis, compare, starting, trace
 from explorer.compare import MINIMAL_PAIRS
 from explorer.figures.clicks import CLICKS
+from explorer.heads import head_or_mean
 from models import registry
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -160,3 +161,19 @@ def test_pretrained_beside_random_past_the_overview_length_draws_block_means(min
         weights = trace.run(loaded, text, 300).encoder_self.weights[1, 6]
         np.testing.assert_allclose(z(figures[f"compare_{key}"]), pool(weights, 256), rtol=1e-6)
     assert "means over blocks" in figures["compare_minilm"]["layout"]["title"]["text"]
+
+
+def test_compare_sentences_with_an_encoder_decoder_draws_bs_encoder_from_its_own_run():
+    at = opened("compare_sentences", model="reverse", text="alpha bravo charlie")
+    at.text_input(key="compare_b").set_value("alpha bravo delta").run()
+    assert not at.exception
+    loaded = registry.load("reverse")
+    a, b = trace.run(loaded, "alpha bravo charlie", 32), trace.run(loaded, "alpha bravo delta", 32)
+    layer, head = at.selectbox(key="compare_layer").value, at.selectbox(key="compare_head").value
+    figures = charts(at)
+    np.testing.assert_array_equal(z(figures["compare_b_map"]), head_or_mean(b.encoder_self.weights, layer, head))
+    np.testing.assert_allclose(
+        z(figures["compare_difference"]),
+        head_or_mean(a.encoder_self.weights - b.encoder_self.weights, layer, head),
+        atol=1e-7,
+    )

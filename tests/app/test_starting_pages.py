@@ -84,3 +84,26 @@ def test_head_view_opens_on_the_starting_head_and_follows_a_new_sentence_until_o
     at.multiselect(key="head_heads").set_value([0, 1]).run()  # picked: a new sentence keeps it
     at.sidebar.text_area[0].set_value(EXAMPLE).run()
     assert at.multiselect(key="head_heads").value == [0, 1] and at.selectbox(key="head_layer").value == link.layer
+
+
+def test_reference_opens_on_the_starting_head_with_both_models_weights(minilm):
+    from explorer import reference_view
+
+    at = new_app()
+    at.switch_page("explorer/pages/reference.py").run()
+    assert not at.exception
+    result = trace.run(minilm, EXAMPLE, 128)
+    weights = result.encoder_self.weights
+    link = starting.best_link(weights, result.source_tokens, result.source_tokens)
+    assert (link.layer, link.head) != (0, 0)  # not the faint layer 1 head 1 it used to open on
+    assert (at.selectbox(key="reference_layer").value, at.selectbox(key="reference_head").value) == (
+        link.layer,
+        link.head,
+    )
+    charts = {c.key: spec(c) for c in at.get("plotly_chart")}
+    np.testing.assert_array_equal(array(charts["reference_ours"]["data"][0]["z"]), weights[link.layer, link.head])
+    theirs = reference_view.attention(reference_view.load(), minilm, EXAMPLE, 128)
+    np.testing.assert_array_equal(array(charts["reference_theirs"]["data"][0]["z"]), theirs[link.layer, link.head])
+    np.testing.assert_array_equal(
+        array(charts["reference_grid"]["data"][0]["z"]), reference_view.max_abs_difference(weights, theirs)
+    )

@@ -71,3 +71,39 @@ def test_encoder_only_model_has_no_decoder_kinds(minilm):
         result.attention("cross")
     with pytest.raises(ValueError, match="unknown attention kind"):
         result.attention("sideways")
+
+
+@pytest.mark.parametrize(("key", "tokens"), [("paper-random", 40), ("translate", 32), ("reverse", 32)])
+def test_the_cached_greedy_trace_equals_the_step_by_step_loop(key, tokens):
+    """trace.run decodes with models.greedy: the tokens, and so every weight drawn, are the loop's own."""
+    from bench.inputs import text_of
+    from models import registry
+
+    loaded = registry.load(key)
+    text = text_of(loaded, tokens)
+    result = trace.run(loaded, text, tokens)
+    src = torch.tensor([loaded.tokenizer.encode(text, tokens).ids])
+    loop = loaded.model.greedy_decode(src, loaded.bos_id, loaded.eos_id, min(tokens + 2, trace.MAX_TARGET))
+    vocabulary = loaded.target_vocabulary
+    assert result.output_tokens == tuple(vocabulary.id_to_token(i) for i in loop)
+    decoder_input = [loaded.bos_id, *(loop[:-1] if loop[-1] == loaded.eos_id else loop)]
+    with torch.inference_mode():
+        out = loaded.model(src, torch.tensor([decoder_input]))
+    for layer in range(len(out.decoder.layers)):
+        np.testing.assert_array_equal(
+            result.decoder_self.weights[layer], out.decoder.layers[layer].self_attn.weights[0]
+        )
+        np.testing.assert_array_equal(result.cross.weights[layer], out.decoder.layers[layer].cross_attn.weights[0])
+    np.testing.assert_array_equal(result.top_probabilities[:, 0], out.probabilities[0].max(-1).values.numpy())
+
+
+def test_an_encoder_only_trace_holds_the_full_traces_encoder_and_no_decoder():
+    from models import registry
+
+    loaded = registry.load("translate")
+    text = "the small red cat sees a big dog"
+    full, encoder = trace.run(loaded, text), trace.run(loaded, text, encoder_only=True)
+    assert encoder.kinds == ("encoder_self",) and encoder.output_tokens is None
+    assert encoder.source_tokens == full.source_tokens
+    np.testing.assert_array_equal(encoder.encoder_self.weights, full.encoder_self.weights)
+    np.testing.assert_array_equal(encoder.encoder_states["after_ffn"], full.encoder_states["after_ffn"])
