@@ -94,3 +94,8 @@ def head_label(head: int) -> str:
 def focus_token(key: str, point: Mapping) -> None:
     """A click on a token of the head view: that token highlighted."""
     drill.select_token(st.session_state, point, key)
+
+
+def move_step(key: str, by: int, total: int) -> None:
+    """Back / Next on the decoding page: the step under `key` moves by `by`, within 1..total."""
+    st.session_state[key] = min(max(st.session_state[key] + by, 1), total)

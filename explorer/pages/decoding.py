@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import cached, decoding, state, walkthrough
+from explorer.callbacks import move_step
 from explorer.figures.decoding import mark_row, top_k_bars
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal, position_label
@@ -45,13 +46,13 @@ if task is not None:
 st.session_state[STEP] = min(max(st.session_state.get(STEP, 1), 1), total)  # a new sentence may be shorter
 
 
-def move(by: int) -> None:
-    st.session_state[STEP] = min(max(st.session_state[STEP] + by, 1), total)
-
-
 back, slider, forward = st.columns([1, 8, 1], vertical_alignment="bottom")
-back.button("◀ Back", on_click=move, args=(-1,), disabled=st.session_state[STEP] <= 1, key="decoding_back")
-forward.button("Next ▶", on_click=move, args=(1,), disabled=st.session_state[STEP] >= total, key="decoding_next")
+back.button(
+    "◀ Back", on_click=move_step, args=(STEP, -1, total), disabled=st.session_state[STEP] <= 1, key="decoding_back"
+)
+forward.button(
+    "Next ▶", on_click=move_step, args=(STEP, 1, total), disabled=st.session_state[STEP] >= total, key="decoding_next"
+)
 if total > 1:
     slider.slider("Step", 1, total, key=STEP)
 else:

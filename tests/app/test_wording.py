@@ -32,6 +32,7 @@ def test_minilm_projections_have_biases_so_the_qkv_page_writes_them(minilm):
     formulas = " ".join(e.value for e in at.get("latex"))
     for bias in ("b^Q", "b^K", "b^V", "b^O"):
         assert bias in formulas
+    at.toggle(key="qkv_what_if_on").set_value(True).run()  # the temperature what-if, shown on demand
     assert any("T = 1 is the model" in c.value and "is itself a temperature" in c.value for c in at.caption)
 
 
