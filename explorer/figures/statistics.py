@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.figures.clicks import CLICK_LAYOUT, targets
+from explorer.figures.heatmap import titled
 
 
 def statistic_grid(
@@ -16,10 +17,11 @@ def statistic_grid(
     name: str,
     zrange: tuple[float, float] | None = None,
     percent: bool = False,
+    title: str = "",
 ) -> go.Figure:
     """values (L, H) of one statistic; labels (L, H) strings shown on hover; zrange fixes the colour scale;
     `percent` reads values (shares of 1) as percentages, else 3 significant digits. Each cell is a click target
-    naming (layer, head)."""
+    naming (layer, head). `title` (plain text, escaped here) names what the grid shows, in exports too."""
     scale = {} if zrange is None else {"zmin": zrange[0], "zmax": zrange[1]}
     name = html.escape(name, quote=False)  # "[CLS] / <bos>" is text, not a tag
     number = "%{customdata[2]:.1%}" if percent else "%{customdata[2]:.3g}"
@@ -51,6 +53,7 @@ def statistic_grid(
             **CLICK_LAYOUT,
             "height": max(260, 34 * n_layers + 110),
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
+            **({"title": titled(html.escape(title, quote=False))} if title else {}),
             "xaxis": {"automargin": True},
             "yaxis": {"autorange": "reversed", "automargin": True},
         },

@@ -43,7 +43,8 @@ st.caption(
     "of its map). Click a cell to see that head side by side below."
 )
 changed = compare.changed_most(weights["minilm"] - weights["minilm-random"])  # same tokens: cells line up
-chart(statistic_grid(*changed, "max |pretrained - random|"), "compare_trained", on_click=to_detail)
+trained = statistic_grid(*changed, "max |pretrained - random|", title="Largest |pretrained - random| weight per head")
+chart(trained, "compare_trained", on_click=to_detail)
 start = cached.get_start("minilm", text, max_tokens, chosen.kind)  # a head the pretrained weights made striking
 layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=start.layer, head=start.head)
 if max(len(chosen.queries), len(chosen.keys)) > OVERVIEW:
@@ -66,6 +67,5 @@ columns = st.columns(2)
 for column, key in zip(columns, TWINS, strict=True):
     stats, labels = cached.get_statistics(key, text, max_tokens, "encoder_self")
     top = float(np.log(len(chosen.trace.source_tokens)))
-    grid = statistic_grid(stats["entropy"], labels, "entropy", zrange=(0.0, top))
-    column.markdown(f"**{cached.described(key).title}**")
+    grid = statistic_grid(stats["entropy"], labels, "entropy", zrange=(0.0, top), title=f"{SHORT[key]}: entropy")
     chart(grid, f"compare_entropy_{key}", column, on_click=to_detail)

@@ -61,7 +61,7 @@ difference = compare.difference(a, b, alignment)  # (L, H, N, N)
 st.subheader("Which heads changed most")
 changed = compare.changed_most(difference)
 chart(
-    statistic_grid(*changed, "max |A - B|"),
+    statistic_grid(*changed, "max |A - B|", title="Largest |A - B| weight per head"),
     "compare_changed",
     on_click=drill_to_pickers("compare_layer", "compare_head"),
 )

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer import cached, starting, state
-from explorer.figures.labels import markdown_literal
+from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.statistics import statistic_grid
 from explorer.pages._shared import chart, drill_to_attention, open_in_attention, pick_attention, pick_token
 
@@ -41,7 +41,13 @@ st.subheader(markdown_literal(f"Every head: the weight {queries[query]} puts on 
 grid, table = st.columns([3, 2])
 with grid:
     chart(
-        statistic_grid(attention.weights[:, :, query, key], ranks, "weight", zrange=(0.0, 1.0)),
+        statistic_grid(
+            attention.weights[:, :, query, key],
+            ranks,
+            "weight",
+            zrange=(0.0, 1.0),
+            title=f"Weight {position_label(query, queries[query])} puts on {position_label(key, keys[key])}",
+        ),
         "find_grid",
         on_click=drill_to_attention(chosen.kind),
     )

@@ -40,7 +40,13 @@ with summary:
     )
     labels = np.array([[f"{d:.3g}" for d in row] for row in differences], dtype=object)
     # scaled from 0 to the bound (or past it), so an all-zero grid reads as "nothing" rather than as mid-scale
-    grid = statistic_grid(differences, labels, "max |ours - reference|", zrange=(0.0, max(1e-5, worst)))
+    grid = statistic_grid(
+        differences,
+        labels,
+        "max |ours - reference|",
+        zrange=(0.0, max(1e-5, worst)),
+        title="Largest |ours - transformers| weight per head",
+    )
     chart(grid, "reference_grid")
     with st.expander("The same numbers as a table (click a column header to sort)"):
         st.dataframe(

@@ -35,7 +35,9 @@ stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.k
 name = st.selectbox("Statistic", list(analysis.STATISTICS), format_func=NAMES.get, key="stats_statistic")
 st.caption(analysis.STATISTICS[name])
 chart(
-    statistic_grid(stats[name], labels, NAMES[name], percent=name in analysis.SHARES),
+    statistic_grid(
+        stats[name], labels, NAMES[name], percent=name in analysis.SHARES, title=f"{NAMES[name]}, every head"
+    ),
     "stats_grid",
     on_click=drill_to_attention(chosen.kind, words),
 )

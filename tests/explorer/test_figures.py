@@ -76,3 +76,13 @@ def test_weights_go_out_as_float32_and_long_side_by_side_maps_as_block_means():
     np.testing.assert_allclose(z[0, 0], weights[:2, :2].mean(), rtol=1e-6)
     assert overview.data[0].y[0] == "0-1: w0" and "blocks of ~2 tokens" in overview.layout.title.text
     assert len(overview.to_json()) < 500_000
+
+
+def test_a_grid_names_what_it_shows_in_its_own_title_escaped():
+    from explorer.figures.statistics import statistic_grid  # noqa: PLC0415
+
+    values = np.arange(6, dtype=float).reshape(2, 3)
+    labels = np.full((2, 3), "x", dtype=object)
+    figure = statistic_grid(values, labels, "weight", title="Weight 3: <b>it</b> puts on 1: animal")
+    assert figure.layout.title.text == "Weight 3: &lt;b&gt;it&lt;/b&gt; puts on 1: animal"  # exports keep it
+    assert statistic_grid(values, labels, "weight").layout.title.text is None
