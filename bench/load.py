@@ -169,8 +169,10 @@ async def _costs(browser, url: str, pid: int, loaded) -> Costs:
     costs.cpu_per_sentence_s = statistics.median(spent[1:])
     spent = []
     for step in range(COST_REPEATS + 1):
-        picker, option = ("layer", step % 6 + 2) if step % 2 == 0 else ("head", step + 2)
-        select = page.get_by_test_id("stMain").get_by_test_id("stSelectbox").nth(0 if picker == "layer" else 1)
+        picker, count = ("layer", 6) if step % 2 == 0 else ("head", 12)
+        select = page.get_by_test_id("stMain").get_by_role("combobox", name=picker.capitalize(), exact=True)
+        shown = await select.input_value()  # "layer 3": the next one (the shown one would rerun nothing)
+        option = int(shown.split()[-1]) % count + 1 if shown.split()[-1].isdigit() else 1
         await select.click()
         before = proc.cpu_seconds(pid)
         await _act(page, page.get_by_role("option", name=f"{picker} {option}", exact=True).click)

@@ -129,23 +129,32 @@ def rollout(weights: np.ndarray) -> np.ndarray:
     return np.stack(out)
 
 
+FLOW_SCALE = 2**30  # capacities in units of 2^-30: scipy's max-flow counts in int32, and no flow out of a position
+# exceeds 1 (its attention row), so every flow fits; each capacity is off by at most 2^-31 (5e-10)
+
+
 def flow(weights: np.ndarray) -> np.ndarray:
     """Attention flow (Abnar & Zuidema 2020): the maximum flow from each top-layer position down to each input
-    position through the layers' residual-mixed attention used as capacities. (L, H, T, T) -> (T, T)."""
-    import networkx as nx  # only here: max-flow is for short inputs
+    position through the layers' residual-mixed attention used as capacities. (L, H, T, T) -> (T, T).
+    scipy's max-flow in C on integer capacities (FLOW_SCALE): about 0.2 s at 16 tokens and 6 layers; the flows agree
+    with a float max-flow (networkx) to about 1e-8."""
+    from scipy.sparse import csr_array  # noqa: PLC0415 -- only here: max-flow is for short inputs
+    from scipy.sparse.csgraph import maximum_flow  # noqa: PLC0415
 
     n_layers, _, length, _ = weights.shape
-    graph = nx.DiGraph()
-    for layer, heads in enumerate(weights):
-        mixed = _residual_mixed(heads)
-        for i in range(length):
-            for j in range(length):
-                # from position i above layer `layer` to position j below it
-                graph.add_edge((layer + 1, i), (layer, j), capacity=float(mixed[i, j]))
+    above, below = np.meshgrid(np.arange(length), np.arange(length), indexing="ij")  # edge i -> j, (T, T)
+    rows, columns, capacities = [], [], []
+    for layer, heads in enumerate(weights):  # node layer * T + i: position i below layer `layer`
+        rows.append(((layer + 1) * length + above).ravel())  # from position i above this layer
+        columns.append((layer * length + below).ravel())  # to position j below it
+        capacities.append(_residual_mixed(heads).ravel())
+    nodes = (n_layers + 1) * length
+    capacity = np.rint(np.concatenate(capacities).astype(np.float64) * FLOW_SCALE).astype(np.int32)
+    graph = csr_array((capacity, (np.concatenate(rows), np.concatenate(columns))), shape=(nodes, nodes))
     result = np.zeros((length, length))
     for i in range(length):
         for j in range(length):
-            result[i, j] = nx.maximum_flow_value(graph, (n_layers, i), (0, j))
+            result[i, j] = maximum_flow(graph, n_layers * length + i, j).flow_value / FLOW_SCALE
     return result
 
 

@@ -73,7 +73,7 @@ def test_rollout_refuses_cross_attention_and_long_inputs_skip_flow():
     assert "pick a self-attention" in at.info[0].value
     long_text = " ".join(["word"] * 40)
     at = app_on("aggregation", long_text)
-    assert "up to 16 tokens" in at.info[0].value and len(charts(at)) == 2
+    assert "up to 32 tokens" in at.info[0].value and len(charts(at)) == 2
 
 
 def test_reference_page_shows_per_head_differences_and_both_models(minilm):

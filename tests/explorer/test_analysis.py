@@ -131,3 +131,18 @@ def test_at_word_level_of_a_real_trace(minilm):
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
     groups = analysis.word_groups(result.source_word_ids)
     np.testing.assert_array_equal(weights, analysis.merge_words(result.encoder_self.weights, groups, groups))
+
+
+def test_flow_equals_a_float_max_flow_on_random_attention():
+    networkx = pytest.importorskip("networkx")
+    rng = np.random.default_rng(0)
+    weights = rng.random((3, 2, 5, 5))
+    weights /= weights.sum(-1, keepdims=True)
+    graph = networkx.DiGraph()
+    for layer, heads in enumerate(weights):
+        mixed = analysis._residual_mixed(heads)
+        for i in range(5):
+            for j in range(5):
+                graph.add_edge((layer + 1, i), (layer, j), capacity=float(mixed[i, j]))
+    expected = [[networkx.maximum_flow_value(graph, (3, i), (0, j)) for j in range(5)] for i in range(5)]
+    np.testing.assert_allclose(analysis.flow(weights), expected, atol=1e-8)
