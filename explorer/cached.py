@@ -13,25 +13,38 @@ import streamlit as st
 from explorer import analysis, compare, memo, positions, reference_view, starting, state, trace
 from models import registry
 
-# The three most recently used registry models stay loaded (a class mostly uses one or two); another is loaded again
-# on its next use, in 0.1-2 s, to the same weights and revision, so cached traces stay valid. Keeping all five held
-# ~300 MB more (paper-random alone was 75M parameters, now 60M with its embeddings shared as in the paper) after
-# every page had been opened with every model.
+# The three most recently used models (the transformers reference counts as one) stay loaded (a class mostly uses one
+# or two); another is loaded again on its next use, in 0.1-2 s, to the same weights and revision, so cached traces
+# stay valid. Keeping all five held ~300 MB more (paper-random alone was 75M parameters, now 60M with its embeddings
+# shared as in the paper) after every page had been opened with every model.
 MODELS_KEPT = 3
 
 
 @st.cache_resource(show_spinner=False)
 def _models() -> memo.Shelf:
-    return memo.Shelf(registry.load, MODELS_KEPT)
+    return memo.Shelf(_load, MODELS_KEPT)
+
+
+# The transformers reference (BertModel over MiniLM's files) is one more model on the same shelf: a class that has
+# left the reference page does not keep it (its weights) loaded. Importing transformers' BERT code stays (~120 MB).
+REFERENCE = "transformers reference"
+
+
+def _load(key: str) -> object:
+    return reference_view.load() if key == REFERENCE else registry.load(key)
+
+
+def _shelved(key: str, message: str):
+    shelf = _models()
+    if key in shelf:
+        return shelf.get(key)
+    with st.spinner(message):
+        return shelf.get(key)
 
 
 def get_model(name: str) -> registry.LoadedModel:
     """A registry model, shared read-only by every session; a spinner while it loads."""
-    shelf = _models()
-    if name in shelf:
-        return shelf.get(name)
-    with st.spinner("Loading model..."):
-        return shelf.get(name)
+    return _shelved(name, "Loading model...")
 
 
 def _trained() -> dict[str, registry.LoadedModel]:
@@ -148,9 +161,9 @@ def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int)
     )
 
 
-@st.cache_resource(max_entries=1, show_spinner="Loading the transformers reference...")
 def get_reference():
-    return reference_view.load()
+    """transformers' BertModel over MiniLM's files, shared read-only; a spinner while it loads."""
+    return _shelved(REFERENCE, "Loading the transformers reference...")
 
 
 def get_reference_comparison(model_name: str, text: str, max_tokens: int, layer: int, head: int):

@@ -34,3 +34,12 @@ def test_an_open_session_does_not_keep_a_dropped_model_or_trace(page, model):
     assert loaded() is None, f"{page} keeps {model} alive"
     assert traced() is None, f"{page} keeps its trace alive"
     assert not at.exception  # the session is still open
+
+
+def test_the_transformers_reference_leaves_the_shelf_like_any_model():
+    reference = weakref.ref(cached.get_reference())
+    assert cached.REFERENCE in cached._models()
+    for key in ("translate", "reverse", "minilm"):  # three other models used since
+        cached.get_model(key)
+    gc.collect()
+    assert cached.REFERENCE not in cached._models() and reference() is None
