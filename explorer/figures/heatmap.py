@@ -124,8 +124,8 @@ def head_heatmap(
         y, q_ticks = block_labels(q_labels, overview)
         x, k_ticks = block_labels(k_labels, overview)
         weights = pool(weights, overview).astype(np.float32)
-        # on a line of its own: a half-width chart has no room for it beside the title
-        title = f"{title}<br><sup>means over blocks of ~{-(-max(len(queries), len(keys)) // overview)} tokens</sup>"
+        # short: a half-width chart has room for one line (a second line, <br>, made Plotly drop the whole title)
+        title = f"{title} (means over blocks of ~{-(-max(len(queries), len(keys)) // overview)})"
         q_labels, k_labels = q_ticks, k_ticks
         first_query, first_key = blocks(len(queries), overview)[:-1], blocks(len(keys), overview)[:-1]
     else:
