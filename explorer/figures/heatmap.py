@@ -125,7 +125,7 @@ def head_heatmap(
         x, k_ticks = block_labels(k_labels, overview)
         weights = pool(weights, overview).astype(np.float32)
         # short: a half-width chart has room for one line (a second line, <br>, made Plotly drop the whole title)
-        title = f"{title} (means over blocks of ~{-(-max(len(queries), len(keys)) // overview)})"
+        title = f"{title} (means over blocks of ~{-(-max(len(queries), len(keys)) // overview)} tokens)"
         q_labels, k_labels = q_ticks, k_ticks
         first_query, first_key = blocks(len(queries), overview)[:-1], blocks(len(keys), overview)[:-1]
     else:
