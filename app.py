@@ -12,6 +12,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import streamlit as st  # noqa: E402
 
+from explorer import memo  # noqa: E402
+
+memo.limit_malloc_arenas()  # before the sessions' script threads allocate: they share two heaps
+
 from explorer import cached, state  # noqa: E402
 from explorer.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
 from explorer.figures.labels import markdown_literal  # noqa: E402
