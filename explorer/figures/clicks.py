@@ -6,9 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
 CLICKS = "click targets"  # the overlay's `meta`: downloads leave it out, tests find it by this
+
+
+def _rows(customdata: Sequence) -> np.ndarray:
+    """One row per target as an object array: Plotly checks a nested list element by element (most of a small
+    clickable figure's build time), an array once; it is sent as the same nested list."""
+    rows = np.empty((len(customdata), len(customdata[0]) if len(customdata) else 0), dtype=object)
+    for i, row in enumerate(customdata):
+        rows[i] = list(row)
+    return rows
 
 
 def targets(x: Sequence, y: Sequence, customdata: Sequence, hovertemplate: str | None = None) -> go.Scatter:
@@ -18,7 +28,7 @@ def targets(x: Sequence, y: Sequence, customdata: Sequence, hovertemplate: str |
     return go.Scatter(
         x=list(x),
         y=list(y),
-        customdata=[list(c) for c in customdata],
+        customdata=_rows(customdata),
         mode="markers",
         marker={"size": 6, "opacity": 0},
         # a selected cell keeps the same look: no dimming of the others
@@ -52,7 +62,7 @@ def row_targets(customdata: Sequence) -> tuple[go.Scatter, dict]:
         y=list(range(n)),
         xaxis="x2",  # its own hidden axes: the map's ranges are not padded for markers it never shows
         yaxis="y2",
-        customdata=[list(c) for c in customdata],
+        customdata=_rows(customdata),
         mode="markers",
         marker={"size": 6, "opacity": 0},
         selected={"marker": {"opacity": 0}},

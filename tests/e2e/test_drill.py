@@ -120,9 +120,9 @@ def test_compare_weights_cell_opens_that_head_in_the_detail(server, page):
     with rerun(page):
         click_target(page, 0, 2 * 12 + 8)  # layer 3, head 9
     expect_head(page, 3, 9)
-    expect(page.locator(".js-plotly-plot .gtitle").nth(0)).to_have_text(
+    expect(page.locator(".js-plotly-plot .gtitle").filter(has_text="Pretrained:").first).to_have_text(
         re.compile("layer 3, head 9"), timeout=TIMEOUT_MS
-    )
+    )  # the detail's first map (the grid above it has a title of its own)
     with rerun(page):
         click_target(page, 4, 5 * 12 + 1)  # the random weights' entropy grid: layer 6, head 2
     expect_head(page, 6, 2)
