@@ -128,10 +128,18 @@ def get_positions(model_name: str) -> dict:
     return _positions(_key("positions", model_name), model(model_name))
 
 
+def get_trace_for(model_name: str, text: str, max_tokens: int, kind: str) -> trace.Trace:
+    """The run a view of one attention kind needs: encoder self-attention needs no decoding (get_encoder_trace: the
+    same encoder numbers, bit for bit), the decoder's kinds the whole trace."""
+    if kind == "encoder_self":
+        return get_encoder_trace(model_name, text, max_tokens)
+    return get_trace(model_name, text, max_tokens)
+
+
 def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words: bool = False) -> tuple[dict, object]:
     """Per-head statistics and labels of one attention kind, over tokens or over words (a pass over every weight:
     kept across reruns)."""
-    result = get_trace(model_name, text, max_tokens)
+    result = get_trace_for(model_name, text, max_tokens, kind)
 
     if words:
         weights, _, keys = get_word_level(model_name, text, max_tokens, kind)
@@ -148,13 +156,13 @@ def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words
 def get_word_level(model_name: str, text: str, max_tokens: int, kind: str):
     """(L, H, Wq, Wk) weights of one attention kind merged into words, and the query and key words (a pass over
     every weight, 0.6 s at 512 tokens: kept across reruns)."""
-    result = get_trace(model_name, text, max_tokens)
+    result = get_trace_for(model_name, text, max_tokens, kind)
     return store().get(_key("words", model_name, text, max_tokens, kind), lambda: analysis.at_word_level(result, kind))
 
 
 def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int):
     """Attention flow through layers 1..layer+1 of the sidebar's trace (slow: seconds for 16 tokens)."""
-    weights = get_trace(model_name, text, max_tokens).attention(kind).weights
+    weights = get_trace_for(model_name, text, max_tokens, kind).attention(kind).weights
     return store().get(
         _key("flow", model_name, text, max_tokens, kind, layer),
         lambda: _compute(
@@ -234,7 +242,7 @@ def get_sampled(
 def get_start(model_name: str, text: str, max_tokens: int, kind: str):
     """Where the pages open on this sentence: the head with the strongest long-range content link and that link
     (starting.best_link; a pass over every weight: kept across reruns)."""
-    result = get_trace(model_name, text, max_tokens)
+    result = get_trace_for(model_name, text, max_tokens, kind)
     queries, keys = result.tokens_for(kind)
     weights = result.attention(kind).weights
     return store().get(

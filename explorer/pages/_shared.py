@@ -13,7 +13,7 @@ from explorer import analysis, cached, downloads, drill, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
-from explorer.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
+from explorer.trace import ATTENTION_KINDS, UNKNOWN, AttentionTrace, Trace, unknown_pieces
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
 
@@ -45,10 +45,12 @@ class Chosen:
         return weights if self.groups is None else analysis.merge_words(weights, *self.groups)
 
 
-def current_trace() -> Trace:
-    """The trace for the sidebar's choices; a friendly message and a stop when the text cannot be used."""
+def current_trace(kind: str | None = None) -> Trace:
+    """The trace for the sidebar's choices (with a `kind`, the run that kind needs: cached.get_trace_for); a friendly
+    message and a stop when the text cannot be used."""
     try:
-        result = cached.get_trace(*state.sidebar(st.session_state))
+        sidebar = state.sidebar(st.session_state)
+        result = cached.get_trace(*sidebar) if kind is None else cached.get_trace_for(*sidebar, kind)
     except TokenizeError as e:
         st.info(markdown_literal(str(e)))
         if isinstance(e, UnknownWordError):
@@ -69,10 +71,12 @@ def current_trace() -> Trace:
 def pick_attention(prefix: str, words: bool = True) -> Chosen:
     """The current trace and an attention kind (a radio `{prefix}_kind` when the model has more than one), and,
     when `words`, a word-level toggle `{prefix}_words`."""
-    result = current_trace()
-    kind = result.kinds[0]
-    if len(result.kinds) > 1:
-        kind = st.radio("Attention", result.kinds, format_func=KIND_NAMES.get, horizontal=True, key=f"{prefix}_kind")
+    # the kinds from the model, before any run: encoder self-attention is drawn without decoding first
+    kinds = ATTENTION_KINDS if cached.model(st.session_state[state.MODEL]).is_encoder_decoder else ATTENTION_KINDS[:1]
+    kind = kinds[0]
+    if len(kinds) > 1:
+        kind = st.radio("Attention", kinds, format_func=KIND_NAMES.get, horizontal=True, key=f"{prefix}_kind")
+    result = current_trace(kind)
     attention = result.attention(kind)
     if not (words and st.toggle("Word level", key=f"{prefix}_words", help=WORD_HELP)):
         return Chosen(result, kind, attention, *result.tokens_for(kind), attention.weights)
