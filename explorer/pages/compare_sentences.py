@@ -37,7 +37,7 @@ st.selectbox(
     on_change=set_pair,
 )
 other = st.text_input("Sentence B", max_chars=state.MAX_TEXT, key="compare_b")
-result_a = current_trace()
+result_a = current_trace("encoder_self")  # A too: only encoder self-attention is drawn here
 try:
     result_b = cached.get_encoder_trace(model, other, max_tokens)  # only its encoder self-attention is drawn
 except TokenizeError as e:
