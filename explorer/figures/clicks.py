@@ -57,20 +57,9 @@ def row_targets(customdata: Sequence) -> tuple[go.Scatter, dict]:
     that makes a click anywhere on a row select its marker."""
     n = len(customdata)
     shift = ROW_SHIFT * n
-    scatter = go.Scatter(
-        x=[0] * n,
-        y=list(range(n)),
-        xaxis="x2",  # its own hidden axes: the map's ranges are not padded for markers it never shows
-        yaxis="y2",
-        customdata=_rows(customdata),
-        mode="markers",
-        marker={"size": 6, "opacity": 0},
-        selected={"marker": {"opacity": 0}},
-        unselected={"marker": {"opacity": 0}},
-        showlegend=False,
-        meta=CLICKS,
-        hoverinfo="none",  # the heatmap's own label is the one shown
-    )
+    # its own hidden axes: the map's ranges are not padded for markers it never shows; no label of its own (the
+    # heatmap's is the one shown)
+    scatter = targets([0] * n, range(n), customdata).update(xaxis="x2", yaxis="y2")
     layout = {
         "hovermode": "y",
         "hoverdistance": 20,  # finite (Plotly's default): -1 would let the first look reach the markers

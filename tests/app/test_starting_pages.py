@@ -12,12 +12,17 @@ from tests.figdata import array, spec
 EXAMPLE = "The animal didn't cross the street because it was too tired"
 
 
-def test_qkv_opens_on_a_content_word_of_the_starting_head(minilm):
+def opened(page: str, minilm):
+    """A new session on `page` with the example, its trace and the starting link the page should open on."""
     at = new_app()
-    at.switch_page("explorer/pages/qkv.py").run()
+    at.switch_page(f"explorer/pages/{page}.py").run()
     assert not at.exception
     result = trace.run(minilm, EXAMPLE, 128)
-    link = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+    return at, result, starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+
+
+def test_qkv_opens_on_a_content_word_of_the_starting_head(minilm):
+    at, result, link = opened("qkv", minilm)
     query = at.selectbox(key="qkv_query").value
     assert query == link.query and starting.is_content(result.source_tokens[query])
     assert (at.selectbox(key="qkv_layer").value, at.selectbox(key="qkv_head").value) == (link.layer, link.head)
@@ -62,11 +67,7 @@ def test_find_heads_ranks_every_head_by_the_traces_weight(minilm):
 
 
 def test_head_view_opens_on_the_starting_head_and_follows_a_new_sentence_until_one_is_picked(minilm):
-    at = new_app()
-    at.switch_page("explorer/pages/head_view.py").run()
-    assert not at.exception
-    result = trace.run(minilm, EXAMPLE, 128)
-    link = starting.best_link(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+    at, result, link = opened("head_view", minilm)
     assert (link.layer, link.head) != (0, 0)  # not layer 1 head 1 by default
     assert at.selectbox(key="head_layer").value == link.layer and at.multiselect(key="head_heads").value == [link.head]
     assert at.selectbox(key="head_focus").value == link.query  # its link's query token highlighted
