@@ -34,11 +34,13 @@ ROW_PX = 22  # pixels a token row takes: WINDOW rows fit one screen
 OUTSIDE = "#888"  # the stubs that stand for the tokens above and below the window
 
 
-def window_start(n: int, focus: int | None = None, size: int = WINDOW) -> int:
-    """First position of a `size`-token window of n: centred on `focus` where there is one, else at the start."""
+def window_start(n: int, focus: int | None = None, size: int = WINDOW, also: int | None = None) -> int:
+    """First position of a `size`-token window of n: centred on `focus` where there is one (on the middle of `focus`
+    and `also` when both fit in one window: a query and the key it attends to), else at the start."""
     if n <= size or focus is None:
         return 0
-    return int(min(max(0, focus - size // 2), n - size))
+    centre = focus if also is None or abs(also - focus) >= size else (focus + also) // 2
+    return int(min(max(0, centre - size // 2), n - size))
 
 
 def _token_column(x: float, y: list[float], labels: list[str], side: str, colors: list[str] | str = "#222"):

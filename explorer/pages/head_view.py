@@ -41,13 +41,15 @@ if not heads:
     st.info("Pick at least one head.")
     st.stop()
 n_tokens = max(len(chosen.queries), len(chosen.keys))
+# on the starting link's query (token level): its key in the same window where both fit
+linked = start.key if chosen.groups is None and focus == start.query else None
 start = None
 if n_tokens > WINDOW:  # keyed by the focus: picking a token moves the window to it
     start = st.slider(
         f"Window: tokens from (of {n_tokens})",
         0,
         n_tokens - WINDOW,
-        window_start(n_tokens, focus),
+        window_start(n_tokens, focus, also=linked),
         key=f"head_window_{focus}",
     )
 chart(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.figures import positional
-from explorer.figures.head_view import head_view
+from explorer.figures.head_view import WINDOW, head_view, window_start
 from explorer.figures.model_view import grid, model_view, pool
 from models.positional import sinusoidal_table
 from tests.figdata import array
@@ -83,3 +83,10 @@ def test_head_view_at_512_tokens_is_one_window_with_stubs_for_the_rest():
     assert ends["h1"] == [-1]  # to token 0: the "earlier" stub
     clicks = [t for t in fig.data if t.mode == "markers"]
     assert [c[0] for c in clicks[0].customdata] == list(range(284, 284 + WINDOW))
+
+
+def test_head_view_window_shows_a_query_and_its_key_together_where_they_fit():
+    first = window_start(512, 73, also=90)
+    assert first <= 73 < first + WINDOW and first <= 90 < first + WINDOW
+    assert window_start(512, 73, also=300) == window_start(512, 73) == 73 - WINDOW // 2  # too far apart: the query
+    assert window_start(512, 500, also=480) == 512 - WINDOW and window_start(20, 5, also=15) == 0
