@@ -45,7 +45,7 @@ def table(rows: list[dict]) -> str:
 PAGE_LENGTHS = (16, 128, 512)
 # the pretrained encoder, the paper's encoder-decoder, and the two toy encoder-decoders (which read at most 32 tokens)
 PAGE_MODELS = ("minilm", "paper-random", "translate", "reverse")
-NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+NEXT_FRAMES = harness.NEXT_FRAMES
 # The run's end is not the page drawn: Streamlit mounts a Plotly chart only once its plotly.js chunk has loaded (a
 # skeleton until then, about a second on a new tab), and Plotly then draws its SVG. So: no skeleton left on the page
 # and every chart holding its drawing.

@@ -79,6 +79,7 @@ RUN_COUNTER = """(() => {
 FINISHED_RUNS = "() => window.__finishedRuns || 0"
 LAST_FINISH = "() => window.__lastFinish"  # how the last run finished: 0 the whole app, 3 a fragment only
 FRAGMENT_RUN = 3  # ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
+NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"  # painted
 # a run has finished since `before`, and the page shows its result: not running, no element left stale
 SETTLED = """(before) => (window.__finishedRuns || 0) > before
     && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'

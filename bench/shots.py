@@ -8,16 +8,11 @@ import time
 from pathlib import Path
 
 from bench import harness
-from bench.browser import NEXT_FRAMES
+from bench.browser import CHARTS_DRAWN, NEXT_FRAMES
 from bench.inputs import text_of
 from models import registry
 
 LENGTHS = (16, 128, 512)
-DRAWN = """() => {
-    const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]');
-    const plots = document.querySelectorAll('.js-plotly-plot');
-    return charts.length > 0 && plots.length === charts.length && [...plots].every(p => p._fullLayout);
-}"""
 PAGES = (("minilm", "qkv", "Q/K/V"), ("paper-random", "decoding", "Decoding"))
 
 
@@ -36,7 +31,7 @@ def timed_click(page, title: str, received: list[int]) -> tuple[float, float]:
     start = time.perf_counter()
     with harness.rerun(page):
         page.get_by_test_id("stSidebarNav").locator("a").filter(has_text=title).first.click()
-    page.wait_for_function(DRAWN)
+    page.wait_for_function(CHARTS_DRAWN, timeout=harness.TIMEOUT_MS)
     page.evaluate(NEXT_FRAMES)
     return round(time.perf_counter() - start, 2), round(received[0] / 1e6, 2)
 
@@ -56,8 +51,8 @@ def run(out: Path, lengths=LENGTHS, pages=PAGES) -> list[str]:
                     received[0] += len(payload)
 
                 page.on("websocket", lambda socket, count=count: socket.on("framereceived", count))
-                page.goto(f"{url}/train?model={model}")
-                page.wait_for_function(harness.SETTLED, arg=0)
+                page.goto(f"{url}/train?model={model}", timeout=harness.TIMEOUT_MS)
+                page.wait_for_function(harness.SETTLED, arg=0, timeout=harness.TIMEOUT_MS)
                 box = page.get_by_test_id("stSidebar").get_by_test_id("stNumberInputField").first
                 if box.input_value() != str(tokens):  # the same value again would start no run to wait for
                     harness.set_max_tokens(page, tokens)

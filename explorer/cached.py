@@ -107,12 +107,15 @@ def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
 
 
 def get_encoder_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
-    """The encoder's part of a trace (for an encoder-decoder: no decoding, decoder fields None), for a page that
-    draws only encoder self-attention of a second sentence (Compare sentences' B): paper-random's greedy decoding
-    and decoder internals are seconds and tens of MB it would not show."""
+    """The encoder's part of a trace (for an encoder-decoder: no decoding, decoder fields None), for views that draw
+    only encoder self-attention (get_trace_for): paper-random's greedy decoding and decoder internals are seconds and
+    tens of MB they would not show. The whole trace when the store already holds it (its encoder is the same)."""
     loaded = model(model_name)
+    whole = _key("trace", model_name, text, max_tokens)
     if not loaded.is_encoder_decoder:
         return get_trace(model_name, text, max_tokens)  # the same run: share its entry
+    if (kept := store().peek(whole)) is not None:
+        return kept  # type: ignore[return-value]
     return store().get(
         _key("encoder_trace", model_name, text, max_tokens),
         lambda: _compute("Running the encoder...", lambda: trace.run(loaded, text, max_tokens, encoder_only=True)),
@@ -198,11 +201,6 @@ def get_reference_comparison(model_name: str, text: str, max_tokens: int, layer:
     differences = store().get(_key("difference", model_name, text, max_tokens), lambda: run()[0])
     theirs = store().get(_key("reference_head", model_name, text, max_tokens, layer, head), lambda: run()[1])
     return differences, theirs
-
-
-def get_reference_difference(model_name: str, text: str, max_tokens: int):
-    """Per head, max |ours - reference| (L, H), kept per sentence (get_reference_comparison)."""
-    return get_reference_comparison(model_name, text, max_tokens, 0, 0)[0]
 
 
 def get_scored(model_name: str, text: str, max_tokens: int, target: str):

@@ -97,6 +97,10 @@ class BoundedCache:
                 return True, self._items[key][0]
             return False, None
 
+    def peek(self, key: Hashable) -> object | None:
+        """The value under `key` if kept (a use: it moves to the back of the line), else None; computes nothing."""
+        return self._hit(key)[1]
+
     def get(self, key: Hashable, compute: Callable[[], T]) -> T:
         found, value = self._hit(key)
         if found:

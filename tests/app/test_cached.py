@@ -64,3 +64,22 @@ def test_one_reference_run_gives_both_the_grid_and_the_head(store, monkeypatch):
     monkeypatch.setattr(cached, "reference_view", SimpleNamespace(compare=compare))
     assert cached.get_reference_comparison("minilm", "hi", 8, 2, 3) == ("difference", "theirs")
     assert runs == [(2, 3)]
+
+
+def test_an_encoder_view_reuses_the_whole_trace_when_the_store_holds_it(monkeypatch):
+    from explorer import memo  # noqa: PLC0415
+
+    kept = memo.BoundedCache(2**30)
+    runs = []
+    monkeypatch.setattr(cached, "store", lambda: kept)
+    monkeypatch.setattr(cached, "model", lambda key: SimpleNamespace(revision="", is_encoder_decoder=True))
+    monkeypatch.setattr(cached, "_compute", lambda message, work: work())
+    monkeypatch.setattr(
+        cached, "trace", SimpleNamespace(run=lambda *args, encoder_only=False: runs.append(encoder_only) or object())
+    )
+    alone = cached.get_trace_for("paper-random", "hi", 8, "encoder_self")  # nothing kept: the encoder alone runs
+    whole = cached.get_trace_for("paper-random", "hi", 8, "cross")
+    assert runs == [True, False] and alone is not whole
+    assert cached.get_trace_for("paper-random", "hi", 9, "cross") is not None  # another sentence: a whole run
+    assert cached.get_trace_for("paper-random", "hi", 9, "encoder_self") is cached.get_trace("paper-random", "hi", 9)
+    assert runs == [True, False, False]  # the whole trace served the encoder view: no second encoder run

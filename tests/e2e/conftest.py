@@ -9,7 +9,7 @@ import pytest
 from bench import harness
 
 SCREENSHOTS = harness.ROOT / "artifacts" / "screenshots"
-NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+NEXT_FRAMES = harness.NEXT_FRAMES
 
 
 @pytest.fixture(scope="session")
