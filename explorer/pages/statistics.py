@@ -34,10 +34,10 @@ stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.k
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), format_func=NAMES.get, key="stats_statistic")
 st.caption(analysis.STATISTICS[name])
+shown_as = f"weight on {NAMES[name]}" if name in analysis.SHARES else NAMES[name]
+grid_title = f"{shown_as[0].upper()}{shown_as[1:]}, every head"  # "Weight on previous token, every head"
 chart(
-    statistic_grid(
-        stats[name], labels, NAMES[name], percent=name in analysis.SHARES, title=f"{NAMES[name]}, every head"
-    ),
+    statistic_grid(stats[name], labels, NAMES[name], percent=name in analysis.SHARES, title=grid_title),
     "stats_grid",
     on_click=drill_to_attention(chosen.kind, words),
 )

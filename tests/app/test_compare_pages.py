@@ -144,6 +144,7 @@ def test_statistics_at_word_level_count_the_previous_word(minilm):
     merged = analysis.merge_words(result.encoder_self.weights, groups, groups)
     expected = analysis.head_statistics(merged, analysis.merge_tokens(result.source_tokens, groups))["previous"]
     np.testing.assert_allclose(z(charts(at)["stats_grid"]), expected, rtol=1e-6)
+    assert charts(at)["stats_grid"]["layout"]["title"]["text"] == "Weight on previous token, every head"  # exports too
     at.button(key="stats_open").click().run()
     assert at.toggle(key="attention_words").value is True
 
