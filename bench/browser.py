@@ -66,6 +66,36 @@ def page_name(href: str | None) -> str:
     return urllib.parse.urlparse(href or "").path.strip("/") or "overview"
 
 
+def sentence_session(browser, url: str, model: str, text: str, tokens: int) -> tuple[object, list[int]]:
+    """A new browser session that has typed `text` at `tokens` max tokens with `model`, standing on the Train page (it
+    reads no sentence), and the count of bytes the server has sent it (reset it before what is measured)."""
+    page = harness.new_page(browser)
+    received = [0]
+
+    def count(payload) -> None:
+        received[0] += len(payload)
+
+    page.on("websocket", lambda socket: socket.on("framereceived", count))
+    page.goto(f"{url}/train?model={model}", timeout=harness.TIMEOUT_MS)  # the address picks the model
+    page.wait_for_function(harness.SETTLED, arg=0, timeout=harness.TIMEOUT_MS)
+    box = page.get_by_test_id("stSidebar").get_by_test_id("stNumberInputField").first
+    if box.input_value() != str(tokens):  # the same value again would start no run to wait for
+        harness.set_max_tokens(page, tokens)
+    harness.type_sentence(page, text)
+    return page, received
+
+
+def open_timed(page, link, received: list[int]) -> tuple[float, float]:
+    """Click a sidebar link: seconds until the page's run finished and every chart is drawn and painted, MB sent."""
+    received[0] = 0
+    start = time.perf_counter()
+    with harness.rerun(page):
+        link.click()
+    page.wait_for_function(CHARTS_DRAWN, timeout=harness.TIMEOUT_MS)
+    page.evaluate(NEXT_FRAMES)
+    return round(time.perf_counter() - start, 2), round(received[0] / 1e6, 2)
+
+
 def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) -> list[dict]:
     """Every page of the sidebar (or those named in `only`) opened after a sentence of each length, for each model
     (max tokens set to that length): seconds from the click to the page's run finished and every chart drawn and
@@ -77,39 +107,21 @@ def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) 
         for model in models:
             loaded = registry.load(model)
             for tokens in lengths_for(loaded.max_tokens, lengths):
-                page = harness.new_page(browser)
-                received = [0]
-
-                def count(payload, received=received) -> None:
-                    received[0] += len(payload)
-
-                page.on("websocket", lambda socket, count=count: socket.on("framereceived", count))
-                # a page that reads no sentence, and is visited last; the address picks the model
-                page.goto(f"{url}/train?model={model}", timeout=harness.TIMEOUT_MS)
-                page.wait_for_function(harness.SETTLED, arg=0, timeout=harness.TIMEOUT_MS)
-                box = page.get_by_test_id("stSidebar").get_by_test_id("stNumberInputField").first
-                if box.input_value() != str(tokens):  # the same value again would start no run to wait for
-                    harness.set_max_tokens(page, tokens)
-                harness.type_sentence(page, text_of(loaded, tokens))
+                page, received = sentence_session(browser, url, model, text_of(loaded, tokens), tokens)
                 links = page.get_by_test_id("stSidebarNav").locator("a")
                 for i in range(links.count()):
                     link = links.nth(i)
                     title = page_name(link.get_attribute("href"))
                     if only and title not in only:
                         continue
-                    received[0] = 0
-                    start = time.perf_counter()
-                    with harness.rerun(page):
-                        link.click()
-                    page.wait_for_function(CHARTS_DRAWN, timeout=harness.TIMEOUT_MS)
-                    page.evaluate(NEXT_FRAMES)
+                    seconds, mb = open_timed(page, link, received)
                     rows.append(
                         {
                             "model": model,
                             "tokens": tokens,
                             "page": title,
-                            "seconds": round(time.perf_counter() - start, 2),
-                            "mb": round(received[0] / 1e6, 2),
+                            "seconds": seconds,
+                            "mb": mb,
                             "error": page.get_by_test_id("stException").count() > 0,
                         }
                     )

@@ -4,11 +4,10 @@ and 512 tokens, with seconds to drawn and MB sent per page: `python -m bench.sho
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from bench import harness
-from bench.browser import CHARTS_DRAWN, NEXT_FRAMES
+from bench.browser import NEXT_FRAMES, open_timed, sentence_session
 from bench.inputs import text_of
 from models import registry
 
@@ -25,17 +24,6 @@ def shot(page, path: Path) -> None:
     page.set_viewport_size({"width": 1400, "height": 1000})
 
 
-def timed_click(page, title: str, received: list[int]) -> tuple[float, float]:
-    """Open a page from the sidebar (the sentence stays): seconds to its run finished and painted, MB sent."""
-    received[0] = 0
-    start = time.perf_counter()
-    with harness.rerun(page):
-        page.get_by_test_id("stSidebarNav").locator("a").filter(has_text=title).first.click()
-    page.wait_for_function(CHARTS_DRAWN, timeout=harness.TIMEOUT_MS)
-    page.evaluate(NEXT_FRAMES)
-    return round(time.perf_counter() - start, 2), round(received[0] / 1e6, 2)
-
-
 def run(out: Path, lengths=LENGTHS, pages=PAGES) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     minilm = registry.load("minilm")
@@ -44,20 +32,9 @@ def run(out: Path, lengths=LENGTHS, pages=PAGES) -> list[str]:
         for tokens in lengths:
             for model, name, title in pages:
                 print("at", tokens, name, flush=True)
-                page = harness.new_page(browser)
-                received = [0]
-
-                def count(payload, received=received) -> None:
-                    received[0] += len(payload)
-
-                page.on("websocket", lambda socket, count=count: socket.on("framereceived", count))
-                page.goto(f"{url}/train?model={model}", timeout=harness.TIMEOUT_MS)
-                page.wait_for_function(harness.SETTLED, arg=0, timeout=harness.TIMEOUT_MS)
-                box = page.get_by_test_id("stSidebar").get_by_test_id("stNumberInputField").first
-                if box.input_value() != str(tokens):  # the same value again would start no run to wait for
-                    harness.set_max_tokens(page, tokens)
-                harness.type_sentence(page, text_of(minilm, tokens))
-                seconds, mb = timed_click(page, title, received)
+                page, received = sentence_session(browser, url, model, text_of(minilm, tokens), tokens)
+                link = page.get_by_test_id("stSidebarNav").locator("a").filter(has_text=title).first
+                seconds, mb = open_timed(page, link, received)
                 if name == "decoding" and page.get_by_test_id("stSlider").count():  # its last step: the longest
                     track = page.get_by_test_id("stSlider").first.get_by_role("slider").bounding_box()
                     with harness.rerun(page):
