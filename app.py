@@ -75,11 +75,11 @@ if loaded is not None and st.session_state[state.MAX_TOKENS] > loaded.max_tokens
 
 with st.sidebar:
     st.title("Attention explorer")
-    state.bind_widgets(st.session_state)
     titles = {key: cached.described(key).title for key in cached.model_keys()}  # bound now: this session's list
     st.selectbox(
         "Model",
         list(titles),
+        index=list(titles).index(st.session_state[state.MODEL]),  # the default a redrawn widget falls back to
         format_func=titles.__getitem__,
         key=state.widget(state.MODEL),
         on_change=change_model,

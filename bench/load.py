@@ -33,6 +33,11 @@ DRAWN_Z = """() => { const plot = document.querySelectorAll('.js-plotly-plot')[0
     return [plot.data[0].z, plot.layout.title.text]; }"""
 TITLE = re.compile(r"Layer (\d+), head (\d+)")
 PAGES = sorted(p.stem for p in (harness.ROOT / "explorer" / "pages").glob("[!_]*.py"))  # each page's address
+# each sentence is typed right after a page switch by the sidebar, as a class does: first another page, then the
+# heatmap, typing as soon as its page is drawn (a browser that redrew the sidebar after a switch once cut every
+# later sentence to 3 tokens)
+DETOURS = ("Model view", "Overview", "Head view", "Q/K/V step by step")
+HEATMAP = "Attention heatmap"
 FILLER = ("slowly", "and", "then", "quietly", "again", "after", "lunch", "with", "some", "friends")
 COST_REPEATS = 5
 
@@ -138,14 +143,18 @@ async def _act(page, action) -> None:
 
 
 async def _open(browser, url: str, report: Report):
-    """A new person opening the app: a fresh browser context, the page drawn."""
+    """A new person opening the app on its first page, as a class does: a fresh browser context, the page drawn."""
     context = await _context(browser)
     page = await context.new_page()
     start = time.perf_counter()
-    await page.goto(f"{url}/attention", timeout=WAIT_MS)  # where the sessions type and chart 0 is read
-    await page.wait_for_selector(".js-plotly-plot", timeout=WAIT_MS)
+    await _goto(page, url)  # people click on as soon as the sidebar is there, charts drawn or not
     report.open_latencies.append(time.perf_counter() - start)
     return context, page
+
+
+async def _switch(page, title: str) -> None:
+    """Open a page by its sidebar link and wait for its run to finish (its charts may still be drawing)."""
+    await _act(page, page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click)
 
 
 async def _costs(browser, url: str, pid: int, loaded) -> Costs:
@@ -197,13 +206,22 @@ async def _session(context, page, n: int, loaded, report: Report) -> None:
         while time.monotonic() < deadline and (report.sentences is None or step < report.sentences):
             text = sentence(n, step)
             step += 1
-            expected = trace.run(loaded, text, MAX_TOKENS)  # the single-user result, computed on its own
-            labels = harness.position_labels(harness.escape_tokens(expected.source_tokens))
+            await _switch(page, DETOURS[(n + step) % len(DETOURS)])
+            await _switch(page, HEATMAP)  # where the sessions type and chart 0 is read
             box = harness.sentence_box(page)
             await box.fill(text)
             start = time.perf_counter()
-            await box.press(harness.RUN_KEY)
             try:
+                before = await page.evaluate(harness.FINISHED_RUNS)
+                await box.press(harness.RUN_KEY)
+                # the single-user result, computed on its own while the server runs the sentence
+                expected = trace.run(loaded, text, MAX_TOKENS)
+                labels = harness.position_labels(harness.escape_tokens(expected.source_tokens))
+                await page.wait_for_function(harness.SETTLED, arg=before, timeout=WAIT_MS)
+                shown = await page.get_by_test_id("stSidebar").get_by_test_id("stNumberInputField").first.input_value()
+                if shown != str(MAX_TOKENS):  # the sentence is cut: its whole tokens would never be drawn
+                    report.errors.append(f"session {n} step {step}: Max tokens shows {shown}, not {MAX_TOKENS}")
+                    continue
                 await page.wait_for_function(harness.DRAWN, arg=[0, labels], timeout=WAIT_MS)
             except Exception as e:  # noqa: BLE001 -- a timeout or a crashed page both count as one error
                 report.errors.append(f"session {n} step {step}: {type(e).__name__}: {str(e)[:200]}")

@@ -24,9 +24,15 @@ def _keep_widget(key: str, widget_key: str) -> None:
 
 
 def bound(key: str) -> dict:
-    """Widget arguments that keep its value under `key` too (widget state is dropped on page switches)."""
+    """Widget arguments that keep its value under `key` too (widget state is dropped on page switches), with the
+    widget's default set to that value: a browser that redraws the widget after a page switch falls back to its
+    default and sends it as if the user had chosen it (a default of `min_value` set Max tokens to 3)."""
     widget_key = state.widget(key)
-    return {"key": widget_key, "on_change": functools.partial(_keep_widget, key, widget_key)}
+    return {
+        "key": widget_key,
+        "on_change": functools.partial(_keep_widget, key, widget_key),
+        "value": st.session_state[key],
+    }
 
 
 def use_example() -> None:

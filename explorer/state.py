@@ -42,12 +42,6 @@ def init(session: MutableMapping) -> None:
         session.setdefault(key, value)
 
 
-def bind_widgets(session: MutableMapping) -> None:
-    """Give each sidebar widget its persistent value before it is drawn, so a page switch loses nothing."""
-    for key in DEFAULTS:
-        session.setdefault(widget(key), session[key])
-
-
 def sidebar(session: MutableMapping) -> tuple[str, str, int]:
     """(model, text, max tokens): what every page's trace is computed from."""
     return session[MODEL], session[TEXT], int(session[MAX_TOKENS])
