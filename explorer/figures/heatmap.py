@@ -14,7 +14,9 @@ HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 
 
 MAX_TICKS = 40  # token labels per axis at most: past this every k-th token is named (hover still names each)
-NARROW_TICKS = 14  # across a figure drawn in half the page's width (about 280 px of plot at 1400 px)
+# across a figure drawn in half the page's width (about 500 px of plot at 1600 px): labels turn to -90 degrees
+# where they do not fit flat, so one label a line height (16 px) fits
+NARROW_TICKS = 28
 TICK_PX = 16  # a label's line height and gap: down the side, one label per this many pixels at most
 
 
@@ -115,7 +117,9 @@ def head_heatmap(
     if weights.shape != (len(queries), len(keys)):
         raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
     q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
-    size = max(320, min(900, 24 * max(len(queries), len(keys)) + 160))
+    n = max(len(queries), len(keys))
+    # tall enough to name every query when they fit (up to MAX_TICKS): thinning is for long inputs only
+    size = max(320, min(900, max(24 * n + 160, 220 + TICK_PX * min(n, MAX_TICKS) + TICK_PX)))
     # float32: the model's own precision, and half the bytes of float64 on the wire (a 512 x 512 map is 1.4 MB)
     weights = np.asarray(weights, dtype=np.float32)
     if overview is not None and max(weights.shape) > overview:
