@@ -10,7 +10,7 @@ import threading
 
 import streamlit as st
 
-from explorer import analysis, compare, memo, positions, reference_view, starting, state, trace
+from explorer import analysis, compare, memo, positions, reference_view, starting, state, trace, wording
 from models import registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
@@ -129,6 +129,19 @@ def _positions(key: tuple, _loaded: registry.LoadedModel) -> dict:
 
 def get_positions(model_name: str) -> dict:
     return _positions(_key("positions", model_name), model(model_name))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _head_patterns(key: tuple, _loaded: registry.LoadedModel) -> str:
+    token, position = positions.input_norms(_loaded)
+    config = _loaded.model.config
+    smooth = config.positional == "sinusoidal" or positions.neighbour_cosine(positions.tables(_loaded)["learned"]) > 0.5
+    return wording.head_patterns(_loaded.key, token, position, smooth, config.scale_embeddings)
+
+
+def get_head_patterns(model_name: str) -> str:
+    """What this model's heads can be expected to show, measured on its own embeddings (wording.head_patterns)."""
+    return _head_patterns(_key("head_patterns", model_name), model(model_name))
 
 
 def get_trace_for(model_name: str, text: str, max_tokens: int, kind: str) -> trace.Trace:

@@ -24,6 +24,17 @@ _STATES = {"encoder": ("after_attn", "after_ffn"), "decoder": ("after_self_attn"
 _KINDS = {"self-attention": "encoder_self", "masked self-attention": "decoder_self", "cross-attention": "cross"}
 
 
+TOLERANCE = 1e-5  # the project's bar for "the same numbers" (float32 rounding across different operation orders)
+
+
+def agreement(result: np.ndarray, traced: np.ndarray) -> str:
+    """Whether a recomputed value equals the model's own state, with the largest difference: said as it is."""
+    worst = float(np.abs(np.asarray(result) - np.asarray(traced)).max())
+    if worst <= TOLERANCE:
+        return f"equals the model's own state to float32 rounding: max |difference| = {worst:.1e}"
+    return f"DIFFERS from the model's own state: max |difference| = {worst:.1e} (over {TOLERANCE:g})"
+
+
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 

@@ -19,6 +19,21 @@ def tables(loaded: LoadedModel) -> dict[str, np.ndarray]:
     return found
 
 
+def input_norms(loaded: LoadedModel) -> tuple[float, float]:
+    """(token, position): the root-mean-square norm of a token's embedding as it enters the sum (x sqrt(d_model)
+    where the model scales it; over the whole vocabulary) and of a position's vector (over every position)."""
+    embeddings = loaded.model.encoder.embeddings
+    token = embeddings.token.weight.detach() * embeddings.scale
+    position = embeddings.position(embeddings.max_len).detach()
+    return float(token.pow(2).sum(-1).mean().sqrt()), float(position.pow(2).sum(-1).mean().sqrt())
+
+
+def neighbour_cosine(table: np.ndarray) -> float:
+    """The mean cosine between the vectors of neighbouring positions, i and i + 1."""
+    unit = table / np.maximum(np.linalg.norm(table, axis=-1, keepdims=True), 1e-12)
+    return float((unit[:-1] * unit[1:]).sum(-1).mean())
+
+
 SAMPLES_PER_POSITION = 8  # dimension 0 turns once every 2 pi positions: whole positions alone draw a zig-zag
 
 

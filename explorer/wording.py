@@ -11,20 +11,86 @@ PAPER_WARMUP = 4000  # section 5.3
 PAPER_STEPS = 100_000  # base model, section 5.2
 
 
-def head_patterns(model_key: str) -> str:
-    """What the heads of this model can be expected to show: learned patterns only where weights were learned."""
-    if model_key == "minilm" or model_key.startswith("folder:"):
+NOT_EXPLANATION = (
+    "A weight shows where a head looks, not what the model's output depends on: attention is not explanation "
+    "(Jain & Wallace 2019)."
+)
+
+
+def is_pretrained(model_key: str) -> bool:
+    return model_key == "minilm" or model_key.startswith("folder:")
+
+
+def is_trained_here(model_key: str) -> bool:
+    return model_key in ("translate", "reverse") or model_key.startswith("yours-")
+
+
+def head_patterns(model_key: str, token_norm: float, position_norm: float, smooth: bool, scaled: bool) -> str:
+    """What the heads of this model can be expected to show: learned patterns only where weights were learned; for
+    random weights, how much of layer 1's input is position (`token_norm`, `position_norm`: the RMS norms of a
+    token's embedding as summed and of a position's vector; `smooth`: neighbouring positions' vectors are alike)."""
+    if is_pretrained(model_key):
         return (
             "Pretrained heads learn different patterns: some look at the previous token, some at punctuation or "
             "[SEP], some spread broadly."
         )
-    if model_key in ("translate", "reverse") or model_key.startswith("yours-"):
+    if is_trained_here(model_key):
         return (
             "A toy model trained here: look for the task's alignment in the cross-attention (the anti-diagonal for "
             "reverse, adjectives crossing behind their noun for translate); the patterns pretrained language models "
             "learn need not appear."
         )
-    return "Random, untrained weights: no head has learned anything, so any pattern here is chance, not meaning."
+    text = "Random, untrained weights: no head has learned anything, so no pattern here says anything about words."
+    share = position_norm**2 / (position_norm**2 + token_norm**2)
+    if share < 0.5:
+        return f"{text} What structure there is comes from random projections of the tokens: chance."
+    token = "a token's embedding x sqrt(d_model)" if scaled else "a token's embedding"
+    positions = (
+        "smooth sinusoids, so the maps show bands along the diagonal"
+        if smooth
+        else "one random vector per position, so each position brings its own fixed pattern"
+    )
+    return (
+        f"{text} Not all of it is chance, though: position is {share:.0%} of what enters layer 1 (a position's "
+        f"vector has norm {position_norm:.3g}, {token} {token_norm:.3g}): {positions}, whatever the words."
+    )
+
+
+def learned_positions(learned: float, sinusoid: float) -> str:
+    """What a learned position table shows, from the mean cosine between neighbouring positions' vectors in it
+    (`learned`) and in the paper's sinusoids of the same size (`sinusoid`)."""
+    measured = f"mean cosine between positions i and i + 1: {learned:.2f}; the sinusoids' {sinusoid:.2f}"
+    if learned > 0.5:
+        return f"The learned table is read from the model's weights: training made neighbours similar ({measured})."
+    return (
+        f"The learned table is read from the model's weights, here random: neighbouring positions are unrelated "
+        f"({measured}). Nothing tells this model that position 5 is next to position 6 until training does."
+    )
+
+
+def scaling_note(d_head: int, scaled_std: float) -> str:
+    """Why q . k is divided by sqrt(d_k) (section 3.2.1), kept apart from what this model's scores measure."""
+    return (
+        f"Dividing q . k by sqrt(d_k) = {d_head**0.5:.3g} is itself a temperature. The paper's reason (section "
+        "3.2.1): if the components of q and k were independent with mean 0 and variance 1, q . k would have variance "
+        "d_k, and the division would bring it back to 1. That is an assumption, not a property of trained weights: "
+        f"this query's scaled scores have a standard deviation of {scaled_std:.3g}."
+    )
+
+
+def model_view_hint(model_key: str) -> str:
+    """What to look for in the grid of every head, for this model."""
+    if is_pretrained(model_key):
+        return (
+            "Look for a bright diagonal (attend to self), a line just below it (previous token), or a bright last "
+            "column ([SEP] acting as a sink for attention a head does not need)."
+        )
+    if is_trained_here(model_key):
+        return "Pick the cross-attention above: the task's alignment is there, clearest in the last decoder layer."
+    return (
+        "No head here has learned a pattern to look for: put this grid beside the pretrained model's "
+        "(Compare weights) to see what training adds."
+    )
 
 
 def recipe_departures(task: str) -> list[str]:

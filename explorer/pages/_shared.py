@@ -14,6 +14,7 @@ from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
 from explorer.trace import ATTENTION_KINDS, UNKNOWN, AttentionTrace, Trace, unknown_pieces
+from explorer.wording import NOT_EXPLANATION
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
 
@@ -68,9 +69,23 @@ def current_trace(kind: str | None = None) -> Trace:
     return result
 
 
-def pick_attention(prefix: str, words: bool = True) -> Chosen:
+STARTING_NOTE = (
+    "The page opens on a head chosen from the model's own weights for this sentence: the one in which a word puts the "
+    "most weight on another word (in self-attention, one more than two positions away). Pick any other."
+)
+
+
+def about_heads(starting: bool = True) -> None:
+    """What the heads of the sidebar's model can show and what a weight does not say; `starting`: the page opened
+    on the sentence's starting head (cached.get_start)."""
+    notes = [cached.get_head_patterns(st.session_state[state.MODEL]), NOT_EXPLANATION]
+    st.caption(" ".join([*notes, STARTING_NOTE] if starting else notes))
+
+
+def pick_attention(prefix: str, words: bool = True, starting: bool = True) -> Chosen:
     """The current trace and an attention kind (a radio `{prefix}_kind` when the model has more than one), and,
-    when `words`, a word-level toggle `{prefix}_words`."""
+    when `words`, a word-level toggle `{prefix}_words`; above them, what the model's heads can show (about_heads)."""
+    about_heads(starting)
     # the kinds from the model, before any run: encoder self-attention is drawn without decoding first
     kinds = ATTENTION_KINDS if cached.model(st.session_state[state.MODEL]).is_encoder_decoder else ATTENTION_KINDS[:1]
     kind = kinds[0]

@@ -20,7 +20,7 @@ st.markdown(
 )
 st.caption("Attention is not explanation: these show how weight could mix through the layers, not why.")
 
-chosen = pick_attention("aggregate")
+chosen = pick_attention("aggregate", starting=False)
 if chosen.kind == "cross":
     st.info("Rollout and flow follow one stream of tokens through its layers; pick a self-attention.")
     st.stop()

@@ -10,9 +10,8 @@ from explorer import cached, state
 from explorer.callbacks import step_through
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import LAYER_CELLS, layer_heads
-from explorer.heads import head_or_mean, head_title
+from explorer.heads import MEAN, head_or_mean, head_title
 from explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
-from explorer.wording import head_patterns
 
 st.header("Attention heatmap")
 st.markdown(
@@ -21,7 +20,6 @@ st.markdown(
     "multiply V. Row *i* shows how query token *i* (attending) spreads one unit of attention over the key tokens "
     "(attended to); every row sums to 1."
 )
-st.caption(head_patterns(st.session_state[state.MODEL]))
 
 chosen = pick_attention(state.ATTENTION)
 attention = chosen.attention
@@ -32,7 +30,12 @@ layer, head = pick_layer_head(
 weights, title = head_or_mean(chosen.weights, layer, head), head_title(layer, head, attention.n_heads).capitalize()
 
 
-st.caption("Click a row to follow that query token through Q, K and V step by step.")
+follow = "Click a row to follow that query token through Q, K and V step by step"
+st.caption(
+    f"{follow} (a mean of heads has no Q, K and V of its own: the click opens head 1)."
+    if head == MEAN
+    else f"{follow}."
+)
 figure = head_heatmap(weights, chosen.queries, chosen.keys, title, clickable=True)
 first_pieces = None if chosen.groups is None else tuple(word[0] for word in chosen.groups[0])
 chart(figure, "attention_heatmap", on_click=functools.partial(step_through, chosen.kind, first_pieces, layer, head))

@@ -18,7 +18,7 @@ st.markdown(
     "The page opens on the strongest long-range link between two words anywhere in the model."
 )
 
-chosen = pick_attention("find", words=False)
+chosen = pick_attention("find", words=False, starting=False)  # the text above says where it opens
 attention, queries, keys = chosen.attention, chosen.queries, chosen.keys
 start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
 left, right = st.columns(2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from explorer import cached, forward, state
@@ -29,10 +28,6 @@ n_layers = forward.states(trace, stack)["after_ffn"].shape[0]
 left, right = st.columns(2)
 position = pick_token(tokens, "Token", "forward_token", left)
 layer_index = pick_layer(n_layers, "forward_layer", right)
-
-
-def checked(result: np.ndarray, traced: np.ndarray) -> str:
-    return f"equals the model's own state: max |difference| = {float(np.abs(result - traced).max()):.1e}"
 
 
 def norm_text(norm: forward.Norm) -> None:
@@ -76,7 +71,7 @@ chart(named_strips(rows, names, "Embedding steps"), "forward_embedding")
 if e.norm is not None:
     norm_text(e.norm)
 st.markdown(f"Input to layer 1: `{preview(e.result)}`")
-st.caption("Recomputed input to layer 1 " + checked(e.result, e.traced) + ".")
+st.caption("Recomputed input to layer 1 " + forward.agreement(e.result, e.traced) + ".")
 
 # --- 2. one layer --------------------------------------------------------------------------------------------
 layer = forward.layer(loaded, trace, stack, layer_index, position)
@@ -111,7 +106,7 @@ for number, step in enumerate(layer.sublayers, start=1):
     else:
         st.markdown(
             f"Multi-head attention output (Concat(head_1..head_h) W^O + b^O, from the model's own weights and "
-            f"values): `{preview(step.output)}`; {checked(step.output, step.traced_output)}."
+            f"values): `{preview(step.output)}`; {forward.agreement(step.output, step.traced_output)}."
         )
     rows = [step.x, step.output, step.residual]
     names = ["x (entering)", f"{step.name} output", "x + output (residual)"]
@@ -121,7 +116,7 @@ for number, step in enumerate(layer.sublayers, start=1):
     chart(named_strips(rows, names, f"{step.name.capitalize()} and Add & Norm"), f"forward_sublayer_{number}")
     if step.post_norm is not None:
         norm_text(step.post_norm)
-    st.caption(f"Result {checked(step.result, step.traced)}.")
+    st.caption(f"Result {forward.agreement(step.result, step.traced)}.")
 final = forward.final_norm(loaded, trace, stack, position)
 if final is not None:
     st.markdown("**Final LayerNorm** (pre-LN stacks end with one):")

@@ -8,15 +8,16 @@ from explorer import cached, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, model_view
 from explorer.pages._shared import chart, drill_to_pickers, open_in_attention, pick_attention, pick_layer_head
+from explorer.wording import model_view_hint
 
 st.header("Model view")
 st.latex(r"A_i = \mathrm{softmax}\!\left(\frac{(Q W^Q_i + b^Q_i)(K W^K_i + b^K_i)^\top}{\sqrt{d_k}}\right)")
 st.caption("Each thumbnail draws one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i).")
 st.markdown(
     "Every head of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
-    "attention (queries down, keys across). Look for a bright diagonal (attend to self), a line just below it "
-    "(previous token), or a bright last column ([SEP] acting as a sink for attention a head does not need). "
-    f"Thumbnails are averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and scaled to their own maximum."
+    f"attention (queries down, keys across). {model_view_hint(st.session_state[state.MODEL])} Thumbnails are "
+    f"averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and each is scaled to its own maximum, so a nearly "
+    "uniform head looks as contrasty as a sharp one: the full-size map below keeps the 0-1 scale."
 )
 
 chosen = pick_attention("model")

@@ -7,7 +7,8 @@ import streamlit as st
 from explorer import cached, state
 from explorer.figures import positional as figures
 from explorer.pages._shared import chart
-from explorer.positions import sinusoid_curves
+from explorer.positions import neighbour_cosine, sinusoid_curves
+from explorer.wording import learned_positions
 
 st.header("Positional encoding")
 st.latex(
@@ -50,4 +51,4 @@ if learned is not None:
             figures.similarity_heatmap(learned[:positions], "Learned: cosine(P_i, P_j)"),
             "positional_learned_similarity",
         )
-    st.caption("The learned table is read from the model's weights; neighbours end up similar, as with sinusoids.")
+    st.caption(learned_positions(neighbour_cosine(learned), neighbour_cosine(sinusoid)))

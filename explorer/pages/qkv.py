@@ -11,6 +11,7 @@ from explorer import cached, starting, state, walkthrough, wording
 from explorer.figures.labels import position_labels
 from explorer.figures.walkthrough import masked_scores, per_key_bars, vector_strip
 from explorer.pages._shared import chart, pick_attention, pick_head, pick_layer, pick_token
+from explorer.wording import scaling_note
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
 
@@ -106,9 +107,8 @@ if st.toggle("What if: change the softmax temperature (not the model's computati
     temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="qkv_temperature")
     what_if = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, temperature)
     st.caption(
-        "softmax(scores / T): T < 1 sharpens, T > 1 flattens. T = 1 is the model: it always uses T = 1. Dividing "
-        f"q . k by sqrt(d_k) = {s.d_head**0.5:.3g} is itself a temperature, fixed by the paper so that the scores' "
-        "variance stays near 1 whatever d_k."
+        "softmax(scores / T): T < 1 sharpens, T > 1 flattens. T = 1 is the model: it always uses T = 1. "
+        + scaling_note(s.d_head, float(s.scaled_scores[s.mask].std()))
     )
     what_if_bars = per_key_bars(
         s.weights, keys, "model (T = 1) vs what-if", s.mask, what_if, f"T = {temperature}", shown=shown

@@ -125,3 +125,12 @@ def test_sublayer_vectors_hold_each_add_and_norm(translate):
         "ffn",
         "add_norm_3",
     }
+
+
+def test_agreement_says_equal_only_within_the_tolerance():
+    from explorer.forward import TOLERANCE, agreement
+
+    row = np.linspace(-1, 1, 8, dtype=np.float32)
+    assert agreement(row, row + TOLERANCE / 2).startswith("equals the model's own state")
+    differs = agreement(row, row + 0.01)
+    assert differs.startswith("DIFFERS") and "1.0e-02" in differs
