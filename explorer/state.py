@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
 
+from explorer.trace import ATTENTION_KINDS as KINDS
 from models.registry import ENGLISH_EXAMPLES, ModelSpec
 
 MODEL = "model"
@@ -79,6 +80,8 @@ def keep(session: MutableMapping, key: str, value: object) -> None:
 # as the app shows them, token by its position as shown). Read once, when a session opens.
 URL_MODEL, URL_TEXT, URL_LAYER, URL_HEAD, URL_TOKEN = "model", "text", "layer", "head", "token"
 URL_KEY = "key"  # a second token: the key token of the Find heads page
+URL_KIND = "kind"  # the attention kind a page shows (one of KINDS), for models with more than one
+URL_STEP = "step"  # the Decoding page's output step, numbered from 1 as shown
 URL_VIEW = "url_view"  # what the address asked for that the page's own pickers apply: {"layer": 0, ...}
 URL_PAGE = "url_page"  # the page the address opened; its pickers take URL_VIEW, other pages do not
 URL_USED = "url_used"  # widget keys already given their address value (once each)
@@ -119,10 +122,16 @@ def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tupl
             )
         else:
             values[URL_TEXT] = text
-    for name, lowest in ((URL_LAYER, 1), (URL_HEAD, 1), (URL_TOKEN, 0), (URL_KEY, 0)):
+    for name, lowest in ((URL_LAYER, 1), (URL_HEAD, 1), (URL_TOKEN, 0), (URL_KEY, 0), (URL_STEP, 1)):
         number = _number(params, name, lowest, notices)
         if number is not None:
             values[name] = number
+    kind = params.get(URL_KIND)
+    if kind is not None:
+        if kind in KINDS:
+            values[URL_KIND] = kind
+        else:
+            notices.append(f"The address's kind {kind[:40]!r} is not one of {', '.join(KINDS)}; using the default.")
     return values, notices
 
 
