@@ -41,25 +41,39 @@ def show(page: st.Page) -> None:
     page.run()
 
 
-pages = [
-    st.Page(PAGES / "overview.py", title="Overview", icon=":material/account_tree:", default=True),
-    st.Page(PAGES / "attention.py", title="Attention heatmap", icon=":material/grid_on:"),
-    st.Page(PAGES / "model_view.py", title="Model view", icon=":material/apps:"),
-    st.Page(PAGES / "head_view.py", title="Head view", icon=":material/linear_scale:"),
-    st.Page(PAGES / "find_heads.py", title="Find heads", icon=":material/travel_explore:"),
-    st.Page(PAGES / "positional.py", title="Positional encoding", icon=":material/waves:"),
-    st.Page(PAGES / "qkv.py", title="Q/K/V step by step", icon=":material/calculate:"),
-    st.Page(PAGES / "forward.py", title="Forward pass step by step", icon=":material/route:"),
-    st.Page(PAGES / "decoding.py", title="Decoding step by step", icon=":material/translate:"),
-    st.Page(PAGES / "output.py", title="Output and loss", icon=":material/functions:"),
-    st.Page(PAGES / "statistics.py", title="Head statistics", icon=":material/query_stats:"),
-    st.Page(PAGES / "aggregation.py", title="Rollout and flow", icon=":material/stacked_line_chart:"),
-    st.Page(PAGES / "compare.py", title="Compare weights", icon=":material/difference:"),
-    st.Page(PAGES / "compare_sentences.py", title="Compare sentences", icon=":material/compare_arrows:"),
-    st.Page(PAGES / "reference.py", title="Ours vs transformers", icon=":material/compare:"),
-    st.Page(PAGES / "train.py", title="Train it yourself", icon=":material/model_training:"),
-]
-page = st.navigation(pages, expanded=True)  # every page listed: no "View more" to find them behind
+# One table of pages: (file stem = address, title, icon), by menu. The menus sit in the header, so on a 900 px
+# projector the sidebar holds the model, the sentence, Max tokens and the examples above the fold (16 links in the
+# sidebar pushed them below it).
+MENUS = {
+    "The model": (
+        ("overview", "Overview", "account_tree"),
+        ("attention", "Attention heatmap", "grid_on"),
+        ("model_view", "Model view", "apps"),
+        ("head_view", "Head view", "linear_scale"),
+        ("positional", "Positional encoding", "waves"),
+        ("qkv", "Q/K/V step by step", "calculate"),
+        ("forward", "Forward pass step by step", "route"),
+        ("decoding", "Decoding step by step", "translate"),
+        ("output", "Output and loss", "functions"),
+    ),
+    "Explore": (
+        ("find_heads", "Find heads", "travel_explore"),
+        ("statistics", "Head statistics", "query_stats"),
+        ("aggregation", "Rollout and flow", "stacked_line_chart"),
+        ("compare", "Compare weights", "difference"),
+        ("compare_sentences", "Compare sentences", "compare_arrows"),
+        ("reference", "Ours vs transformers", "compare"),
+        ("train", "Train it yourself", "model_training"),
+    ),
+}
+pages = {
+    menu: [
+        st.Page(PAGES / f"{stem}.py", title=title, icon=f":material/{icon}:", default=stem == "overview")
+        for stem, title, icon in entries
+    ]
+    for menu, entries in MENUS.items()
+}
+page = st.navigation(pages, position="top")
 if drilled := st.session_state.pop(state.DRILL_TO, None):  # a click on the last run opens another page
     st.switch_page(drilled)
 st.session_state[state.PAGE] = page.url_path

@@ -86,7 +86,7 @@ def sentence_session(browser, url: str, model: str, text: str, tokens: int) -> t
 
 
 def open_timed(page, link, received: list[int]) -> tuple[float, float]:
-    """Click a sidebar link: seconds until the page's run finished and every chart is drawn and painted, MB sent."""
+    """Click a menu link: seconds until the page's run finished and every chart is drawn and painted, MB sent."""
     received[0] = 0
     start = time.perf_counter()
     with harness.rerun(page):
@@ -108,11 +108,11 @@ def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) 
             loaded = registry.load(model)
             for tokens in lengths_for(loaded.max_tokens, lengths):
                 page, received = sentence_session(browser, url, model, text_of(loaded, tokens), tokens)
-                links = page.get_by_test_id("stSidebarNav").locator("a")
-                for i in range(links.count()):
-                    link = links.nth(i)
+                for heading in harness.menu_titles(page):
+                    link = harness.menu_link(page, heading)
                     title = page_name(link.get_attribute("href"))
                     if only and title not in only:
+                        page.keyboard.press("Escape")
                         continue
                     seconds, mb = open_timed(page, link, received)
                     rows.append(

@@ -186,6 +186,43 @@ def set_max_tokens(page, n: int) -> None:
         box.press("Enter")
 
 
+def menu_link(page, title: str):
+    """The navigation's link to the page titled `title`, its menu in the header opened (the links of a closed menu
+    are not in the page)."""
+    sections = page.get_by_test_id("stTopNavSection")
+    links = page.get_by_test_id("stTopNavDropdownLink")
+    for i in range(sections.count()):
+        sections.nth(i).click()
+        links.first.wait_for(timeout=TIMEOUT_MS)
+        found = links.filter(has=page.get_by_text(title, exact=True))
+        if found.count():
+            return found.first
+        page.keyboard.press("Escape")
+        links.first.wait_for(state="detached", timeout=TIMEOUT_MS)
+    raise LookupError(f"no page titled {title!r} in the navigation")
+
+
+def menu_titles(page) -> list[str]:
+    """Every page's title, menu by menu, in the navigation's order."""
+    sections = page.get_by_test_id("stTopNavSection")
+    links = page.get_by_test_id("stTopNavDropdownLink")
+    titles = []
+    for i in range(sections.count()):
+        sections.nth(i).click()
+        links.first.wait_for(timeout=TIMEOUT_MS)
+        titles += [link.locator("span").last.inner_text().strip() for link in links.all()]
+        page.keyboard.press("Escape")
+        links.first.wait_for(state="detached", timeout=TIMEOUT_MS)
+    return titles
+
+
+def open_page(page, title: str) -> None:
+    """Open a page by its menu entry, as a person does, and wait for the run it starts to finish."""
+    link = menu_link(page, title)
+    with rerun(page):
+        link.click()
+
+
 RUN_KEY = "Control+Enter"  # applies the sidebar's multi-line sentence box (Enter alone starts a new line)
 
 

@@ -33,7 +33,7 @@ DRAWN_Z = """() => { const plot = document.querySelectorAll('.js-plotly-plot')[0
     return [plot.data[0].z, plot.layout.title.text]; }"""
 TITLE = re.compile(r"Layer (\d+), head (\d+)")
 PAGES = sorted(p.stem for p in (harness.ROOT / "explorer" / "pages").glob("[!_]*.py"))  # each page's address
-# each sentence is typed right after a page switch by the sidebar, as a class does: first another page, then the
+# each sentence is typed right after a page switch by the menus, as a class does: first another page, then the
 # heatmap, typing as soon as its page is drawn (a browser that redrew the sidebar after a switch once cut every
 # later sentence to 3 tokens)
 DETOURS = ("Model view", "Overview", "Head view", "Q/K/V step by step")
@@ -147,14 +147,25 @@ async def _open(browser, url: str, report: Report):
     context = await _context(browser)
     page = await context.new_page()
     start = time.perf_counter()
-    await _goto(page, url)  # people click on as soon as the sidebar is there, charts drawn or not
+    await _goto(page, url)  # people click on as soon as the menus are there, charts drawn or not
     report.open_latencies.append(time.perf_counter() - start)
     return context, page
 
 
 async def _switch(page, title: str) -> None:
-    """Open a page by its sidebar link and wait for its run to finish (its charts may still be drawing)."""
-    await _act(page, page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click)
+    """Open a page by its menu entry and wait for its run to finish (its charts may still be drawing)."""
+    sections = page.get_by_test_id("stTopNavSection")
+    links = page.get_by_test_id("stTopNavDropdownLink")
+    for i in range(await sections.count()):
+        await sections.nth(i).click()
+        await links.first.wait_for(timeout=WAIT_MS)
+        found = links.filter(has=page.get_by_text(title, exact=True))
+        if await found.count():
+            await _act(page, found.first.click)
+            return
+        await page.keyboard.press("Escape")
+        await links.first.wait_for(state="detached", timeout=WAIT_MS)
+    raise LookupError(f"no page titled {title!r} in the navigation")
 
 
 async def _costs(browser, url: str, pid: int, loaded) -> Costs:

@@ -111,8 +111,9 @@ def head_view(
                     x=[0.0, 1.0, None] * len(pairs),  # one segment per (query, key), None breaks the line
                     y=[y for qi, kj in pairs for y in (float(qi), float(kj), None)],
                     mode="lines",
-                    line={"color": PALETTE[head % len(PALETTE)], "width": 2},
-                    opacity=min(1.0, 0.15 + high * 0.85),
+                    # heavier and darker with the weight: the strong links read from the back of a room
+                    line={"color": PALETTE[head % len(PALETTE)], "width": 1.5 + 4.5 * high},
+                    opacity=min(1.0, 0.3 + high * 0.7),
                     name=f"head {head + 1}",
                     legendgroup=f"h{head}",
                     showlegend=first,

@@ -85,6 +85,21 @@ CLICK_HOVER = "query %{y}<br>key %{x}<br>weight %{customdata[2]:.4f}" + CLICK_NO
 DIFFERENCE_HOVER = "query %{y}<br>key %{x}<br>difference %{z:.4g}<extra></extra>"
 
 
+STRETCH = (1, 99)  # percentiles a stretched map's colours span
+
+
+def stretched_range(z: np.ndarray) -> tuple[float, float]:
+    """The STRETCH percentiles of a map's values: the colour range that shows its structure whatever its spread."""
+    low, high = (float(v) for v in np.percentile(z, STRETCH)) if z.size else (0.0, 1.0)
+    return low, max(high, low + 1e-9)
+
+
+def _stretched_scale(z: np.ndarray) -> dict:
+    low, high = stretched_range(z)
+    label = f"weight<br>colours: {low:.2g} to {high:.2g}<br>({STRETCH[0]}st-{STRETCH[1]}th<br>percentile)"
+    return {**WEIGHT_SCALE, "zmin": low, "zmax": high, "colorbar": {"title": {"text": label}}}
+
+
 def _diverging_scale(z: np.ndarray) -> dict:
     limit = float(np.abs(z).max()) if z.size else 0.0
     limit = limit or 1e-12  # all zeros: still a valid, centred scale
@@ -107,13 +122,16 @@ def head_heatmap(
     clickable: bool = False,
     narrow: bool = False,
     overview: int | None = None,
+    stretched: bool = False,
 ) -> go.Figure:
     """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across.
     diverging: a difference of two such maps, on a red-blue scale centred at zero and symmetric about it.
     clickable: a click on a row names its query (for a block of rows: its first query) in the click target's
     customdata[0]: up to CLICK_CELLS cells one target a cell (query, key, weight), past it one a row (clicks.py).
     narrow: drawn in half the page's width, so fewer key labels fit across.
-    overview: past this many tokens a side, cells are means over blocks of tokens (named 'i-j: token')."""
+    overview: past this many tokens a side, cells are means over blocks of tokens (named 'i-j: token').
+    stretched: colours span the map's own 1st to 99th percentile (named on the colour bar), not 0 to 1: for maps
+    whose values are spread thin (rollout over hundreds of tokens) or evenly (flow)."""
     if weights.shape != (len(queries), len(keys)):
         raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
     q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
@@ -138,7 +156,7 @@ def head_heatmap(
         x, y = position_labels(k_labels), position_labels(q_labels)
         first_query, first_key = np.arange(len(queries)), np.arange(len(keys))
     # built in one call: every later update_layout re-validates and deep-copies the whole figure
-    scale = _diverging_scale(weights) if diverging else WEIGHT_SCALE
+    scale = _diverging_scale(weights) if diverging else _stretched_scale(weights) if stretched else WEIGHT_SCALE
     data = [go.Heatmap(z=weights, x=x, y=y, **scale)]
     click_layout = {}
     if clickable and weights.size <= CLICK_CELLS:

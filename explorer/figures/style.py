@@ -5,9 +5,25 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 # Plotly's default box takes the colour under the pointer (pale grey on pale cells): white with dark text instead
-HOVER_LABEL = {"bgcolor": "white", "bordercolor": "#444444", "font": {"color": "#111111", "size": 13}}
+HOVER_LABEL = {"bgcolor": "white", "bordercolor": "#444444", "font": {"color": "#111111", "size": 14}}
+# Read from the back of a classroom: Streamlit's chart theme draws 11-12 px labels in light grey. Dark text, 15 px for
+# titles and 13 px for ticks (the heatmaps name one token a 16 px line: heatmap.TICK_PX)
+TEXT = "#262730"
+FONT = {"size": 15, "color": TEXT}
+TICK_FONT = {"size": 13, "color": TEXT}
 
 
 def styled(figure: go.Figure) -> go.Figure:
-    """The figure with the shared hover style (changed in place: figures are built fresh for each run)."""
-    return figure.update_layout(hoverlabel=HOVER_LABEL)
+    """The figure with the shared hover and text style (changed in place: figures are built fresh for each run); a
+    size a figure set itself (a small inset's ticks) is kept."""
+    figure.update_layout(hoverlabel=HOVER_LABEL, font=FONT)
+
+    def readable(axis) -> None:
+        axis.update(
+            tickfont={**TICK_FONT, **axis.tickfont.to_plotly_json()},
+            title_font={**FONT, **axis.title.font.to_plotly_json()},
+        )
+
+    figure.for_each_xaxis(readable)
+    figure.for_each_yaxis(readable)
+    return figure

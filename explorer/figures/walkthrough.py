@@ -101,12 +101,12 @@ def per_key_bars(
         layout |= {
             "height": 380,
             "yaxis": {"domain": [0, 0.68], "automargin": True},
-            "xaxis2": {"anchor": "y2", "tickfont": {"size": 10}, "nticks": 12, "showgrid": False, "zeroline": False},
+            "xaxis2": {"anchor": "y2", "tickfont": {"size": 12}, "nticks": 12, "showgrid": False, "zeroline": False},
             "yaxis2": {
                 "domain": [0.82, 1],
-                "tickfont": {"size": 9},
+                "tickfont": {"size": 12},
                 "nticks": 3,
-                "title": {"text": f"all {len(values)}", "font": {"size": 10}},
+                "title": {"text": f"all {len(values)}", "font": {"size": 12}},
             },
         }
         layout["title"]["text"] = f"{title}: {len(subset)} of {len(values)} keys"

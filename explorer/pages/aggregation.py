@@ -18,7 +18,10 @@ st.markdown(
     "to the chosen one. **Attention flow** treats the same matrices as capacities and computes the maximum flow "
     "from each position at the chosen layer down to each input token."
 )
-st.caption("Attention is not explanation: these show how weight could mix through the layers, not why.")
+st.caption(
+    "Each map's colours span its own 1st to 99th percentile (named on its colour bar), not 0 to 1: rollout over "
+    "many tokens spreads its weight thin and flow spreads it evenly: on 0 to 1 one would look blank, the other solid."
+)
 
 chosen = pick_attention("aggregate", starting=False)
 if chosen.kind == "cross":
@@ -34,12 +37,12 @@ length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's cost grows with 
 
 top = st.columns(2)  # two per row: three heatmaps side by side leave each too narrow to read
 chart(
-    head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", narrow=True),
+    head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", narrow=True, stretched=True),
     "aggregate_raw",
     container=top[0],
 )
 chart(
-    head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", narrow=True),
+    head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", narrow=True, stretched=True),
     "aggregate_rollout",
     container=top[1],
 )
@@ -55,4 +58,6 @@ if length > FLOW_MAX_TOKENS:
 with bottom[0]:  # drawn last: the max-flows take a moment, and the other two need not wait for them
     flows = cached.get_flow(*state.sidebar(st.session_state), chosen.kind, layer)
     flows = chosen.view(flows)
-    chart(head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}", narrow=True), "aggregate_flow")
+    chart(
+        head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}", narrow=True, stretched=True), "aggregate_flow"
+    )

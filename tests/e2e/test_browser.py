@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from bench import harness
 from bench.harness import TIMEOUT_MS, open_app, rerun, tick_labels, type_sentence, wait_for_tokens
 from tests.e2e.conftest import screenshot
 
@@ -28,8 +29,7 @@ def test_every_page_draws_for_a_typed_sentence(server, page):
     page.get_by_role("heading", name="Overview").wait_for(
         timeout=TIMEOUT_MS
     )  # the first page: the model as the paper's figure 1
-    with rerun(page):
-        page.get_by_test_id("stSidebarNav").get_by_text("Attention heatmap", exact=True).click()
+    harness.open_page(page, "Attention heatmap")
     page.get_by_role("heading", name="Attention heatmap").wait_for(timeout=TIMEOUT_MS)
     type_sentence(page, SENTENCE)
     wait_for_tokens(page, TOKENS)
@@ -37,8 +37,7 @@ def test_every_page_draws_for_a_typed_sentence(server, page):
     assert tick_labels(page, axis="ytick") == TOKENS
     screenshot(page, "attention")
     for title, name, heading in PAGES:
-        with rerun(page):
-            page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+        harness.open_page(page, title)
         page.get_by_role("heading", name=heading).wait_for(timeout=TIMEOUT_MS)
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=TIMEOUT_MS)
         assert page.locator(".js-plotly-plot").count() >= 1, name
@@ -63,8 +62,7 @@ def test_decoding_a_toy_translation_step_by_step(server, page):
     open_app(page, server)
     choose_model(page, "Toy translation (trained here)")
     type_sentence(page, "the small red cat sees a big dog")
-    with rerun(page):
-        page.get_by_test_id("stSidebarNav").get_by_text("Decoding step by step", exact=True).click()
+    harness.open_page(page, "Decoding step by step")
     page.get_by_role("heading", name="Decoding step by step").wait_for(timeout=TIMEOUT_MS)
     page.get_by_text("Step 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for(
         timeout=TIMEOUT_MS
@@ -98,8 +96,7 @@ PAST_STEP_50 = """() => {
 
 def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     open_app(page, server)
-    with rerun(page):
-        page.get_by_test_id("stSidebarNav").get_by_text("Train it yourself", exact=True).click()
+    harness.open_page(page, "Train it yourself")
     page.get_by_role("heading", name="Train it yourself").wait_for(timeout=TIMEOUT_MS)
     page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
     with rerun(page):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bench.harness import TIMEOUT_MS, open_app, rerun, sentence_box, set_max_tokens, type_sentence
+from bench.harness import TIMEOUT_MS, open_app, open_page, rerun, sentence_box, set_max_tokens, type_sentence
 from bench.inputs import text_of
 from explorer import forward, output, trace
 from models import registry
@@ -89,10 +89,8 @@ def test_the_forward_pages_draw_for_every_model_short_and_long(server, page, mod
     set_max_tokens(page, tokens)
     if tokens == 512:
         type_sentence(page, text_of(loaded, tokens))
-    nav = page.get_by_test_id("stSidebarNav")
     for name, heading in NEW_PAGES:
-        with rerun(page):
-            nav.get_by_text(heading, exact=True).click()
+        open_page(page, heading)
         page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=TIMEOUT_MS)
         assert page.get_by_test_id("stException").count() == 0, (model, tokens, name)
         screenshot(page, f"new_pages_{model}_{tokens}_{name}")

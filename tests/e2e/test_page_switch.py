@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bench import harness
-from bench.harness import TIMEOUT_MS, rerun, wait_for_tokens
+from bench.harness import TIMEOUT_MS, wait_for_tokens
 from explorer import state, trace
 from models import registry
 
@@ -22,19 +22,13 @@ def sidebar_state(page) -> tuple[str, str]:
     return model, sidebar.get_by_test_id("stNumberInputField").first.input_value()
 
 
-def switch(page, title: str) -> None:
-    """A click on a sidebar link, without waiting for the page's charts (a person types as soon as it opens)."""
-    with rerun(page):
-        page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
-
-
 def test_a_sentence_typed_right_after_page_switches_is_drawn_whole(server, page):
     loaded = registry.load("minilm-random")  # not the first model of the list, which a redrawn picker falls back to
     for step, detour in enumerate(DETOURS):
         page.goto(f"{server}/?model=minilm-random", timeout=TIMEOUT_MS)  # a new document: charts load afresh
         page.wait_for_function(harness.SETTLED, arg=0, timeout=TIMEOUT_MS)
-        switch(page, detour)  # before the first page's charts are drawn
-        switch(page, "Attention heatmap")
+        harness.open_page(page, detour)  # its run ends; before the first page's charts are drawn
+        harness.open_page(page, "Attention heatmap")  # typed into without waiting for its charts
         text = f"On day {step} the {detour.lower()} showed every student how the quiet river found the sea."
         harness.type_sentence(page, text)
         assert sidebar_state(page) == (loaded.title, str(state.DEFAULT_MAX_TOKENS)), f"after {detour}"

@@ -29,8 +29,7 @@ def pick(page, index: int, option: str) -> None:
 
 def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, page):
     open_app(page, server)
-    with rerun(page):
-        page.get_by_test_id("stSidebarNav").get_by_text("Model view", exact=True).click()
+    harness.open_page(page, "Model view")
     page.get_by_role("heading", name="Model view").wait_for(timeout=TIMEOUT_MS)
     box = harness.sentence_box(page)
     box.fill(SENTENCE)

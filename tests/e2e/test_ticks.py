@@ -51,10 +51,8 @@ def test_tick_labels_never_overlap(server, page, n_tokens):
     if box.input_value() != str(n_tokens):  # the default needs no run
         harness.set_max_tokens(page, n_tokens)
     harness.type_sentence(page, text_of(loaded, n_tokens))
-    nav = page.get_by_test_id("stSidebarNav")
     for title, stem, charts in PAGES:
-        with harness.rerun(page):
-            nav.get_by_role("link", name=title, exact=True).click()
+        harness.open_page(page, title)
         page.wait_for_selector(".js-plotly-plot", timeout=TIMEOUT_MS)
         for chart in charts:
             for axis in ("xtick", "ytick"):

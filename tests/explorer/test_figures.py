@@ -88,3 +88,17 @@ def test_a_grid_names_what_it_shows_in_its_own_title_escaped():
     figure = statistic_grid(values, labels, "weight", title="Weight 3: <b>it</b> puts on 1: animal")
     assert figure.layout.title.text == "Weight 3: &lt;b&gt;it&lt;/b&gt; puts on 1: animal"  # exports keep it
     assert statistic_grid(values, labels, "weight").layout.title.text is None
+
+
+def test_every_chart_is_drawn_with_dark_text_big_enough_for_a_projector():
+    from plotly.subplots import make_subplots
+
+    from explorer.figures.style import TEXT, styled
+
+    figure = make_subplots(rows=1, cols=2)
+    figure.update_layout(xaxis2={"tickfont": {"size": 9}})  # a small inset's own size stays
+    styled(figure)
+    assert figure.layout.font.size >= 15 and figure.layout.font.color == TEXT
+    assert figure.layout.xaxis.tickfont.size >= 13 and figure.layout.yaxis2.tickfont.color == TEXT
+    assert figure.layout.xaxis.title.font.size >= 15
+    assert figure.layout.xaxis2.tickfont.size == 9
