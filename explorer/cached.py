@@ -6,6 +6,7 @@ trace cached under such a key is never served to anyone else.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import streamlit as st
@@ -252,14 +253,16 @@ def get_sampled(
 
 def get_start(model_name: str, text: str, max_tokens: int, kind: str):
     """Where the pages open on this sentence: the head with the strongest long-range content link and that link
-    (starting.best_link; a pass over every weight: kept across reruns)."""
+    (starting.best_link), or in a trained model's cross-attention the head showing its alignment
+    (starting.aligned_link; random weights align nothing). A pass over every weight: kept across reruns."""
     result = get_trace_for(model_name, text, max_tokens, kind)
     queries, keys = result.tokens_for(kind)
     weights = result.attention(kind).weights
-    return store().get(
-        _key("start", model_name, text, max_tokens, kind),
-        lambda: starting.best_link(weights, queries, keys, self_attention=kind != "cross"),
-    )
+    if kind == "cross" and (wording.is_trained_here(model_name) or wording.is_pretrained(model_name)):
+        find = functools.partial(starting.aligned_link, weights, queries, keys)
+    else:
+        find = functools.partial(starting.best_link, weights, queries, keys, self_attention=kind != "cross")
+    return store().get(_key("start", model_name, text, max_tokens, kind), find)
 
 
 def get_twin(model_name: str, text: str, max_tokens: int) -> str:

@@ -63,6 +63,17 @@ def best_link(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], 
     return Link(int(layer), int(head), int(query), int(key), float(masked[layer, head, query, key]))
 
 
+def aligned_link(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> Link:
+    """Cross-attention of a trained encoder-decoder: the last layer's most peaked head (the highest mean, over
+    query rows, of each row's largest weight) and its strongest content link. The last layer's cross-attention
+    feeds the output, so there each row looks at the source word its step writes (the toy models' layer 1 looks
+    at the word just written instead: one position off)."""
+    last = weights[-1]  # (H, Tq, Tk)
+    head = int(np.argmax(last.max(axis=-1).mean(axis=-1)))  # ties: the earliest head
+    link = best_link(last[None, head : head + 1], queries, keys, self_attention=False)
+    return Link(len(weights) - 1, head, link.query, link.key, link.weight)
+
+
 def content_query(queries: Sequence[str], preferred: int | None = None) -> int:
     """A query position worth stepping through: `preferred` if it is a content token, else the first content
     token, else 0."""

@@ -14,7 +14,7 @@ from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
 from explorer.trace import ATTENTION_KINDS, UNKNOWN, AttentionTrace, Trace, unknown_pieces
-from explorer.wording import NOT_EXPLANATION
+from explorer.wording import NOT_EXPLANATION, is_trained_here
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
 
@@ -82,15 +82,23 @@ def about_heads(starting: bool = True) -> None:
     st.caption(" ".join([*notes, STARTING_NOTE] if starting else notes))
 
 
-def pick_attention(prefix: str, words: bool = True, starting: bool = True) -> Chosen:
-    """The current trace and an attention kind (a radio `{prefix}_kind` when the model has more than one), and,
-    when `words`, a word-level toggle `{prefix}_words`; above them, what the model's heads can show (about_heads)."""
+def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross: bool = True) -> Chosen:
+    """The current trace and an attention kind (a radio `{prefix}_kind` when the model has more than one, also in
+    the address), and, when `words`, a word-level toggle `{prefix}_words`; above them, what the model's heads can
+    show (about_heads). `cross`: the page can draw cross-attention, where a model trained here opens (its alignment
+    is there)."""
     about_heads(starting)
+    model_key = st.session_state[state.MODEL]
     # the kinds from the model, before any run: encoder self-attention is drawn without decoding first
-    kinds = ATTENTION_KINDS if cached.model(st.session_state[state.MODEL]).is_encoder_decoder else ATTENTION_KINDS[:1]
+    kinds = list(ATTENTION_KINDS if cached.model(model_key).is_encoder_decoder else ATTENTION_KINDS[:1])
+    default = "cross" if cross and "cross" in kinds and is_trained_here(model_key) else kinds[0]
+    key = f"{prefix}_kind"
+    # before the layer, head and token pickers read the address: the kind decides how many of each there are
+    _from_address(key, state.URL_KIND, kinds, default, kind_name)
     kind = kinds[0]
     if len(kinds) > 1:
-        kind = st.radio("Attention", kinds, format_func=KIND_NAMES.get, horizontal=True, key=f"{prefix}_kind")
+        kind = st.radio("Attention", kinds, format_func=KIND_NAMES.get, horizontal=True, key=key)
+        st.query_params[state.URL_KIND] = kind
     result = current_trace(kind)
     attention = result.attention(kind)
     if not (words and st.toggle("Word level", key=f"{prefix}_words", help=WORD_HELP)):
@@ -98,6 +106,12 @@ def pick_attention(prefix: str, words: bool = True, starting: bool = True) -> Ch
     st.caption("Word level: each word's row is the mean of its pieces' rows; each column sums its pieces.")
     weights, queries, keys = cached.get_word_level(*state.sidebar(st.session_state), kind)
     return Chosen(result, kind, attention, queries, keys, weights, analysis.groups_for(result, kind))
+
+
+def kind_name(kind: str) -> str:
+    """An attention kind as a sentence names it: 'encoder self-attention'."""
+    name = KIND_NAMES[kind]
+    return name[0].lower() + name[1:]
 
 
 def _from_address(key: str, name: str, options: list, default: object, describe) -> None:
@@ -229,7 +243,7 @@ QKV_PAGE = "explorer/pages/qkv.py"
 def show_in_attention(kind: str, layer: int, head: int, words: bool = False) -> None:
     """Set the attention heatmap's own keys to this kind, layer and head, at token or word level."""
     st.session_state[state.ATTENTION_WORDS] = words
-    st.session_state[state.ATTENTION_KIND] = kind
+    state.choose(st.session_state, state.ATTENTION_KIND, kind)  # a choice: not replaced by another model's default
     state.choose(st.session_state, state.ATTENTION_LAYER, layer)
     state.choose(st.session_state, state.ATTENTION_HEAD, head)
 
