@@ -4,6 +4,7 @@ published to this session's model list (no streamlit here; the Train page drives
 from __future__ import annotations
 
 import copy
+import functools
 import time
 import uuid
 from collections.abc import Callable
@@ -58,6 +59,9 @@ class Run:
         recipe = replace(train.RECIPES[task.name], steps=self.steps)
         task.source.encode(self.probe, recipe.config(task).max_len)  # unknown words fail here, at once
         self.trainer = train.Trainer(task, recipe, self.seed)
+        # a new nn.Module is in training mode: snapshots, like every page, draw it with dropout off (each training
+        # step turns it on for itself and off again)
+        self.trainer.model.eval()
         self.snapshot()  # step 0: random weights
 
     @property
@@ -115,3 +119,18 @@ class Run:
             "it lasts as long as the session."
         )
         return registry.from_task(self.key, title, description, model, self.task, f"{self.run_id}-{self.step}")
+
+
+@functools.cache
+def adam_settings() -> tuple[tuple[float, float], float]:
+    """(betas, eps) of the optimiser models.train.Trainer builds, read off one (a one-layer width-4 model: cheap)."""
+    task = tasks.get(next(iter(train.RECIPES)))
+    tiny = replace(train.RECIPES[task.name], d_model=4, n_heads=1, d_ff=4, n_layers=1)
+    defaults = train.Trainer(task, tiny).optimizer.defaults
+    return tuple(defaults["betas"]), defaults["eps"]
+
+
+def dropout(task_name: str) -> float:
+    """The dropout rate a task's model trains with (its Recipe, through the config the Trainer builds)."""
+    task = tasks.get(task_name)
+    return train.RECIPES[task.name].config(task).dropout

@@ -144,3 +144,56 @@ def pre_ln_note(config: TransformerConfig) -> str:
         "This model is pre-LN: the sub-layer first takes LayerNorm(x) with its own gamma and beta, and q, k and v are "
         "projected from that, not from x itself."
     )
+
+
+def run_length(task: str, steps: int, default: int) -> str:
+    """How long the run on the Train page is, beside how long the shipped checkpoint of its task trained."""
+    shipped = train.RECIPES[task].steps
+    return (
+        f"This run: {steps:,} steps (the box starts at {default:,}). The shipped {task} model trained for "
+        f"{shipped:,} steps with the same recipe; a shorter run may not reach its alignment, and nothing here "
+        "checks whether it did: look at the snapshots and the loss."
+    )
+
+
+def run_departures(task: str, steps: int) -> list[str]:
+    """Where this run's recipe departs from the paper's (section 5): the task's Recipe with the run's own steps."""
+    recipe = train.RECIPES[task]
+    found = [
+        f"gradient clipping at norm {recipe.clip_norm:g} (the paper has none: small post-LN models diverge here "
+        "without it)",
+        f"{recipe.warmup} warm-up steps instead of {PAPER_WARMUP:,}, and {steps:,} steps in this run "
+        f"({recipe.steps:,} for the shipped model) instead of {PAPER_STEPS:,}",
+        f"batches of {recipe.batch_size} sentence pairs instead of about 25,000 source and 25,000 target tokens",
+    ]
+    if recipe.lr_factor != 1.0:
+        found.append(f"the learning rate of eq. 3 times {recipe.lr_factor:g} (at the full rate it keeps oscillating)")
+    return found
+
+
+def learning_rate_formula(task: str) -> str:
+    """Eq. 3 written out (LaTeX), with this task's d_model, warm-up and factor from its Recipe."""
+    recipe = train.RECIPES[task]
+    factor = "" if recipe.lr_factor == 1.0 else rf"{recipe.lr_factor:g} \cdot "
+    return (
+        rf"\mathit{{lrate}} = {factor}d_{{\mathrm{{model}}}}^{{-0.5}} \cdot \min\left(\mathit{{step}}^{{-0.5}},\ "
+        rf"\mathit{{step}} \cdot \mathit{{warmup\_steps}}^{{-1.5}}\right),\quad d_{{\mathrm{{model}}}} = "
+        rf"{recipe.d_model},\ \mathit{{warmup\_steps}} = {recipe.warmup}"
+    )
+
+
+def short_float(x: float) -> str:
+    """1e-09 -> '1e-9'; 0.98 -> '0.98'."""
+    return f"{x:g}".replace("e-0", "e-").replace("e+0", "e+")
+
+
+def optimiser_and_dropout(betas: tuple[float, float], eps: float, dropout: float) -> str:
+    """Adam's settings and dropout as the trainer uses them (section 5.3, 5.4), and that dropout is off when drawn."""
+    return (
+        f"Adam with beta_1 = {short_float(betas[0])}, beta_2 = {short_float(betas[1])} and epsilon = "
+        f"{short_float(eps)} (section 5.3; read from the optimiser models/train.py builds). Dropout P_drop = "
+        f"{short_float(dropout)} (the paper's rate for the base model, section 5.4) during training steps only: on the "
+        "sums of embeddings and positions and on each sub-layer's output before its Add & Norm, as in the paper, and "
+        "here also on the attention weights and the FFN's hidden layer. Snapshots and every page run the model in "
+        "eval mode, where dropout is off."
+    )

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import state
+from explorer import state, training
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
 from explorer.figures.training import loss_curve
 from explorer.pages._shared import chart
 from explorer.training import Run, Snapshot
-from explorer.wording import recipe_departures
+from explorer.wording import learning_rate_formula, optimiser_and_dropout, run_departures, run_length
 from models import tasks
 from models.tokenize import TokenizeError
 
 RUN = "train_run"
+DEFAULT_STEPS = 600  # the Steps box's starting value: a run short enough to watch (RECIPES train far longer)
 REFRESH_SECONDS = 1.0  # train this long between screen updates: redrawing more often costs the browser's CPU
 
 st.header("Train it yourself")
 st.markdown(
-    "Train a small encoder-decoder from random weights on a toy task, with the paper's recipe (Adam with "
-    "warm-up, label smoothing). Watch the loss fall and, in the snapshots, the cross-attention of the last "
-    "decoder layer turn from noise into an alignment: for *reverse* the anti-diagonal, for *translate* the "
-    "adjectives crossing behind their noun. When it stops, your model joins the sidebar's model list."
+    "Train a small encoder-decoder from random weights on a toy task, with the paper's recipe (section 5: Adam "
+    "with warm-up, label smoothing, dropout). Watch the loss fall and, in the snapshots, the cross-attention of the "
+    "last decoder layer: with enough steps it may line up into the task's alignment (for *reverse* the "
+    "anti-diagonal, for *translate* the adjectives crossing behind their noun). When it stops, your model joins the "
+    "sidebar's model list."
 )
 
 
@@ -71,16 +73,20 @@ running = run is not None and run.running
 task_col, steps_col, every_col, seed_col = st.columns(4)
 task_col.selectbox("Task", list(tasks.TASKS), key="train_task", on_change=new_task, disabled=running)
 st.session_state.setdefault("train_probe", tasks.get(st.session_state.train_task).example)
-steps_col.number_input("Steps", 10, 20000, 600, step=50, key="train_steps", disabled=running)
+steps_col.number_input("Steps", 10, 20000, DEFAULT_STEPS, step=50, key="train_steps", disabled=running)
 every_col.number_input("Snapshot every", 5, 5000, 50, step=5, key="train_every", disabled=running)
 seed_col.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed", disabled=running)
 st.text_input("Sentence to watch", key="train_probe", max_chars=500, disabled=running)
-st.caption(tasks.get(st.session_state.train_task).description)
+task_name = st.session_state.train_task
+st.caption(tasks.get(task_name).description)
+st.caption(run_length(task_name, int(st.session_state.train_steps), DEFAULT_STEPS))
 st.caption(
     "Where this recipe departs from the paper's (section 5): "
-    + "; ".join(recipe_departures(st.session_state.train_task))
-    + ". The learning rate follows eq. 3, drawn beneath the loss."
+    + "; ".join(run_departures(task_name, int(st.session_state.train_steps)))
+    + ". The learning rate follows eq. 3, drawn beneath the loss:"
 )
+st.latex(learning_rate_formula(task_name))
+st.caption(optimiser_and_dropout(*training.adam_settings(), training.dropout(task_name)))
 
 buttons = st.columns([1, 1, 6])
 buttons[0].button("Train", type="primary", on_click=start, disabled=running, key="train_start")
