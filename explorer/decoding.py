@@ -73,10 +73,15 @@ class Answer:
         return self.written == self.right
 
 
+def source_words(trace: Trace) -> tuple[str, ...]:
+    """A toy model's source words as it read them (its special tokens left out)."""
+    return tuple(t for t in trace.source_tokens if t not in SPECIALS)
+
+
 def check(trace: Trace, task: Task) -> Answer:
     """The trace's output words against the task's right answer for its source words (special tokens left out)."""
     if trace.output_tokens is None:
         raise ValueError(f"model {trace.model_key!r} is encoder-only: it writes no answer")
-    reference = task.reference(tuple(t for t in trace.source_tokens if t not in SPECIALS))
+    reference = task.reference(source_words(trace))
     written = tuple(t for t in trace.output_tokens if t not in SPECIALS)
     return Answer(written, None if reference is None else reference.target)

@@ -37,6 +37,29 @@ def logits_from_state(loaded: LoadedModel, final_states: np.ndarray) -> np.ndarr
     return model.generator(x).numpy()
 
 
+@dataclass(frozen=True)
+class OutputMatrix:
+    """W of the final linear layer: its shape, which embedding matrices it is (section 3.4), and its bias."""
+
+    vocab_size: int
+    d_model: int
+    target_embedding: bool  # W is the decoder's token embedding matrix itself
+    source_embedding: bool  # ... and the encoder's too
+    bias_zero: bool
+
+
+def output_matrix(loaded: LoadedModel) -> OutputMatrix:
+    """What the model's generator holds, read off the model (the same Parameter object, not equal values)."""
+    model = _decoder(loaded)
+    weight = model.generator.weight
+    return OutputMatrix(
+        *weight.shape,
+        weight is model.decoder.embeddings.token.weight,
+        weight is model.encoder.embeddings.token.weight,
+        bool((model.generator.bias == 0).all()),
+    )
+
+
 def trace_logits(loaded: LoadedModel, trace: Trace) -> np.ndarray:
     """(T, V) logits of every row of the trace's decoder (its input: [BOS] + greedy output)."""
     return logits_from_state(loaded, forward.states(trace, "decoder")["after_ffn"][-1])
@@ -177,7 +200,8 @@ def ids_of(loaded: LoadedModel, words: tuple[str, ...]) -> list[int]:
 
 @dataclass(frozen=True)
 class Scored:
-    """The decoder run with teacher forcing on a target: row i reads [BOS] + target[:i] and should write target[i]."""
+    """The decoder run with teacher forcing on a target: row i reads the start token + target[:i] and should write
+    target[i]."""
 
     decoder_input: tuple[str, ...]
     targets: tuple[str, ...]

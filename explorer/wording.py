@@ -197,3 +197,39 @@ def optimiser_and_dropout(betas: tuple[float, float], eps: float, dropout: float
         "here also on the attention weights and the FFN's hidden layer. Snapshots and every page run the model in "
         "eval mode, where dropout is off."
     )
+
+
+def output_matrix(vocab: int, d_model: int, target_embedding: bool, source_embedding: bool, bias_zero: bool) -> str:
+    """What W and b of the final linear layer are for this model (section 3.4: shared with the embeddings)."""
+    bias = "b is the layer's own bias" + (" (all zero in these random weights)." if bias_zero else ".")
+    shape = f"({vocab:,} x {d_model})"
+    if target_embedding and source_embedding:
+        return (
+            f"W is the model's one embedding matrix {shape}, as in section 3.4: the same matrix turns source and "
+            "target tokens into vectors (there multiplied by sqrt(d_model)) and, here, the decoder's last vector into "
+            f"one logit per token. {bias}"
+        )
+    if target_embedding:
+        return (
+            f"W is the decoder's target embedding matrix {shape}, shared with this layer as in section 3.4; the "
+            "source has its own vocabulary and its own embedding matrix, so it cannot be the same matrix too. "
+            f"{bias}"
+        )
+    return f"W is this layer's own matrix {shape}, not shared with the embeddings (the paper shares it). {bias}"
+
+
+BEAM_SEARCH = (
+    "The paper decodes with beam search (section 6.1: beam size 4, length penalty alpha = 0.6), keeping the four "
+    "most probable partial outputs at each step; this app decodes greedily, keeping only the single most probable "
+    "token at each step."
+)
+
+
+def length_note(n_words: int, max_words: int) -> str:
+    """A toy model's input longer than any sentence it was trained on ("" when it is not)."""
+    if n_words <= max_words:
+        return ""
+    return (
+        f"This sentence has {n_words} words; the toy model was trained on sentences of at most {max_words} words, so "
+        "it has never seen one this long and a wrong output past that length is what to expect."
+    )

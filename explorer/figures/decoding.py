@@ -26,7 +26,7 @@ def top_k_bars(tokens: Sequence[str], probabilities: np.ndarray, chosen: str, ti
     colors = [CHOSEN if t == chosen else OTHER for t in tokens]
     # an untrained model spreads its probability over the whole vocabulary (1/37,000 each): on a 0..1 line those
     # bars are under a pixel wide, so such a distribution is drawn on a log scale that reaches below its smallest
-    xaxis: dict = {"title": {"text": "probability"}, "range": [0, 1]}
+    xaxis: dict = {"title": {"text": "probability"}, "range": [0, 1], "automargin": True}
     if len(probabilities) and float(np.max(probabilities)) < SMALL:
         low = math.log10(max(float(np.min(probabilities)), 1e-30)) - 0.5
         top = math.log10(float(np.max(probabilities))) + 0.2
@@ -47,9 +47,16 @@ def top_k_bars(tokens: Sequence[str], probabilities: np.ndarray, chosen: str, ti
         layout={
             "title": {"text": title},
             "height": max(240, 26 * len(labels) + 80),
-            "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+            # automargin grows these margins to fit the token labels and the axis title: an export keeps them whole
+            "margin": {"l": 10, "r": 20, "t": 40, "b": 10, "pad": 4},
             "xaxis": xaxis,
-            "yaxis": {"tickmode": "array", "tickvals": y, "ticktext": labels, "autorange": "reversed"},
+            "yaxis": {
+                "tickmode": "array",
+                "tickvals": y,
+                "ticktext": labels,
+                "autorange": "reversed",
+                "automargin": True,
+            },
         },
     )
 

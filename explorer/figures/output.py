@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens, position_labels
+from explorer.figures.labels import escape_tokens, position_label
 
 
 def distribution_bars(
@@ -38,8 +38,9 @@ def distribution_bars(
 
 
 def loss_bars(targets: Sequence[str], per_token: np.ndarray, nll: np.ndarray, floor: float) -> go.Figure:
-    """Per decoder position: the label-smoothed loss and plain -log p(right token), with the smoothed loss's floor."""
-    labels = escape_tokens(position_labels(targets))
+    """Per decoding step: the label-smoothed loss and plain -log p(right token), with the smoothed loss's floor. Each
+    step is labelled with the token it should write at its position (the start token is position 0)."""
+    labels = escape_tokens([position_label(i + 1, t) for i, t in enumerate(targets)])
     x = list(range(len(labels)))
     hover = {"customdata": labels, "hovertemplate": "%{customdata}<br>%{y:.4f}<extra></extra>"}
     figure = go.Figure(
@@ -52,12 +53,13 @@ def loss_bars(targets: Sequence[str], per_token: np.ndarray, nll: np.ndarray, fl
     figure.add_hline(y=floor, line={"dash": "dot", "color": "#2ca02c"}, annotation_text=f"floor {floor:.3f}")
     figure.add_hline(y=mean, line={"dash": "dash", "color": "#d62728"}, annotation_text=f"mean {mean:.3f}")
     figure.update_layout(
-        title={"text": "Loss per output position (should write...)"},
+        title={"text": "Loss per step"},  # the ticks name what each step should write
         barmode="group",
-        height=400,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        height=420,
+        # automargin grows the margins to fit tick labels and axis titles: an export keeps them whole and apart
+        margin={"l": 10, "r": 20, "t": 40, "b": 10, "pad": 4},
         xaxis={"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -45, "automargin": True},
-        yaxis={"title": {"text": "nats"}},
-        legend={"orientation": "h", "y": -0.35},
+        yaxis={"title": {"text": "loss (nats)", "standoff": 10}, "automargin": True, "rangemode": "tozero"},
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
     )
     return figure

@@ -12,29 +12,36 @@ from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.walkthrough import per_key_bars
 from explorer.heads import head_or_mean, head_title
 from explorer.pages._shared import chart, current_trace, pick_layer_head
+from explorer.wording import length_note
+from models import tasks
 
 STEP = "decoding_step"
 NARROW = 12  # bars per column chart
 
 st.header("Decoding step by step")
-st.markdown(
-    "An encoder-decoder writes its output one token at a time (greedy decoding: always the most probable next "
-    "token). At each step the decoder reads **[BOS] and the tokens it has already written** through masked "
-    "self-attention (later positions are hidden), looks at the **source** through encoder-decoder attention, and "
-    "its final linear layer + softmax gives a probability for every token of its vocabulary."
-)
-
 trace = current_trace()
-if trace.output_tokens is None:
+if trace.output_tokens is None or trace.target_tokens is None:
     st.info(
         "This model is encoder-only (BERT family): it has no decoder. Pick an encoder-decoder model in the sidebar, "
         "such as the toy translation or reverse-words model."
     )
     st.stop()
+st.markdown(
+    markdown_literal(
+        "An encoder-decoder writes its output one token at a time. At each step the decoder reads "
+        f"{trace.target_tokens[0]!r} (its start token) and the tokens it has already written through masked "
+        "self-attention (later positions are hidden), looks at the source through encoder-decoder attention, and "
+        "its final linear layer + softmax gives a probability for every token of its vocabulary. This page "
+        "decodes greedily, always taking the most probable next token; the paper used beam search instead "
+        "(section 6.1: beam size 4, length penalty alpha = 0.6)."
+    )
+)
 
 total = decoding.n_steps(trace)
 task = cached.model(st.session_state[state.MODEL]).task
 if task is not None:
+    if note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS):
+        st.warning(note)
     answer = decoding.check(trace, task)
     if answer.right is None:
         st.caption("This sentence is outside the task's grammar, so there is no right answer to compare with.")
@@ -43,7 +50,13 @@ if task is not None:
     else:
         written, wanted = " ".join(answer.written), " ".join(answer.right)
         st.warning(markdown_literal(f"The model wrote {written!r}; the right answer is {wanted!r}."))
+asked = state.url_value(st.session_state, state.URL_STEP, STEP)  # stored from 0, like layer and head
+if asked is not None:
+    if asked >= total:
+        st.warning(f"The address asks for step {asked + 1}, but this output has {total}; showing step {total}.")
+    st.session_state[STEP] = asked + 1
 st.session_state[STEP] = min(max(st.session_state.get(STEP, 1), 1), total)  # a new sentence may be shorter
+st.query_params[state.URL_STEP] = str(st.session_state[STEP])  # numbered from 1, as shown
 
 
 back, slider, forward = st.columns([1, 8, 1], vertical_alignment="bottom")
@@ -77,25 +90,33 @@ st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
 
 long_output = len(current.target_tokens) > NARROW
 self_col, cross_col, next_col = st.columns(3)
-# a third of the page fits about a dozen rotated labels: past that, the strongest positions and an overview line
-self_shown = walkthrough.strongest_keys(current.self_weights, NARROW, keep=(index,))
+# a third of the page fits about a dozen rotated labels: past that, the keys this step sees (the strongest of them
+# when more than a dozen) and an overview line; the masked ones are left out, so every count is of visible keys
+seen = int(current.visible.sum())
+self_keys = slice(None) if not long_output else slice(0, seen)
+self_shown = walkthrough.strongest_keys(current.self_weights[self_keys], NARROW, keep=(index,))
 cross_shown = walkthrough.strongest_keys(current.cross_weights, NARROW)
 chart(
     per_key_bars(
-        current.self_weights,
-        current.target_tokens,
+        current.self_weights[self_keys],
+        current.target_tokens[self_keys],
         "Self-attention (masked)",
-        mask=current.visible,
+        mask=current.visible[self_keys],
         shown=self_shown,
         max_labels=NARROW,
     ),
     "decoding_self",
     self_col,
 )
-self_col.caption(
-    "Grey positions are later in the output: the causal mask hides them (weight 0)."
-    + (" Past a dozen positions the strongest are drawn; the line above holds every one." if long_output else "")
-)
+hidden = len(current.target_tokens) - seen
+if not long_output:
+    self_col.caption("Grey positions are later in the output: the causal mask hides them (weight 0).")
+else:
+    self_col.caption(
+        f"This step sees {seen} of the {len(current.target_tokens)} positions; the causal mask hides the {hidden} "
+        "later ones (weight 0), left out here."
+        + (" Past a dozen the strongest are drawn; the line above holds every one it sees." if seen > NARROW else "")
+    )
 chart(
     per_key_bars(
         current.cross_weights,
@@ -118,6 +139,6 @@ st.subheader(f"Cross-attention of every step ({which})")
 figure = head_heatmap(head_or_mean(trace.cross.weights, layer, head), trace.target_tokens, trace.source_tokens)
 chart(mark_row(figure, index, len(trace.source_tokens)), "decoding_cross_all")
 st.caption(
-    "Row i is decoder step i: it reads target token i (and those before it) and writes output token i + 1; "
-    "the outlined row is the current step."
+    "Each row is one step, labelled with the token it reads: the row 'i: token' is step i + 1, which reads it "
+    "(and those before it) and writes position i + 1. The outlined row is the current step."
 )

@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from explorer import cached, output, state
+from explorer import cached, decoding, output, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.output import distribution_bars, loss_bars
 from explorer.pages._shared import chart, current_trace
+from explorer.wording import BEAM_SEARCH, length_note
+from explorer.wording import output_matrix as output_matrix_text
+from models import tasks
 from models.tokenize import TokenizeError
 
 SHOWN = 10  # most probable tokens drawn per position
@@ -30,6 +33,8 @@ if trace.output_tokens is None:
 
 model_name, text, max_tokens = state.sidebar(st.session_state)
 loaded = cached.model(model_name)
+if loaded.task is not None and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
+    st.warning(note)
 target = st.text_input(
     "Target (leave empty for the right answer)",
     key="output_target",
@@ -60,8 +65,9 @@ chart(loss_bars(scored.targets, scored.per_token, scored.nll, floor), "output_lo
 right_p = scored.right_probabilities()
 st.dataframe(
     {
+        "step": list(range(1, len(scored.targets) + 1)),
         "reads": [position_label(i, t) for i, t in enumerate(scored.decoder_input)],
-        "should write": list(scored.targets),
+        "should write": [position_label(i + 1, t) for i, t in enumerate(scored.targets)],
         "most probable": list(scored.predicted),
         "p(right token)": right_p,
         "loss": scored.per_token,
@@ -70,24 +76,33 @@ st.dataframe(
     hide_index=True,
 )
 st.caption(
-    "Teacher forcing, as in training: row i reads [BOS] and the target's first i tokens, whatever the model "
-    "would have written."
+    markdown_literal(
+        f"Teacher forcing, as in training: step i reads {scored.decoder_input[0]!r} and the target's first i - 1 "
+        "tokens, whatever the model would have written, and should write the target's token i. Positions are "
+        f"numbered as on the Decoding page: {scored.decoder_input[0]!r} is 0, so step i writes position i."
+    )
 )
 
-st.subheader("2. One position: logits, softmax, temperature")
+st.subheader("2. One step: logits, softmax, temperature")
 index = st.selectbox(
-    "Position",
+    "Step",
     list(range(len(scored.targets))),
     format_func=[  # a list's own lookup: a function defined here would keep this page's globals with the session
-        f"{i}: reads {read!r}, should write {right!r}"
+        f"step {i + 1}: reads {position_label(i, read)!r}, should write {position_label(i + 1, right)!r}"
         for i, (read, right) in enumerate(zip(scored.decoder_input, scored.targets, strict=False))
     ].__getitem__,
     key="output_position",
 )
 temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")
 st.latex(rf"\text{{logits}} = h\, W^\top + b,\qquad p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}")
-if temperature == 1.0:
-    st.caption("T = 1 is the model's own distribution (and the one the loss uses).")
+matrix = output.output_matrix(loaded)
+st.caption(
+    f"h is the decoder's last vector at this step ({matrix.d_model} numbers). "
+    + output_matrix_text(
+        matrix.vocab_size, matrix.d_model, matrix.target_embedding, matrix.source_embedding, matrix.bias_zero
+    )
+    + (" T = 1 is the model's own distribution (and the one the loss uses)." if temperature == 1.0 else "")
+)
 logits = scored.logits[index]
 p = output.softmax(logits, temperature)
 right = scored.target_ids[index]
@@ -99,7 +114,7 @@ vocabulary = loaded.target_vocabulary
 names = [vocabulary.id_to_token(i) + (" (right)" if i == right else "") for i in order]
 chart(
     distribution_bars(
-        names, p[order], q[order], f"Position {index}: softmax(logits / {temperature})", f"model, T = {temperature}"
+        names, p[order], q[order], f"Step {index + 1}: softmax(logits / {temperature})", f"model, T = {temperature}"
     ),
     "output_distribution",
 )
@@ -109,6 +124,7 @@ st.text(
 )
 
 st.subheader("3. Write a different output: sampling")
+st.caption(BEAM_SEARCH)
 c1, c2, c3, c4, c5 = st.columns(5)
 method = c1.selectbox("Method", output.METHODS, key="output_method")
 sample_t = c2.number_input("Temperature", 0.1, 5.0, 1.0, 0.1, key="output_sample_temperature")
@@ -121,7 +137,7 @@ if sampled.tokens != trace.output_tokens:
     st.caption("This output differs from greedy decoding. The same seed and settings always write it again.")
 st.dataframe(
     {
-        "step": list(range(len(sampled.tokens))),
+        "step": list(range(1, len(sampled.tokens) + 1)),
         "wrote": list(sampled.tokens),
         "p under softmax(logits / T)": list(sampled.probabilities),
         "p after the cut": list(sampled.kept_probabilities),
