@@ -37,7 +37,8 @@ if st.button(
 ranks = np.empty(attention.weights.shape[:2], dtype=object)
 for rank, (layer, head, _) in enumerate(ranked, start=1):
     ranks[layer, head] = f"rank {rank}"
-st.subheader(markdown_literal(f"Every head: the weight {queries[query]} puts on {keys[key]}"))
+query_name, key_name = position_label(query, queries[query]), position_label(key, keys[key])
+st.subheader(markdown_literal(f"Every head: the weight that query {query_name!r} puts on key {key_name!r}"))
 grid, table = st.columns([3, 2])
 with grid:
     chart(
@@ -46,7 +47,7 @@ with grid:
             ranks,
             "weight",
             zrange=(0.0, 1.0),
-            title=f"Weight {position_label(query, queries[query])} puts on {position_label(key, keys[key])}",
+            title=f"Weight that query {query_name!r} puts on key {key_name!r}",
         ),
         "find_grid",
         on_click=drill_to_attention(chosen.kind),
