@@ -233,3 +233,14 @@ def length_note(n_words: int, max_words: int) -> str:
         f"This sentence has {n_words} words; the toy model was trained on sentences of at most {max_words} words, so "
         "it has never seen one this long and a wrong output past that length is what to expect."
     )
+
+
+def attention_formula(kind: str) -> str:
+    """A_i (LaTeX) for an attention kind: decoder self-attention adds the causal mask M before the softmax."""
+    scores = r"\frac{(Q W^Q_i + b^Q_i)(K W^K_i + b^K_i)^\top}{\sqrt{d_k}}"
+    if kind != "decoder_self":
+        return rf"A_i = \mathrm{{softmax}}\!\left({scores}\right)"
+    return (
+        rf"A_i = \mathrm{{softmax}}\!\left({scores} + M\right),\qquad M_{{qk}} = \begin{{cases}} 0 & k \le q \\ "
+        r"-\infty & k > q \end{cases}"
+    )

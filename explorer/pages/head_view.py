@@ -10,9 +10,9 @@ from explorer import cached, state
 from explorer.callbacks import focus_token, head_label
 from explorer.figures.head_view import WINDOW, head_view, window_start
 from explorer.pages._shared import chart, pick_attention, pick_layer, pick_token
+from explorer.wording import attention_formula
 
 st.header("Head view")
-st.latex(r"A_i = \mathrm{softmax}\!\left(\frac{(Q W^Q_i + b^Q_i)(K W^K_i + b^K_i)^\top}{\sqrt{d_k}}\right)")
 st.caption("The lines draw one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i).")
 st.markdown(
     "Queries on the left, keys on the right. A line's opacity is the attention weight, its colour the head; each "
@@ -22,6 +22,7 @@ st.markdown(
 )
 
 chosen = pick_attention("head")
+st.latex(attention_formula(chosen.kind))  # decoder self-attention adds its mask
 attention = chosen.attention
 # the sentence's starting head (cached.get_start) and its link's query token highlighted: at word level, its word
 start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)

@@ -8,10 +8,9 @@ from explorer import cached, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, model_view
 from explorer.pages._shared import chart, drill_to_pickers, open_in_attention, pick_attention, pick_layer_head
-from explorer.wording import model_view_hint
+from explorer.wording import attention_formula, model_view_hint
 
 st.header("Model view")
-st.latex(r"A_i = \mathrm{softmax}\!\left(\frac{(Q W^Q_i + b^Q_i)(K W^K_i + b^K_i)^\top}{\sqrt{d_k}}\right)")
 st.caption("Each thumbnail draws one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i).")
 st.markdown(
     "Every head of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
@@ -21,6 +20,7 @@ st.markdown(
 )
 
 chosen = pick_attention("model")
+st.latex(attention_formula(chosen.kind))  # decoder self-attention adds its mask
 attention = chosen.attention
 start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
 layer, head = pick_layer_head(attention.n_layers, attention.n_heads, "model", layer=start.layer, head=start.head)
