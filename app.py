@@ -142,5 +142,6 @@ try:
         page.run()
     else:
         show(page)
+    cached.prepare_reference()  # the first page is drawn: the reference's imports can start
 finally:  # what this run freed goes back to the system (under 1 ms; without it freed pages stay in the heap)
     memo.release_memory()

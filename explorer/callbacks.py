@@ -86,7 +86,7 @@ def step_through(kind: str, first_pieces: tuple[int, ...] | None, layer: int, he
     row = drill.token_of(point)
     if row is None:
         return
-    st.session_state["qkv_kind"] = kind
+    state.choose(st.session_state, "qkv_kind", kind)
     state.choose(st.session_state, "qkv_layer", layer)
     state.choose(st.session_state, "qkv_head", 0 if head == MEAN else head)
     state.choose(st.session_state, state.QKV_QUERY, row if first_pieces is None else first_pieces[row])

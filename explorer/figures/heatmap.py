@@ -14,9 +14,10 @@ HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 
 
 MAX_TICKS = 40  # token labels per axis at most: past this every k-th token is named (hover still names each)
-# across a figure drawn in half the page's width (about 500 px of plot at 1600 px): labels turn to -90 degrees
+# across a figure drawn in half the page's width (about 350 px of plot at 1400 px): labels turn to -90 degrees
 # where they do not fit flat, so one label a line height (16 px) fits
-NARROW_TICKS = 28
+NARROW_TICKS = 20
+NARROW_THINNED = 12  # past NARROW_TICKS the labels carry positions ('120: tired') and the plot is narrower still
 TICK_PX = 16  # a label's line height and gap: down the side, one label per this many pixels at most
 
 
@@ -94,10 +95,10 @@ def stretched_range(z: np.ndarray) -> tuple[float, float]:
     return low, max(high, low + 1e-9)
 
 
-def _stretched_scale(z: np.ndarray) -> dict:
+def stretched_note(z: np.ndarray) -> str:
+    """What a stretched map's colours span, for its title (one line: a colour bar's long title narrows the plot)."""
     low, high = stretched_range(z)
-    label = f"weight<br>colours: {low:.2g} to {high:.2g}<br>({STRETCH[0]}st-{STRETCH[1]}th<br>percentile)"
-    return {**WEIGHT_SCALE, "zmin": low, "zmax": high, "colorbar": {"title": {"text": label}}}
+    return f"(colours: {STRETCH[0]}st-{STRETCH[1]}th percentile, {low:.2g}-{high:.2g})"
 
 
 def _diverging_scale(z: np.ndarray) -> dict:
@@ -156,7 +157,10 @@ def head_heatmap(
         x, y = position_labels(k_labels), position_labels(q_labels)
         first_query, first_key = np.arange(len(queries)), np.arange(len(keys))
     # built in one call: every later update_layout re-validates and deep-copies the whole figure
-    scale = _diverging_scale(weights) if diverging else _stretched_scale(weights) if stretched else WEIGHT_SCALE
+    scale = _diverging_scale(weights) if diverging else WEIGHT_SCALE
+    if stretched:
+        scale = {**scale, **dict(zip(("zmin", "zmax"), stretched_range(weights), strict=True))}
+        title = f"{title} {stretched_note(weights)}"
     data = [go.Heatmap(z=weights, x=x, y=y, **scale)]
     click_layout = {}
     if clickable and weights.size <= CLICK_CELLS:
@@ -185,7 +189,7 @@ def head_heatmap(
             "xaxis": token_axis(
                 k_labels,
                 "key (attended to)",
-                NARROW_TICKS if narrow else MAX_TICKS,
+                (NARROW_TICKS if len(k_labels) <= NARROW_TICKS else NARROW_THINNED) if narrow else MAX_TICKS,
                 x,
                 side="top",
                 autotickangles=[0, -90],

@@ -23,7 +23,7 @@ st.caption(
     "many tokens spreads its weight thin and flow spreads it evenly: on 0 to 1 one would look blank, the other solid."
 )
 
-chosen = pick_attention("aggregate", starting=False)
+chosen = pick_attention("aggregate", starting=False, cross=False)
 if chosen.kind == "cross":
     st.info("Rollout and flow follow one stream of tokens through its layers; pick a self-attention.")
     st.stop()

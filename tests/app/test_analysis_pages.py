@@ -56,7 +56,7 @@ def test_rollout_and_flow_at_token_and_word_level(minilm):
     for fig in figs[:3]:  # each map's colours span its own 1st-99th percentile, named on its colour bar
         z, heat = array(fig["data"][0]["z"]), fig["data"][0]
         assert (heat["zmin"], heat["zmax"]) == pytest.approx(tuple(np.percentile(z, [1, 99])), rel=1e-6)
-        assert "percentile" in heat["colorbar"]["title"]["text"]
+        assert "1st-99th percentile" in fig["layout"]["title"]["text"]
     at.selectbox(key="aggregate_layer").set_value(1).run()
     np.testing.assert_allclose(array(charts(at)[1]["data"][0]["z"]), analysis.rollout(weights[:2])[-1])
     at.toggle(key="aggregate_words").set_value(True).run()

@@ -21,6 +21,7 @@ def with_model(key: str) -> AppTest:
 def test_qkv_query_picker_shows_the_decoder_token_it_computes_in_cross_attention():
     at = with_model("translate")
     at.switch_page("explorer/pages/qkv.py").run()
+    at.radio(key="qkv_kind").set_value("encoder_self").run()  # a model trained here opens on cross-attention
     before = at.selectbox(key="qkv_query")
     assert before.options[0] == "0: the"  # source tokens
     assert before.proto.set_value and before.proto.raw_value == before.options[before.value]

@@ -59,6 +59,7 @@ def test_qkv_page_names_the_input_row_as_each_model_computes_it():
         for m in at.markdown
     )
     at = page("qkv", "translate")
+    at.radio(key="qkv_kind").set_value("encoder_self").run()  # a model trained here opens on cross-attention
     at.selectbox(key="qkv_layer").set_value(0).run()
     assert any(
         "x = token embedding x sqrt(d_model) (= x " in m.value and "+ sinusoid (eq. PE)" in m.value for m in at.markdown
