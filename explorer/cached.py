@@ -267,7 +267,7 @@ def get_start(model_name: str, text: str, max_tokens: int, kind: str):
     result = get_trace_for(model_name, text, max_tokens, kind)
     queries, keys = result.tokens_for(kind)
     weights = result.attention(kind).weights
-    if kind == "cross" and (wording.is_trained_here(model_name) or wording.is_pretrained(model_name)):
+    if wording.opens_on_alignment(model_name, kind):
         find = functools.partial(starting.aligned_link, weights, queries, keys)
     else:
         find = functools.partial(starting.best_link, weights, queries, keys, self_attention=kind != "cross")

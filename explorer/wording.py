@@ -25,6 +25,25 @@ def is_trained_here(model_key: str) -> bool:
     return model_key in ("translate", "reverse") or model_key.startswith("yours-")
 
 
+def opens_on_alignment(model_key: str, kind: str) -> bool:
+    """Whether a page opens this model's `kind` on its alignment head (starting.aligned_link): the cross-attention of
+    learned weights; random weights align nothing."""
+    return kind == "cross" and (is_trained_here(model_key) or is_pretrained(model_key))
+
+
+def starting_note(model_key: str, kind: str) -> str:
+    """How the page chose the head it opened on, as cached.get_start chooses it."""
+    if opens_on_alignment(model_key, kind):
+        return (
+            "The page opens on the last layer's most peaked cross-attention head (the highest mean of each row's "
+            "largest weight), where the alignment is clearest. Pick any other."
+        )
+    return (
+        "The page opens on a head chosen from the model's own weights for this sentence: the one in which a word puts "
+        "the most weight on another word (in self-attention, one more than two positions away). Pick any other."
+    )
+
+
 def head_patterns(model_key: str, token_norm: float, position_norm: float, smooth: bool, scaled: bool) -> str:
     """What the heads of this model can be expected to show: learned patterns only where weights were learned; for
     random weights, how much of layer 1's input is position (`token_norm`, `position_norm`: the RMS norms of a

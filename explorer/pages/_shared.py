@@ -14,7 +14,7 @@ from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
 from explorer.trace import ATTENTION_KINDS, UNKNOWN, AttentionTrace, Trace, unknown_pieces
-from explorer.wording import NOT_EXPLANATION, is_trained_here
+from explorer.wording import NOT_EXPLANATION, is_trained_here, starting_note
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
 
@@ -69,25 +69,19 @@ def current_trace(kind: str | None = None) -> Trace:
     return result
 
 
-STARTING_NOTE = (
-    "The page opens on a head chosen from the model's own weights for this sentence: the one in which a word puts the "
-    "most weight on another word (in self-attention, one more than two positions away). Pick any other."
-)
-
-
-def about_heads(starting: bool = True) -> None:
+def about_heads(kind: str, starting: bool = True) -> None:
     """What the heads of the sidebar's model can show and what a weight does not say; `starting`: the page opened
-    on the sentence's starting head (cached.get_start)."""
-    notes = [cached.get_head_patterns(st.session_state[state.MODEL]), NOT_EXPLANATION]
-    st.caption(" ".join([*notes, STARTING_NOTE] if starting else notes))
+    on the sentence's starting head for this attention `kind` (cached.get_start), said how it was chosen."""
+    model_key = st.session_state[state.MODEL]
+    notes = [cached.get_head_patterns(model_key), NOT_EXPLANATION]
+    st.caption(" ".join([*notes, starting_note(model_key, kind)] if starting else notes))
 
 
 def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross: bool = True) -> Chosen:
     """The current trace and an attention kind (a radio `{prefix}_kind` when the model has more than one, also in
-    the address), and, when `words`, a word-level toggle `{prefix}_words`; above them, what the model's heads can
-    show (about_heads). `cross`: the page can draw cross-attention, where a model trained here opens (its alignment
-    is there)."""
-    about_heads(starting)
+    the address), and, when `words`, a word-level toggle `{prefix}_words`; under the radio, what the model's heads
+    can show (about_heads). `cross`: the page can draw cross-attention, where a model trained here opens (its
+    alignment is there)."""
     model_key = st.session_state[state.MODEL]
     # the kinds from the model, before any run: encoder self-attention is drawn without decoding first
     kinds = list(ATTENTION_KINDS if cached.model(model_key).is_encoder_decoder else ATTENTION_KINDS[:1])
@@ -99,6 +93,7 @@ def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross
     if len(kinds) > 1:
         kind = st.radio("Attention", kinds, format_func=KIND_NAMES.get, horizontal=True, key=key)
         st.query_params[state.URL_KIND] = kind
+    about_heads(kind, starting)
     result = current_trace(kind)
     attention = result.attention(kind)
     if not (words and st.toggle("Word level", key=f"{prefix}_words", help=WORD_HELP)):

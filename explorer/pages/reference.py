@@ -9,7 +9,8 @@ import streamlit as st
 from explorer import cached, reference_view, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.statistics import statistic_grid
-from explorer.pages._shared import STARTING_NOTE, chart, current_trace, pick_layer_head
+from explorer.pages._shared import chart, current_trace, pick_layer_head
+from explorer.wording import starting_note
 
 OVERVIEW = 256  # the side-by-side pair past this many tokens: block means (the difference stays per token)
 
@@ -28,7 +29,7 @@ trace = current_trace()
 ours = trace.encoder_self.weights
 sidebar = state.sidebar(st.session_state)
 start = cached.get_start(*sidebar, "encoder_self")  # the sentence's head worth seeing, as every page opens on
-st.caption(STARTING_NOTE)
+st.caption(starting_note(key, "encoder_self"))
 summary = st.container()  # the grid goes above the pickers, but comes from the same reference run as the head
 layer, head = pick_layer_head(*ours.shape[:2], "reference", layer=start.layer, head=start.head)
 differences, theirs_head = cached.get_reference_comparison(*sidebar, layer, head)

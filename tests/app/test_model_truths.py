@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from explorer import positions, state, trace, walkthrough
-from explorer.pages._shared import STARTING_NOTE
-from explorer.wording import NOT_EXPLANATION
+from explorer.wording import NOT_EXPLANATION, starting_note
 from models import registry
 from tests.app import new_app
 
@@ -37,10 +36,13 @@ def test_the_heads_caveat_is_measured_per_model_and_on_every_page_that_shows_hea
             assert not at.exception, (model, name)
             text = captions(at)
             assert NOT_EXPLANATION in text, (model, name)
-            assert (STARTING_NOTE in text) == (name in STARTING_PAGES), (model, name)
+            kind = "cross" if model == "reverse" and name != "aggregation" else "encoder_self"  # where each opens
+            assert (starting_note(model, kind) in text) == (name in STARTING_PAGES), (model, name)
+            assert text.count("The page opens on") == (name in STARTING_PAGES), (model, name)
             seen.setdefault(model, text)
     assert "Pretrained heads" in seen["minilm"] and "Random" not in seen["minilm"]
     assert "toy model trained here" in seen["reverse"]
+    assert "most peaked cross-attention head" in seen["reverse"]  # it opens on its alignment, and says so
     # random weights, but most of layer 1's input is position: measured on each model's own embeddings
     for model, share, kind in (("paper-random", "94%", "smooth sinusoids"), ("minilm-random", "86%", "one random")):
         token, position = positions.input_norms(registry.load(model))
