@@ -85,6 +85,17 @@ def sentence_session(browser, url: str, model: str, text: str, tokens: int) -> t
     return page, received
 
 
+def each_page(page, only: tuple[str, ...] = ()):
+    """(address stem, its menu link, its menu open) for each page of the navigation in order, or those in `only`."""
+    for title in harness.menu_titles(page):
+        link = harness.menu_link(page, title)
+        name = page_name(link.get_attribute("href"))
+        if only and name not in only:
+            page.keyboard.press("Escape")  # the menu closes again
+            continue
+        yield name, link
+
+
 def open_timed(page, link, received: list[int]) -> tuple[float, float]:
     """Click a menu link: seconds until the page's run finished and every chart is drawn and painted, MB sent."""
     received[0] = 0
@@ -108,12 +119,7 @@ def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) 
             loaded = registry.load(model)
             for tokens in lengths_for(loaded.max_tokens, lengths):
                 page, received = sentence_session(browser, url, model, text_of(loaded, tokens), tokens)
-                for heading in harness.menu_titles(page):
-                    link = harness.menu_link(page, heading)
-                    title = page_name(link.get_attribute("href"))
-                    if only and title not in only:
-                        page.keyboard.press("Escape")
-                        continue
+                for title, link in each_page(page, only):
                     seconds, mb = open_timed(page, link, received)
                     rows.append(
                         {

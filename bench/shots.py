@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from bench import harness
-from bench.browser import NEXT_FRAMES, lengths_for, open_timed, page_name, sentence_session
+from bench.browser import NEXT_FRAMES, each_page, lengths_for, open_timed, sentence_session
 from bench.inputs import text_of
 from models import registry
 
@@ -37,12 +37,7 @@ def run(out: Path, models=MODELS, lengths=LENGTHS, only: tuple[str, ...] = ()) -
             for tokens in lengths_for(loaded.max_tokens, lengths):
                 page, received = sentence_session(browser, url, model, text_of(loaded, tokens), tokens)
                 page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
-                for title in harness.menu_titles(page):
-                    link = harness.menu_link(page, title)
-                    name = page_name(link.get_attribute("href"))
-                    if only and name not in only:
-                        page.keyboard.press("Escape")
-                        continue
+                for name, link in each_page(page, only):
                     seconds, mb = open_timed(page, link, received)
                     shot(page, out / f"{model}_{tokens}_{name}.png")
                     errors = page.get_by_test_id("stException").count()

@@ -112,14 +112,19 @@ def model_view_hint(model_key: str) -> str:
     )
 
 
-def recipe_departures(task: str) -> list[str]:
-    """Where the training recipe of a toy task departs from the paper's (section 5), from its Recipe."""
+def recipe_departures(task: str, steps: int | None = None) -> list[str]:
+    """Where the training recipe of a toy task departs from the paper's (section 5), from its Recipe; with `steps`,
+    for a run of that many steps (the Train page's) beside the shipped model's."""
     recipe = train.RECIPES[task]
+    length = (
+        f"({recipe.steps:,} steps in all instead of {PAPER_STEPS:,})"
+        if steps is None
+        else f"and {steps:,} steps in this run ({recipe.steps:,} for the shipped model) instead of {PAPER_STEPS:,}"
+    )
     found = [
         f"gradient clipping at norm {recipe.clip_norm:g} (the paper has none: small post-LN models diverge here "
         "without it)",
-        f"{recipe.warmup} warm-up steps instead of {PAPER_WARMUP:,} ({recipe.steps:,} steps in all instead of "
-        f"{PAPER_STEPS:,})",
+        f"{recipe.warmup} warm-up steps instead of {PAPER_WARMUP:,}{' ' if steps is None else ', '}{length}",
         f"batches of {recipe.batch_size} sentence pairs instead of about 25,000 source and 25,000 target tokens",
     ]
     if recipe.lr_factor != 1.0:
@@ -173,21 +178,6 @@ def run_length(task: str, steps: int, default: int) -> str:
         f"{shipped:,} steps with the same recipe; a shorter run may not reach its alignment, and nothing here "
         "checks whether it did: look at the snapshots and the loss."
     )
-
-
-def run_departures(task: str, steps: int) -> list[str]:
-    """Where this run's recipe departs from the paper's (section 5): the task's Recipe with the run's own steps."""
-    recipe = train.RECIPES[task]
-    found = [
-        f"gradient clipping at norm {recipe.clip_norm:g} (the paper has none: small post-LN models diverge here "
-        "without it)",
-        f"{recipe.warmup} warm-up steps instead of {PAPER_WARMUP:,}, and {steps:,} steps in this run "
-        f"({recipe.steps:,} for the shipped model) instead of {PAPER_STEPS:,}",
-        f"batches of {recipe.batch_size} sentence pairs instead of about 25,000 source and 25,000 target tokens",
-    ]
-    if recipe.lr_factor != 1.0:
-        found.append(f"the learning rate of eq. 3 times {recipe.lr_factor:g} (at the full rate it keeps oscillating)")
-    return found
 
 
 def learning_rate_formula(task: str) -> str:

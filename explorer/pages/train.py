@@ -10,7 +10,7 @@ from explorer.figures.style import styled
 from explorer.figures.training import loss_curve
 from explorer.pages._shared import chart
 from explorer.training import Run, Snapshot
-from explorer.wording import learning_rate_formula, optimiser_and_dropout, run_departures, run_length
+from explorer.wording import learning_rate_formula, optimiser_and_dropout, recipe_departures, run_length
 from models import tasks
 from models.tokenize import TokenizeError
 
@@ -82,7 +82,7 @@ st.caption(tasks.get(task_name).description)
 st.caption(run_length(task_name, int(st.session_state.train_steps), DEFAULT_STEPS))
 st.caption(
     "Where this recipe departs from the paper's (section 5): "
-    + "; ".join(run_departures(task_name, int(st.session_state.train_steps)))
+    + "; ".join(recipe_departures(task_name, int(st.session_state.train_steps)))
     + ". The learning rate follows eq. 3, drawn beneath the loss:"
 )
 st.latex(learning_rate_formula(task_name))
