@@ -19,7 +19,7 @@ st.markdown(
     "from each position at the chosen layer down to each input token."
 )
 st.caption(
-    "Each map's colours span its own 1st to 99th percentile (named on its colour bar), not 0 to 1: rollout over "
+    "Each map's colours span its own 1st to 99th percentile (named in its title), not 0 to 1: rollout over "
     "many tokens spreads its weight thin and flow spreads it evenly: on 0 to 1 one would look blank, the other solid."
 )
 

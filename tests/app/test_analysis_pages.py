@@ -53,7 +53,7 @@ def test_rollout_and_flow_at_token_and_word_level(minilm):
     np.testing.assert_allclose(array(figs[0]["data"][0]["z"]), weights[5].mean(0), rtol=1e-6)
     np.testing.assert_allclose(array(figs[1]["data"][0]["z"]), analysis.rollout(weights)[-1])
     np.testing.assert_allclose(array(figs[2]["data"][0]["z"]), analysis.flow(weights), atol=1e-9)
-    for fig in figs[:3]:  # each map's colours span its own 1st-99th percentile, named on its colour bar
+    for fig in figs[:3]:  # each map's colours span its own 1st-99th percentile, named in its title
         z, heat = array(fig["data"][0]["z"]), fig["data"][0]
         assert (heat["zmin"], heat["zmax"]) == pytest.approx(tuple(np.percentile(z, [1, 99])), rel=1e-6)
         assert "1st-99th percentile" in fig["layout"]["title"]["text"]
