@@ -38,8 +38,12 @@ def run(out: Path, models=MODELS, lengths=LENGTHS, only: tuple[str, ...] = ()) -
             for name in only or PAGES:
                 at.switch_page(f"explorer/pages/{name}.py").run()
                 for i, chart in enumerate(at.get("plotly_chart")):
+                    spec = json.loads(chart.proto.spec)
+                    # the spec carries Streamlit's chart theme; the Download button draws the page's own figure,
+                    # which has Plotly's default template
+                    spec["layout"].pop("template", None)
                     path = out / f"{model}_{tokens}_{name}_{i}.png"
-                    path.write_bytes(downloads.to_png(go.Figure(json.loads(chart.proto.spec))))
+                    path.write_bytes(downloads.to_png(go.Figure(spec)))
                     written.append(path)
                 print(f"{model} {tokens} {name}: {len(at.get('plotly_chart'))} charts", flush=True)
     return written

@@ -64,14 +64,11 @@ def head_patterns(model_key: str, token_norm: float, position_norm: float, smoot
     if share < 0.5:
         return f"{text} What structure there is comes from random projections of the tokens: chance."
     token = "a token's embedding x sqrt(d_model)" if scaled else "a token's embedding"
-    positions = (
-        "smooth sinusoids, so the maps show bands along the diagonal"
-        if smooth
-        else "one random vector per position, so each position brings its own fixed pattern"
-    )
+    positions = "the paper's sinusoids" if smooth else "one random vector per position"
     return (
-        f"{text} Not all of it is chance, though: position is {share:.0%} of what enters layer 1 (a position's "
-        f"vector has norm {position_norm:.3g}, {token} {token_norm:.3g}): {positions}, whatever the words."
+        f"{text} Not all of it is chance, though: position ({positions}) is {share:.0%} of what enters layer 1 (a "
+        f"position's vector has norm {position_norm:.3g}, {token} {token_norm:.3g}), so a map's pattern comes "
+        "mostly from where tokens sit: two different sentences of the same length get much the same maps."
     )
 
 
@@ -101,8 +98,8 @@ def model_view_hint(model_key: str) -> str:
     """What to look for in the grid of every head, for this model."""
     if is_pretrained(model_key):
         return (
-            "Look for a bright diagonal (attend to self), a line just below it (previous token), or a bright last "
-            "column ([SEP] acting as a sink for attention a head does not need)."
+            "Look for a bright diagonal (attend to self), a line just below it (previous token), or a bright first or "
+            "last column ([CLS] or [SEP] acting as a sink for attention a head does not need)."
         )
     if is_trained_here(model_key):
         return "Pick the cross-attention above: the task's alignment is there, clearest in the last decoder layer."

@@ -98,7 +98,7 @@ def stretched_range(z: np.ndarray) -> tuple[float, float]:
 def stretched_note(z: np.ndarray) -> str:
     """What a stretched map's colours span, for its title (one line: a colour bar's long title narrows the plot)."""
     low, high = stretched_range(z)
-    return f"(colours: {STRETCH[0]}st-{STRETCH[1]}th percentile, {low:.2g}-{high:.2g})"
+    return f"(colours: {STRETCH[0]}st-{STRETCH[1]}th percentile, {low:.2g} to {high:.2g})"
 
 
 def _diverging_scale(z: np.ndarray) -> dict:

@@ -50,8 +50,9 @@ def _diverging(z: np.ndarray, limit: float, title: str, hover: str, x_title: str
             "title": {"text": title},
             "height": 360,
             "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-            "xaxis": {"title": {"text": x_title}},
-            "yaxis": {"title": {"text": "position"}, "autorange": "reversed", **yaxis},
+            # a square map (scaleanchor) shrinks its plot area, not widens its x range past the positions it has
+            "xaxis": {"title": {"text": x_title}, "constrain": "domain", "automargin": True},
+            "yaxis": {"title": {"text": "position"}, "autorange": "reversed", "automargin": True, **yaxis},
         },
     )
 

@@ -11,6 +11,7 @@ HOVER_LABEL = {"bgcolor": "white", "bordercolor": "#444444", "font": {"color": "
 TEXT = "#262730"
 FONT = {"size": 15, "color": TEXT}
 TICK_FONT = {"size": 13, "color": TEXT}
+EXPONENTS = "e"  # 2e-05, not Plotly's SI prefixes (20µ, 1p), which read as units to a class
 
 
 def styled(figure: go.Figure) -> go.Figure:
@@ -22,8 +23,12 @@ def styled(figure: go.Figure) -> go.Figure:
         axis.update(
             tickfont={**TICK_FONT, **axis.tickfont.to_plotly_json()},
             title_font={**FONT, **axis.title.font.to_plotly_json()},
+            exponentformat=axis.exponentformat or EXPONENTS,
         )
 
     figure.for_each_xaxis(readable)
     figure.for_each_yaxis(readable)
+    for trace in figure.data:  # colour bars too
+        if "colorbar" in trace and not trace.colorbar.exponentformat:
+            trace.colorbar.exponentformat = EXPONENTS
     return figure

@@ -16,7 +16,7 @@ from explorer.wording import length_note
 from models import tasks
 
 STEP = "decoding_step"
-NARROW = 12  # bars per column chart
+NARROW = 16  # bars per column chart: a third of the page fits about 16 rotated labels
 
 st.header("Decoding step by step")
 trace = current_trace()
@@ -90,8 +90,8 @@ st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
 
 long_output = len(current.target_tokens) > NARROW
 self_col, cross_col, next_col = st.columns(3)
-# a third of the page fits about a dozen rotated labels: past that, the keys this step sees (the strongest of them
-# when more than a dozen) and an overview line; the masked ones are left out, so every count is of visible keys
+# past NARROW keys: the keys this step sees (the strongest NARROW of them when it sees more) and an overview line;
+# the masked ones are left out, so every count is of visible keys
 seen = int(current.visible.sum())
 self_keys = slice(None) if not long_output else slice(0, seen)
 self_shown = walkthrough.strongest_keys(current.self_weights[self_keys], NARROW, keep=(index,))
@@ -115,7 +115,7 @@ else:
     self_col.caption(
         f"This step sees {seen} of the {len(current.target_tokens)} positions; the causal mask hides the {hidden} "
         "later ones (weight 0), left out here."
-        + (" Past a dozen the strongest are drawn; the line above holds every one it sees." if seen > NARROW else "")
+        + (f" Past {NARROW} the strongest are drawn; the line above holds every one it sees." if seen > NARROW else "")
     )
 chart(
     per_key_bars(

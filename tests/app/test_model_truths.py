@@ -44,9 +44,12 @@ def test_the_heads_caveat_is_measured_per_model_and_on_every_page_that_shows_hea
     assert "toy model trained here" in seen["reverse"]
     assert "most peaked cross-attention head" in seen["reverse"]  # it opens on its alignment, and says so
     # random weights, but most of layer 1's input is position: measured on each model's own embeddings
-    for model, share, kind in (("paper-random", "94%", "smooth sinusoids"), ("minilm-random", "86%", "one random")):
+    for model, share, kind in (
+        ("paper-random", "94%", "the paper's sinusoids"),
+        ("minilm-random", "86%", "one random"),
+    ):
         token, position = positions.input_norms(registry.load(model))
-        assert f"position is {share} of what enters layer 1" in seen[model] and kind in seen[model]
+        assert f"position ({kind}" in seen[model] and f"is {share} of what enters layer 1" in seen[model]
         assert f"norm {position:.3g}" in seen[model] and f"{token:.3g}" in seen[model]
     assert "x sqrt(d_model)" in seen["paper-random"] and "x sqrt(d_model)" not in seen["minilm-random"]
     assert "any pattern here is chance" not in " ".join(seen.values())

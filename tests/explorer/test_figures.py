@@ -102,3 +102,4 @@ def test_every_chart_is_drawn_with_dark_text_big_enough_for_a_projector():
     assert figure.layout.xaxis.tickfont.size >= 13 and figure.layout.yaxis2.tickfont.color == TEXT
     assert figure.layout.xaxis.title.font.size >= 15
     assert figure.layout.xaxis2.tickfont.size == 9
+    assert figure.layout.xaxis.exponentformat == figure.layout.yaxis2.exponentformat == "e"  # no 20µ or 1p
