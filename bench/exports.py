@@ -39,9 +39,7 @@ def run(out: Path, models=MODELS, lengths=LENGTHS, only: tuple[str, ...] = ()) -
                 at.switch_page(f"explorer/pages/{name}.py").run()
                 for i, chart in enumerate(at.get("plotly_chart")):
                     spec = json.loads(chart.proto.spec)
-                    # the spec carries Streamlit's chart theme; the Download button draws the page's own figure,
-                    # which has Plotly's default template
-                    spec["layout"].pop("template", None)
+                    spec["layout"].pop("template", None)  # Streamlit's chart theme: the Download draws without it
                     path = out / f"{model}_{tokens}_{name}_{i}.png"
                     path.write_bytes(downloads.to_png(go.Figure(spec)))
                     written.append(path)

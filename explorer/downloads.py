@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from explorer.figures.clicks import CLICKS
 
@@ -102,9 +103,16 @@ def to_csv(figure: go.Figure) -> str:
     return out.getvalue()
 
 
+def as_drawn(figure: go.Figure) -> go.Figure:
+    """A copy of the figure with Plotly's own template (no figure here sets one): importing Streamlit makes its chart
+    theme Plotly's default, which leaves colours, grid and tick labels to the browser's theme, so a file drawn with
+    it had black lines and missing labels."""
+    return go.Figure(figure).update_layout(template=pio.templates["plotly"])
+
+
 def to_html(figure: go.Figure) -> str:
     """A standalone page with plotly.js embedded: opens offline, no CDN."""
-    return figure.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    return as_drawn(figure).to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
 
 
 def chromium() -> str | None:
@@ -125,7 +133,7 @@ def to_png(figure: go.Figure) -> bytes:
     height = figure.layout.height or 500
     try:
         return kaleido.calc_fig_sync(
-            figure,
+            as_drawn(figure),
             opts={"format": "png", "width": width, "height": height, "scale": PNG_SCALE},
             kopts={"mathjax": False},
         )

@@ -9,6 +9,7 @@ import re
 import struct
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from explorer import downloads
@@ -67,3 +68,17 @@ def test_png_is_drawn_by_the_system_chromium():
     fig, _ = figure()
     width, height = png_size(downloads.to_png(fig))
     assert (width, height) == (900 * downloads.PNG_SCALE, fig.layout.height * downloads.PNG_SCALE)
+
+
+def test_exports_draw_with_plotlys_template_not_streamlits_placeholders():
+    import plotly.io as pio
+    import streamlit  # noqa: F401 -- as in the app: importing it makes its chart theme Plotly's default
+
+    from explorer.downloads import as_drawn
+
+    assert pio.templates.default == "streamlit"
+    figure = go.Figure(go.Scatter(y=[1, 2]))
+    assert figure.layout.template.layout.colorway[0] == "#000001"  # filled in by the browser's theme only
+    drawn = as_drawn(figure)
+    assert drawn.layout.template.layout.colorway == pio.templates["plotly"].layout.colorway
+    assert "#000001" not in downloads.to_html(figure)
