@@ -10,6 +10,14 @@ from bench import harness
 
 SCREENSHOTS = harness.ROOT / "artifacts" / "screenshots"
 NEXT_FRAMES = harness.NEXT_FRAMES
+# per drawn token map (a heatmap whose categories are '3: token'): its categories and the tick labels drawn
+TOKEN_MAPS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => {
+    const map = plot.data.find(
+        t => t.type === 'heatmap' && t.x && t.y && t.x.length && t.x.every(c => /^\\d+: /.test(c)));
+    if (!map) return [];
+    const drawn = axis => [...plot.querySelectorAll(`g.${axis} text`)].map(t => t.textContent).filter(s => s.trim());
+    return [{x: map.x.length, y: map.y.length, xticks: drawn('xtick'), yticks: drawn('ytick')}];
+})"""
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import pytest
 
 from bench import harness
 from bench.harness import TIMEOUT_MS, open_app, rerun, tick_labels, type_sentence, wait_for_tokens
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import TOKEN_MAPS, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -113,6 +113,10 @@ def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     stopped.wait_for(timeout=TIMEOUT_MS)
     step = int(stopped.text_content().split("at step ")[1].split()[0])
     assert 50 <= step < STEPS
+    # the snapshot's cross-attention map names every token of the watched sentence on both axes
+    page.wait_for_function(f"() => ({TOKEN_MAPS})().some(m => m.xticks.length)", timeout=TIMEOUT_MS)
+    snapshots = page.evaluate(TOKEN_MAPS)
+    assert snapshots and all(len(m["xticks"]) == m["x"] and len(m["yticks"]) == m["y"] for m in snapshots), snapshots
     with rerun(page):
         page.get_by_role("button", name="Explore it in the other pages").click()
     sidebar = page.get_by_test_id("stSidebar")

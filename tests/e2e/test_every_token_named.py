@@ -9,20 +9,12 @@ import pytest
 
 from bench import harness
 from bench.harness import TIMEOUT_MS, open_app
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import TOKEN_MAPS, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SENTENCE = "the teacher reads a long book"  # 7 tokens with <eos>: it was labelled every other row
 PAGES = ("Attention heatmap", "Model view", "Decoding step by step")
-# per drawn token map (a heatmap whose categories are '3: token'): its categories and the tick labels drawn
-TOKEN_MAPS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => {
-    const map = plot.data.find(
-        t => t.type === 'heatmap' && t.x && t.y && t.x.length && t.x.every(c => /^\\d+: /.test(c)));
-    if (!map) return [];
-    const drawn = axis => [...plot.querySelectorAll(`g.${axis} text`)].map(t => t.textContent).filter(s => s.trim());
-    return [{x: map.x.length, y: map.y.length, xticks: drawn('xtick'), yticks: drawn('ytick')}];
-})"""
 
 
 @pytest.mark.parametrize("kind", ["encoder_self", "decoder_self", "cross"])
