@@ -16,16 +16,38 @@ from explorer import memo  # noqa: E402
 
 memo.limit_malloc_arenas()  # before the sessions' script threads allocate: they share two heaps
 
-from explorer import cached, state  # noqa: E402
+from explorer import cached, lesson, state  # noqa: E402
 from explorer.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
 from explorer.figures.labels import markdown_literal  # noqa: E402
 from models import registry  # noqa: E402
 
 PAGES = Path(__file__).parent / "explorer" / "pages"
 
-st.set_page_config(page_title="Attention explorer", layout="wide")
 state.init(st.session_state)
+if state.URL_PRESENT in st.query_params and state.URL_USED not in st.session_state:  # a new session's address
+    state.keep(st.session_state, state.PRESENT, st.query_params[state.URL_PRESENT] == "1")
+st.set_page_config(
+    page_title="Attention explorer",
+    layout="wide",
+    initial_sidebar_state="collapsed" if st.session_state[state.PRESENT] else "auto",
+)
+for key in state.FOCUS:  # the lesson's focus outlives the pages that do not draw its pickers
+    if key in st.session_state:
+        st.session_state[key] = st.session_state[key]
 
+
+# Presenter mode: body text 20 px (Streamlit's default is 16), headings to match, less padding above the page
+PRESENTER_CSS = """<style>
+.stMainBlockContainer { padding-top: 3rem; }
+.stMainBlockContainer p, .stMainBlockContainer li, .stMainBlockContainer label,
+.stMainBlockContainer [data-testid="stCaptionContainer"], .stMainBlockContainer [data-testid="stPageLink"] span,
+.stMainBlockContainer button, .stMainBlockContainer input, .stMainBlockContainer [data-baseweb="select"] {
+  font-size: 20px !important;
+}
+.stMainBlockContainer h1 { font-size: 2.4rem; }
+.stMainBlockContainer h2 { font-size: 2.1rem; }
+.stMainBlockContainer h3 { font-size: 1.7rem; }
+</style>"""
 
 # Pages that a training loop keeps running: Stop must end that script run, so they run whole, not as a fragment
 WHOLE_RUN = {"train"}
@@ -41,37 +63,19 @@ def show(page: st.Page) -> None:
     page.run()
 
 
-# One table of pages: (file stem = address, title, icon), by menu. The menus sit in the header, so on a 900 px
-# projector the sidebar holds the model, the sentence, Max tokens and the examples above the fold (16 links in the
-# sidebar pushed them below it).
-MENUS = {
-    "The model": (
-        ("overview", "Overview", "account_tree"),
-        ("attention", "Attention heatmap", "grid_on"),
-        ("model_view", "Model view", "apps"),
-        ("head_view", "Head view", "linear_scale"),
-        ("positional", "Positional encoding", "waves"),
-        ("qkv", "Q/K/V step by step", "calculate"),
-        ("forward", "Forward pass step by step", "route"),
-        ("decoding", "Decoding step by step", "translate"),
-        ("output", "Output and loss", "functions"),
-    ),
-    "Explore": (
-        ("find_heads", "Find heads", "travel_explore"),
-        ("statistics", "Head statistics", "query_stats"),
-        ("aggregation", "Rollout and flow", "stacked_line_chart"),
-        ("compare", "Compare weights", "difference"),
-        ("compare_sentences", "Compare sentences", "compare_arrows"),
-        ("reference", "Ours vs transformers", "compare"),
-        ("train", "Train it yourself", "model_training"),
-    ),
-}
+# One table of pages (explorer/lesson.py), by menu. The menus sit in the header, so on a 900 px projector the sidebar
+# holds the model, the sentence, Max tokens and the examples above the fold.
 pages = {
     menu: [
-        st.Page(PAGES / f"{stem}.py", title=title, icon=f":material/{icon}:", default=stem == "overview")
-        for stem, title, icon in entries
+        st.Page(
+            PAGES / f"{entry.stem}.py",
+            title=entry.label,
+            icon=f":material/{entry.icon}:",
+            default=entry is lesson.OVERVIEW,
+        )
+        for entry in entries
     ]
-    for menu, entries in MENUS.items()
+    for menu, entries in lesson.MENUS.items()
 }
 page = st.navigation(pages, position="top")
 if drilled := st.session_state.pop(state.DRILL_TO, None):  # a click on the last run opens another page
@@ -110,6 +114,12 @@ with st.sidebar:
     st.caption("Ctrl+Enter runs the model.")
     if len(st.session_state[state.TEXT]) > state.URL_MAX_TEXT:
         st.caption(f"Over {state.URL_MAX_TEXT:,} characters: the page's address leaves this sentence out.")
+    st.toggle(
+        "Presenter mode",
+        help="Large text for a projector, the sidebar folded away (open it again with the arrow at the top left). "
+        "Also ?present=1 in the address.",
+        **bound(state.PRESENT),
+    )
     if loaded is not None:  # else the model list above still works, and the page below says what is wrong
         st.number_input(
             "Max tokens",
@@ -136,6 +146,8 @@ del loaded
 st.query_params.from_dict(state.address(st.session_state))  # the address now names what is shown
 for notice in notices:
     st.warning(markdown_literal(notice), icon=":material/link_off:")
+if st.session_state[state.PRESENT]:  # a fixed style sheet, no user text in it
+    st.html(PRESENTER_CSS)
 st.session_state[state.SHOWN] = state.sidebar(st.session_state)
 try:
     if page.url_path in WHOLE_RUN:

@@ -67,6 +67,18 @@ def change_model() -> None:
         state.keep(st.session_state, state.MAX_TOKENS, new.max_tokens)
 
 
+def use_model(key: str, text: str = "") -> None:
+    """One click to another model (the lesson offers the translation model) on `text`, or its first example."""
+    new, _ = loadable(key)
+    if new is None:
+        return
+    state.keep(st.session_state, state.MODEL, key)
+    st.session_state[state.EXAMPLE] = ""
+    state.keep(st.session_state, state.TEXT, text if text and new.can_read(text) else new.example)
+    if st.session_state[state.MAX_TOKENS] > new.max_tokens:
+        state.keep(st.session_state, state.MAX_TOKENS, new.max_tokens)
+
+
 def pair_label(pair: int | None) -> str:
     return "choose a pair..." if pair is None else " / ".join(MINIMAL_PAIRS[pair])
 
@@ -91,6 +103,13 @@ def step_through(kind: str, first_pieces: tuple[int, ...] | None, layer: int, he
     state.choose(st.session_state, "qkv_head", 0 if head == MEAN else head)
     state.choose(st.session_state, state.QKV_QUERY, row if first_pieces is None else first_pieces[row])
     st.session_state[state.DRILL_TO] = QKV_PAGE
+
+
+def stack_to_kind() -> None:
+    """The forward pages' stack radio moves the lesson's focus to that stack's self-attention."""
+    stack = st.session_state["forward_stack"]
+    if (st.session_state.get(state.FOCUS_KIND) == "encoder_self") != (stack == "encoder"):
+        state.choose(st.session_state, state.FOCUS_KIND, "encoder_self" if stack == "encoder" else "decoder_self")
 
 
 def head_label(head: int) -> str:

@@ -145,6 +145,37 @@ def _module(loaded: LoadedModel, stack: str):
     return found
 
 
+def stack_of(kind: str) -> str:
+    """The stack whose layers hold an attention kind (encoder_self: encoder; decoder_self, cross: decoder)."""
+    return "encoder" if kind == "encoder_self" else "decoder"
+
+
+@dataclass(frozen=True)
+class Projections:
+    """One head's W^Q_i, W^K_i, W^V_i as (d_model, d_head) matrices and their biases (x W + b, section 3.2.2)."""
+
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    b_q: np.ndarray
+    b_k: np.ndarray
+    b_v: np.ndarray
+
+
+def head_projections(loaded: LoadedModel, kind: str, layer: int, head: int) -> Projections:
+    """The model's own projection matrices of one head: the columns of W^Q, W^K, W^V that head `head` owns."""
+    module = _module(loaded, stack_of(kind)).layers[layer]
+    attention = module.cross_attn if kind == "cross" else module.self_attn
+    cut = slice(head * attention.d_head, (head + 1) * attention.d_head)
+    # nn.Linear stores (out, in) and computes x W^T + b: head i's W is the transpose of its rows
+    found = [
+        (_np(linear.weight[cut]).T.copy(), _np(linear.bias[cut]))
+        for linear in (attention.w_q, attention.w_k, attention.w_v)
+    ]
+    (w_q, b_q), (w_k, b_k), (w_v, b_v) = found
+    return Projections(w_q, w_k, w_v, b_q, b_k, b_v)
+
+
 def tokens(trace: Trace, stack: str) -> tuple[str, ...]:
     if stack == "decoder":
         assert trace.target_tokens is not None

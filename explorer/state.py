@@ -21,6 +21,11 @@ ATTENTION_LAYER, ATTENTION_HEAD = f"{ATTENTION}_layer", f"{ATTENTION}_head"
 
 # The Q/K/V page's query token picker: other pages open it on a token by setting it.
 QKV_QUERY = "qkv_query"
+# The lesson's one focus, shared by its steps (the Q/K/V page's pickers): the attention kind, layer, head and token
+# chosen on one step are the ones the next step shows. Kept across pages that do not draw them (FOCUS).
+FOCUS_KIND, FOCUS_LAYER, FOCUS_HEAD, FOCUS_TOKEN = "qkv_kind", "qkv_layer", "qkv_head", QKV_QUERY
+FOCUS = (FOCUS_KIND, FOCUS_LAYER, FOCUS_HEAD, FOCUS_TOKEN)
+PRESENT = "present"  # presenter mode: large text, sidebar collapsed (also ?present=1 in the address)
 # A page a click asked for: set in the chart's callback (no page switch is possible there), followed by app.py.
 DRILL_TO = "drill_to"
 # Values the pickers were given as starting points (key -> value): a picker still holding its starting point moves
@@ -30,7 +35,7 @@ STARTED = "started"
 DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128
 DEFAULT_TEXT = ENGLISH_EXAMPLES[0]
-DEFAULTS = {MODEL: DEFAULT_MODEL, TEXT: DEFAULT_TEXT, MAX_TOKENS: DEFAULT_MAX_TOKENS}
+DEFAULTS = {MODEL: DEFAULT_MODEL, TEXT: DEFAULT_TEXT, MAX_TOKENS: DEFAULT_MAX_TOKENS, PRESENT: False}
 
 
 def widget(key: str) -> str:
@@ -82,6 +87,7 @@ URL_MODEL, URL_TEXT, URL_LAYER, URL_HEAD, URL_TOKEN = "model", "text", "layer", 
 URL_KEY = "key"  # a second token: the key token of the Find heads page
 URL_KIND = "kind"  # the attention kind a page shows (one of KINDS), for models with more than one
 URL_STEP = "step"  # the Decoding page's output step, numbered from 1 as shown
+URL_PRESENT = "present"  # presenter mode: ?present=1
 URL_VIEW = "url_view"  # what the address asked for that the page's own pickers apply: {"layer": 0, ...}
 URL_PAGE = "url_page"  # the page the address opened; its pickers take URL_VIEW, other pages do not
 URL_USED = "url_used"  # widget keys already given their address value (once each)
@@ -165,6 +171,9 @@ def url_value(session: MutableMapping, name: str, key: str) -> int | None:
 def address(session: MutableMapping) -> dict[str, str]:
     """The query parameters every page carries: model and sentence (pickers add layer, head and token); a sentence
     too long for an address is left out."""
-    if len(session[TEXT]) > URL_MAX_TEXT:
-        return {URL_MODEL: session[MODEL]}
-    return {URL_MODEL: session[MODEL], URL_TEXT: session[TEXT]}
+    found = {URL_MODEL: session[MODEL]}
+    if len(session[TEXT]) <= URL_MAX_TEXT:
+        found[URL_TEXT] = session[TEXT]
+    if session.get(PRESENT):
+        found[URL_PRESENT] = "1"
+    return found

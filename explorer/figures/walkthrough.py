@@ -224,3 +224,32 @@ def masked_scores(masked_scores: np.ndarray, mask: np.ndarray, keys: Sequence[st
 def ticks_for(n: int, most: int = 40) -> list[int]:
     """Every position up to `most`, else every k-th: a figure never draws more labels than fit."""
     return list(range(0, n, max(1, -(-n // most))))
+
+
+def projection_matrices(matrices: Sequence[np.ndarray], names: Sequence[str], title: str) -> go.Figure:
+    """W^Q_i, W^K_i, W^V_i side by side as (d_model x d_head) heatmaps, each on its own symmetric scale (clipped at
+    its 99th percentile so a few large entries do not wash the rest out): rows are the input's dimensions, columns
+    the head's."""
+    from plotly.subplots import make_subplots  # only this figure needs subplots
+
+    figure = make_subplots(rows=1, cols=len(matrices), subplot_titles=list(names), horizontal_spacing=0.06)
+    for i, matrix in enumerate(matrices, start=1):
+        limit = float(np.percentile(np.abs(matrix), 99)) or 1.0
+        figure.add_trace(
+            go.Heatmap(
+                z=matrix,
+                zmin=-limit,
+                zmax=limit,
+                zmid=0,
+                colorscale="RdBu",
+                showscale=i == len(matrices),
+                hovertemplate=f"{names[i - 1]}<br>row %{{y}} (input dim)<br>column %{{x}} (head dim)<br>%{{z:.5f}}"
+                "<extra></extra>",
+            ),
+            row=1,
+            col=i,
+        )
+        figure.update_yaxes(autorange="reversed", title_text="input dimension" if i == 1 else None, row=1, col=i)
+        figure.update_xaxes(title_text="head dimension", row=1, col=i)
+    figure.update_layout(title={"text": title}, height=420, margin={"l": 10, "r": 10, "t": 80, "b": 10})
+    return figure

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer import analysis, cached, downloads, drill, state
+from explorer import analysis, cached, downloads, drill, lesson, starting, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
@@ -46,6 +46,117 @@ class Chosen:
         return weights if self.groups is None else analysis.merge_words(weights, *self.groups)
 
 
+def presenting() -> bool:
+    """Presenter mode: large text for a projector (the sidebar's toggle, or ?present=1)."""
+    return bool(st.session_state.get(state.PRESENT))
+
+
+def this_page() -> lesson.Page | None:
+    """The lesson table's entry for the page drawn on this run (the Overview is the root address)."""
+    return lesson.BY_STEM.get(st.session_state.get(state.PAGE) or lesson.OVERVIEW.stem)
+
+
+def _step_links(page: lesson.Page, where: str) -> None:
+    """Previous and Next along the lesson path (the Overview's Next is Start)."""
+    before, after = lesson.neighbours(page.stem)
+    left, right = st.columns(2)
+    if before is not None:
+        left.page_link(before.script, label=f"Previous: {before.label}", icon=":material/arrow_back:")
+    if after is not None:
+        word = "Start" if page.step == 0 else "Next"
+        right.page_link(after.script, label=f"{word}: {after.label}", icon=":material/arrow_forward:")
+
+
+def page_header(title: str | None = None) -> None:
+    """The page's title; a lesson step says "Step i of N: <title>" with Previous / Next above it (page_footer
+    repeats them at the bottom). `title`: an Explore page's own title."""
+    page = this_page()
+    if page is None or page.step is None:
+        st.header(title or (page.title if page else ""))
+        return
+    _step_links(page, "top")
+    st.header(f"Step {page.step} of {lesson.N_STEPS}: {page.title}" if page.step else page.title)
+
+
+def page_footer() -> None:
+    """Previous / Next again under a lesson step, so a class that scrolled down goes on from there."""
+    page = this_page()
+    if page is not None and page.step is not None:
+        st.divider()
+        _step_links(page, "bottom")
+
+
+def stop() -> None:
+    """End the page here (after a message saying why), keeping the lesson's Previous / Next under it."""
+    page_footer()
+    st.stop()
+
+
+def needs_decoder(loaded) -> None:
+    """On a decoder step with an encoder-only model: say so, offer the translation model in one click, stop."""
+    if loaded.is_encoder_decoder:
+        return
+    st.info(
+        markdown_literal(
+            f"{loaded.title} is encoder-only (BERT family): it has no decoder and no output distribution, so this "
+            "step has nothing to show. The toy translation model has both."
+        )
+    )
+    from explorer.callbacks import use_model  # callbacks imports this module
+
+    st.button(
+        "Show this step with the toy translation model",
+        on_click=use_model,
+        args=(lesson.TRANSLATE, lesson.TRANSLATE_EXAMPLE),
+        icon=":material/translate:",
+        key="needs_decoder_translate",
+    )
+    stop()
+
+
+def focus_start(kind: str) -> tuple[int, int, int]:
+    """Where the lesson's focus opens for an attention kind on this sentence: (layer, head, query token), the
+    strongest content link's (cached.get_start); every step that shows a layer, head or token starts there."""
+    sidebar = state.sidebar(st.session_state)
+    start = cached.get_start(*sidebar, kind)
+    queries = cached.get_trace_for(*sidebar, kind).tokens_for(kind)[0]
+    return start.layer, start.head, starting.content_query(queries, start.query)
+
+
+def predict(question: str, options: list[str], context: tuple, key: str) -> int | None:
+    """Predict, then reveal: the class picks one of `options` and presses Reveal; returns the guess's index once
+    revealed (None before). `context` names the question (the model, sentence, head, token): a new one asks again."""
+    asked = hash(context)
+    revealed = f"{key}_revealed"
+    st.markdown("**Predict first.** " + markdown_literal(question))
+    left, right = st.columns([3, 1], vertical_alignment="bottom")
+    guess = left.selectbox(
+        "Your class's answer",
+        range(len(options)),
+        index=None,
+        format_func=options.__getitem__,
+        placeholder="pick an answer...",
+        key=f"{key}_guess_{asked}",
+    )
+    if st.session_state.get(revealed) == asked:
+        return guess if guess is not None else -1
+    right.button(
+        "Reveal the model's answer",
+        key=f"{key}_reveal",
+        disabled=guess is None,
+        on_click=_reveal,
+        args=(revealed, asked),
+        type="primary",
+    )
+    if guess is None:
+        st.caption("Pick an answer, then reveal what the model does.")
+    return None
+
+
+def _reveal(key: str, asked: int) -> None:
+    st.session_state[key] = asked
+
+
 def current_trace(kind: str | None = None) -> Trace:
     """The trace for the sidebar's choices (with a `kind`, the run that kind needs: cached.get_trace_for); a friendly
     message and a stop when the text cannot be used."""
@@ -58,7 +169,7 @@ def current_trace(kind: str | None = None) -> Trace:
             words = cached.model(st.session_state[state.MODEL]).tokenizer.known
             with st.expander(f"The {len(words)} words this model knows"):
                 st.text(", ".join(words))
-        st.stop()
+        stop()
     unknown = unknown_pieces(result)
     if unknown:
         pieces = f"{len(unknown)} piece{'s' if len(unknown) > 1 else ''} of the text"
@@ -217,7 +328,7 @@ def chart(
         options = {**options, "on_select": clicked, "selection_mode": "points"}
     else:
         chart_key = key
-    event = container.plotly_chart(styled(figure), key=chart_key, **options)
+    event = container.plotly_chart(styled(figure, presenting()), key=chart_key, **options)
     stem = name or key
     files = (
         ("PNG", "png", "image/png", lambda: downloads.to_png(figure)),

@@ -1,0 +1,80 @@
+"""One table of pages: the lesson's steps in the paper's order, then the Explore pages. The navigation menus, the
+Overview's map, every step's Previous / Next and the drill-down targets are all built from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page: its address (the file stem in explorer/pages), title, Material icon, and lesson step (None: Explore)."""
+
+    stem: str
+    title: str
+    icon: str
+    step: int | None = None
+    decoder: bool = False  # the step shows a decoder: encoder-only models have nothing to show there
+
+    @property
+    def script(self) -> str:
+        return f"explorer/pages/{self.stem}.py"
+
+    @property
+    def label(self) -> str:
+        """The menu's and the links' text: a step carries its number."""
+        return f"{self.step}. {self.title}" if self.step else self.title
+
+
+OVERVIEW = Page("overview", "Overview: the lesson's map", "account_tree", 0)
+# The paper's order: what happens to a sentence, from its tokens to the loss that trains the weights.
+STEPS = (
+    Page("tokens", "Tokens and ids", "format_list_numbered", 1),
+    Page("embedding", "Embedding", "table_rows", 2),
+    Page("positional", "Positional encoding", "waves", 3),
+    Page("query_key_value", "Query, key and value", "key", 4),
+    Page("scores", "Scores, scale, mask, softmax", "calculate", 5),
+    Page("multi_head", "Weighted sum, heads and W^O", "call_merge", 6),
+    Page("add_norm", "Add & Norm and feed-forward", "route", 7),
+    Page("model_view", "The stack: every layer and head", "apps", 8),
+    Page("why_attention", "Why attention", "table_chart", 9),
+    Page("decoding", "Decoder: one output word at a time", "translate", 10, decoder=True),
+    Page("final_linear", "Final linear, softmax and sampling", "functions", 11, decoder=True),
+    Page("loss", "The loss against the right answer", "trending_down", 12, decoder=True),
+    Page("train", "Training", "model_training", 13),
+)
+EXPLORE = (
+    Page("attention", "Attention heatmap", "grid_on"),
+    Page("head_view", "Head view", "linear_scale"),
+    Page("find_heads", "Find heads", "travel_explore"),
+    Page("statistics", "Head statistics", "query_stats"),
+    Page("aggregation", "Rollout and flow", "stacked_line_chart"),
+    Page("compare", "Compare weights", "difference"),
+    Page("compare_sentences", "Compare sentences", "compare_arrows"),
+    Page("reference", "Ours vs transformers", "compare"),
+    # the whole walk-throughs on one page each, as they were before the lesson split them into steps
+    Page("qkv", "Q/K/V on one page", "calculate"),
+    Page("forward", "Forward pass on one page", "route"),
+    Page("output", "Output and loss on one page", "functions"),
+)
+# The encoder-decoder a lesson on an encoder-only model is offered for the decoder's steps, and its sentence
+TRANSLATE = "translate"
+TRANSLATE_EXAMPLE = "the small red cat sees a big dog"
+MENUS = {"Lesson": (OVERVIEW, *STEPS), "Explore": EXPLORE}
+N_STEPS = len(STEPS)
+BY_STEM = {page.stem: page for pages in MENUS.values() for page in pages}
+LESSON = (OVERVIEW, *STEPS)
+
+
+def neighbours(stem: str) -> tuple[Page | None, Page | None]:
+    """(previous, next) of a lesson page along the path; (None, None) for an Explore page."""
+    page = BY_STEM.get(stem)
+    if page is None or page.step is None:
+        return None, None
+    i = page.step
+    return (LESSON[i - 1] if i > 0 else None), (LESSON[i + 1] if i + 1 < len(LESSON) else None)
+
+
+def lacking(is_encoder_decoder: bool) -> tuple[Page, ...]:
+    """The steps a model has nothing to show on: the decoder's, for an encoder-only model."""
+    return () if is_encoder_decoder else tuple(page for page in STEPS if page.decoder)

@@ -1,0 +1,177 @@
+"""The forward pass in parts: the Forward pass page draws them all, the lesson one per step (the embedding; Add &
+Norm and feed-forward). Each result is recomputed from the model's state before it and its own weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from explorer import cached, forward, state
+from explorer.callbacks import stack_to_kind
+from explorer.figures.forward import movement_heatmap, named_strips, preview, token_path
+from explorer.figures.labels import markdown_literal
+from explorer.pages._shared import chart, current_trace, focus_start, pick_layer, pick_token
+from explorer.trace import Trace
+from models.registry import LoadedModel
+
+
+@dataclass(frozen=True)
+class Focus:
+    """The stack, token and layer followed (the lesson's focus: the stack is the focus kind's), and the trace."""
+
+    trace: Trace
+    loaded: LoadedModel
+    stack: str
+    tokens: tuple[str, ...]
+    position: int
+    layer: int
+
+
+def focus(layer_picker: bool = True) -> Focus:
+    """Pick the stack (from the lesson's attention kind), the token and the layer (the focus keys)."""
+    trace = current_trace()
+    loaded = cached.model(st.session_state[state.MODEL])
+    stacks = forward.trace_stacks(trace)
+    kind = st.session_state.get(state.FOCUS_KIND, "encoder_self")
+    if forward.stack_of(kind) not in stacks:  # another model's decoder kind
+        kind = "encoder_self"
+    stack = forward.stack_of(kind)
+    if len(stacks) > 1:
+        st.session_state["forward_stack"] = stack  # the focus decides; the radio's change moves the focus
+        stack = st.radio(
+            "Stack", stacks, format_func=str.capitalize, horizontal=True, key="forward_stack", on_change=stack_to_kind
+        )
+    if kind == "cross" or forward.stack_of(kind) != stack:
+        kind = "decoder_self" if stack == "decoder" else "encoder_self"
+    tokens = forward.tokens(trace, stack)
+    n_layers = forward.states(trace, stack)["after_ffn"].shape[0]
+    layer0, _, token0 = focus_start(kind)
+    left, right = st.columns(2)
+    position = pick_token(tokens, "Token", state.FOCUS_TOKEN, left, index=min(token0, len(tokens) - 1))
+    layer = pick_layer(n_layers, state.FOCUS_LAYER, right, min(layer0, n_layers - 1)) if layer_picker else 0
+    return Focus(trace, loaded, stack, tokens, position, layer)
+
+
+def norm_text(norm: forward.Norm) -> None:
+    st.markdown(
+        f"LayerNorm: mean = `{norm.mean:.5f}`, variance = `{norm.variance:.5f}`, eps = `{norm.eps:g}`; "
+        f"gamma = `{preview(norm.gamma)}`; beta = `{preview(norm.beta)}`"
+    )
+
+
+def embedding(f: Focus, number: int = 1) -> None:
+    """The token's id, its embedding row, the scale, the position added (and BERT's segment row and LayerNorm)."""
+    trace, loaded, stack, position = f.trace, f.loaded, f.stack, f.position
+    config = loaded.model.config
+    e = forward.embedding(loaded, trace, stack, position)
+    st.subheader(f"{number}. Token, id, embedding and position")
+    st.markdown(
+        f"Token {markdown_literal(repr(e.token))} at position {position} has id **{e.token_id}**: row {e.token_id} of "
+        f"the {stack}'s embedding table ({config.d_model} values)."
+    )
+    if e.norm is not None:  # the BERT family
+        st.latex(r"x = \mathrm{LayerNorm}\big(E[\text{id}] + P_{\text{learned}}[\text{pos}] + T[\text{type } 0]\big)")
+        st.caption("BERT family: no sqrt(d_model) scale; a learned position row and the segment (token type 0) row.")
+    elif e.scale != 1.0:
+        pos = r"PE_{\text{sinusoid}}" if e.position_kind == "sinusoidal" else r"P_{\text{learned}}"
+        st.latex(
+            rf"x = E[\text{{id}}] \cdot \sqrt{{d_{{model}}}} + {pos}[\text{{pos}}],\quad \sqrt{{{config.d_model}}}"
+            rf" = {e.scale:.4f}"
+        )
+    else:
+        st.latex(r"x = E[\text{id}] + P[\text{pos}]")
+    rows, names = [e.row], ["embedding row E[id]"]
+    if e.scale != 1.0:
+        rows.append(e.scaled)
+        names.append(f"x sqrt(d_model) = x {e.scale:.3f}")
+    if e.token_type is not None:
+        rows.append(e.token_type)
+        names.append("token type 0 row")
+    rows += [e.position, e.summed]
+    names += [f"position {position} ({e.position_kind})", "sum"]
+    if e.norm is not None:
+        rows.append(e.norm.output)
+        names.append("LayerNorm(sum)")
+    chart(named_strips(rows, names, "Embedding steps"), "forward_embedding")
+    if e.norm is not None:
+        norm_text(e.norm)
+    st.markdown(f"Input to layer 1: `{preview(e.result)}`")
+    st.caption("Recomputed input to layer 1 " + forward.agreement(e.result, e.traced) + ".")
+
+
+def layer(f: Focus, number: int = 2) -> None:
+    """One layer's sub-layers for the token, each with its residual connection and LayerNorm."""
+    trace, loaded, stack, position, layer_index = f.trace, f.loaded, f.stack, f.position, f.layer
+    config = loaded.model.config
+    found = forward.layer(loaded, trace, stack, layer_index, position)
+    st.subheader(f"{number}. {stack.capitalize()} layer {layer_index + 1}")
+    if config.norm_first:
+        st.latex(r"x' = x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x))\quad\text{(pre-LN)}")
+    else:
+        st.latex(r"x' = \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))\quad\text{(post-LN, as in the paper)}")
+    for i, step in enumerate(found.sublayers, start=1):
+        st.markdown(f"**{i}. {step.name.capitalize()}**, then Add & Norm")
+        if step.pre_norm is not None:
+            norm_text(step.pre_norm)
+        if step.ffn is not None:
+            ffn = step.ffn
+            act = "max(0, ·)" if ffn.activation == "relu" else "GELU"
+            st.latex(
+                rf"\mathrm{{FFN}}(x) = \mathrm{{{ffn.activation.upper()}}}(x W_1 + b_1) W_2 + b_2,\quad W_1 \in "
+                rf"\mathbb{{R}}^{{{config.d_model} \times {config.d_ff}}}"
+            )
+            st.markdown(
+                f"x W_1 + b_1 = `{preview(ffn.hidden)}`; after {act}: **{ffn.off_share:.1%}** of the {config.d_ff} "
+                + (
+                    "units are switched off (exactly 0)."
+                    if ffn.activation == "relu"
+                    else "units had a negative input (GELU leaves them near 0)."
+                )
+            )
+            chart(
+                named_strips([ffn.hidden, ffn.activated], ["x W1 + b1", ffn.activation], "Hidden layer (d_ff)"),
+                f"forward_ffn_hidden_{i}",
+            )
+        else:
+            st.markdown(
+                f"Multi-head attention output (Concat(head_1..head_h) W^O + b^O, from the model's own weights and "
+                f"values): `{preview(step.output)}`; {forward.agreement(step.output, step.traced_output)}."
+            )
+        rows = [step.x, step.output, step.residual]
+        names = ["x (entering)", f"{step.name} output", "x + output (residual)"]
+        if step.post_norm is not None:
+            rows.append(step.post_norm.output)
+            names.append("LayerNorm(x + output)")
+        chart(named_strips(rows, names, f"{step.name.capitalize()} and Add & Norm"), f"forward_sublayer_{i}")
+        if step.post_norm is not None:
+            norm_text(step.post_norm)
+        st.caption(f"Result {forward.agreement(step.result, step.traced)}.")
+    final = forward.final_norm(loaded, trace, stack, position)
+    if final is not None:
+        st.markdown("**Final LayerNorm** (pre-LN stacks end with one):")
+        norm_text(final)
+
+
+def movement(f: Focus, number: int = 3) -> None:
+    """How far each sub-layer moves each token, across every layer."""
+    trace, stack, position, tokens = f.trace, f.stack, f.position, f.tokens
+    st.subheader(f"{number}. How far each sub-layer moves each token")
+    moved = forward.movement(trace, stack)
+    chart(
+        token_path(
+            moved.norms[:, :, position],
+            moved.cosine[:, :, position],
+            float(moved.input_norms[0, position]),
+            moved.names,
+            tokens[position],
+        ),
+        "forward_path",
+    )
+    st.caption("Cosine 1: the sub-layer left the direction of the layer's input as it was; lower: it turned it.")
+    chart(
+        movement_heatmap(
+            moved.change, moved.names, tokens, "|state after - state before| for every sub-layer and token"
+        ),
+        "forward_movement",
+    )

@@ -1,0 +1,209 @@
+"""The output in parts: the Output and loss page draws them all, the lesson one per step (final linear, softmax
+and sampling; the loss against the right answer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from explorer import cached, decoding, output, state
+from explorer.figures.labels import markdown_literal, position_label
+from explorer.figures.output import distribution_bars, loss_bars
+from explorer.pages._shared import chart, current_trace, needs_decoder, predict, stop
+from explorer.trace import Trace
+from explorer.wording import BEAM_SEARCH, length_note
+from explorer.wording import output_matrix as output_matrix_text
+from models import tasks
+from models.registry import LoadedModel
+from models.tokenize import TokenizeError
+
+SHOWN = 10  # most probable tokens drawn per position
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The sidebar's run and the target scored against it."""
+
+    trace: Trace
+    loaded: LoadedModel
+    scored: output.Scored
+    where: str  # "the right answer" or "your target"
+
+
+def scored() -> Scored:
+    """The trace, a Target box (empty: the right answer) and the model's scores for it; stops without a decoder."""
+    loaded = cached.model(st.session_state[state.MODEL])
+    needs_decoder(loaded)
+    trace = current_trace()
+    model_name, text, max_tokens = state.sidebar(st.session_state)
+    if loaded.task is not None and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
+        st.warning(note)
+    target = st.text_input(
+        "Target (leave empty for the right answer)",
+        key="output_target",
+        help="Type the output you want scored; the loss says how far the model is from writing it.",
+    )
+    try:
+        scored, where = cached.get_scored(model_name, text, max_tokens, target)
+    except TokenizeError as e:
+        st.info(markdown_literal(str(e)))
+        stop()
+    return Scored(trace, loaded, scored, where)
+
+
+def loss(s: Scored, number: int = 1) -> None:
+    """The label-smoothed loss of every position against the target, and its floor."""
+    trace, scored, where = s.trace, s.scored, s.where
+    floor = output.loss_floor(scored.vocab_size, scored.epsilon)
+    q_right = 1 - scored.epsilon + scored.epsilon / scored.vocab_size
+    st.subheader(f"{number}. The loss against " + where)
+    written = " ".join(trace.output_tokens)
+    st.text(f"Target:           {' '.join(scored.targets)}\nModel wrote:      {written}")
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Mean loss (label-smoothed)", f"{scored.mean:.4f}")
+    m2.metric("Floor for this vocabulary", f"{floor:.4f}")
+    m3.metric("Mean -log p(right token)", f"{float(scored.nll.mean()):.4f}")
+    st.caption(
+        f"Label smoothing eps = {scored.epsilon}: the target puts {q_right:.4f} "
+        f"on the right token and {scored.epsilon / scored.vocab_size:.2e} on each of the other {scored.vocab_size - 1} "
+        f"tokens. Cross-entropy against that target is smallest when the model predicts the target itself, so the "
+        f"loss cannot go below its entropy, {floor:.4f} nats, however well the model is trained."
+    )
+    chart(loss_bars(scored.targets, scored.per_token, scored.nll, floor), "output_loss")
+    right_p = scored.right_probabilities()
+    st.dataframe(
+        {
+            "step": list(range(1, len(scored.targets) + 1)),
+            "reads": [position_label(i, t) for i, t in enumerate(scored.decoder_input)],
+            "should write": [position_label(i + 1, t) for i, t in enumerate(scored.targets)],
+            "most probable": list(scored.predicted),
+            "p(right token)": right_p,
+            "loss": scored.per_token,
+            "-log p": scored.nll,
+        },
+        hide_index=True,
+    )
+    st.caption(
+        markdown_literal(
+            f"Teacher forcing, as in training: step i reads {scored.decoder_input[0]!r} and the target's first i - 1 "
+            "tokens, whatever the model would have written, and should write the target's token i. Positions are "
+            f"numbered as on the Decoding page: {scored.decoder_input[0]!r} is 0, so step i writes position i."
+        )
+    )
+
+
+def one_step(s: Scored, number: int = 2) -> None:
+    """One position: the final linear layer's logits, the softmax, and a temperature to try."""
+    scored, loaded = s.scored, s.loaded
+    st.subheader(f"{number}. One step: logits, softmax, temperature")
+    index = st.selectbox(
+        "Step",
+        list(range(len(scored.targets))),
+        format_func=[  # a list's own lookup: a function defined here would keep this page's globals with the session
+            f"step {i + 1}: reads {position_label(i, read)!r}, should write {position_label(i + 1, right)!r}"
+            for i, (read, right) in enumerate(zip(scored.decoder_input, scored.targets, strict=False))
+        ].__getitem__,
+        key="output_position",
+    )
+    temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")
+    st.latex(
+        rf"\text{{logits}} = h\, W^\top + b,\qquad p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
+    )
+    matrix = output.output_matrix(loaded)
+    st.caption(
+        f"h is the decoder's last vector at this step ({matrix.d_model} numbers). "
+        + output_matrix_text(
+            matrix.vocab_size, matrix.d_model, matrix.target_embedding, matrix.source_embedding, matrix.bias_zero
+        )
+        + (" T = 1 is the model's own distribution (and the one the loss uses)." if temperature == 1.0 else "")
+    )
+    logits = scored.logits[index]
+    p = output.softmax(logits, temperature)
+    right = scored.target_ids[index]
+    order = [int(i) for i in np.argsort(-p, kind="stable")[:SHOWN]]
+    if right not in order:
+        order.append(right)
+    q = output.smoothed_target(right, scored.vocab_size, scored.epsilon)
+    vocabulary = loaded.target_vocabulary
+    names = [vocabulary.id_to_token(i) + (" (right)" if i == right else "") for i in order]
+    chart(
+        distribution_bars(
+            names, p[order], q[order], f"Step {index + 1}: softmax(logits / {temperature})", f"model, T = {temperature}"
+        ),
+        "output_distribution",
+    )
+    st.text(
+        f"logit of {scored.targets[index]!r}: {logits[right]:.4f}   (highest: {logits.max():.4f}); "
+        f"p = {p[right]:.5f}; loss here {scored.per_token[index]:.4f}"
+    )
+
+
+def sampling(s: Scored, number: int = 3) -> None:
+    """Another way to write: sample with a temperature, top-k or top-p, next to greedy's output."""
+    trace, scored = s.trace, s.scored
+    model_name, text, max_tokens = state.sidebar(st.session_state)
+    written = " ".join(trace.output_tokens)
+    st.subheader(f"{number}. Write a different output: sampling")
+    st.caption(BEAM_SEARCH)
+    c1, c2, c3, c4, c5 = st.columns(5)
+    method = c1.selectbox("Method", output.METHODS, key="output_method")
+    sample_t = c2.number_input("Temperature", 0.1, 5.0, 1.0, 0.1, key="output_sample_temperature")
+    top_k = c3.number_input("k (top-k)", 1, scored.vocab_size, min(10, scored.vocab_size), key="output_top_k")
+    top_p = c4.number_input("p (top-p)", 0.05, 1.0, 0.9, 0.05, key="output_top_p")
+    seed = c5.number_input("Seed", 0, 2**31 - 1, 0, key="output_seed")
+    sampled = cached.get_sampled(
+        model_name, text, max_tokens, method, float(sample_t), int(top_k), float(top_p), int(seed)
+    )
+    st.text(f"Sampled ({method}):  {' '.join(sampled.tokens)}\nGreedy:            {written}")
+    if sampled.tokens != trace.output_tokens:
+        st.caption("This output differs from greedy decoding. The same seed and settings always write it again.")
+    st.dataframe(
+        {
+            "step": list(range(1, len(sampled.tokens) + 1)),
+            "wrote": list(sampled.tokens),
+            "p under softmax(logits / T)": list(sampled.probabilities),
+            "p after the cut": list(sampled.kept_probabilities),
+            "tokens left to draw from": list(sampled.kept_counts),
+        },
+        hide_index=True,
+    )
+
+
+def wrong_answer(s: Scored) -> None:
+    """Predict, then reveal: will the loss go up or down when the model is scored against a wrong answer (the
+    target's words in another order)?"""
+    if s.loaded.task is None:  # a word-piece output would not read back as the same words in another order
+        return
+    words = list(s.scored.targets[:-1])  # the last is the end token
+    wrong = words[::-1] if words[::-1] != words else words[1:] + words[:1]
+    if wrong == words:  # one word, or every word the same: no other order
+        return
+    model_name, text, max_tokens = state.sidebar(st.session_state)
+    options = ["It goes up", "It goes down", "It stays about the same (within 1%)"]
+    guess = predict(
+        f"The mean loss against {s.where} is {s.scored.mean:.4f}. Score the same model against a wrong answer, the "
+        f"same words in another order: {' '.join(wrong)!r}. Will the loss go up or down?",
+        options,
+        (model_name, text, max_tokens, s.where, s.scored.mean),
+        "loss_predict",
+    )
+    if guess is None:
+        return
+    try:
+        other, _ = cached.get_scored(model_name, text, max_tokens, " ".join(wrong))
+    except TokenizeError as e:
+        st.info(markdown_literal(str(e)))
+        return
+    change = other.mean - s.scored.mean
+    answer = 2 if abs(change) <= 0.01 * s.scored.mean else (0 if change > 0 else 1)
+    said = (
+        f" Your class said: {options[guess].lower()}: {'right' if guess == answer else 'not so'}." if guess >= 0 else ""
+    )
+    st.success(
+        markdown_literal(
+            f"Against the wrong answer the mean loss is {other.mean:.4f}, against {s.where} {s.scored.mean:.4f}: "
+            f"{options[answer].lower().removeprefix('it ')} ({change:+.4f}).{said}"
+        )
+    )

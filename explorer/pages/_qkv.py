@@ -1,0 +1,221 @@
+"""One head's computation for one query, in parts: the Q/K/V page draws them all, the lesson one per step (query,
+key and value; scores, scale, mask and softmax; weighted sum, heads and W^O). Every number is the model's own."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from explorer import cached, forward, state, walkthrough, wording
+from explorer.figures.labels import markdown_literal, position_label, position_labels
+from explorer.figures.walkthrough import masked_scores, per_key_bars, projection_matrices, vector_strip
+from explorer.pages._shared import (
+    Chosen,
+    chart,
+    focus_start,
+    pick_attention,
+    pick_head,
+    pick_layer,
+    pick_token,
+    predict,
+)
+from explorer.wording import scaling_note
+
+SHOWN = 8  # values of a long vector shown inline; all of them are in the download
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What the parts draw: the chosen attention, the head's steps for the query, and which keys are drawn."""
+
+    chosen: Chosen
+    steps: walkthrough.HeadSteps
+    shown: np.ndarray | None  # the keys drawn (None: every key)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.chosen.keys
+
+    @property
+    def queries(self) -> tuple[str, ...]:
+        return self.chosen.queries
+
+
+def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.ndarray | None:
+    """Past ALL_KEYS keys: which keys the bars and strips draw (None: every key). Values never change."""
+    if len(keys) <= walkthrough.ALL_KEYS:
+        return None
+    left, middle, right = st.columns([2, 2, 3])
+    window = left.radio(
+        "Keys drawn",
+        ["strongest", "window"],
+        format_func={"strongest": "the strongest (and the query)", "window": "a window around a key"}.get,
+        key="qkv_keys_mode",
+    )
+    n = middle.slider("How many keys", 8, 40, 16, key="qkv_keys_n")
+    if window == "window":
+        if st.session_state.get("qkv_keys_center") not in range(len(keys)):
+            st.session_state.pop("qkv_keys_center", None)  # a shorter sentence
+        around = min(s.query, len(keys) - 1) if kind != "cross" else int(np.argmax(s.weights))
+        center = right.selectbox(
+            "Around key",
+            range(len(keys)),
+            around,
+            format_func=position_labels(keys).__getitem__,
+            key="qkv_keys_center",
+        )
+        picked = walkthrough.window_keys(len(keys), center, n)
+    else:
+        picked = walkthrough.strongest_keys(s.weights, n, keep=(s.query,) if kind != "cross" else ())
+    st.caption(
+        f"{len(keys)} keys: the charts draw {len(picked)} of them; the light line above each bar chart and the "
+        "CSV download hold every key."
+    )
+    return picked
+
+
+def focus(keys_picker: bool = True) -> Focus:
+    """The attention kind, layer, head and query token (the lesson's focus: state.FOCUS), and the head's steps."""
+    chosen = pick_attention("qkv", words=False)
+    layer0, head0, query0 = focus_start(chosen.kind)  # a content word's strongest link
+    c1, c2, c3 = st.columns(3)
+    layer = pick_layer(chosen.attention.n_layers, state.FOCUS_LAYER, c1, layer0)
+    head = pick_head(chosen.attention.n_heads, state.FOCUS_HEAD, c2, index=head0)
+    query = pick_token(chosen.queries, "Query token", state.FOCUS_TOKEN, c3, index=query0)
+    config = cached.model(st.session_state[state.MODEL]).model.config
+    s = walkthrough.steps(chosen.trace, chosen.kind, layer, head, query, config)
+    return Focus(chosen, s, pick_keys(s, chosen.keys, chosen.kind) if keys_picker else None)
+
+
+def preview(vector: np.ndarray) -> str:
+    shown = ", ".join(f"{x:.4f}" for x in vector[:SHOWN])
+    return f"[{shown}{', ...' if vector.size > SHOWN else ''}]  ({vector.size} values)"
+
+
+def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
+    """The input row, and its projection to q, k and v; with `matrices`, W^Q, W^K, W^V themselves."""
+    s, head = f.steps, f.steps.head
+    config = cached.model(st.session_state[state.MODEL]).model.config
+    st.subheader(f"{number}. The input row")
+    st.markdown(f"x = {s.x_query_source}, row {s.query}: `{preview(s.x_query)}`")
+    if note := wording.pre_ln_note(config):
+        st.caption(note)
+    st.subheader(f"{number + 1}. Project to q, k, v")
+    st.latex(
+        rf"q = x W^Q_{{{head + 1}}} + b^Q_{{{head + 1}}},\; k_j = x_j W^K_{{{head + 1}}} + b^K_{{{head + 1}}},\;"
+        rf" v_j = x_j W^V_{{{head + 1}}} + b^V_{{{head + 1}}}"
+        rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{s.d_model} \times {s.d_head}}}"
+    )
+    if matrices:
+        loaded = cached.model(st.session_state[state.MODEL])
+        w = forward.head_projections(loaded, s.kind, s.layer, head)
+        chart(
+            projection_matrices(
+                [w.w_q, w.w_k, w.w_v],
+                [f"W^Q (head {head + 1})", f"W^K (head {head + 1})", f"W^V (head {head + 1})"],
+                f"Layer {s.layer + 1}, head {head + 1}: the model's own projection matrices, "
+                f"{s.d_model} rows (input dimensions) x {s.d_head} columns (the head's)",
+            ),
+            "qkv_matrices",
+        )
+        st.caption(
+            "Each is a slice of the layer's d_model x d_model matrix: this head owns columns "
+            f"{head * s.d_head} to {(head + 1) * s.d_head - 1}. Colours are clipped at each matrix's 99th percentile."
+        )
+    st.markdown(f"Keys and values come from {s.x_keys_source}. q = `{preview(s.q)}`")
+    st.caption("Each projection has a bias (b^Q, b^K, b^V): recomputing q as x W^Q alone is off by that bias.")
+    chart(vector_strip(s.q, [f.queries[s.query]], "q"), "qkv_q")
+    chart(vector_strip(s.k, f.keys, "K (one row per key)", f.shown), "qkv_k")
+    chart(vector_strip(s.v, f.keys, "V (one row per key)", f.shown), "qkv_v")
+
+
+def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
+    """Score every key, scale, mask, softmax; with `ask`, the class predicts the strongest key before the weights."""
+    s, keys, shown = f.steps, f.keys, f.shown
+    st.subheader(f"{number}. Score, scale, mask, softmax")
+    st.latex(r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head))
+    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw")
+    chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown), "qkv_scaled")
+    if not s.mask.all():
+        hidden = int((~s.mask).sum())
+        st.markdown(
+            f"The mask hides {hidden} key(s) (grey; their bars above show the score before masking). Before the "
+            "softmax the model replaces each hidden score by the lowest float32 number, -3.4e38 (in effect minus "
+            "infinity), so they get weight exactly 0."
+        )
+        chart(masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"), "qkv_masked")
+    if ask:
+        visible = [j for j in range(len(keys)) if s.mask[j]]
+        labels = [position_label(j, keys[j]) for j in visible]
+        query = position_label(s.query, f.queries[s.query])
+        context = (*state.sidebar(st.session_state), s.kind, s.layer, s.head, s.query)
+        guess = predict(
+            f"After the softmax, which key will query {query!r} (layer {s.layer + 1}, head {s.head + 1}) give the "
+            "most weight?",
+            labels,
+            context,
+            "scores_predict",
+        )
+        if guess is None:
+            return
+        best = int(np.argmax(s.weights))
+        said = visible[guess] if guess >= 0 else None
+        verdict = "right" if said == best else "not the model's choice"
+        st.success(
+            markdown_literal(
+                f"The model gives {position_label(best, keys[best])!r} the most weight: {s.weights[best]:.4f}."
+                + (
+                    f" Your class said {labels[guess]!r} ({s.weights[said]:.4f}): {verdict}."
+                    if said is not None
+                    else ""
+                )
+            )
+        )
+    chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask, shown=shown), "qkv_weights")
+
+    # a toggle, not an expander: a closed expander's contents are still built and sent on every rerun
+    if st.toggle("What if: change the softmax temperature (not the model's computation)", key="qkv_what_if_on"):
+        temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="qkv_temperature")
+        what_if = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, temperature)
+        st.caption(
+            "softmax(scores / T): T < 1 sharpens, T > 1 flattens. T = 1 is the model: it always uses T = 1. "
+            + scaling_note(s.d_head, float(s.scaled_scores[s.mask].std()))
+        )
+        what_if_bars = per_key_bars(
+            s.weights, keys, "model (T = 1) vs what-if", s.mask, what_if, f"T = {temperature}", shown=shown
+        )
+        chart(what_if_bars, "qkv_what_if")
+
+
+def heads(f: Focus, number: int = 4) -> None:
+    """Weight the values and sum (the head's output z), then concatenate every head and multiply by W^O."""
+    s, keys, shown = f.steps, f.keys, f.shown
+    n_heads = f.chosen.attention.n_heads
+    st.subheader(f"{number}. Weight the values and sum: this head's output z")
+    chart(vector_strip(s.weighted_values, keys, "weight_j x v_j", shown), "qkv_weighted")
+    chart(vector_strip(s.z, [f"z (head {s.head + 1})"], "z = sum_j weight_j v_j"), "qkv_z")
+
+    st.subheader(f"{number + 1}. Concatenate the heads and multiply by W_O")
+    st.latex(
+        rf"\text{{MultiHead}} = \text{{Concat}}(z_1, \dots, z_{{{n_heads}}})\, W^O + b^O,"
+        rf"\quad W^O \in \mathbb{{R}}^{{{s.d_model} \times {s.d_model}}}"
+    )
+    st.markdown(
+        f"This head fills dimensions {s.head * s.d_head} to {(s.head + 1) * s.d_head - 1} of the concatenation."
+    )
+    chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), "qkv_concat")
+    chart(vector_strip(s.output, ["output"], "After W_O (before the residual and LayerNorm)"), "qkv_output")
+
+
+def download(f: Focus) -> None:
+    st.download_button(  # written only when clicked (a partial, not a lambda: it keeps no page globals)
+        "Download every value (CSV)",
+        functools.partial(walkthrough.to_csv, f.steps),
+        file_name="qkv_steps.csv",
+        mime="text/csv",
+        key="qkv_download",
+        on_click="ignore",
+    )

@@ -1,0 +1,20 @@
+"""Lesson step: one layer's sub-layers for the focus token, each wrapped in a residual connection and LayerNorm."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.pages import _forward
+from explorer.pages._shared import page_footer, page_header
+
+page_header()
+st.markdown(
+    "The attention output is added back to the vector that entered it (the residual connection) and normalised "
+    "(LayerNorm): Add & Norm. Then a feed-forward network, the same for every position, widens each vector to "
+    "d_ff numbers, switches some off and narrows it back, again with Add & Norm. That is one layer; the stack "
+    "repeats it N times."
+)
+focus = _forward.focus()
+_forward.layer(focus, number=1)
+_forward.movement(focus, number=2)
+page_footer()

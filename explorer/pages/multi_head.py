@@ -1,0 +1,19 @@
+"""Lesson step: the weighted sum of the values (one head's output), every head concatenated, then W^O."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.pages import _qkv
+from explorer.pages._shared import page_footer, page_header
+
+page_header()
+st.markdown(
+    "Each value is multiplied by its weight and the results are summed: that is the head's output z. Every head "
+    "of the layer does the same with its own W^Q, W^K, W^V, in parallel; their outputs are put side by side and "
+    "one more matrix, W^O, mixes them back to d_model numbers per token."
+)
+focus = _qkv.focus()
+_qkv.heads(focus, number=1)
+_qkv.download(focus)
+page_footer()

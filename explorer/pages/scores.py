@@ -1,0 +1,18 @@
+"""Lesson step: score the query against every key, scale by sqrt(d_k), mask, softmax (eq. 1)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.pages import _qkv
+from explorer.pages._shared import page_footer, page_header
+
+page_header()
+st.markdown(
+    "The query is compared with every key by a dot product: a large score means the key holds what the query "
+    "looks for. The scores are divided by sqrt(d_k), hidden positions are masked, and a softmax turns them into "
+    "weights that sum to 1. Same head and query token as the step before."
+)
+focus = _qkv.focus()
+_qkv.scores(focus, number=1, ask=True)
+page_footer()
