@@ -1,6 +1,79 @@
-"""Lesson step (being written)."""
+"""Lesson step 1: how the tokenizer split the sidebar's sentence into tokens, and the id the model reads for each."""
 
-from explorer.pages._shared import page_footer, page_header
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from explorer import cached, forward, state, tokens_view
+from explorer.figures.labels import markdown_literal, position_label
+from explorer.figures.tokens import SHOWN, token_boxes
+from explorer.pages._shared import chart, current_trace, page_footer, page_header, predict
 
 page_header()
+st.markdown(
+    "A model cannot read letters. Its tokenizer cuts the text into tokens from a fixed vocabulary and gives each "
+    "token its number in that vocabulary, its id: the ids are all the model ever sees of the sentence."
+)
+result = current_trace("encoder_self")
+loaded = cached.model(st.session_state[state.MODEL])
+tokens = result.source_tokens
+ids = forward.token_ids(loaded, result, "encoder")
+rows = tokens_view.rows(result.text, tokens, ids, result.source_offsets, result.source_word_ids)
+counts = tokens_view.counts(result.text, tokens, result.source_offsets, result.source_word_ids, result.truncated)
+
+# the lesson's focused token, where it is a source token of this sentence
+focus = st.session_state.get(state.FOCUS_TOKEN)
+on_source = st.session_state.get(state.FOCUS_KIND) in (None, "encoder_self")
+if not (on_source and isinstance(focus, int) and 0 <= focus < len(tokens)):
+    focus = None
+
+options = tokens_view.count_options(counts, f"{loaded.key}\n{result.text}")
+typed = len(result.text.split())
+guess = predict(
+    f"The sentence in the sidebar has {typed} word{'s' * (typed != 1)} (split at spaces). How many tokens will the "
+    "model read for it?",
+    [str(o) for o in options],
+    (*state.sidebar(st.session_state), "tokens"),
+    "tokens_predict",
+)
+if guess is not None:
+    said = ""
+    if guess >= 0:
+        right = options[guess] == counts.tokens
+        said = f" Your class said {options[guess]}: {'right' if right else 'not so'}."
+    st.success(markdown_literal(f"The model reads {counts.tokens} tokens.{said} {counts.why}"))
+
+st.subheader("The tokens and their ids")
+chart(token_boxes(tokens, ids, [r.kind for r in rows], focus), "tokens_boxes")
+if len(tokens) > SHOWN:
+    st.caption(f"The first {SHOWN} of {len(tokens)} tokens; the other {len(tokens) - SHOWN} are in the table below.")
+st.markdown(markdown_literal(counts.summary))
+if focus is not None:
+    where = "outlined above and highlighted" if focus < SHOWN else "highlighted"
+    st.caption(markdown_literal(f"The lesson's focused token, {position_label(focus, tokens[focus])}, is {where}."))
+
+word_piece = tokens_view.is_word_piece(loaded.tokenizer)
+marks = None
+if loaded.is_encoder_decoder and loaded.bos_id is not None and loaded.eos_id is not None:
+    vocabulary = loaded.target_vocabulary
+    marks = (vocabulary.id_to_token(loaded.bos_id), vocabulary.id_to_token(loaded.eos_id))
+notes = tokens_view.notes(tokens, word_piece, loaded.tokenizer.vocab_size, marks)
+st.markdown("\n".join(f"- {markdown_literal(note)}" for note in notes))
+
+table = pd.DataFrame(
+    {
+        "position": [r.position for r in rows],
+        "token": [r.token for r in rows],
+        "id": [r.id for r in rows],
+        "kind": [r.kind for r in rows],
+        "from the text": [r.text for r in rows],
+    }
+)
+shown = table
+if focus is not None:
+    shown = table.style.apply(
+        lambda row: ["background-color: #fff3b0" if row.name == focus else "" for _ in row], axis=1
+    )
+st.dataframe(shown, hide_index=True, key="tokens_table")
 page_footer()
