@@ -1,117 +1,350 @@
-"""The paper's figure 1 for a given configuration: encoder (and decoder) stacks as labelled blocks."""
+"""The paper's figure 1 for a given configuration, drawn as the lesson's map: every box carries the number of the
+lesson step that shows it and opens that step when clicked; arrows for the data flow, the residual connections and
+the encoder's output into the decoder."""
 
 from __future__ import annotations
 
+import html
+import itertools
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+
 import plotly.graph_objects as go
 
+from explorer import lesson
+from explorer.figures.clicks import CLICK_LAYOUT, targets
 from models.config import TransformerConfig
 
 COLOURS = {
+    "tokens": "#e6e6e6",
     "attention": "#fbe3c2",
     "norm": "#f6f6c4",
     "ffn": "#c9e8f5",
     "embedding": "#f5d0d0",
     "output": "#d9d2ee",
+    "loss": "#d5ecd4",
 }
-WIDTH = 3.0
+# Geometry in axis units: a box is WIDTH x HEIGHT, rows ROW apart, bottom (the tokens) to top
+WIDTH, HEIGHT, ROW = 3.4, 0.62, 1.0
+LANE = 0.25  # the residual connections run this far outside a stack's boxes (the paper's figure 1 draws them so)
+PAD = 0.45  # a stack's dotted bracket, this far outside its boxes
+BADGE_INSET = 0.28  # a box's step number sits this far in from its left edge; the label is centred in the rest
+TEXT = "#111111"
+FLOW, RESIDUAL = "#444444", "#2f6db5"
+BADGES = "step numbers"  # the badge trace's `meta`: tests find it by this
+TARGET_SPACING = 0.4  # click targets along a box: closer than a row, so the nearest is always the box clicked
+# The attention box stands for the steps from query, key and value to the heads joined by W^O: "4–6"
+SPANS = {"query_key_value": "multi_head"}
 
 
-def blocks(config: TransformerConfig) -> list[tuple[str, str, float, float]]:
-    """(label, colour kind, x centre, y centre) for every block of figure 1, bottom to top."""
-    encoder_x, decoder_x = (0.0, 4.5) if config.is_encoder_decoder else (2.2, 0.0)
-    position = "Positional encoding (sinusoid)" if config.positional == "sinusoidal" else "Learned positions"
-    scale = " x sqrt(d_model)" if config.scale_embeddings else ""
-    extra = " + token type, LayerNorm" if config.embedding_norm else ""
+@dataclass(frozen=True)
+class Block:
+    """One box of figure 1: its label (plain text), colour kind, centre, and the stem of the lesson step showing it."""
+
+    label: str
+    kind: str
+    x: float
+    y: float
+    stem: str
+
+
+@dataclass(frozen=True)
+class Column:
+    """The encoder's or the decoder's boxes bottom to top, the residual side (-1 left, +1 right), and its stack:
+    the layer's boxes from index `first` to `last`, repeated `n_layers` times."""
+
+    name: str
+    x: float
+    side: int
+    blocks: tuple[Block, ...]
+    first: int
+    last: int
+    n_layers: int
+
+    @property
+    def bracket(self) -> tuple[float, float]:
+        """(bottom, top) of the stack's dotted bracket: around the layer's boxes and its first residual branch."""
+        return self.blocks[self.first].y - 0.65 * ROW, self.blocks[self.last].y + 0.45 * ROW
+
+    @property
+    def title(self) -> str:
+        return f"{self.name}: N = {self.n_layers} layers"
+
+
+def step_number(stem: str) -> str:
+    """The step number a box shows: its lesson step, or a range ("4–6") where one box stands for several steps."""
+    first = lesson.BY_STEM[stem].step
+    last = lesson.BY_STEM[SPANS[stem]].step if stem in SPANS else None
+    return f"{first}–{last}" if last else str(first)
+
+
+def columns(config: TransformerConfig) -> list[Column]:
+    """The encoder and, for an encoder-decoder, the decoder to its right, as figure 1 draws them."""
+    position = "+ sinusoidal positions" if config.positional == "sinusoidal" else "+ learned positions"
+    extra = ", token type, LayerNorm" if config.embedding_norm else ""
+    scale = " × √d_model" if config.scale_embeddings else ""
+    ffn = f"Feed-forward {config.d_model} → {config.d_ff} → {config.d_model}"
+    h = f"(h = {config.n_heads})"
+
+    def column(name: str, x: float, side: int, rows: list[tuple[str, str, str]], first: int, last: int, n: int):
+        blocks = [Block(label, kind, x, _row_y(i), stem) for i, (label, kind, stem) in enumerate(rows)]
+        return Column(name, x, side, tuple(blocks), first, last, n)
+
+    encoder_x, decoder_x = 0.0, 4.9
     found = [
-        (f"Input embedding{scale}", "embedding", encoder_x, 0.0),
-        (f"+ {position}{extra}", "embedding", encoder_x, 1.0),
-        (f"Multi-head self-attention (h = {config.n_heads})", "attention", encoder_x, 2.2),
-        ("Add &amp; Norm", "norm", encoder_x, 3.0),
-        (f"Feed-forward ({config.d_model} → {config.d_ff} → {config.d_model})", "ffn", encoder_x, 3.9),
-        ("Add &amp; Norm", "norm", encoder_x, 4.7),
+        column(
+            "Encoder",
+            encoder_x,
+            -1,
+            [
+                ("Inputs: tokens", "tokens", "tokens"),
+                (f"Input embedding{scale}", "embedding", "embedding"),
+                (f"{position}{extra}", "embedding", "positional"),
+                (f"Multi-head self-attention {h}", "attention", "query_key_value"),
+                ("Add & Norm", "norm", "add_norm"),
+                (ffn, "ffn", "add_norm"),
+                ("Add & Norm", "norm", "add_norm"),
+            ],
+            3,
+            6,
+            config.n_encoder_layers,
+        )
     ]
     if config.is_encoder_decoder:
-        found += [
-            (f"Output embedding{scale} (shifted right)", "embedding", decoder_x, 0.0),
-            (f"+ {position}", "embedding", decoder_x, 1.0),
-            (f"Masked multi-head self-attention (h = {config.n_heads})", "attention", decoder_x, 2.2),
-            ("Add &amp; Norm", "norm", decoder_x, 3.0),
-            (f"Multi-head cross-attention (h = {config.n_heads})", "attention", decoder_x, 3.8),
-            ("Add &amp; Norm", "norm", decoder_x, 4.6),
-            (f"Feed-forward ({config.d_model} → {config.d_ff} → {config.d_model})", "ffn", decoder_x, 5.4),
-            ("Add &amp; Norm", "norm", decoder_x, 6.2),
-            (f"Linear ({config.d_model} → {config.target_vocab_size})", "output", decoder_x, 7.4),
-            ("Softmax: output probabilities", "output", decoder_x, 8.2),
-        ]
+        found.append(
+            column(
+                "Decoder",
+                decoder_x,
+                +1,
+                [
+                    ("Outputs, shifted right: tokens", "tokens", "tokens"),
+                    (f"Output embedding{scale}", "embedding", "embedding"),
+                    (position, "embedding", "positional"),
+                    (f"Masked self-attention {h}", "attention", "decoding"),
+                    ("Add & Norm", "norm", "add_norm"),
+                    (f"Cross-attention {h}", "attention", "decoding"),
+                    ("Add & Norm", "norm", "add_norm"),
+                    (ffn, "ffn", "add_norm"),
+                    ("Add & Norm", "norm", "add_norm"),
+                    (f"Linear ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
+                    ("Softmax: output probabilities", "output", "final_linear"),
+                    ("Loss vs the right answer", "loss", "loss"),
+                ],
+                3,
+                8,
+                config.n_decoder_layers,
+            )
+        )
     return found
 
 
-def figure_one(config: TransformerConfig, title: str) -> go.Figure:
-    """Figure 1 of the paper with this model's N, h, d_model and d_ff; encoder-only models get the encoder only."""
+def _row_y(i: int) -> float:
+    # a little more room above the stack (its title) and above the softmax (the loss is not part of the model)
+    return i * ROW + 0.3 * (i >= 3) + 0.5 * (i >= 9) + 0.2 * (i >= 11)
+
+
+def _sub_layers(column: Column) -> list[tuple[Block, Block]]:
+    """(sub-layer, its Add & Norm) for every sub-layer of the column's stack."""
+    stack = column.blocks[column.first : column.last + 1]
+    return list(zip(stack[0::2], stack[1::2], strict=True))
+
+
+def _arrow(x0: float, y0: float, x1: float, y1: float, colour: str, name: str) -> dict:
+    """An arrow annotation from (x0, y0) to its head at (x1, y1), in data units."""
+    return {
+        "x": x1,
+        "y": y1,
+        "ax": x0,
+        "ay": y0,
+        "xref": "x",
+        "yref": "y",
+        "axref": "x",
+        "ayref": "y",
+        "text": "",
+        "showarrow": True,
+        "arrowhead": 2,
+        "arrowsize": 1.2,
+        "arrowwidth": 2,
+        "arrowcolor": colour,
+        "standoff": 0,
+        "name": name,
+    }
+
+
+def _path(points: list[tuple[float, float]], colour: str, name: str) -> dict:
+    """A polyline shape through `points` (the bends of a connection; its last leg is an arrow)."""
+    return {
+        "type": "path",
+        "path": "M " + " L ".join(f"{x},{y}" for x, y in points),
+        "line": {"color": colour, "width": 2},
+        "name": name,
+    }
+
+
+def _connections(found: list[Column]) -> tuple[list[dict], list[dict]]:
+    """(shapes, arrow annotations): the data flow between consecutive boxes, each sub-layer's residual connection
+    around it into its Add & Norm, and the encoder's output into every decoder layer's cross-attention."""
+    shapes, arrows = [], []
+    for column in found:
+        for below, above in itertools.pairwise(column.blocks):
+            arrows.append(_arrow(column.x, below.y + HEIGHT / 2, column.x, above.y - HEIGHT / 2, FLOW, "flow"))
+        lane = column.x + column.side * (WIDTH / 2 + LANE)
+        edge = column.x + column.side * WIDTH / 2
+        for sub_layer, norm in _sub_layers(column):
+            branch = sub_layer.y - ROW / 2  # on the sub-layer's input, between it and the box below
+            shapes.append(_path([(column.x, branch), (lane, branch), (lane, norm.y)], RESIDUAL, "residual"))
+            arrows.append(_arrow(lane, norm.y, edge, norm.y, RESIDUAL, "residual"))
+    if len(found) == 2:  # the encoder's last Add & Norm out to the side, over, and into the cross-attention
+        encoder, decoder = found
+        out = encoder.blocks[encoder.last]
+        cross = decoder.blocks[decoder.first + 2]
+        right = encoder.x + WIDTH / 2
+        gap = (right + PAD + decoder.x - WIDTH / 2 - PAD) / 2
+        shapes.append(_path([(right, out.y), (gap, out.y), (gap, cross.y)], FLOW, "memory"))
+        arrows.append(_arrow(gap, cross.y, decoder.x - WIDTH / 2, cross.y, FLOW, "memory"))
+    return shapes, arrows
+
+
+def _targets(found: list[Column]) -> go.Scatter:
+    """The click targets: a row of invisible markers along each box (and each stack's title), customdata [stem].
+    With hoverdistance -1 a click picks the nearest marker, so a row about a box's height apart covers the box."""
+    x, y, stems = [], [], []
+    for column in found:
+        rows = [(block.x - WIDTH / 2, block.x + WIDTH / 2, block.y, block.stem) for block in column.blocks]
+        rows.append((column.x + 0.2, column.x + 2.4, _title_y(column), "model_view"))
+        for left, right, row_y, stem in rows:
+            n = int((right - left) / TARGET_SPACING) + 1
+            x += [left + (right - left) * (i + 0.5) / n for i in range(n)]
+            y += [row_y] * n
+            stems += [stem] * n
+    labels = [html.escape(f"Click to open {lesson.BY_STEM[stem].label}", quote=False) for stem in stems]
+    clicks = targets(x, y, [[stem] for stem in stems], "%{text}<extra></extra>")
+    return clicks.update(text=labels)
+
+
+def _title_y(column: Column) -> float:
+    return column.bracket[1] + 0.32 * ROW
+
+
+def _badges(found: list[Column]) -> go.Scatter:
+    """Every box's step number in a circle at its left end, and the stack's (step 8) before its title."""
+    x, y, stems = [], [], []
+    for column in found:
+        x += [block.x - WIDTH / 2 + BADGE_INSET for block in column.blocks] + [column.x + 0.3]
+        y += [block.y for block in column.blocks] + [_title_y(column)]
+        stems += [block.stem for block in column.blocks] + ["model_view"]
+    return go.Scatter(
+        x=x,
+        y=y,
+        text=[step_number(stem) for stem in stems],
+        customdata=stems,
+        mode="markers+text",
+        marker={"size": 38, "color": "white", "line": {"color": TEXT, "width": 2}},
+        textfont={"size": 15, "color": TEXT, "weight": "bold"},
+        hoverinfo="skip",  # not a click target: the box's own targets around it are
+        showlegend=False,
+        meta=BADGES,
+    )
+
+
+def _boxes(column: Column) -> tuple[list[dict], list[dict]]:
+    """(shapes, annotations) of a column: its boxes with their labels, and its stack's dotted bracket and title."""
     shapes, annotations = [], []
-    for label, kind, x, y in blocks(config):
+    for block in column.blocks:
         shapes.append(
             {
                 "type": "rect",
-                "x0": x - WIDTH / 2,
-                "x1": x + WIDTH / 2,
-                "y0": y - 0.3,
-                "y1": y + 0.3,
-                "fillcolor": COLOURS[kind],
-                "line": {"color": "#555", "width": 1},
-            }
-        )
-        annotations.append({"x": x, "y": y, "text": label, "showarrow": False, "font": {"size": 15, "color": "#111"}})
-    encoder_x, decoder_x = (0.0, 4.5) if config.is_encoder_decoder else (2.2, 0.0)
-    stacks = [(encoder_x, 1.7, 5.2, f"Encoder: N = {config.n_encoder_layers} layers")]
-    if config.is_encoder_decoder:
-        stacks.append((decoder_x, 1.7, 6.7, f"Decoder: N = {config.n_decoder_layers} layers"))
-    for x, y0, y1, label in stacks:
-        shapes.append(
-            {
-                "type": "rect",
-                "x0": x - WIDTH / 2 - 0.2,
-                "x1": x + WIDTH / 2 + 0.2,
-                "y0": y0,
-                "y1": y1,
-                "line": {"color": "#888", "width": 2, "dash": "dot"},
+                "x0": block.x - WIDTH / 2,
+                "x1": block.x + WIDTH / 2,
+                "y0": block.y - HEIGHT / 2,
+                "y1": block.y + HEIGHT / 2,
+                "fillcolor": COLOURS[block.kind],
+                "line": {"color": "#555555", "width": 1},
+                "layer": "below",
             }
         )
         annotations.append(
             {
-                "x": x,
-                "y": y1 + 0.25,
-                "text": label,
-                "font": {"weight": "bold", "size": 15, "color": "#111"},
+                "x": block.x + BADGE_INSET,  # centred right of the badge
+                "y": block.y,
+                "text": html.escape(block.label, quote=False),
                 "showarrow": False,
+                "font": {"size": 15, "color": TEXT},
             }
         )
-    if config.is_encoder_decoder:  # the encoder's output feeds every decoder layer's cross-attention
-        annotations.append(
-            {
-                "x": decoder_x - WIDTH / 2,
-                "y": 3.8,
-                "ax": encoder_x + WIDTH / 2,
-                "ay": 4.7,
-                "xref": "x",
-                "yref": "y",
-                "axref": "x",
-                "ayref": "y",
-                "text": "",
-                "showarrow": True,
-                "arrowhead": 2,
-            }
-        )
+    bottom, top = column.bracket
+    shapes.append(
+        {
+            "type": "rect",
+            "x0": column.x - WIDTH / 2 - PAD,
+            "x1": column.x + WIDTH / 2 + PAD,
+            "y0": bottom,
+            "y1": top,
+            "line": {"color": "#888888", "width": 2, "dash": "dot"},
+            "layer": "below",
+        }
+    )
+    annotations.append(  # right of the flow arrow that leaves the stack
+        {
+            "x": column.x + 0.55,
+            "y": _title_y(column),
+            "xanchor": "left",
+            "text": column.title,
+            "font": {"weight": "bold", "size": 15, "color": TEXT},
+            "showarrow": False,
+        }
+    )
+    return shapes, annotations
+
+
+def figure_one(config: TransformerConfig, title: str) -> go.Figure:
+    """Figure 1 of the paper with this model's N, h, d_model and d_ff (encoder-only models get the encoder only),
+    each box numbered with its lesson step and opening it when clicked. `title` is escaped by the caller."""
+    found = columns(config)
+    shapes, annotations = _connections(found)
+    for column in found:
+        column_shapes, column_annotations = _boxes(column)
+        shapes += column_shapes
+        annotations += column_annotations
+    encoder = found[0]
+    annotations.append(  # name the residual lane once, outside the encoder's bracket
+        {
+            "x": encoder.x - WIDTH / 2 - PAD - 0.2,
+            "y": sum(encoder.bracket) / 2,
+            "text": "residual connections",
+            "textangle": -90,
+            "showarrow": False,
+            "font": {"size": 15, "color": RESIDUAL},
+        }
+    )
+    encoder_decoder = len(found) == 2
     norm = "pre-LN" if config.norm_first else "post-LN"
-    figure = go.Figure()
+    figure = go.Figure([_badges(found), _targets(found)])
     figure.update_layout(
         title={"text": f"{title}: d_model = {config.d_model}, d_ff = {config.d_ff}, h = {config.n_heads}, {norm}"},
         shapes=shapes,
         annotations=annotations,
-        height=640 if config.is_encoder_decoder else 440,
+        height=880 if encoder_decoder else 600,
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        xaxis={"visible": False, "range": [-2.0, 6.5] if config.is_encoder_decoder else [0, 4.4]},
-        yaxis={"visible": False, "range": [-0.6, 9.0 if config.is_encoder_decoder else 5.8]},
+        xaxis={"visible": False, "range": [-2.7, 7.4] if encoder_decoder else [-3.3, 3.7], "fixedrange": True},
+        yaxis={"visible": False, "range": [-0.45, 12.5 if encoder_decoder else 7.4], "fixedrange": True},
         plot_bgcolor="white",
+        **CLICK_LAYOUT,
     )
     return figure
+
+
+def clicked_step(point: Mapping | None) -> lesson.Page | None:
+    """The lesson step a clicked box names (its click target's customdata [stem]), or None."""
+    data = point.get("customdata") if point else None
+    stem = data[0] if isinstance(data, list | tuple) and data else data
+    page = lesson.BY_STEM.get(stem) if isinstance(stem, str) else None
+    return page if page is not None and page.step else None
+
+
+def open_clicked(session: MutableMapping, key: str, point: Mapping) -> None:
+    """A chart's on_click (bound with functools.partial): the clicked box's step becomes the page app.py opens next
+    (`session[key]`, the drill-to key)."""
+    page = clicked_step(point)
+    if page is not None:
+        session[key] = page.script

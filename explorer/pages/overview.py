@@ -1,36 +1,73 @@
-"""Overview: the chosen model drawn as the paper's figure 1, each part linking to the page that shows it."""
+"""Overview, the lesson's map: the sidebar's model drawn as the paper's figure 1, each box numbered with its step and
+opening it when clicked; the sentence and its tokens; every step in order."""
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
-from explorer import cached, state
-from explorer.figures.labels import escape_tokens
-from explorer.figures.overview import figure_one
-from explorer.pages._shared import chart
+from explorer import cached, lesson, state
+from explorer.callbacks import use_model
+from explorer.figures.labels import escape_tokens, markdown_literal
+from explorer.figures.overview import figure_one, open_clicked
+from explorer.pages._shared import chart, current_trace, page_footer, page_header
 
-st.header("Overview")
-loaded = cached.model(st.session_state[state.MODEL])
+SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here on the map; the steps show what the model reads
+TOKEN_SEPARATOR = " · "
+
+page_header()
+model_key, text, _ = state.sidebar(st.session_state)
+loaded = cached.model(model_key)
 config = loaded.model.config
-kind = "encoder-decoder" if config.is_encoder_decoder else "encoder-only (BERT family)"
+kind = "an encoder-decoder" if config.is_encoder_decoder else "an encoder-only (BERT family)"
 st.markdown(
-    f"The model in the sidebar, drawn as figure 1 of *Attention Is All You Need*: an {kind} Transformer. Each part "
-    "below opens the page that shows it on the sidebar's sentence, with the model's own numbers."
+    f"The model in the sidebar is {kind} Transformer, drawn below as figure 1 of *Attention Is All You Need* with its "
+    "own sizes. The lesson follows the sentence from the bottom up: each box carries the number of the step that "
+    "shows it on the sidebar's sentence, with the model's own numbers. Click a box to open its step."
 )
-chart(figure_one(config, escape_tokens([loaded.title])[0]), "overview_figure")
+if loaded.can_read(text):
+    tokens = current_trace("encoder_self").source_tokens  # the encoder's input: no decoding needed to name it
+    words = " ".join(text.split())  # line breaks and tabs read as spaces, as the tokenizer reads them
+    cut = f" … ({len(words):,} characters)" if len(words) > SHOWN_CHARACTERS else ""
+    st.markdown("**The sentence:** " + markdown_literal(words[:SHOWN_CHARACTERS]) + cut)
+    st.markdown(
+        f"**Its {len(tokens)} tokens**, as the model reads them: "
+        + TOKEN_SEPARATOR.join(markdown_literal(token) for token in tokens)
+    )
+else:
+    st.caption("This model cannot read the sidebar's sentence (each step's page says why); the map needs none.")
 
-links = [
-    ("forward.py", "Embedding, positions, Add & Norm, feed-forward: one token step by step", ":material/route:"),
-    ("positional.py", "Positional encoding", ":material/waves:"),
-    ("attention.py", "Self-attention (and masked and cross-attention): the heatmap", ":material/grid_on:"),
-    ("qkv.py", "Inside one head: Q, K, V, softmax, W^O", ":material/calculate:"),
-    ("model_view.py", "Every layer and head at once", ":material/apps:"),
-]
-if config.is_encoder_decoder:
-    links += [
-        ("decoding.py", "Decoder, one output token at a time", ":material/translate:"),
-        ("output.py", "Linear, softmax, sampling and the loss", ":material/functions:"),
-    ]
-columns = st.columns(2)
-for i, (page, label, icon) in enumerate(links):
-    columns[i % 2].page_link(f"explorer/pages/{page}", label=label, icon=icon)
+# functools.partial of a module's function: a callback defined here would keep this script's globals alive
+chart(
+    figure_one(config, escape_tokens([loaded.title])[0]),
+    "overview_figure",
+    on_click=functools.partial(open_clicked, st.session_state, state.DRILL_TO),
+)
+
+missing = lesson.lacking(config.is_encoder_decoder)
+if missing:
+    st.info(
+        markdown_literal(
+            f"{loaded.title} is encoder-only: it has no decoder, so these steps have nothing to show on it: "
+            + "; ".join(page.label for page in missing)
+            + ". The toy translation model has a decoder."
+        )
+    )
+    st.button(
+        "Use the toy translation model",
+        on_click=use_model,
+        args=(lesson.TRANSLATE, lesson.TRANSLATE_EXAMPLE),
+        icon=":material/translate:",
+        key="overview_translate",
+    )
+
+st.subheader("The steps")
+for page in lesson.STEPS:
+    st.page_link(
+        page.script,
+        label=page.label,
+        icon=f":material/{page.icon}:",
+        help="Needs a decoder: the page offers the toy translation model." if page in missing else None,
+    )
+page_footer()
