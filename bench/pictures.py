@@ -1,0 +1,66 @@
+"""The README's pictures: the first 1600 x 900 screen of the Overview, three lesson steps and presenter mode, on the
+toy translation model, drawn by a live app in headless Chromium.
+
+`python -m bench.pictures [--out docs/pictures]`"""
+
+from __future__ import annotations
+
+import argparse
+import urllib.parse
+from pathlib import Path
+
+from PIL import Image
+
+from bench import harness
+from bench.browser import CHARTS_DRAWN
+from bench.shots import HEIGHT, WIDTH
+from explorer import lesson
+
+QUERY = urllib.parse.urlencode({"model": lesson.TRANSLATE, "text": lesson.TRANSLATE_EXAMPLE})
+# picture name -> the address it shows (the Overview is the root address)
+PICTURES = {
+    "overview": f"/?{QUERY}",
+    "scores": f"/scores?{QUERY}",
+    "model_view": f"/model_view?{QUERY}",
+    "decoding": f"/decoding?{QUERY}",
+    "presenter": f"/query_key_value?{QUERY}&present=1",
+}
+MAX_BYTES = 400_000  # the repository carries these files: a larger one is saved with a 256-colour palette
+
+
+def picture(browser, url: str, path: Path) -> int:
+    """Open the address in a new session, wait until its run is over and every chart drawn and painted, and save the
+    first screen; returns the file's size in bytes."""
+    page = harness.new_page(browser, WIDTH, HEIGHT)  # device scale 1: 1600 x 900 pixels
+    try:
+        harness.open_app(page, url)
+        page.wait_for_function(CHARTS_DRAWN, timeout=harness.TIMEOUT_MS)
+        page.evaluate(harness.NEXT_FRAMES)
+        if page.get_by_test_id("stException").count():
+            print(f"  {path.name}: the page shows an error", flush=True)
+        page.screenshot(path=str(path))
+    finally:
+        page.context.close()
+    if path.stat().st_size > MAX_BYTES:
+        with Image.open(path) as image:
+            paletted = image.convert("RGB").quantize(colors=256)
+        paletted.save(path, optimize=True)
+    return path.stat().st_size
+
+
+def run(out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with harness.app_server() as url, harness.chromium() as browser:
+        for name, address in PICTURES.items():
+            path = out / f"{name}.png"
+            size = picture(browser, url + address, path)
+            print(f"{path}  {size / 1000:.0f} KB  {address}", flush=True)
+            written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=harness.ROOT / "docs" / "pictures")
+    run(parser.parse_args().out)
