@@ -31,9 +31,7 @@ st.set_page_config(
     layout="wide",
     initial_sidebar_state="collapsed" if st.session_state[state.PRESENT] else "auto",
 )
-for key in state.FOCUS:  # the lesson's focus outlives the pages that do not draw its pickers
-    if key in st.session_state:
-        st.session_state[key] = st.session_state[key]
+state.restore_focus(st.session_state)  # the lesson's focus outlives page switches
 
 
 # Presenter mode: body text 20 px (Streamlit's default is 16), headings to match, less padding above the page

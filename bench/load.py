@@ -36,7 +36,7 @@ PAGES = sorted(p.stem for p in (harness.ROOT / "explorer" / "pages").glob("[!_]*
 # each sentence is typed right after a page switch by the menus, as a class does: first another page, then the
 # heatmap, typing as soon as its page is drawn (a browser that redrew the sidebar after a switch once cut every
 # later sentence to 3 tokens)
-DETOURS = ("Model view", "Overview", "Head view", "Q/K/V step by step")
+DETOURS = ("8. The stack: every layer and head", "Overview: the lesson's map", "Head view", "Q/K/V on one page")
 HEATMAP = "Attention heatmap"
 FILLER = ("slowly", "and", "then", "quietly", "again", "after", "lunch", "with", "some", "friends")
 COST_REPEATS = 5

@@ -108,7 +108,7 @@ def step_through(kind: str, first_pieces: tuple[int, ...] | None, layer: int, he
 def stack_to_kind() -> None:
     """The forward pages' stack radio moves the lesson's focus to that stack's self-attention."""
     stack = st.session_state["forward_stack"]
-    if (st.session_state.get(state.FOCUS_KIND) == "encoder_self") != (stack == "encoder"):
+    if (st.session_state.get(state.FOCUS_KIND, "encoder_self") == "encoder_self") != (stack == "encoder"):
         state.choose(st.session_state, state.FOCUS_KIND, "encoder_self" if stack == "encoder" else "decoder_self")
 
 

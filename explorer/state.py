@@ -76,6 +76,24 @@ def choose(session: MutableMapping, key: str, value: object) -> None:
     chosen(session, key)
 
 
+def keep_focus(session: MutableMapping, key: str, value: object) -> None:
+    """A focus picker's value as drawn, kept under a key of its own (for restore_focus)."""
+    if key in FOCUS:
+        session[f"{key}_kept"] = value
+
+
+def restore_focus(session: MutableMapping) -> None:
+    """Before a page is drawn: the focus pickers' values as last drawn. A picker changed in the browser holds its
+    value as widget state only; after a page switch the browser no longer sends it and Streamlit drops it (the token
+    picked on one step was gone on the next), so it comes back from its kept copy, as a value the page's picker
+    then takes."""
+    for key in FOCUS:
+        if key not in session and f"{key}_kept" in session:
+            session[key] = session[f"{key}_kept"]
+        if key in session:
+            session[key] = session[key]  # set, not only drawn: kept while a page without this picker is shown
+
+
 def keep(session: MutableMapping, key: str, value: object) -> None:
     """Set a persistent key and its sidebar widget together (only before the widget is drawn, or in a callback)."""
     session[key] = session[widget(key)] = value

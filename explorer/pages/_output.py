@@ -35,8 +35,8 @@ class Scored:
 def scored() -> Scored:
     """The trace, a Target box (empty: the right answer) and the model's scores for it; stops without a decoder."""
     loaded = cached.model(st.session_state[state.MODEL])
+    trace = current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    trace = current_trace()
     model_name, text, max_tokens = state.sidebar(st.session_state)
     if loaded.task is not None and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
         st.warning(note)

@@ -97,10 +97,8 @@ def needs_decoder(loaded) -> None:
     if loaded.is_encoder_decoder:
         return
     st.info(
-        markdown_literal(
-            f"{loaded.title} is encoder-only (BERT family): it has no decoder and no output distribution, so this "
-            "step has nothing to show. The toy translation model has both."
-        )
+        f"{markdown_literal(loaded.title)} is encoder-only (BERT family): it has no decoder and no output "
+        "distribution, so this step has nothing to show. The toy translation model has both."
     )
     from explorer.callbacks import use_model  # callbacks imports this module
 
@@ -203,6 +201,7 @@ def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross
     kind = kinds[0]
     if len(kinds) > 1:
         kind = st.radio("Attention", kinds, format_func=KIND_NAMES.get, horizontal=True, key=key)
+        state.keep_focus(st.session_state, key, kind)
         st.query_params[state.URL_KIND] = kind
     about_heads(kind, starting)
     result = current_trace(kind)
@@ -242,6 +241,7 @@ def _choose(container, label: str, options: list, key: str, name: str, default: 
     """A selectbox whose value lives under `key` and in the address's `name` parameter."""
     _from_address(key, name, options, default, describe)
     value = container.selectbox(label, options, format_func=describe, key=key)
+    state.keep_focus(st.session_state, key, value)
     if isinstance(value, int) and value != MEAN:  # not "all tokens" (None) or the mean over heads
         st.query_params[name] = str(value + (name in (state.URL_LAYER, state.URL_HEAD)))  # these count from 1
     return value

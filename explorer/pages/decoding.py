@@ -11,21 +11,25 @@ from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.walkthrough import per_key_bars
 from explorer.heads import head_or_mean, head_title
-from explorer.pages._shared import chart, current_trace, pick_layer_head
+from explorer.pages._shared import (
+    chart,
+    current_trace,
+    needs_decoder,
+    page_footer,
+    page_header,
+    pick_layer_head,
+    predict,
+)
 from explorer.wording import length_note
 from models import tasks
 
 STEP = "decoding_step"
 NARROW = 16  # bars per column chart: a third of the page fits about 16 rotated labels
 
-st.header("Decoding step by step")
-trace = current_trace()
-if trace.output_tokens is None or trace.target_tokens is None:
-    st.info(
-        "This model is encoder-only (BERT family): it has no decoder. Pick an encoder-decoder model in the sidebar, "
-        "such as the toy translation or reverse-words model."
-    )
-    st.stop()
+page_header("Decoding step by step")
+trace = current_trace()  # first: a sentence the model cannot read says so on every page
+needs_decoder(cached.model(st.session_state[state.MODEL]))
+assert trace.output_tokens is not None and trace.target_tokens is not None
 st.markdown(
     markdown_literal(
         "An encoder-decoder writes its output one token at a time. At each step the decoder reads "
@@ -39,17 +43,8 @@ st.markdown(
 
 total = decoding.n_steps(trace)
 task = cached.model(st.session_state[state.MODEL]).task
-if task is not None:
-    if note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS):
-        st.warning(note)
-    answer = decoding.check(trace, task)
-    if answer.right is None:
-        st.caption("This sentence is outside the task's grammar, so there is no right answer to compare with.")
-    elif answer.correct:
-        st.success("The model's output is right: " + markdown_literal(" ".join(answer.written)))
-    else:
-        written, wanted = " ".join(answer.written), " ".join(answer.right)
-        st.warning(markdown_literal(f"The model wrote {written!r}; the right answer is {wanted!r}."))
+if task is not None and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
+    st.warning(note)
 asked = state.url_value(st.session_state, state.URL_STEP, STEP)  # stored from 0, like layer and head
 if asked is not None:
     if asked >= total:
@@ -79,10 +74,34 @@ current = decoding.step(trace, index, layer, head)
 which = head_title(layer, head, n_heads)
 
 reads = position_label(index, current.target_tokens[index])
+ask = st.toggle(
+    "Ask the class first: hide each word the decoder writes until it is revealed",
+    key="decoding_ask",
+    help="A question before every word: the class picks among the model's most probable words, then reveals.",
+)
+revealed = True
+if ask:
+    options = sorted(current.top_tokens[:5])  # the greedy word is the most probable: sorted, the order says nothing
+    context = (*state.sidebar(st.session_state), index)
+    guess = predict(
+        f"Reading {reads!r} and the words before it, what will the decoder write next?",
+        options,
+        context,
+        "decoding_predict",
+    )
+    revealed = guess is not None
+    if revealed:
+        said = f" Your class said {options[guess]!r}." if guess >= 0 else ""
+        st.success(
+            markdown_literal(
+                f"The decoder writes {current.chosen!r}: probability {float(current.top_probabilities[0]):.4f}, the "
+                f"highest of its {len(current.top_tokens)} most probable words (greedy decoding).{said}"
+            )
+        )
+writes = position_label(index + 1, current.chosen) if revealed else "?"
 st.subheader(
     markdown_literal(
-        f"Step {index + 1} of {total}: reads {reads!r} (and the tokens before it), "
-        f"writes {position_label(index + 1, current.chosen)!r}"
+        f"Output word {index + 1} of {total}: reads {reads!r} (and the tokens before it), writes {writes!r}"
     )
 )
 st.caption(f"Attention shown for decoder {which}.")
@@ -128,17 +147,32 @@ chart(
     "decoding_cross",
     cross_col,
 )
-chart(
-    top_k_bars(current.top_tokens, current.top_probabilities, current.chosen, "Next token: linear + softmax"),
-    "decoding_next_token",
-    next_col,
-)
-next_col.caption(f"The {len(current.top_tokens)} most probable tokens; red is greedy's pick.")
+if revealed:
+    chart(
+        top_k_bars(current.top_tokens, current.top_probabilities, current.chosen, "Next token: linear + softmax"),
+        "decoding_next_token",
+        next_col,
+    )
+    next_col.caption(f"The {len(current.top_tokens)} most probable tokens; red is greedy's pick.")
+else:
+    next_col.info("The next word's probabilities appear once the class's answer is revealed.")
 
-st.subheader(f"Cross-attention of every step ({which})")
-figure = head_heatmap(head_or_mean(trace.cross.weights, layer, head), trace.target_tokens, trace.source_tokens)
-chart(mark_row(figure, index, len(trace.source_tokens)), "decoding_cross_all")
-st.caption(
-    "Each row is one step, labelled with the token it reads: the row 'i: token' is step i + 1, which reads it "
-    "(and those before it) and writes position i + 1. The outlined row is the current step."
-)
+if revealed:  # its rows name every word written: not before the class has answered
+    st.subheader(f"Cross-attention of every step ({which})")
+    figure = head_heatmap(head_or_mean(trace.cross.weights, layer, head), trace.target_tokens, trace.source_tokens)
+    chart(mark_row(figure, index, len(trace.source_tokens)), "decoding_cross_all")
+    st.caption(
+        "Each row is one step, labelled with the token it reads: the row 'i: token' is step i + 1, which reads it "
+        "(and those before it) and writes position i + 1. The outlined row is the current step."
+    )
+
+if task is not None and revealed:
+    answer = decoding.check(trace, task)
+    if answer.right is None:
+        st.caption("This sentence is outside the task's grammar, so there is no right answer to compare with.")
+    elif answer.correct:
+        st.success("The model's output is right: " + markdown_literal(" ".join(answer.written)))
+    else:
+        written, wanted = " ".join(answer.written), " ".join(answer.right)
+        st.warning(markdown_literal(f"The model wrote {written!r}; the right answer is {wanted!r}."))
+page_footer()

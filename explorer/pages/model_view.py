@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, state
+from explorer import state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, model_view
-from explorer.pages._shared import chart, drill_to_pickers, open_in_attention, pick_attention, pick_layer_head
+from explorer.pages._shared import (
+    chart,
+    drill_to_pickers,
+    focus_start,
+    open_in_attention,
+    page_footer,
+    page_header,
+    pick_attention,
+    pick_head,
+    pick_layer,
+)
 from explorer.wording import attention_formula, model_view_hint
 
-st.header("Model view")
+page_header("Model view")
 st.caption("Each thumbnail draws one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i).")
 st.markdown(
     "Every head of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
@@ -19,16 +29,18 @@ st.markdown(
     "uniform head looks as contrasty as a sharp one: the full-size map below keeps the 0-1 scale."
 )
 
-chosen = pick_attention("model")
+chosen = pick_attention("qkv")  # the lesson's focus: the kind, layer and head the other steps show
 st.latex(attention_formula(chosen.kind))  # decoder self-attention adds its mask
 attention = chosen.attention
-start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
-layer, head = pick_layer_head(attention.n_layers, attention.n_heads, "model", layer=start.layer, head=start.head)
+layer0, head0, _ = focus_start(chosen.kind)
+left, right = st.columns(2)
+layer = pick_layer(attention.n_layers, state.FOCUS_LAYER, left, layer0)
+head = pick_head(attention.n_heads, state.FOCUS_HEAD, right, index=head0)
 st.caption("Click a thumbnail to see that head below; the button under it opens the head in the attention heatmap.")
 chart(
     model_view(chosen.weights, THUMBNAIL, selected=(layer, head)),
     "model_grid",
-    on_click=drill_to_pickers("model_layer", "model_head"),
+    on_click=drill_to_pickers(state.FOCUS_LAYER, state.FOCUS_HEAD),
 )
 
 title = f"Layer {layer + 1}, head {head + 1}"
@@ -36,3 +48,4 @@ st.subheader(f"{title} at full resolution")
 chart(head_heatmap(chosen.weights[layer, head], chosen.queries, chosen.keys, title), "model_selected")
 if st.button("Open in the attention heatmap", key="model_open"):
     open_in_attention(chosen.kind, layer, head, chosen.groups is not None)
+page_footer()

@@ -6,11 +6,11 @@ import streamlit as st
 
 from explorer import cached, state
 from explorer.figures import positional as figures
-from explorer.pages._shared import chart
+from explorer.pages._shared import chart, page_footer, page_header
 from explorer.positions import neighbour_cosine, sinusoid_curves
 from explorer.wording import learned_positions
 
-st.header("Positional encoding")
+page_header("Positional encoding")
 st.latex(
     r"PE_{(pos,\,2i)} = \sin\!\left(pos / 10000^{2i/d_{model}}\right) \qquad "
     r"PE_{(pos,\,2i+1)} = \cos\!\left(pos / 10000^{2i/d_{model}}\right)"
@@ -52,3 +52,4 @@ if learned is not None:
             "positional_learned_similarity",
         )
     st.caption(learned_positions(neighbour_cosine(learned), neighbour_cosine(sinusoid)))
+page_footer()

@@ -8,7 +8,7 @@ from explorer import state, training
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
 from explorer.figures.training import loss_curve
-from explorer.pages._shared import chart
+from explorer.pages._shared import chart, page_footer, page_header, presenting
 from explorer.training import Run, Snapshot
 from explorer.wording import learning_rate_formula, optimiser_and_dropout, recipe_departures, run_length
 from models import tasks
@@ -18,7 +18,7 @@ RUN = "train_run"
 DEFAULT_STEPS = 600  # the Steps box's starting value: a run short enough to watch (RECIPES train far longer)
 REFRESH_SECONDS = 1.0  # train this long between screen updates: redrawing more often costs the browser's CPU
 
-st.header("Train it yourself")
+page_header("Train it yourself")
 st.markdown(
     "Train a small encoder-decoder from random weights on a toy task, with the paper's recipe (section 5: Adam "
     "with warm-up, label smoothing, dropout). Watch the loss fall and, in the snapshots, the cross-attention of the "
@@ -109,7 +109,9 @@ if run is not None and run.running:
         run.advance_for(REFRESH_SECONDS)
         last = run.trainer.history[-1]
         bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
-        live_curve.plotly_chart(styled(loss_curve(*run.curve(), run.schedule())), key=f"train_curve_{run.step}")
+        live_curve.plotly_chart(
+            styled(loss_curve(*run.curve(), run.schedule()), presenting()), key=f"train_curve_{run.step}"
+        )
         if len(run.snapshots) != shown:
             shown = len(run.snapshots)
             with latest.container():
@@ -132,3 +134,4 @@ if run is not None:
     steps = [s.step for s in run.snapshots]
     chosen = st.select_slider("Snapshot at step", steps, value=steps[-1], key="train_snapshot")
     show_snapshot(run.snapshots[steps.index(chosen)], "train_snapshot_figure")
+page_footer()

@@ -10,6 +10,8 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 # One script run may take this long before AppTest gives up: generous, because a busy 2-core machine can be many
 # times slower than an idle one (a run ends as soon as the script does; the limit only says when to stop waiting).
 TIMEOUT_S = 600
+# each page's attention-kind radio: the model view shares the lesson's focus (the Q/K/V pickers' keys)
+KIND_KEYS = {"attention": "attention_kind", "model_view": "qkv_kind", "head_view": "head_kind", "qkv": "qkv_kind"}
 
 
 def new_app(page: str | None = None) -> AppTest:

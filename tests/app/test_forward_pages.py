@@ -57,7 +57,7 @@ def test_forward_and_output_pages_show_the_models_numbers(models, key, size):
     at.switch_page("explorer/pages/forward.py").run()
     assert not at.exception
     figs = charts(at)
-    position = at.selectbox(key="forward_token").value
+    position = at.selectbox(key="qkv_query").value
     e = forward.embedding(loaded, expected, "encoder", position)
     np.testing.assert_array_equal(array(figs[0]["data"][0]["z"])[0], e.row)
     np.testing.assert_allclose(array(figs[0]["data"][0]["z"])[-1], e.traced, atol=1e-5)
@@ -89,8 +89,8 @@ def test_forward_page_steps_through_the_decoder_of_translate(models):
     at = opened("translate", 32)
     at.switch_page("explorer/pages/forward.py").run()
     at.radio(key="forward_stack").set_value("decoder").run()
-    at.selectbox(key="forward_token").set_value(2).run()
-    at.selectbox(key="forward_layer").set_value(1).run()
+    at.selectbox(key="qkv_query").set_value(2).run()
+    at.selectbox(key="qkv_layer").set_value(1).run()
     assert not at.exception
     expected = trace.run(loaded, loaded.example, 32)
     layer = forward.layer(loaded, expected, "decoder", 1, 2)

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from explorer import state, trace
 from explorer.figures.model_view import grid
 from explorer.positions import tables
-from tests.app import new_app
+from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, spec
 
 TEXT = "Bark is very cute and he is a dog"
@@ -37,8 +37,8 @@ def test_attention_mean_over_heads_and_layer_small_multiples(at, minilm):
 
 def test_model_view_grid_and_open_in_attention(at, minilm):
     at.switch_page("explorer/pages/model_view.py").run()
-    at.selectbox(key="model_layer").set_value(3).run()
-    at.selectbox(key="model_head").set_value(9).run()
+    at.selectbox(key="qkv_layer").set_value(3).run()
+    at.selectbox(key="qkv_head").set_value(9).run()
     figs = chart_list(at)
     expected = trace.run(minilm, TEXT, 128).encoder_self.weights
     np.testing.assert_allclose(array(figs[0]["data"][0]["z"]), grid(expected, 32), rtol=1e-6, equal_nan=True)
@@ -108,7 +108,7 @@ def test_every_page_works_for_the_random_encoder_decoder(page):
     app.switch_page(f"explorer/pages/{page}.py").run()
     assert not app.exception and len(app.get("plotly_chart")) >= 1
     if page in ("model_view", "head_view", "qkv"):
-        app.radio(key=f"{page.split('_')[0]}_kind").set_value("cross").run()
+        app.radio(key=KIND_KEYS.get(page, f"{page}_kind")).set_value("cross").run()
         assert not app.exception
 
 

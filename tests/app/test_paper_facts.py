@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import trace
 from models import registry, tasks, train
-from tests.app import new_app
+from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, plain, spec
 
 SENTENCE = "the small red cat sees a big dog"  # translate writes le chat rouge petit voit un chien grand <eos>
@@ -83,7 +83,7 @@ def test_decoding_and_output_number_the_same_step_the_same_way():
     at = opened("decoding", model="translate", text=SENTENCE)
     at.slider(key="decoding_step").set_value(5).run()
     heading = plain(at.subheader[0].value)
-    assert heading.startswith("Step 5 of 9: reads '4: petit'") and heading.endswith("writes '5: voit'")
+    assert heading.startswith("Output word 5 of 9: reads '4: petit'") and heading.endswith("writes '5: voit'")
     at = opened("output", model="translate", text=SENTENCE)
     position = at.selectbox(key="output_position")
     assert position.options[4] == "step 5: reads '4: petit', should write '5: voit'"
@@ -139,9 +139,8 @@ def test_a_toy_input_longer_than_its_training_sentences_says_so():
 @pytest.mark.parametrize("page", ["model_view", "head_view"])
 def test_attention_formula_writes_the_mask_for_decoder_self_attention(page):
     at = opened(page, model="translate", text=SENTENCE)
-    prefix = page.split("_")[0]
     for kind in ("encoder_self", "cross", "decoder_self"):
-        at.radio(key=f"{prefix}_kind").set_value(kind).run()
+        at.radio(key=KIND_KEYS[page]).set_value(kind).run()
         formula = at.get("latex")[0].value.strip("$\n")
         assert formula.startswith(r"A_i = \mathrm{softmax}")
         assert (r" + M\right)" in formula and r"-\infty & k > q" in formula) == (kind == "decoder_self")
@@ -150,7 +149,7 @@ def test_attention_formula_writes_the_mask_for_decoder_self_attention(page):
 def test_decoding_step_comes_from_the_address_and_goes_back_into_it():
     at = opened("decoding", model="translate", text=SENTENCE, step="3")
     assert at.slider(key="decoding_step").value == 3 and at.query_params["step"] == "3"
-    assert plain(at.subheader[0].value).startswith("Step 3 of 9: reads '2: chat'")
+    assert plain(at.subheader[0].value).startswith("Output word 3 of 9: reads '2: chat'")
     at.button(key="decoding_next").click().run()
     assert at.slider(key="decoding_step").value == 4 and at.query_params["step"] == "4"
     at.slider(key="decoding_step").set_value(8).run()

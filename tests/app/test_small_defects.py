@@ -6,7 +6,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from explorer import state, training
+from explorer import lesson, state, training
 from models import registry, tasks
 from tests.app import new_app
 from tests.figdata import plain, spec
@@ -78,7 +78,7 @@ def test_train_page_names_one_step_for_a_stop_and_explore_opens_another_page():
     at.button(key="train_explore").click().run()
     assert not at.exception and at.session_state[state.MODEL] == "yours-reverse"
     assert at.session_state[state.PAGE] == "decoding"  # not left on the Train page
-    assert at.header[0].value == "Decoding step by step"
+    assert at.header[0].value == f"Step 10 of {lesson.N_STEPS}: Decoder: one output word at a time"
 
 
 def test_text_the_tokenizer_reads_as_unk_is_named_in_a_notice():

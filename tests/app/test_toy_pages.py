@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from explorer import decoding, state, trace
 from explorer.heads import MEAN
 from models import registry, tasks
-from tests.app import new_app
+from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, plain, spec
 
 
@@ -80,9 +80,8 @@ def test_unknown_word_gets_a_message_with_suggestions():
 def test_every_view_offers_all_three_attention_kinds(page):
     at = with_model("translate")
     at.switch_page(f"explorer/pages/{page}.py").run()
-    prefix = page.split("_")[0]
     for kind in ("decoder_self", "cross"):
-        at.radio(key=f"{prefix}_kind").set_value(kind).run()
+        at.radio(key=KIND_KEYS.get(page, f"{page}_kind")).set_value(kind).run()
         assert not at.exception and charts(at)
 
 

@@ -16,10 +16,10 @@ SENTENCE = "Bark is very cute and he is a dog"
 TOKENS = ["[CLS]", "bark", "is", "very", "cute", "and", "he", "is", "a", "dog", "[SEP]"]
 # (sidebar title, page file, the page's heading), in the order a person visits them
 PAGES = [
-    ("Model view", "model_view", "Model view"),
+    ("8. The stack: every layer and head", "model_view", "Step 8 of 13: The stack"),
     ("Head view", "head_view", "Head view"),
-    ("Positional encoding", "positional", "Positional encoding"),
-    ("Q/K/V step by step", "qkv", "Q, K, V step by step"),
+    ("3. Positional encoding", "positional", "Step 3 of 13: Positional encoding"),
+    ("Q/K/V on one page", "qkv", "Q, K, V step by step"),
     ("Attention heatmap", "attention", "Attention heatmap"),
 ]
 
@@ -62,15 +62,17 @@ def test_decoding_a_toy_translation_step_by_step(server, page):
     open_app(page, server)
     choose_model(page, "Toy translation (trained here)")
     type_sentence(page, "the small red cat sees a big dog")
-    harness.open_page(page, "Decoding step by step")
-    page.get_by_role("heading", name="Decoding step by step").wait_for(timeout=TIMEOUT_MS)
-    page.get_by_text("Step 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for(
+    harness.open_page(page, "10. Decoder: one output word at a time")
+    page.get_by_role("heading", name="Step 10 of 13: Decoder").wait_for(timeout=TIMEOUT_MS)
+    page.get_by_text("Output word 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for(
         timeout=TIMEOUT_MS
     )
     for n, word in [(2, "chat"), (3, "rouge"), (4, "petit")]:
         with rerun(page):  # the step's figures replaced, not drawn beside the last step's
             page.get_by_role("button", name="Next ▶").click()
-        page.get_by_text(re.compile(rf"Step {n} of 9: reads .*, writes '{n}: {word}'")).wait_for(timeout=TIMEOUT_MS)
+        page.get_by_text(re.compile(rf"Output word {n} of 9: reads .*, writes '{n}: {word}'")).wait_for(
+            timeout=TIMEOUT_MS
+        )
     assert page.get_by_test_id("stException").count() == 0
     assert page.locator(".js-plotly-plot").count() == 4
     screenshot(page, "decoding")
@@ -96,8 +98,8 @@ PAST_STEP_50 = """() => {
 
 def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     open_app(page, server)
-    harness.open_page(page, "Train it yourself")
-    page.get_by_role("heading", name="Train it yourself").wait_for(timeout=TIMEOUT_MS)
+    harness.open_page(page, "13. Training")
+    page.get_by_role("heading", name="Step 13 of 13: Training").wait_for(timeout=TIMEOUT_MS)
     page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
     with rerun(page):
         page.get_by_role("option", name="reverse", exact=True).click()
@@ -121,9 +123,9 @@ def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
         page.get_by_role("button", name="Explore it in the other pages").click()
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_text(f"Trained in this browser session for {step} steps").wait_for(timeout=TIMEOUT_MS)
-    page.get_by_role("heading", name="Decoding step by step").wait_for(
+    page.get_by_role("heading", name="Step 10 of 13: Decoder").wait_for(
         timeout=TIMEOUT_MS
     )  # Explore opened the decoding page
-    page.get_by_text("Step 1 of").wait_for(timeout=TIMEOUT_MS)
+    page.get_by_text("Output word 1 of").wait_for(timeout=TIMEOUT_MS)
     assert page.get_by_test_id("stException").count() == 0
     screenshot(page, "train_then_decode")

@@ -79,7 +79,12 @@ def test_one_word_from_the_sidebar_to_the_loss_and_a_sampled_output(server, page
 
 # (model, tokens): the smallest input, and the longest each model takes (the toy models' sentences are short)
 EVERY_MODEL = [("minilm", 3), ("minilm", 512), ("paper-random", 16), ("reverse", 3), ("translate", 16)]
-NEW_PAGES = [("overview", "Overview"), ("forward", "Forward pass step by step"), ("output", "Output and loss")]
+# (page, its menu entry, its heading)
+NEW_PAGES = [
+    ("overview", "Overview: the lesson's map", "Overview: the lesson's map"),
+    ("forward", "Forward pass on one page", "Forward pass step by step"),
+    ("output", "Output and loss on one page", "Output and loss"),
+]
 
 
 @pytest.mark.parametrize(("model", "tokens"), EVERY_MODEL, ids=[f"{m}-{t}" for m, t in EVERY_MODEL])
@@ -89,8 +94,8 @@ def test_the_forward_pages_draw_for_every_model_short_and_long(server, page, mod
     set_max_tokens(page, tokens)
     if tokens == 512:
         type_sentence(page, text_of(loaded, tokens))
-    for name, heading in NEW_PAGES:
-        open_page(page, heading)
+    for name, title, heading in NEW_PAGES:
+        open_page(page, title)
         page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=TIMEOUT_MS)
         assert page.get_by_test_id("stException").count() == 0, (model, tokens, name)
         screenshot(page, f"new_pages_{model}_{tokens}_{name}")

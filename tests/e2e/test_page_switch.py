@@ -13,7 +13,7 @@ from models import registry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-DETOURS = ("Model view", "Q/K/V step by step", "Head view", "Positional encoding")
+DETOURS = ("8. The stack: every layer and head", "Q/K/V on one page", "Head view", "3. Positional encoding")
 
 
 def sidebar_state(page) -> tuple[str, str]:

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 # (sidebar title, file stem, charts whose axes name tokens)
 PAGES = (
     ("Attention heatmap", "attention", (0,)),
-    ("Model view", "model_view", (1,)),
+    ("8. The stack: every layer and head", "model_view", (1,)),
     ("Head view", "head_view", ()),
     ("Rollout and flow", "aggregation", (0, 1)),
     ("Compare weights", "compare", (1, 2)),

@@ -1,0 +1,111 @@
+"""The lesson through app.py: every step says "Step i of N" under its own address with Previous / Next along the
+path, one focus follows the class from step to step, and presenter mode enlarges the text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer import lesson, state
+from explorer.figures.labels import position_label
+from tests.app import new_app
+from tests.figdata import array, plain, spec
+
+SENTENCE = "the small red cat sees a big dog"
+
+
+def opened(page: str, **params: str):
+    at = new_app(page)
+    for name, value in params.items():
+        at.query_params[name] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def links(at) -> list[tuple[str, str]]:
+    """(label, target page) of every page link drawn."""
+    return [(link.proto.label, link.proto.page) for link in at.get("page_link")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", lesson.STEPS, ids=[page.stem for page in lesson.STEPS])
+def test_each_step_says_where_it_is_and_links_its_neighbours(page):
+    at = opened(page.stem, model="translate", text=SENTENCE)
+    assert at.header[0].value == f"Step {page.step} of {lesson.N_STEPS}: {page.title}"
+    before, after = lesson.neighbours(page.stem)
+    drawn = links(at)
+    previous = [label for label, _ in drawn if label.startswith("Previous")]
+    following = [label for label, _ in drawn if label.startswith("Next")]
+    assert previous == [f"Previous: {before.label}"] * 2  # top and bottom
+    assert following == ([f"Next: {after.label}"] * 2 if after else [])
+    assert at.query_params["model"] == ["translate"] or at.query_params["model"] == "translate"
+
+
+def test_the_overview_starts_the_lesson():
+    at = opened("overview", model="translate", text=SENTENCE)
+    starts = [(label, target) for label, target in links(at) if label.startswith("Start")]
+    assert starts and starts[0][0] == f"Start: {lesson.STEPS[0].label}"
+    assert all(target.endswith("tokens") or target.endswith("tokens.py") for _, target in starts)
+
+
+def test_the_token_layer_and_head_chosen_on_one_step_are_shown_on_the_next_ones():
+    at = opened("query_key_value", model="translate", text=SENTENCE)
+    at.radio(key=state.FOCUS_KIND).set_value("encoder_self").run()
+    at.selectbox(key=state.FOCUS_TOKEN).set_value(3).run()
+    at.selectbox(key=state.FOCUS_LAYER).set_value(1).run()
+    at.selectbox(key=state.FOCUS_HEAD).set_value(2).run()
+    for page in ("scores", "multi_head", "why_attention", "add_norm", "model_view"):
+        at.switch_page(f"explorer/pages/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        if page == "why_attention":  # draws no pickers: the focus outlives it
+            continue
+        assert at.selectbox(key=state.FOCUS_LAYER).value == 1, page
+        if page != "add_norm":
+            assert at.selectbox(key=state.FOCUS_HEAD).value == 2, page
+        if page != "model_view":
+            assert at.selectbox(key=state.FOCUS_TOKEN).value == 3, page
+            assert at.query_params["token"] in ("3", ["3"])
+    at.switch_page("explorer/pages/add_norm.py").run()
+    heading = [s.value for s in at.subheader if s.value.startswith("1.")][0]
+    assert heading == "1. Encoder layer 2"
+
+
+def test_scores_step_asks_first_then_reveals_the_models_strongest_key():
+    at = opened("scores", model="translate", text=SENTENCE)
+    assert "qkv_weights" not in [c.key for c in at.get("plotly_chart")]  # the answer waits for the class
+    guess = next(s for s in at.selectbox if s.key.startswith("scores_predict_guess"))
+    guess.set_value(0).run()
+    at.button(key="scores_predict_reveal").click().run()
+    assert not at.exception
+    charts = {c.key: spec(c) for c in at.get("plotly_chart")}
+    weights = array(charts["qkv_weights"]["data"][0]["y"])
+    layer, head = at.selectbox(key=state.FOCUS_LAYER).value, at.selectbox(key=state.FOCUS_HEAD).value
+    query = at.selectbox(key=state.FOCUS_TOKEN).value
+    from explorer import trace
+    from models import registry
+
+    loaded = registry.load("translate")
+    expected = trace.run(loaded, SENTENCE, loaded.max_tokens)
+    kind = at.radio(key=state.FOCUS_KIND).value
+    row = expected.attention(kind).weights[layer, head, query]
+    keys = expected.tokens_for(kind)[1]
+    best = int(row.argmax())
+    said = plain(at.success[0].value)
+    assert position_label(best, keys[best]) in said and f"{row[best]:.4f}" in said
+    np.testing.assert_allclose(weights, row, rtol=1e-6)  # the drawn weights are the model's
+
+
+def test_presenter_mode_from_the_address_enlarges_text_and_charts():
+    at = opened("scores", model="translate", text=SENTENCE, present="1")
+    assert at.session_state[state.PRESENT] is True
+    assert at.query_params["present"] in ("1", ["1"])
+    css = [h.proto.body for h in at.get("html")]
+    assert any("font-size: 20px" in body for body in css)
+    for chart in at.get("plotly_chart"):
+        figure = spec(chart)
+        assert figure["layout"]["font"]["size"] >= 16
+        for axis in [v for k, v in figure["layout"].items() if k.startswith(("xaxis", "yaxis"))]:
+            assert axis["tickfont"]["size"] >= 16
+    plain = opened("scores", model="translate", text=SENTENCE)
+    assert not any("font-size: 20px" in h.proto.body for h in plain.get("html"))

@@ -1,0 +1,84 @@
+"""The lesson in real Chromium, as a teacher walks it: Start, then Next to the last step, each at its own address;
+the token chosen on the Q/K/V step still chosen on the next; presenter mode's text size on screen."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlparse
+
+import pytest
+
+from bench.harness import TIMEOUT_MS, open_app, rerun
+from explorer import lesson
+from tests.e2e.conftest import screenshot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ADDRESS = "/?model=translate&text=the+small+red+cat+sees+a+big+dog"
+# the computed size of the main area's paragraphs, in px
+BODY_PX = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"] p')]
+    .map(p => parseFloat(getComputedStyle(p).fontSize))"""
+
+
+def follow(page, word: str) -> None:
+    """Click the lesson's link whose text begins with `word` (Start / Next) and wait for the page it opens."""
+    link = page.get_by_role("link", name=re.compile(rf"^{word}: ")).first
+    with rerun(page):
+        link.click()
+
+
+def query_token(page) -> str:
+    """The Query token picker's shown value."""
+    return page.get_by_test_id("stMain").get_by_role("combobox", name="Query token").input_value()
+
+
+def step_heading(page, step: lesson.Page):
+    return page.get_by_role("heading", name=f"Step {step.step} of {lesson.N_STEPS}: {step.title}")
+
+
+def test_start_then_next_walks_every_step_in_order(server, page):
+    open_app(page, server + ADDRESS)
+    page.get_by_role("heading", name=lesson.OVERVIEW.title).wait_for(timeout=TIMEOUT_MS)
+    follow(page, "Start")
+    for i, step in enumerate(lesson.STEPS):
+        if i:
+            follow(page, "Next")
+        step_heading(page, step).wait_for(timeout=TIMEOUT_MS)
+        address = urlparse(page.url)
+        assert address.path.rstrip("/").endswith("/" + step.stem), (step.stem, page.url)
+        assert "model=translate" in address.query
+        assert page.get_by_test_id("stException").count() == 0, step.stem
+        assert page.get_by_test_id("stAlert").filter(has_text="Error").count() == 0, step.stem
+    assert page.get_by_role("link", name=re.compile(r"^Next: ")).count() == 0  # the last step
+    screenshot(page, "lesson_last_step")
+
+
+def test_the_token_picked_on_the_qkv_step_is_still_picked_on_the_next(server, page):
+    open_app(page, server + "/query_key_value" + ADDRESS[1:])
+    step_heading(page, lesson.BY_STEM["query_key_value"]).wait_for(timeout=TIMEOUT_MS)
+    token = page.get_by_test_id("stMain").get_by_test_id("stSelectbox").filter(has_text="Query token")
+    token.get_by_role("combobox").click()
+    option = page.get_by_role("option").nth(2)  # the query list: the third token
+    chosen = option.inner_text().strip()
+    with rerun(page):
+        option.click()
+    assert token.get_by_role("combobox").input_value() == chosen
+    page.wait_for_function("() => location.search.includes('token=')", timeout=TIMEOUT_MS)
+    follow(page, "Next")
+    step_heading(page, lesson.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
+    assert query_token(page) == chosen
+    assert f"token={chosen.split(':')[0]}" in page.url
+    follow(page, "Next")  # and on the step after
+    step_heading(page, lesson.BY_STEM["multi_head"]).wait_for(timeout=TIMEOUT_MS)
+    assert query_token(page) == chosen
+
+
+def test_presenter_mode_sets_large_text_and_folds_the_sidebar(server, page):
+    open_app(page, server + "/scores" + ADDRESS[1:] + "&present=1")
+    step_heading(page, lesson.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
+    sizes = page.evaluate(BODY_PX)
+    assert sizes and min(sizes) >= 20, sizes
+    assert page.get_by_test_id("stSidebar").get_attribute("data-collapsed") == "true"
+    screenshot(page, "lesson_presenter_scores")
+    open_app(page, server + "/scores" + ADDRESS[1:])
+    assert max(page.evaluate(BODY_PX)) < 20  # not in presenter mode

@@ -1,0 +1,52 @@
+"""The lesson table: one path in the paper's order, every page a file, every old address still a page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from explorer import lesson
+
+ROOT = Path(__file__).resolve().parents[2]
+# the pages' addresses before the lesson (shared links must keep working)
+OLD_ADDRESSES = (
+    "overview", "attention", "model_view", "head_view", "positional", "qkv", "forward", "decoding", "output",
+    "find_heads", "statistics", "aggregation", "compare", "compare_sentences", "reference", "train",
+)  # fmt: skip
+
+
+def test_steps_are_numbered_in_order_and_reach_the_loss_and_training():
+    assert [page.step for page in lesson.LESSON] == list(range(lesson.N_STEPS + 1))
+    assert lesson.N_STEPS >= 10
+    stems = [page.stem for page in lesson.STEPS]
+    # the paper's order: tokens before embeddings before positions before attention ... loss before training
+    order = ["tokens", "embedding", "positional", "query_key_value", "scores", "multi_head", "add_norm"]
+    assert stems[: len(order)] == order
+    assert stems[-2:] == ["loss", "train"]
+    assert stems.index("why_attention") < stems.index("decoding") < stems.index("final_linear") < stems.index("loss")
+
+
+def test_every_page_is_a_file_and_old_addresses_still_exist():
+    pages = [page for pages in lesson.MENUS.values() for page in pages]
+    assert len({page.stem for page in pages}) == len(pages)
+    for page in pages:
+        assert (ROOT / page.script).is_file(), page.script
+    assert set(OLD_ADDRESSES) <= set(lesson.BY_STEM)
+    assert all(page.step is None for page in lesson.EXPLORE)
+
+
+def test_previous_and_next_walk_the_path_both_ways():
+    page, seen = lesson.OVERVIEW, []
+    while page is not None:
+        seen.append(page.stem)
+        before, page = lesson.neighbours(page.stem)
+    assert seen == [page.stem for page in lesson.LESSON]
+    assert lesson.neighbours("overview")[0] is None
+    assert lesson.neighbours("tokens")[0] is lesson.OVERVIEW
+    assert lesson.neighbours("train") == (lesson.BY_STEM["loss"], None)
+    assert lesson.neighbours("attention") == (None, None)  # an Explore page is not on the path
+
+
+def test_an_encoder_only_model_lacks_the_decoder_steps():
+    assert [page.stem for page in lesson.lacking(False)] == ["decoding", "final_linear", "loss"]
+    assert lesson.lacking(True) == ()
+    assert lesson.BY_STEM["tokens"].label == "1. Tokens and ids"
