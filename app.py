@@ -36,7 +36,7 @@ state.restore_focus(st.session_state)  # the lesson's focus outlives page switch
 
 # Presenter mode: body text 20 px (Streamlit's default is 16), headings to match, less padding above the page
 PRESENTER_CSS = """<style>
-.stMainBlockContainer { padding-top: 3rem; }
+.stMainBlockContainer { padding-top: 4.5rem; }
 .stMainBlockContainer p, .stMainBlockContainer li, .stMainBlockContainer label,
 .stMainBlockContainer [data-testid="stCaptionContainer"], .stMainBlockContainer [data-testid="stPageLink"] span,
 .stMainBlockContainer button, .stMainBlockContainer input, .stMainBlockContainer [data-baseweb="select"] {

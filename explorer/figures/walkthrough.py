@@ -226,15 +226,17 @@ def ticks_for(n: int, most: int = 40) -> list[int]:
     return list(range(0, n, max(1, -(-n // most))))
 
 
-def projection_matrices(matrices: Sequence[np.ndarray], names: Sequence[str], title: str) -> go.Figure:
-    """W^Q_i, W^K_i, W^V_i side by side as (d_model x d_head) heatmaps, each on its own symmetric scale (clipped at
-    its 99th percentile so a few large entries do not wash the rest out): rows are the input's dimensions, columns
-    the head's."""
+def projection_matrices(
+    matrices: Sequence[np.ndarray], names: Sequence[str], title: str, height: int = 420
+) -> go.Figure:
+    """W^Q_i, W^K_i, W^V_i side by side as (d_model x d_head) heatmaps on one symmetric scale (clipped at the 99th
+    percentile of all their entries, so a few large ones do not wash the rest out) with one colour bar: rows are
+    the input's dimensions, columns the head's."""
     from plotly.subplots import make_subplots  # only this figure needs subplots
 
+    limit = float(np.percentile(np.abs(np.concatenate([m.ravel() for m in matrices])), 99)) or 1.0
     figure = make_subplots(rows=1, cols=len(matrices), subplot_titles=list(names), horizontal_spacing=0.06)
     for i, matrix in enumerate(matrices, start=1):
-        limit = float(np.percentile(np.abs(matrix), 99)) or 1.0
         figure.add_trace(
             go.Heatmap(
                 z=matrix,
@@ -251,5 +253,5 @@ def projection_matrices(matrices: Sequence[np.ndarray], names: Sequence[str], ti
         )
         figure.update_yaxes(autorange="reversed", title_text="input dimension" if i == 1 else None, row=1, col=i)
         figure.update_xaxes(title_text="head dimension", row=1, col=i)
-    figure.update_layout(title={"text": title}, height=420, margin={"l": 10, "r": 10, "t": 80, "b": 10})
+    figure.update_layout(title={"text": title}, height=height, margin={"l": 10, "r": 10, "t": 80, "b": 10})
     return figure

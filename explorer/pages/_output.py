@@ -32,19 +32,29 @@ class Scored:
     where: str  # "the right answer" or "your target"
 
 
-def scored() -> Scored:
-    """The trace, a Target box (empty: the right answer) and the model's scores for it; stops without a decoder."""
+TARGET = "output_target"
+
+
+def target_box() -> str:
+    """The Target box: the output to score (empty: the right answer)."""
+    return st.text_input(
+        "Target (leave empty for the right answer)",
+        key=TARGET,
+        help="Type the output you want scored; the loss says how far the model is from writing it.",
+    )
+
+
+def scored(box: str = "top") -> Scored:
+    """The trace, the Target box and the model's scores for its target; stops without a decoder. `box`: "top" draws
+    the box here; "later" reads its value and leaves the box for the page to draw lower down (target_box);
+    "none" always scores the right answer."""
     loaded = cached.model(st.session_state[state.MODEL])
     trace = current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
     model_name, text, max_tokens = state.sidebar(st.session_state)
     if loaded.task is not None and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
         st.warning(note)
-    target = st.text_input(
-        "Target (leave empty for the right answer)",
-        key="output_target",
-        help="Type the output you want scored; the loss says how far the model is from writing it.",
-    )
+    target = target_box() if box == "top" else st.session_state.get(TARGET, "") if box == "later" else ""
     try:
         scored, where = cached.get_scored(model_name, text, max_tokens, target)
     except TokenizeError as e:
@@ -65,13 +75,13 @@ def loss(s: Scored, number: int = 1) -> None:
     m1.metric("Mean loss (label-smoothed)", f"{scored.mean:.4f}")
     m2.metric("Floor for this vocabulary", f"{floor:.4f}")
     m3.metric("Mean -log p(right token)", f"{float(scored.nll.mean()):.4f}")
+    chart(loss_bars(scored.targets, scored.per_token, scored.nll, floor), "output_loss", present_height=250)
     st.caption(
         f"Label smoothing eps = {scored.epsilon}: the target puts {q_right:.4f} "
         f"on the right token and {scored.epsilon / scored.vocab_size:.2e} on each of the other {scored.vocab_size - 1} "
         f"tokens. Cross-entropy against that target is smallest when the model predicts the target itself, so the "
         f"loss cannot go below its entropy, {floor:.4f} nats, however well the model is trained."
     )
-    chart(loss_bars(scored.targets, scored.per_token, scored.nll, floor), "output_loss")
     right_p = scored.right_probabilities()
     st.dataframe(
         {
@@ -98,7 +108,8 @@ def one_step(s: Scored, number: int = 2) -> None:
     """One position: the final linear layer's logits, the softmax, and a temperature to try."""
     scored, loaded = s.scored, s.loaded
     st.subheader(f"{number}. One step: logits, softmax, temperature")
-    index = st.selectbox(
+    step_col, temperature_col = st.columns([3, 2])
+    index = step_col.selectbox(
         "Step",
         list(range(len(scored.targets))),
         format_func=[  # a list's own lookup: a function defined here would keep this page's globals with the session
@@ -107,17 +118,9 @@ def one_step(s: Scored, number: int = 2) -> None:
         ].__getitem__,
         key="output_position",
     )
-    temperature = st.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")
+    temperature = temperature_col.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")
     st.latex(
         rf"\text{{logits}} = h\, W^\top + b,\qquad p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
-    )
-    matrix = output.output_matrix(loaded)
-    st.caption(
-        f"h is the decoder's last vector at this step ({matrix.d_model} numbers). "
-        + output_matrix_text(
-            matrix.vocab_size, matrix.d_model, matrix.target_embedding, matrix.source_embedding, matrix.bias_zero
-        )
-        + (" T = 1 is the model's own distribution (and the one the loss uses)." if temperature == 1.0 else "")
     )
     logits = scored.logits[index]
     p = output.softmax(logits, temperature)
@@ -133,6 +136,15 @@ def one_step(s: Scored, number: int = 2) -> None:
             names, p[order], q[order], f"Step {index + 1}: softmax(logits / {temperature})", f"model, T = {temperature}"
         ),
         "output_distribution",
+        present_height=380,
+    )
+    matrix = output.output_matrix(loaded)
+    st.caption(
+        f"h is the decoder's last vector at this step ({matrix.d_model} numbers). "
+        + output_matrix_text(
+            matrix.vocab_size, matrix.d_model, matrix.target_embedding, matrix.source_embedding, matrix.bias_zero
+        )
+        + (" T = 1 is the model's own distribution (and the one the loss uses)." if temperature == 1.0 else "")
     )
     st.text(
         f"logit of {scored.targets[index]!r}: {logits[right]:.4f}   (highest: {logits.max():.4f}); "

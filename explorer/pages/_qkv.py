@@ -21,6 +21,7 @@ from explorer.pages._shared import (
     pick_layer,
     pick_token,
     predict,
+    presenting,
 )
 from explorer.wording import scaling_note
 
@@ -54,6 +55,7 @@ def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.
         ["strongest", "window"],
         format_func={"strongest": "the strongest (and the query)", "window": "a window around a key"}.get,
         key="qkv_keys_mode",
+        horizontal=True,
     )
     n = middle.slider("How many keys", 8, 40, 16, key="qkv_keys_n")
     if window == "window":
@@ -70,10 +72,11 @@ def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.
         picked = walkthrough.window_keys(len(keys), center, n)
     else:
         picked = walkthrough.strongest_keys(s.weights, n, keep=(s.query,) if kind != "cross" else ())
-    st.caption(
-        f"{len(keys)} keys: the charts draw {len(picked)} of them; the light line above each bar chart and the "
-        "CSV download hold every key."
-    )
+    if not presenting():  # the charts' titles say it too
+        st.caption(
+            f"{len(keys)} keys: the charts draw {len(picked)} of them; the light line above each bar chart and the "
+            "CSV download hold every key."
+        )
     return picked
 
 
@@ -96,35 +99,43 @@ def preview(vector: np.ndarray) -> str:
 
 
 def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
-    """The input row, and its projection to q, k and v; with `matrices`, W^Q, W^K, W^V themselves."""
+    """The input row and its projection to q, k and v; with `matrices` (the lesson's step), the formula and W^Q,
+    W^K, W^V themselves first, then the row they multiply."""
     s, head = f.steps, f.steps.head
     config = cached.model(st.session_state[state.MODEL]).model.config
-    st.subheader(f"{number}. The input row")
-    st.markdown(f"x = {s.x_query_source}, row {s.query}: `{preview(s.x_query)}`")
-    if note := wording.pre_ln_note(config):
-        st.caption(note)
-    st.subheader(f"{number + 1}. Project to q, k, v")
-    st.latex(
+    formula = (
         rf"q = x W^Q_{{{head + 1}}} + b^Q_{{{head + 1}}},\; k_j = x_j W^K_{{{head + 1}}} + b^K_{{{head + 1}}},\;"
         rf" v_j = x_j W^V_{{{head + 1}}} + b^V_{{{head + 1}}}"
         rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{s.d_model} \times {s.d_head}}}"
     )
     if matrices:
+        st.subheader(f"{number}. The head's own W^Q, W^K, W^V")
+        st.latex(formula)
         loaded = cached.model(st.session_state[state.MODEL])
         w = forward.head_projections(loaded, s.kind, s.layer, head)
         chart(
             projection_matrices(
                 [w.w_q, w.w_k, w.w_v],
                 [f"W^Q (head {head + 1})", f"W^K (head {head + 1})", f"W^V (head {head + 1})"],
-                f"Layer {s.layer + 1}, head {head + 1}: the model's own projection matrices, "
-                f"{s.d_model} rows (input dimensions) x {s.d_head} columns (the head's)",
+                f"Layer {s.layer + 1}, head {head + 1}: {s.d_model} rows (input dimensions) x {s.d_head} columns "
+                "(the head's)",
+                height=320 if presenting() else 420,
             ),
             "qkv_matrices",
         )
         st.caption(
             "Each is a slice of the layer's d_model x d_model matrix: this head owns columns "
-            f"{head * s.d_head} to {(head + 1) * s.d_head - 1}. Colours are clipped at each matrix's 99th percentile."
+            f"{head * s.d_head} to {(head + 1) * s.d_head - 1}. One colour scale for all three, clipped at the 99th "
+            "percentile of their entries."
         )
+        number += 1
+    st.subheader(f"{number}. The input row")
+    st.markdown(f"x = {s.x_query_source}, row {s.query}: `{preview(s.x_query)}`")
+    if note := wording.pre_ln_note(config):
+        st.caption(note)
+    st.subheader(f"{number + 1}. {'Multiply' if matrices else 'Project'} to q, k, v")
+    if not matrices:
+        st.latex(formula)
     st.markdown(f"Keys and values come from {s.x_keys_source}. q = `{preview(s.q)}`")
     st.caption("Each projection has a bias (b^Q, b^K, b^V): recomputing q as x W^Q alone is off by that bias.")
     chart(vector_strip(s.q, [f.queries[s.query]], "q"), "qkv_q")
@@ -135,9 +146,10 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
 def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
     """Score every key, scale, mask, softmax; with `ask`, the class predicts the strongest key before the weights."""
     s, keys, shown = f.steps, f.keys, f.shown
-    st.subheader(f"{number}. Score, scale, mask, softmax")
+    if not ask:  # the lesson's step is titled so already
+        st.subheader(f"{number}. Score, scale, mask, softmax")
     st.latex(r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head))
-    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw")
+    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw", present_height=300)
     chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown), "qkv_scaled")
     if not s.mask.all():
         hidden = int((~s.mask).sum())
@@ -174,7 +186,11 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
                 )
             )
         )
-    chart(per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask, shown=shown), "qkv_weights")
+    chart(
+        per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask, shown=shown),
+        "qkv_weights",
+        present_height=300,
+    )
 
     # a toggle, not an expander: a closed expander's contents are still built and sent on every rerun
     if st.toggle("What if: change the softmax temperature (not the model's computation)", key="qkv_what_if_on"):
@@ -195,7 +211,7 @@ def heads(f: Focus, number: int = 4) -> None:
     s, keys, shown = f.steps, f.keys, f.shown
     n_heads = f.chosen.attention.n_heads
     st.subheader(f"{number}. Weight the values and sum: this head's output z")
-    chart(vector_strip(s.weighted_values, keys, "weight_j x v_j", shown), "qkv_weighted")
+    chart(vector_strip(s.weighted_values, keys, "weight_j x v_j", shown), "qkv_weighted", present_height=300)
     chart(vector_strip(s.z, [f"z (head {s.head + 1})"], "z = sum_j weight_j v_j"), "qkv_z")
 
     st.subheader(f"{number + 1}. Concatenate the heads and multiply by W_O")

@@ -56,26 +56,43 @@ def this_page() -> lesson.Page | None:
     return lesson.BY_STEM.get(st.session_state.get(state.PAGE) or lesson.OVERVIEW.stem)
 
 
-def _step_links(page: lesson.Page, where: str) -> None:
-    """Previous and Next along the lesson path (the Overview's Next is Start)."""
+def _step_links(page: lesson.Page, left, right) -> None:
+    """Previous and Next along the lesson path (the Overview's Next is Start), in two given containers."""
     before, after = lesson.neighbours(page.stem)
-    left, right = st.columns(2)
     if before is not None:
-        left.page_link(before.script, label=f"Previous: {before.label}", icon=":material/arrow_back:")
+        label = f"Previous: {before.label}" if not presenting() else f"Previous: step {before.step}"
+        left.page_link(before.script, label=label, icon=":material/arrow_back:", help=before.label)
     if after is not None:
         word = "Start" if page.step == 0 else "Next"
-        right.page_link(after.script, label=f"{word}: {after.label}", icon=":material/arrow_forward:")
+        # beside the title in presenter mode: the step's number only, its title in the tooltip
+        label = f"{word}: step {after.step}" if presenting() else f"{word}: {after.label}"
+        right.page_link(after.script, label=label, icon=":material/arrow_forward:", help=after.label)
 
 
 def page_header(title: str | None = None) -> None:
     """The page's title; a lesson step says "Step i of N: <title>" with Previous / Next above it (page_footer
-    repeats them at the bottom). `title`: an Explore page's own title."""
+    repeats them at the bottom), or, in presenter mode, beside it on one line. `title`: an Explore page's own."""
     page = this_page()
     if page is None or page.step is None:
         st.header(title or (page.title if page else ""))
         return
-    _step_links(page, "top")
-    st.header(f"Step {page.step} of {lesson.N_STEPS}: {page.title}" if page.step else page.title)
+    heading = f"Step {page.step} of {lesson.N_STEPS}: {page.title}" if page.step else page.title
+    if presenting():  # one line: the figure has the rest of the screen
+        left, middle, right = st.columns([1, 3, 1], vertical_alignment="center")
+        _step_links(page, left, right)
+        middle.header(heading)
+        return
+    _step_links(page, *st.columns(2))
+    st.header(heading)
+
+
+def intro(text: str) -> None:
+    """A step's opening paragraph; in presenter mode folded away under the title (the teacher tells it), so the
+    step's figure fits on the first screen."""
+    if presenting():
+        st.expander("What this step shows", icon=":material/info:").markdown(text)
+    else:
+        st.markdown(text)
 
 
 def page_footer() -> None:
@@ -83,7 +100,7 @@ def page_footer() -> None:
     page = this_page()
     if page is not None and page.step is not None:
         st.divider()
-        _step_links(page, "bottom")
+        _step_links(page, *st.columns(2))
 
 
 def stop() -> None:
@@ -183,7 +200,11 @@ def about_heads(kind: str, starting: bool = True) -> None:
     on the sentence's starting head for this attention `kind` (cached.get_start), said how it was chosen."""
     model_key = st.session_state[state.MODEL]
     notes = [cached.get_head_patterns(model_key), NOT_EXPLANATION]
-    st.caption(" ".join([*notes, starting_note(model_key, kind)] if starting else notes))
+    text = " ".join([*notes, starting_note(model_key, kind)] if starting else notes)
+    if presenting():  # folded, as a step's introduction is
+        st.expander("What these heads can show", icon=":material/info:").caption(text)
+    else:
+        st.caption(text)
 
 
 def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross: bool = True) -> Chosen:
@@ -200,7 +221,14 @@ def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross
     _from_address(key, state.URL_KIND, kinds, default, kind_name)
     kind = kinds[0]
     if len(kinds) > 1:
-        kind = st.radio("Attention", kinds, format_func=KIND_NAMES.get, horizontal=True, key=key)
+        kind = st.radio(
+            "Attention",
+            kinds,
+            format_func=KIND_NAMES.get,
+            horizontal=True,
+            key=key,
+            label_visibility="collapsed" if presenting() else "visible",  # the options name themselves
+        )
         state.keep_focus(st.session_state, key, kind)
         st.query_params[state.URL_KIND] = kind
     about_heads(kind, starting)
@@ -308,11 +336,15 @@ def chart(
     container=st,
     name: str = "",
     on_click: Callable[[Mapping], None] | None = None,
+    present_height: int | None = None,
     **options: object,
 ) -> object:
     """A Plotly chart and, under it, its downloads: server-side PNG, offline HTML, and its data as CSV and JSON
     (each made only when clicked). `name` is the files' stem (default: the key). `on_click(point)` runs before the
-    next run when a click target (figures.clicks) is clicked: it sets the pickers' keys (drill.py)."""
+    next run when a click target (figures.clicks) is clicked: it sets the pickers' keys (drill.py). `present_height`:
+    a step's main figure is at most this tall in presenter mode, so that it fits on the first screen."""
+    if present_height is not None and presenting() and (figure.layout.height or 450) > present_height:
+        figure.update_layout(height=present_height)
     if on_click is not None:
         # a fresh chart after each click, so the same cell clicked again (after a dropdown moved) is a new click
         clicks = f"{key}_clicks"

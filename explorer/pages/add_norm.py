@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import streamlit as st
-
 from explorer.pages import _forward
-from explorer.pages._shared import page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
-st.markdown(
+intro(
     "The attention output is added back to the vector that entered it (the residual connection) and normalised "
     "(LayerNorm): Add & Norm. Then a feed-forward network, the same for every position, widens each vector to "
     "d_ff numbers, switches some off and narrows it back, again with Add & Norm. That is one layer; the stack "

@@ -14,6 +14,7 @@ from explorer.heads import head_or_mean, head_title
 from explorer.pages._shared import (
     chart,
     current_trace,
+    intro,
     needs_decoder,
     page_footer,
     page_header,
@@ -30,7 +31,7 @@ page_header("Decoding step by step")
 trace = current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(cached.model(st.session_state[state.MODEL]))
 assert trace.output_tokens is not None and trace.target_tokens is not None
-st.markdown(
+intro(
     markdown_literal(
         "An encoder-decoder writes its output one token at a time. At each step the decoder reads "
         f"{trace.target_tokens[0]!r} (its start token) and the tokens it has already written through masked "

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import streamlit as st
-
 from explorer.pages import _forward
-from explorer.pages._shared import page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
-st.markdown(
+intro(
     "The model cannot read text, only numbers: each token's id picks one row of a learned table, the embedding "
     "(d_model numbers per token). The rows below are this token's, from the model's own table, step by step up to "
     "the vector that enters layer 1; the position it adds is the next step's subject."

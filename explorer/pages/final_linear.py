@@ -3,18 +3,16 @@ sampling."""
 
 from __future__ import annotations
 
-import streamlit as st
-
 from explorer.pages import _output
-from explorer.pages._shared import page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
-st.markdown(
+intro(
     "The decoder's last vector at each position is multiplied by one more matrix: one score (logit) per word of "
     "the output vocabulary. A softmax turns the logits into probabilities. Greedy decoding takes the most probable "
     "word; dividing the logits by a temperature, or sampling, writes other outputs."
 )
-scored = _output.scored()
+scored = _output.scored(box="none")  # the loss step scores typed targets
 _output.one_step(scored, number=1)
 _output.sampling(scored, number=2)
 page_footer()

@@ -11,6 +11,7 @@ from explorer.pages._shared import (
     chart,
     drill_to_pickers,
     focus_start,
+    intro,
     open_in_attention,
     page_footer,
     page_header,
@@ -21,9 +22,9 @@ from explorer.pages._shared import (
 from explorer.wording import attention_formula, model_view_hint
 
 page_header("Model view")
-st.caption("Each thumbnail draws one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i).")
-st.markdown(
-    "Every head of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
+intro(
+    "Each thumbnail draws one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i). Every head "
+    "of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
     f"attention (queries down, keys across). {model_view_hint(st.session_state[state.MODEL])} Thumbnails are "
     f"averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and each is scaled to its own maximum, so a nearly "
     "uniform head looks as contrasty as a sharp one: the full-size map below keeps the 0-1 scale."
@@ -41,6 +42,7 @@ chart(
     model_view(chosen.weights, THUMBNAIL, selected=(layer, head)),
     "model_grid",
     on_click=drill_to_pickers(state.FOCUS_LAYER, state.FOCUS_HEAD),
+    present_height=340,
 )
 
 title = f"Layer {layer + 1}, head {head + 1}"

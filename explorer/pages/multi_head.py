@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import streamlit as st
-
 from explorer.pages import _qkv
-from explorer.pages._shared import page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
-st.markdown(
+intro(
     "Each value is multiplied by its weight and the results are summed: that is the head's output z. Every head "
     "of the layer does the same with its own W^Q, W^K, W^V, in parallel; their outputs are put side by side and "
     "one more matrix, W^O, mixes them back to d_model numbers per token."

@@ -11,7 +11,7 @@ from explorer import cached, lesson, state
 from explorer.callbacks import use_model
 from explorer.figures.labels import escape_tokens, markdown_literal
 from explorer.figures.overview import figure_one, open_clicked
-from explorer.pages._shared import chart, current_trace, page_footer, page_header
+from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here on the map; the steps show what the model reads
 TOKEN_SEPARATOR = " · "
@@ -21,7 +21,7 @@ model_key, text, _ = state.sidebar(st.session_state)
 loaded = cached.model(model_key)
 config = loaded.model.config
 kind = "an encoder-decoder" if config.is_encoder_decoder else "an encoder-only (BERT family)"
-st.markdown(
+intro(
     f"The model in the sidebar is {kind} Transformer, drawn below as figure 1 of *Attention Is All You Need* with its "
     "own sizes. The lesson follows the sentence from the bottom up: each box carries the number of the step that "
     "shows it on the sidebar's sentence, with the model's own numbers. Click a box to open its step."
@@ -43,6 +43,7 @@ chart(
     figure_one(config, escape_tokens([loaded.title])[0]),
     "overview_figure",
     on_click=functools.partial(open_clicked, st.session_state, state.DRILL_TO),
+    present_height=560 if config.is_encoder_decoder else 460,
 )
 
 missing = lesson.lacking(config.is_encoder_decoder)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer import cached, state
 from explorer.figures import positional as figures
-from explorer.pages._shared import chart, page_footer, page_header
+from explorer.pages._shared import chart, intro, page_footer, page_header
 from explorer.positions import neighbour_cosine, sinusoid_curves
 from explorer.wording import learned_positions
 
@@ -15,7 +15,7 @@ st.latex(
     r"PE_{(pos,\,2i)} = \sin\!\left(pos / 10000^{2i/d_{model}}\right) \qquad "
     r"PE_{(pos,\,2i+1)} = \cos\!\left(pos / 10000^{2i/d_{model}}\right)"
 )
-st.markdown(
+intro(
     "Attention itself ignores order, so the Transformer adds a position vector to each token embedding "
     "(section 3.5). Each pair of dimensions is a sine and cosine of one frequency, from one cycle every "
     r"$2\pi$ positions down to one every $10000 \cdot 2\pi$; any fixed offset is then a linear map of the "

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import streamlit as st
-
 from explorer.pages import _qkv
-from explorer.pages._shared import page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
-st.markdown(
+intro(
     "Attention works like a soft look-up. Each token asks a **query** (what am I looking for?), offers a **key** "
     "(what do I contain?) and carries a **value** (what I pass on if chosen). All three are the token's vector "
     "multiplied by a matrix the model learned, one set per head. The next step scores every key against the "

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import streamlit as st
-
 from explorer.pages import _qkv
-from explorer.pages._shared import page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
-st.markdown(
+intro(
     "The query is compared with every key by a dot product: a large score means the key holds what the query "
     "looks for. The scores are divided by sqrt(d_k), hidden positions are masked, and a softmax turns them into "
     "weights that sum to 1. Same head and query token as the step before."

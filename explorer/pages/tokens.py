@@ -8,10 +8,10 @@ import streamlit as st
 from explorer import cached, forward, state, tokens_view
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.tokens import SHOWN, token_boxes
-from explorer.pages._shared import chart, current_trace, page_footer, page_header, predict
+from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict
 
 page_header()
-st.markdown(
+intro(
     "A model cannot read letters. Its tokenizer cuts the text into tokens from a fixed vocabulary and gives each "
     "token its number in that vocabulary, its id: the ids are all the model ever sees of the sentence."
 )

@@ -8,7 +8,7 @@ from explorer import state, training
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
 from explorer.figures.training import loss_curve
-from explorer.pages._shared import chart, page_footer, page_header, presenting
+from explorer.pages._shared import chart, intro, page_footer, page_header, presenting
 from explorer.training import Run, Snapshot
 from explorer.wording import learning_rate_formula, optimiser_and_dropout, recipe_departures, run_length
 from models import tasks
@@ -19,7 +19,7 @@ DEFAULT_STEPS = 600  # the Steps box's starting value: a run short enough to wat
 REFRESH_SECONDS = 1.0  # train this long between screen updates: redrawing more often costs the browser's CPU
 
 page_header("Train it yourself")
-st.markdown(
+intro(
     "Train a small encoder-decoder from random weights on a toy task, with the paper's recipe (section 5: Adam "
     "with warm-up, label smoothing, dropout). Watch the loss fall and, in the snapshots, the cross-attention of the "
     "last decoder layer: with enough steps it may line up into the task's alignment (for *reverse* the "

@@ -8,7 +8,7 @@ import streamlit as st
 from explorer import cached, complexity, state
 from explorer.figures.complexity import operations
 from explorer.figures.labels import markdown_literal
-from explorer.pages._shared import chart, current_trace, page_footer, page_header, predict
+from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict
 
 page_header()
 result = current_trace("encoder_self")
@@ -17,7 +17,7 @@ config = loaded.model.config
 n, d = len(result.source_tokens), config.d_model
 ops_self, ops_recurrent = complexity.self_attention_ops(n, d), complexity.recurrent_ops(n, d)
 stack = "the encoder's self-attention reads" if config.is_encoder_decoder else "the model reads"
-st.markdown(
+intro(
     "Section 4 of the paper asks why a layer should be self-attention rather than a recurrent or a convolutional "
     "layer, and compares them on three counts: the work per layer, how much of it must happen one step after "
     f"another, and how many steps lie between two words. Here with this sentence's numbers: {stack} n = {n} tokens, "

@@ -109,3 +109,42 @@ def test_presenter_mode_from_the_address_enlarges_text_and_charts():
             assert axis["tickfont"]["size"] >= 16
     plain = opened("scores", model="translate", text=SENTENCE)
     assert not any("font-size: 20px" in h.proto.body for h in plain.get("html"))
+
+
+def test_decoding_can_ask_the_class_for_each_word_before_it_is_written():
+    from explorer import decoding, trace
+    from models import registry
+
+    at = opened("decoding", model="translate", text=SENTENCE)
+    assert "decoding_next_token" in [c.key for c in at.get("plotly_chart")]  # off by default: every chart drawn
+    at.toggle(key="decoding_ask").set_value(True).run()
+    assert "decoding_next_token" not in [c.key for c in at.get("plotly_chart")]
+    assert plain(at.subheader[0].value).endswith("writes '?'")
+    guess = next(s for s in at.selectbox if s.key.startswith("decoding_predict_guess"))
+    guess.set_value(0).run()
+    at.button(key="decoding_predict_reveal").click().run()
+    loaded = registry.load("translate")
+    step = decoding.step(trace.run(loaded, SENTENCE, loaded.max_tokens), 0, 1)  # the mean over heads
+    assert f"The decoder writes {step.chosen!r}" in plain(at.success[0].value)
+    assert f"{float(step.top_probabilities[0]):.4f}" in plain(at.success[0].value)
+    assert "decoding_next_token" in [c.key for c in at.get("plotly_chart")]
+    at.button(key="decoding_next").click().run()  # the next word is a new question
+    assert plain(at.subheader[0].value).endswith("writes '?'")
+
+
+def test_loss_step_asks_whether_a_wrong_answer_costs_more_then_shows_both_losses():
+    from explorer import cached
+
+    at = opened("loss", model="translate", text=SENTENCE)
+    question = plain(" ".join(m.value for m in at.markdown if "Predict first" in m.value))
+    wrong = question.split("another order: '")[1].split("'")[0]
+    assert sorted(wrong.split()) == sorted(["le", "chat", "rouge", "petit", "voit", "un", "chien", "grand"])
+    guess = next(s for s in at.selectbox if s.key.startswith("loss_predict_guess"))
+    guess.set_value(0).run()  # "It goes up"
+    at.button(key="loss_predict_reveal").click().run()
+    assert not at.exception
+    right, _ = cached.get_scored("translate", SENTENCE, 32, "")
+    other, _ = cached.get_scored("translate", SENTENCE, 32, wrong)
+    said = plain(at.success[0].value)
+    assert f"{other.mean:.4f}" in said and f"{right.mean:.4f}" in said
+    assert other.mean > right.mean and "goes up" in said and "right" in said

@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from bench.browser import CHARTS_DRAWN
 from bench.harness import TIMEOUT_MS, open_app, rerun
 from explorer import lesson
 from tests.e2e.conftest import screenshot
@@ -82,3 +83,19 @@ def test_presenter_mode_sets_large_text_and_folds_the_sidebar(server, page):
     screenshot(page, "lesson_presenter_scores")
     open_app(page, server + "/scores" + ADDRESS[1:])
     assert max(page.evaluate(BODY_PX)) < 20  # not in presenter mode
+
+
+def test_in_presenter_mode_each_steps_first_figure_fits_on_the_first_screen(server, page):
+    """At 1600 x 900 with ?present=1, every step that opens on a figure has it whole on the first screen (Why attention
+    opens on table 1, Train on its settings: they are left out)."""
+    from bench.present import MEASURE
+
+    page.set_viewport_size({"width": 1600, "height": 900})
+    for step in (lesson.OVERVIEW, *lesson.STEPS):
+        if step.stem in ("why_attention", "train"):
+            continue
+        open_app(page, f"{server}/{'' if step is lesson.OVERVIEW else step.stem}{ADDRESS[1:]}&present=1")
+        page.wait_for_function(CHARTS_DRAWN, timeout=TIMEOUT_MS)
+        found = page.evaluate(MEASURE)
+        assert found["text"] >= 20, (step.stem, found)
+        assert found["top"] > 0 and found["bottom"] <= 900, (step.stem, found)

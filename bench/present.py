@@ -1,0 +1,74 @@
+"""Presenter mode, step by step: for each lesson page opened with ?present=1 at 1600 x 900, where its first figure
+sits on the first screen (top and bottom in px; it fits when its bottom is within the screen), the smallest body
+text in px, and a screenshot of that first screen.
+
+`python -m bench.present [--out DIR] [--models KEY ...] [--lengths N ...]`"""
+
+from __future__ import annotations
+
+import argparse
+import urllib.parse
+from pathlib import Path
+
+from bench import harness
+from bench.browser import CHARTS_DRAWN
+from bench.inputs import text_of
+from bench.shots import HEIGHT, WIDTH
+from explorer import lesson
+from models import registry
+
+# the first chart's box on screen, and the computed size of the main area's paragraphs
+MEASURE = """() => {
+    const chart = document.querySelector('[data-testid="stMain"] .js-plotly-plot');
+    const box = chart ? chart.getBoundingClientRect() : null;
+    const sizes = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"] p')]
+        .map(p => parseFloat(getComputedStyle(p).fontSize));
+    return {top: box && box.top, bottom: box && box.bottom, text: sizes.length ? Math.min(...sizes) : null};
+}"""
+
+
+def measure(browser, url: str, path: Path) -> dict:
+    page = harness.new_page(browser, WIDTH, HEIGHT)
+    try:
+        page.goto(url, timeout=harness.TIMEOUT_MS)  # not open_app: a page may draw no chart (Train, before a run)
+        page.wait_for_function(harness.SETTLED, arg=0, timeout=harness.TIMEOUT_MS)
+        page.wait_for_function(CHARTS_DRAWN, timeout=harness.TIMEOUT_MS)
+        page.evaluate(harness.NEXT_FRAMES)
+        page.screenshot(path=str(path))
+        found = page.evaluate(MEASURE)
+        found["errors"] = page.get_by_test_id("stException").count()
+        return found
+    finally:
+        page.context.close()
+
+
+def run(out: Path, models=(lesson.TRANSLATE, "minilm"), lengths=(16,)) -> list[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with harness.app_server() as url, harness.chromium() as browser:
+        for model in models:
+            loaded = registry.load(model)
+            for tokens in lengths:
+                text = lesson.TRANSLATE_EXAMPLE if model == lesson.TRANSLATE else text_of(loaded, tokens)
+                query = urllib.parse.urlencode({"model": model, "text": text, "present": "1"})
+                for page in lesson.LESSON:
+                    address = f"{url}/{'' if page is lesson.OVERVIEW else page.stem}?{query}"
+                    found = measure(browser, address, out / f"{model}_{tokens}_{page.stem}.png")
+                    fits = found["bottom"] is not None and found["bottom"] <= HEIGHT
+                    where = "no figure" if found["top"] is None else f"{found['top']:>5.0f}..{found['bottom']:>5.0f}"
+                    rows.append(
+                        f"{model:<10} {tokens:>4} {page.label:<42} figure {where} px  "
+                        f"{'fits' if fits else 'BELOW THE SCREEN'}  text >= {found['text']} px  "
+                        f"errors={found['errors']}"
+                    )
+                    print(rows[-1], flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=harness.ROOT / "artifacts" / "present")
+    parser.add_argument("--models", nargs="+", default=(lesson.TRANSLATE, "minilm"))
+    parser.add_argument("--lengths", nargs="+", type=int, default=(16,))
+    args = parser.parse_args()
+    run(args.out, tuple(args.models), tuple(args.lengths))
