@@ -25,6 +25,16 @@ def is_trained_here(model_key: str) -> bool:
     return model_key in ("translate", "reverse") or model_key.startswith("yours-")
 
 
+def weights_origin(model_key: str) -> str:
+    """Where the sidebar's model's weights come from, as a sentence's clause: a table or matrix of them is "learned"
+    only when it was."""
+    if is_pretrained(model_key):
+        return "learned in pre-training"
+    if is_trained_here(model_key):
+        return "learned by training on its toy task"
+    return "random: this model is untrained, so nothing in them is learned yet"
+
+
 def opens_on_alignment(model_key: str, kind: str) -> bool:
     """Whether a page opens this model's `kind` on its alignment head (starting.aligned_link): the cross-attention of
     learned weights; random weights align nothing."""

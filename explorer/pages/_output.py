@@ -29,7 +29,13 @@ class Scored:
     trace: Trace
     loaded: LoadedModel
     scored: output.Scored
-    where: str  # "the right answer" or "your target"
+    where: str  # "the task's right answer", "the target you typed" or the model's own greedy output
+
+    @property
+    def right(self) -> str:
+        """What the scored token is called: the right one, or greedy's pick when no right answer is known (a
+        random model's own output is nothing to be right about)."""
+        return "greedy" if self.where.startswith("the model's own greedy output") else "right"
 
 
 TARGET = "output_target"
@@ -74,7 +80,7 @@ def loss(s: Scored, number: int = 1) -> None:
     m1, m2, m3 = st.columns(3)
     m1.metric("Mean loss (label-smoothed)", f"{scored.mean:.4f}")
     m2.metric("Floor for this vocabulary", f"{floor:.4f}")
-    m3.metric("Mean -log p(right token)", f"{float(scored.nll.mean()):.4f}")
+    m3.metric(f"Mean -log p({s.right} token)", f"{float(scored.nll.mean()):.4f}")
     chart(loss_bars(scored.targets, scored.per_token, scored.nll, floor), "output_loss", present_height=250)
     st.caption(
         f"Label smoothing eps = {scored.epsilon}: the target puts {q_right:.4f} "
@@ -87,9 +93,11 @@ def loss(s: Scored, number: int = 1) -> None:
         {
             "step": list(range(1, len(scored.targets) + 1)),
             "reads": [position_label(i, t) for i, t in enumerate(scored.decoder_input)],
-            "should write": [position_label(i + 1, t) for i, t in enumerate(scored.targets)],
+            "should write" if s.right == "right" else "greedy wrote": [
+                position_label(i + 1, t) for i, t in enumerate(scored.targets)
+            ],
             "most probable": list(scored.predicted),
-            "p(right token)": right_p,
+            f"p({s.right} token)": right_p,
             "loss": scored.per_token,
             "-log p": scored.nll,
         },
@@ -108,12 +116,13 @@ def one_step(s: Scored, number: int = 2) -> None:
     """One position: the final linear layer's logits, the softmax, and a temperature to try."""
     scored, loaded = s.scored, s.loaded
     st.subheader(f"{number}. One step: logits, softmax, temperature")
+    wrote = "should write" if s.right == "right" else "greedy wrote"
     step_col, temperature_col = st.columns([3, 2])
     index = step_col.selectbox(
         "Step",
         list(range(len(scored.targets))),
         format_func=[  # a list's own lookup: a function defined here would keep this page's globals with the session
-            f"step {i + 1}: reads {position_label(i, read)!r}, should write {position_label(i + 1, right)!r}"
+            f"step {i + 1}: reads {position_label(i, read)!r}, {wrote} {position_label(i + 1, right)!r}"
             for i, (read, right) in enumerate(zip(scored.decoder_input, scored.targets, strict=False))
         ].__getitem__,
         key="output_position",
@@ -130,7 +139,7 @@ def one_step(s: Scored, number: int = 2) -> None:
         order.append(right)
     q = output.smoothed_target(right, scored.vocab_size, scored.epsilon)
     vocabulary = loaded.target_vocabulary
-    names = [vocabulary.id_to_token(i) + (" (right)" if i == right else "") for i in order]
+    names = [vocabulary.id_to_token(i) + (f" ({s.right})" if i == right else "") for i in order]
     chart(
         distribution_bars(
             names, p[order], q[order], f"Step {index + 1}: softmax(logits / {temperature})", f"model, T = {temperature}"

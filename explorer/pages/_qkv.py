@@ -146,20 +146,10 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
 def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
     """Score every key, scale, mask, softmax; with `ask`, the class predicts the strongest key before the weights."""
     s, keys, shown = f.steps, f.keys, f.shown
+    formula = r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head)
     if not ask:  # the lesson's step is titled so already
         st.subheader(f"{number}. Score, scale, mask, softmax")
-    st.latex(r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head))
-    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw", present_height=300)
-    chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown), "qkv_scaled")
-    if not s.mask.all():
-        hidden = int((~s.mask).sum())
-        st.markdown(
-            f"The mask hides {hidden} key(s) (grey; their bars above show the score before masking). Before the "
-            "softmax the model replaces each hidden score by the lowest float32 number, -3.4e38 (in effect minus "
-            "infinity), so they get weight exactly 0."
-        )
-        chart(masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"), "qkv_masked")
-    if ask:
+    else:
         visible = [j for j in range(len(keys)) if s.mask[j]]
         labels = [position_label(j, keys[j]) for j in visible]
         query = position_label(s.query, f.queries[s.query])
@@ -171,7 +161,8 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
             context,
             "scores_predict",
         )
-        if guess is None:
+        if guess is None:  # the scores would give the answer away: they come with it
+            st.latex(formula)
             return
         best = int(np.argmax(s.weights))
         said = visible[guess] if guess >= 0 else None
@@ -186,6 +177,17 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
                 )
             )
         )
+    st.latex(formula)
+    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw", present_height=240)
+    chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown), "qkv_scaled")
+    if not s.mask.all():
+        hidden = int((~s.mask).sum())
+        st.markdown(
+            f"The mask hides {hidden} key(s) (grey; their bars above show the score before masking). Before the "
+            "softmax the model replaces each hidden score by the lowest float32 number, -3.4e38 (in effect minus "
+            "infinity), so they get weight exactly 0."
+        )
+        chart(masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"), "qkv_masked")
     chart(
         per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask, shown=shown),
         "qkv_weights",

@@ -60,7 +60,8 @@ def _step_links(page: lesson.Page, left, right) -> None:
     """Previous and Next along the lesson path (the Overview's Next is Start), in two given containers."""
     before, after = lesson.neighbours(page.stem)
     if before is not None:
-        label = f"Previous: {before.label}" if not presenting() else f"Previous: step {before.step}"
+        short = "Overview" if before.step == 0 else f"step {before.step}"
+        label = f"Previous: {short}" if presenting() else f"Previous: {before.label}"
         left.page_link(before.script, label=label, icon=":material/arrow_back:", help=before.label)
     if after is not None:
         word = "Start" if page.step == 0 else "Next"
@@ -72,6 +73,7 @@ def _step_links(page: lesson.Page, left, right) -> None:
 def page_header(title: str | None = None) -> None:
     """The page's title; a lesson step says "Step i of N: <title>" with Previous / Next above it (page_footer
     repeats them at the bottom), or, in presenter mode, beside it on one line. `title`: an Explore page's own."""
+    st.session_state.pop(INTRO_BOX, None)  # a fold from an earlier run is not on this page
     page = this_page()
     if page is None or page.step is None:
         st.header(title or (page.title if page else ""))
@@ -86,11 +88,15 @@ def page_header(title: str | None = None) -> None:
     st.header(heading)
 
 
+INTRO_BOX = "intro_box"  # this run's folded introduction, where about_heads adds its note in presenter mode
+
+
 def intro(text: str) -> None:
     """A step's opening paragraph; in presenter mode folded away under the title (the teacher tells it), so the
     step's figure fits on the first screen."""
     if presenting():
-        st.expander("What this step shows", icon=":material/info:").markdown(text)
+        box = st.session_state[INTRO_BOX] = st.expander("What this step shows", icon=":material/info:")
+        box.markdown(text)
     else:
         st.markdown(text)
 
@@ -138,7 +144,9 @@ def focus_start(kind: str) -> tuple[int, int, int]:
     return start.layer, start.head, starting.content_query(queries, start.query)
 
 
-def predict(question: str, options: list[str], context: tuple, key: str) -> int | None:
+def predict(
+    question: str, options: list[str], context: tuple, key: str, reveal: str = "Reveal the model's answer"
+) -> int | None:
     """Predict, then reveal: the class picks one of `options` and presses Reveal; returns the guess's index once
     revealed (None before). `context` names the question (the model, sentence, head, token): a new one asks again."""
     asked = hash(context)
@@ -156,15 +164,15 @@ def predict(question: str, options: list[str], context: tuple, key: str) -> int 
     if st.session_state.get(revealed) == asked:
         return guess if guess is not None else -1
     right.button(
-        "Reveal the model's answer",
+        reveal,
         key=f"{key}_reveal",
         disabled=guess is None,
         on_click=_reveal,
         args=(revealed, asked),
         type="primary",
     )
-    if guess is None:
-        st.caption("Pick an answer, then reveal what the model does.")
+    if guess is None and not presenting():
+        st.caption("Pick an answer, then reveal it.")
     return None
 
 
@@ -201,8 +209,9 @@ def about_heads(kind: str, starting: bool = True) -> None:
     model_key = st.session_state[state.MODEL]
     notes = [cached.get_head_patterns(model_key), NOT_EXPLANATION]
     text = " ".join([*notes, starting_note(model_key, kind)] if starting else notes)
-    if presenting():  # folded, as a step's introduction is
-        st.expander("What these heads can show", icon=":material/info:").caption(text)
+    if presenting():  # folded into the step's introduction, or folded on its own
+        box = st.session_state.pop(INTRO_BOX, None) or st.expander("What these heads can show", icon=":material/info:")
+        box.caption(text)
     else:
         st.caption(text)
 

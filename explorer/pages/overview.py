@@ -15,6 +15,7 @@ from explorer.pages._shared import chart, current_trace, intro, page_footer, pag
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here on the map; the steps show what the model reads
 TOKEN_SEPARATOR = " · "
+SHOWN_TOKENS = 40  # more would push the map below the first screen
 
 page_header()
 model_key, text, _ = state.sidebar(st.session_state)
@@ -31,9 +32,11 @@ if loaded.can_read(text):
     words = " ".join(text.split())  # line breaks and tabs read as spaces, as the tokenizer reads them
     cut = f" … ({len(words):,} characters)" if len(words) > SHOWN_CHARACTERS else ""
     st.markdown("**The sentence:** " + markdown_literal(words[:SHOWN_CHARACTERS]) + cut)
+    more = f" … and {len(tokens) - SHOWN_TOKENS} more (step 1 lists them all)" if len(tokens) > SHOWN_TOKENS else ""
     st.markdown(
         f"**Its {len(tokens)} tokens**, as the model reads them: "
-        + TOKEN_SEPARATOR.join(markdown_literal(token) for token in tokens)
+        + TOKEN_SEPARATOR.join(markdown_literal(token) for token in tokens[:SHOWN_TOKENS])
+        + more
     )
 else:
     st.caption("This model cannot read the sidebar's sentence (each step's page says why); the map needs none.")

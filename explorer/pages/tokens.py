@@ -28,21 +28,28 @@ on_source = st.session_state.get(state.FOCUS_KIND) in (None, "encoder_self")
 if not (on_source and isinstance(focus, int) and 0 <= focus < len(tokens)):
     focus = None
 
-options = tokens_view.count_options(counts, f"{loaded.key}\n{result.text}")
-typed = len(result.text.split())
-guess = predict(
-    f"The sentence in the sidebar has {typed} word{'s' * (typed != 1)} (split at spaces). How many tokens will the "
-    "model read for it?",
-    [str(o) for o in options],
-    (*state.sidebar(st.session_state), "tokens"),
-    "tokens_predict",
-)
-if guess is not None:
-    said = ""
-    if guess >= 0:
-        right = options[guess] == counts.tokens
-        said = f" Your class said {options[guess]}: {'right' if right else 'not so'}."
-    st.success(markdown_literal(f"The model reads {counts.tokens} tokens.{said} {counts.why}"))
+if counts.truncated:  # the count is then the sidebar's Max tokens: nothing to predict
+    st.caption(
+        f"The text is longer than the sidebar's Max tokens: the model reads its first {counts.tokens} tokens. With a "
+        "shorter text this step asks the class to predict the count first."
+    )
+else:
+    options = tokens_view.count_options(counts, f"{loaded.key}\n{result.text}")
+    typed = len(result.text.split())
+    guess = predict(
+        f"The sentence in the sidebar has {typed} word{'s' * (typed != 1)} (split at spaces). How many tokens will the "
+        "model read for it?",
+        [str(o) for o in options],
+        (*state.sidebar(st.session_state), "tokens"),
+        "tokens_predict",
+        reveal="Reveal the count",
+    )
+    if guess is not None:
+        said = ""
+        if guess >= 0:
+            right = options[guess] == counts.tokens
+            said = f" Your class said {options[guess]}: {'right' if right else 'not so'}."
+        st.success(markdown_literal(f"The model reads {counts.tokens} tokens.{said} {counts.why}"))
 
 st.subheader("The tokens and their ids")
 chart(token_boxes(tokens, ids, [r.kind for r in rows], focus), "tokens_boxes")

@@ -32,6 +32,7 @@ guess = predict(
     options,
     (*state.sidebar(st.session_state), "why_attention"),
     "why_predict",
+    reveal="Reveal the answer",  # arithmetic on n and d: not something the model answers
 )
 if guess is not None:
     said = (
