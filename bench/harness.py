@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -221,6 +222,15 @@ def open_page(page, title: str) -> None:
     link = menu_link(page, title)
     with rerun(page):
         link.click()
+
+
+def reveal(page) -> None:
+    """Answer a lesson step's predict-then-reveal question with its first option, and reveal the answer."""
+    page.get_by_test_id("stMain").get_by_role("combobox", name="Your class's answer").click()
+    with rerun(page):
+        page.get_by_role("option").first.click()
+    with rerun(page):
+        page.get_by_role("button", name=re.compile("^Reveal")).click()
 
 
 RUN_KEY = "Control+Enter"  # applies the sidebar's multi-line sentence box (Enter alone starts a new line)

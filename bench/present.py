@@ -7,6 +7,7 @@ text in px, and a screenshot of that first screen.
 from __future__ import annotations
 
 import argparse
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -27,12 +28,19 @@ MEASURE = """() => {
 }"""
 
 
-def measure(browser, url: str, path: Path) -> dict:
+ANSWERED = ("scores",)  # steps whose figure comes once the class's answer is revealed
+
+
+def measure(browser, url: str, path: Path, answer: bool = False) -> dict:
     page = harness.new_page(browser, WIDTH, HEIGHT)
     try:
         page.goto(url, timeout=harness.TIMEOUT_MS)  # not open_app: a page may draw no chart (Train, before a run)
         page.wait_for_function(harness.SETTLED, arg=0, timeout=harness.TIMEOUT_MS)
+        if answer:
+            harness.reveal(page)
         page.wait_for_function(CHARTS_DRAWN, timeout=harness.TIMEOUT_MS)
+        # the run's end: a first screen can show part of a page before its links and style sheet
+        page.get_by_role("link", name=re.compile("^(Start|Next|Previous): ")).first.wait_for(timeout=harness.TIMEOUT_MS)
         page.evaluate(harness.NEXT_FRAMES)
         page.screenshot(path=str(path))
         found = page.evaluate(MEASURE)
@@ -53,7 +61,7 @@ def run(out: Path, models=(lesson.TRANSLATE, "minilm"), lengths=(16,)) -> list[s
                 query = urllib.parse.urlencode({"model": model, "text": text, "present": "1"})
                 for page in lesson.LESSON:
                     address = f"{url}/{'' if page is lesson.OVERVIEW else page.stem}?{query}"
-                    found = measure(browser, address, out / f"{model}_{tokens}_{page.stem}.png")
+                    found = measure(browser, address, out / f"{model}_{tokens}_{page.stem}.png", page.stem in ANSWERED)
                     fits = found["bottom"] is not None and found["bottom"] <= HEIGHT
                     where = "no figure" if found["top"] is None else f"{found['top']:>5.0f}..{found['bottom']:>5.0f}"
                     rows.append(

@@ -88,12 +88,12 @@ def test_a_copied_decoding_address_reopens_on_its_step(server, browser, page):
     for _ in range(2):
         with rerun(page):
             page.get_by_role("button", name="Next ▶").click()
-    page.get_by_text("Step 3 of 11: reads '2: reine'").first.wait_for(timeout=TIMEOUT_MS)
+    page.get_by_text("Output word 3 of 11: reads '2: reine'").first.wait_for(timeout=TIMEOUT_MS)
     page.wait_for_function("() => location.search.includes('step=3')", timeout=TIMEOUT_MS)
     other = new_page(browser)  # a fresh context: a new person opening the copied address
     try:
         open_app(other, page.url)
-        other.get_by_text("Step 3 of 11: reads '2: reine'").first.wait_for(timeout=TIMEOUT_MS)
+        other.get_by_text("Output word 3 of 11: reads '2: reine'").first.wait_for(timeout=TIMEOUT_MS)
         assert other.get_by_test_id("stException").count() == 0
     finally:
         other.context.close()

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 import pytest
 
 from bench.browser import CHARTS_DRAWN
-from bench.harness import SETTLED, TIMEOUT_MS, open_app, rerun
+from bench.harness import SETTLED, TIMEOUT_MS, open_app, rerun, reveal
 from explorer import lesson
 from tests.e2e.conftest import screenshot
 
@@ -28,15 +28,6 @@ def follow(page, word: str) -> None:
     link = page.get_by_role("link", name=re.compile(rf"^{word}: ")).first
     with rerun(page):
         link.click()
-
-
-def reveal(page) -> None:
-    """Answer a predict-then-reveal question with its first option, and reveal."""
-    page.get_by_test_id("stMain").get_by_role("combobox", name="Your class's answer").click()
-    with rerun(page):
-        page.get_by_role("option").first.click()
-    with rerun(page):
-        page.get_by_role("button", name=re.compile("^Reveal")).click()
 
 
 def query_token(page) -> str:
