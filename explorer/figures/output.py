@@ -50,8 +50,11 @@ def loss_bars(targets: Sequence[str], per_token: np.ndarray, nll: np.ndarray, fl
         ]
     )
     mean = float(np.mean(per_token))
-    figure.add_hline(y=floor, line={"dash": "dot", "color": "#2ca02c"}, annotation_text=f"floor {floor:.3f}")
-    figure.add_hline(y=mean, line={"dash": "dash", "color": "#d62728"}, annotation_text=f"mean {mean:.3f}")
+    # the floor's label under its line, the mean's above: a trained model's mean sits just over the floor
+    floor_line = {"dash": "dot", "color": "#2ca02c"}
+    figure.add_hline(y=floor, line=floor_line, annotation_text=f"floor {floor:.3f}", annotation_position="bottom right")
+    mean_line = {"dash": "dash", "color": "#d62728"}
+    figure.add_hline(y=mean, line=mean_line, annotation_text=f"mean {mean:.3f}", annotation_position="top right")
     figure.update_layout(
         title={"text": "Loss per step"},  # the ticks name what each step should write
         barmode="group",
