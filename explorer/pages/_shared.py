@@ -123,16 +123,21 @@ def needs_decoder(loaded) -> None:
         f"{markdown_literal(loaded.title)} is encoder-only (BERT family): it has no decoder and no output "
         "distribution, so this step has nothing to show. The toy translation model has both."
     )
+    offer_translation("Show this step with the toy translation model", "needs_decoder_translate")
+    stop()
+
+
+def offer_translation(label: str, key: str) -> None:
+    """One click to the lesson's encoder-decoder (the toy translation model) on its example sentence."""
     from explorer.callbacks import use_model  # callbacks imports this module
 
     st.button(
-        "Show this step with the toy translation model",
+        label,
         on_click=use_model,
         args=(lesson.TRANSLATE, lesson.TRANSLATE_EXAMPLE),
         icon=":material/translate:",
-        key="needs_decoder_translate",
+        key=key,
     )
-    stop()
 
 
 def focus_start(kind: str) -> tuple[int, int, int]:

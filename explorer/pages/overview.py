@@ -8,10 +8,9 @@ import functools
 import streamlit as st
 
 from explorer import cached, lesson, state
-from explorer.callbacks import use_model
 from explorer.figures.labels import escape_tokens, markdown_literal
 from explorer.figures.overview import figure_one, open_clicked
-from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header
+from explorer.pages._shared import chart, current_trace, intro, offer_translation, page_footer, page_header
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here on the map; the steps show what the model reads
 TOKEN_SEPARATOR = " · "
@@ -58,13 +57,7 @@ if missing:
             + ". The toy translation model has a decoder."
         )
     )
-    st.button(
-        "Use the toy translation model",
-        on_click=use_model,
-        args=(lesson.TRANSLATE, lesson.TRANSLATE_EXAMPLE),
-        icon=":material/translate:",
-        key="overview_translate",
-    )
+    offer_translation("Use the toy translation model", "overview_translate")
 
 st.subheader("The steps")
 for page in lesson.STEPS:

@@ -77,13 +77,13 @@ def test_the_token_picked_on_the_qkv_step_is_still_picked_on_the_next(server, pa
 
 
 def test_presenter_mode_sets_large_text_and_folds_the_sidebar(server, page):
-    page.goto(server + "/scores" + ADDRESS[1:] + "&present=1")  # no chart before the class answers
+    page.goto(server + "/scores" + ADDRESS[1:] + "&present=1", timeout=TIMEOUT_MS)  # no chart before an answer
     step_heading(page, lesson.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
     # the run's end (a first screen can show a page before its style sheet): every paragraph 20 px or more
     page.wait_for_function(LARGE_TEXT, timeout=TIMEOUT_MS)
     assert page.get_by_test_id("stSidebar").get_attribute("data-collapsed") == "true"
     screenshot(page, "lesson_presenter_scores")
-    page.goto(server + "/scores" + ADDRESS[1:])
+    page.goto(server + "/scores" + ADDRESS[1:], timeout=TIMEOUT_MS)
     step_heading(page, lesson.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
     page.wait_for_function(SETTLED, arg=0, timeout=TIMEOUT_MS)
     page.get_by_role("link", name=re.compile(r"^Next: ")).first.wait_for(timeout=TIMEOUT_MS)
@@ -99,7 +99,8 @@ def test_in_presenter_mode_each_steps_first_figure_fits_on_the_first_screen(serv
     for step in (lesson.OVERVIEW, *lesson.STEPS):
         if step.stem in ("why_attention", "train"):
             continue
-        page.goto(f"{server}/{'' if step is lesson.OVERVIEW else step.stem}{ADDRESS[1:]}&present=1")
+        address = f"{server}/{'' if step is lesson.OVERVIEW else step.stem}{ADDRESS[1:]}&present=1"
+        page.goto(address, timeout=TIMEOUT_MS)
         page.wait_for_function(SETTLED, arg=0, timeout=TIMEOUT_MS)
         if step.stem == "scores":  # its scores wait for the class's answer
             reveal(page)
