@@ -49,7 +49,9 @@ def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.
     """Past ALL_KEYS keys: which keys the bars and strips draw (None: every key). Values never change."""
     if len(keys) <= walkthrough.ALL_KEYS:
         return None
-    left, middle, right = st.columns([2, 2, 3])
+    # folded in presenter mode (the charts' titles say how many are drawn), so the figure fits on the screen
+    where = st.expander(f"Which of the {len(keys)} keys are drawn") if presenting() else st.container()
+    left, middle, right = where.columns([2, 2, 3])
     window = left.radio(
         "Keys drawn",
         ["strongest", "window"],
@@ -178,7 +180,7 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
             )
         )
     st.latex(formula)
-    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw", present_height=240)
+    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw", present_height=220)
     chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown), "qkv_scaled")
     if not s.mask.all():
         hidden = int((~s.mask).sum())
