@@ -1,10 +1,16 @@
-"""Frozen model configuration, the paper's base model and a toy shape (BERT-family configs come from their
-config.json, through convert_bert.config_from_hf)."""
+"""Frozen model configuration, the paper's base model and a toy shape (BERT- and GPT-2-family configs come from
+their config.json, through models.convert_bert / models.convert_gpt2)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+Shape = Literal["encoder-only", "decoder-only", "encoder-decoder"]
+
+# the feed-forward activations configs name (Hugging Face's names): ReLU (the paper), exact GELU (BERT), GELU's tanh
+# approximation (GPT-2's gelu_new, and its other spellings), x * sigmoid(1.702 x) (quick_gelu), SiLU
+ACTIVATIONS = ("relu", "gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "silu", "swish")
 
 
 @dataclass(frozen=True)
@@ -16,12 +22,12 @@ class TransformerConfig:
     d_model: int = 512
     n_heads: int = 8
     d_ff: int = 2048
-    n_encoder_layers: int = 6
+    n_encoder_layers: int = 6  # 0 = decoder only (GPT-2 family): the decoder's layers have no cross-attention
     n_decoder_layers: int = 6  # 0 = encoder only (BERT family)
     max_len: int = 512
     positional: Literal["sinusoidal", "learned"] = "sinusoidal"
-    activation: Literal["relu", "gelu"] = "relu"
-    norm_first: bool = False  # post-LN as in the paper and BERT
+    activation: str = "relu"  # one of ACTIVATIONS
+    norm_first: bool = False  # post-LN as in the paper and BERT; pre-LN in GPT-2
     layer_norm_eps: float = 1e-5  # BERT uses 1e-12
     dropout: float = 0.1
     scale_embeddings: bool = True  # the paper multiplies embeddings by sqrt(d_model); BERT does not
@@ -31,17 +37,18 @@ class TransformerConfig:
     # and, with one vocabulary for both sides, the source embedding too (section 3.4); off by default, so
     # checkpoints written with two embedding matrices still load as they were trained
     share_embeddings: bool = False
-    pad_id: int = 0
+    pad_id: int | None = 0  # None: the vocabulary has no padding token (GPT-2), so no key is ever masked as padding
+    output_bias: bool = True  # the final linear layer's bias (GPT-2's has none)
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.n_encoder_layers < 1:
-            raise ValueError("a Transformer needs at least one encoder layer")
+        if self.n_encoder_layers < 0 or self.n_decoder_layers < 0 or self.n_encoder_layers + self.n_decoder_layers < 1:
+            raise ValueError("a Transformer needs at least one encoder or decoder layer")
         if self.positional not in ("sinusoidal", "learned"):
             raise ValueError(f"unknown positional encoding {self.positional!r}")
-        if self.activation not in ("relu", "gelu"):
-            raise ValueError(f"unknown activation {self.activation!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}; choose from {', '.join(ACTIVATIONS)}")
         if self.share_embeddings and self.tgt_vocab_size not in (None, self.vocab_size):
             raise ValueError("shared embeddings need one vocabulary for the source and the target")
 
@@ -51,7 +58,18 @@ class TransformerConfig:
 
     @property
     def is_encoder_decoder(self) -> bool:
-        return self.n_decoder_layers > 0
+        return self.n_encoder_layers > 0 and self.n_decoder_layers > 0
+
+    @property
+    def is_decoder_only(self) -> bool:
+        return self.n_encoder_layers == 0
+
+    @property
+    def shape(self) -> Shape:
+        """encoder-only (BERT), decoder-only (GPT-2) or encoder-decoder (the paper's)."""
+        if self.is_decoder_only:
+            return "decoder-only"
+        return "encoder-decoder" if self.n_decoder_layers else "encoder-only"
 
     @property
     def target_vocab_size(self) -> int:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from torch import Tensor
 
+from models import family as families
 from models.config import TransformerConfig
+from models.tokenize import WordPieceTokenizer
 
 # Checkpoint keys we know and deliberately do not use: the pooler and pre-training heads sit on top of the
 # encoder, and position_ids is a buffer of 0..max_len-1.
@@ -137,3 +140,13 @@ def _expected_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
             shapes[f"encoder.layers.{i}.{ours}.weight"] = weight
             shapes[f"encoder.layers.{i}.{ours}.bias"] = bias
     return shapes
+
+
+def load_tokenizer(folder: Path) -> WordPieceTokenizer:
+    """The folder's WordPiece tokenizer (tokenizer.json, else vocab.txt)."""
+    return WordPieceTokenizer.from_folder(folder)
+
+
+def family(config: TransformerConfig) -> families.Family:
+    """A BERT-family folder's descriptor: pretrained weights read with WordPiece."""
+    return families.for_config(config, "BERT family", "pretrained", **families.WORDPIECE_MARKS)

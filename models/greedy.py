@@ -17,17 +17,18 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from models.attention import MultiHeadAttention, scaled_dot_product_attention
-from models.transformer import DecoderLayer, Transformer, padding_mask
+from models.transformer import DecoderLayer, Transformer, padding_mask, run_sublayers
 
 
 @dataclass(frozen=True)
 class LayerCache:
-    """One decoder layer's keys and values so far: its masked self-attention's, then the memory's (fixed)."""
+    """One decoder layer's keys and values so far: its masked self-attention's, then the memory's (fixed; None in a
+    decoder-only model)."""
 
     self_k: Float[Tensor, "B H t Dh"]
     self_v: Float[Tensor, "B H t Dh"]
-    memory_k: Float[Tensor, "B H S Dh"]
-    memory_v: Float[Tensor, "B H S Dh"]
+    memory_k: Float[Tensor, "B H S Dh"] | None = None
+    memory_v: Float[Tensor, "B H S Dh"] | None = None
 
 
 def _attend(
@@ -47,17 +48,22 @@ def _attend(
 def _step(
     layer: DecoderLayer, x: Float[Tensor, "B 1 D"], cache: LayerCache, memory_mask: Bool[Tensor, "#B 1 1 S"] | None
 ) -> tuple[Float[Tensor, "B 1 D"], LayerCache]:
-    """DecoderLayer.forward's three sub-layers for the newest position only, and the cache with its keys and values."""
-    attention = layer.self_attn
-    h = layer.norm1.normed_input(x)
-    k = torch.cat([cache.self_k, attention.split_heads(attention.w_k(h))], dim=2)  # (B, H, t, Dh)
-    v = torch.cat([cache.self_v, attention.split_heads(attention.w_v(h))], dim=2)  # (B, H, t, Dh)
-    # the newest position is the last row of the causal mask: it may see every position so far, so no mask
-    after_self = layer.norm1.combine(x, _attend(attention, h, k, v, None))
-    cross = _attend(layer.cross_attn, layer.norm2.normed_input(after_self), cache.memory_k, cache.memory_v, memory_mask)
-    after_cross = layer.norm2.combine(after_self, cross)
-    after_ffn = layer.norm3.combine(after_cross, layer.ffn(layer.norm3.normed_input(after_cross)))
-    return after_ffn, LayerCache(k, v, cache.memory_k, cache.memory_v)
+    """DecoderLayer.forward's sub-layers (run_sublayers: the same order) for the newest position only, and the cache
+    with its keys and values."""
+    grown: list[LayerCache] = []
+
+    def attend(name: str, attention: MultiHeadAttention, h: Tensor) -> tuple[Tensor, None]:
+        if name == "self_attn":
+            k = torch.cat([cache.self_k, attention.split_heads(attention.w_k(h))], dim=2)  # (B, H, t, Dh)
+            v = torch.cat([cache.self_v, attention.split_heads(attention.w_v(h))], dim=2)  # (B, H, t, Dh)
+            grown.append(LayerCache(k, v, cache.memory_k, cache.memory_v))
+            # the newest position is the last row of the causal mask: it may see every position so far, so no mask
+            return _attend(attention, h, k, v, None), None
+        assert cache.memory_k is not None and cache.memory_v is not None
+        return _attend(attention, h, cache.memory_k, cache.memory_v, memory_mask), None
+
+    states, _ = run_sublayers(layer, x, attend)
+    return states["after_ffn"], grown[0]
 
 
 @torch.inference_mode()
@@ -65,7 +71,10 @@ def generate(model: Transformer, src: Int[Tensor, "B S"], bos_id: int, eos_id: i
     """Transformer.generate's greedy decoding (same stopping rule, pad after a row's eos), one position per step."""
     if model.decoder is None or model.generator is None:
         raise ValueError("this model is encoder-only: it has no decoder")
+    if model.encoder is None:
+        raise ValueError("this model is decoder-only: it continues its text (continue_text), it has no source")
     pad = model.config.pad_id
+    assert pad is not None
     src_mask = padding_mask(src, pad)  # (B, 1, 1, S)
     memory = model.encode(src, src_mask).output  # (B, S, D)
     caches = []
@@ -78,17 +87,85 @@ def generate(model: Transformer, src: Int[Tensor, "B S"], bos_id: int, eos_id: i
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for _ in range(min(max_len, model.config.max_len - 1)):
         # token embedding + position are per position: the newest row equals that row of the whole prefix's
-        x = model.decoder.embeddings(tgt)[:, -1:]  # (B, 1, D)
-        for i, layer in enumerate(model.decoder.layers):
-            x, caches[i] = _step(layer, x, caches[i], src_mask)
-        if model.decoder.final_norm is not None:
-            x = model.decoder.final_norm(x)
-        next_id = model.generator(x[:, -1]).argmax(-1).masked_fill(done, pad)  # (B,)
+        next_id = _next_logits(model, tgt, caches, src_mask).argmax(-1).masked_fill(done, pad)  # (B,)
         tgt = torch.cat([tgt, next_id[:, None]], dim=1)
         done |= next_id == eos_id
         if done.all():
             break
     return tgt[:, 1:]
+
+
+def _next_logits(
+    model: Transformer, tokens: Int[Tensor, "B t"], caches: list[LayerCache], memory_mask: Tensor | None
+) -> Float[Tensor, "B V"]:
+    """The next-token logits after `tokens`, running the decoder on the newest position only (caches grow in place)."""
+    assert model.decoder is not None and model.generator is not None
+    # token embedding + position are per position: the newest row equals that row of the whole prefix's
+    x = model.decoder.embeddings(tokens)[:, -1:]  # (B, 1, D)
+    for i, layer in enumerate(model.decoder.layers):
+        x, caches[i] = _step(layer, x, caches[i], memory_mask)
+    if model.decoder.final_norm is not None:
+        x = model.decoder.final_norm(x)
+    return model.generator(x[:, -1])  # (B, V)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a decoder-only model picks its next token: greedy (top_k 1), or seeded sampling from the top k and/or the
+    smallest set of tokens whose probabilities reach top_p (nucleus sampling), after dividing logits by temperature."""
+
+    top_k: int = 1
+    top_p: float = 1.0
+    temperature: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1:
+            raise ValueError(f"top-k must be at least 1, not {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top-p must be in (0, 1], not {self.top_p}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be above 0, not {self.temperature}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.top_k == 1
+
+    def candidates(self, logits: Float[Tensor, " V"]) -> tuple[Tensor, Tensor]:
+        """(token ids, their renormalised probabilities) that this rule samples from, most probable first."""
+        probabilities = (logits.double() / self.temperature).softmax(-1)
+        top = probabilities.topk(min(self.top_k, probabilities.numel()))
+        keep = int((top.values.cumsum(0) - top.values < self.top_p).sum())  # always at least the first
+        values = top.values[:keep]
+        return top.indices[:keep], values / values.sum()
+
+
+@torch.inference_mode()
+def continue_text(model: Transformer, ids: list[int], steps: int, sampling: Sampling) -> list[int]:
+    """A decoder-only model's continuation of `ids` by `steps` new tokens (never past max_len), one position per
+    step with a key/value cache; sampled with a generator seeded by `sampling.seed`, so a run can be repeated."""
+    if model.encoder is not None or model.decoder is None:
+        raise ValueError("continue_text is for decoder-only models")
+    if not ids:
+        raise ValueError("there is no text to continue")
+    generator = torch.Generator().manual_seed(sampling.seed)
+    # the prompt in one full forward: its keys and values are the cache the new positions read
+    out = model(torch.tensor([ids]))
+    assert out.decoder is not None and out.logits is not None
+    caches = [LayerCache(layer.self_attn.k, layer.self_attn.v) for layer in out.decoder.layers]
+    logits = out.logits[0, -1]
+    written: list[int] = []
+    for _ in range(max(0, min(steps, model.config.max_len - len(ids)))):
+        if sampling.greedy:
+            chosen = int(logits.argmax())
+        else:
+            options, probabilities = sampling.candidates(logits)
+            chosen = int(options[torch.multinomial(probabilities, 1, generator=generator)])
+        written.append(chosen)
+        if len(ids) + len(written) >= model.config.max_len:
+            break
+        logits = _next_logits(model, torch.tensor([[*ids, *written]]), caches, None)[0]
+    return written
 
 
 def greedy_decode(model: Transformer, src: Int[Tensor, "1 S"], bos_id: int, eos_id: int, max_len: int) -> list[int]:

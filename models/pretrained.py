@@ -1,18 +1,25 @@
-"""Load a BERT-family model folder (config.json, weights, tokenizer files) into our from-scratch encoder."""
+"""Load a model folder (config.json, weights, tokenizer files) into our from-scratch engine: the folder's family is
+chosen by config.json's model_type, and each family has one module for its conversion, tokenizer and reference."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from models import convert_bert
+from models import convert_bert, convert_gpt2
 from models.config import TransformerConfig
+from models.family import Family
 from models.tokenize import WordPieceTokenizer
 from models.transformer import Transformer
+
+# config.json's model_type -> the family's module: config_from_hf, convert, load_tokenizer, family (a folder whose
+# config names no model_type is read as BERT, as all-MiniLM-L6-v2's older copies are)
+FAMILIES: dict[str, ModuleType] = {"bert": convert_bert, "gpt2": convert_gpt2}
 
 
 class ModelFolderError(ValueError):
@@ -33,8 +40,8 @@ def read_checkpoint(folder: Path) -> dict[str, torch.Tensor]:
     raise ModelFolderError(f"{folder} has no model.safetensors or pytorch_model.bin")
 
 
-def read_config(folder: Path) -> TransformerConfig:
-    """Our config from the folder's config.json."""
+def read_hf_config(folder: Path) -> dict:
+    """The folder's config.json as a dict."""
     path = folder / "config.json"
     if not path.is_file():
         raise ModelFolderError(f"{folder} has no config.json")
@@ -42,25 +49,53 @@ def read_config(folder: Path) -> TransformerConfig:
         hf = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModelFolderError(f"config.json in {folder} is not valid JSON: {e}") from None
-    return convert_bert.config_from_hf(hf)
+    if not isinstance(hf, dict):
+        raise ModelFolderError(f"config.json in {folder} is not a JSON object")
+    return hf
 
 
-def load_bert_folder(folder: str | Path) -> tuple[Transformer, WordPieceTokenizer]:
-    """Build our encoder from the folder's config, fill it through the converter, and load its tokenizer."""
+def family_module(hf: dict, folder: Path) -> ModuleType:
+    """The module of the family config.json names by model_type; one message naming the supported types if none."""
+    model_type = hf.get("model_type", "bert")
+    if model_type not in FAMILIES:
+        raise ModelFolderError(
+            f"config.json in {folder} names model_type {model_type!r}; supported: {', '.join(sorted(FAMILIES))}"
+        )
+    return FAMILIES[model_type]
+
+
+def read_config(folder: Path) -> TransformerConfig:
+    """Our config from the folder's config.json, through its family's converter."""
+    hf = read_hf_config(folder)
+    return family_module(hf, folder).config_from_hf(hf)
+
+
+def load_folder(folder: str | Path) -> tuple[Transformer, object, Family]:
+    """Build our model from the folder's config, fill it through its family's converter, and load its tokenizer:
+    (model, tokenizer, the family descriptor, pretrained)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelFolderError(f"no model folder at {folder}")
-    config = read_config(folder)
-    state = convert_bert.convert(read_checkpoint(folder), config)
+    hf = read_hf_config(folder)
+    module = family_module(hf, folder)
+    config = module.config_from_hf(hf)
+    state = module.convert(read_checkpoint(folder), config)
     model = Transformer(config)
     model.load_state_dict(state, strict=True)
     model.eval().requires_grad_(False)
     try:
-        tokenizer = WordPieceTokenizer.from_folder(folder)
+        tokenizer = module.load_tokenizer(folder)
     except Exception as e:  # noqa: BLE001 -- tokenizers raises a bare Exception for a corrupt file
         raise ModelFolderError(f"cannot read the tokenizer in {folder}: {e}") from None
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelFolderError(f"tokenizer has {tokenizer.vocab_size} tokens but config.json says {config.vocab_size}")
+    return model, tokenizer, module.family(config)
+
+
+def load_bert_folder(folder: str | Path) -> tuple[Transformer, WordPieceTokenizer]:
+    """A BERT-family folder's model and WordPiece tokenizer (load_folder without the descriptor)."""
+    model, tokenizer, _ = load_folder(folder)
+    assert isinstance(tokenizer, WordPieceTokenizer), f"{folder} is not a BERT-family folder"
     return model, tokenizer
 
 

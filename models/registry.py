@@ -9,10 +9,11 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
-from models import tasks, train
+from models import family, tasks, train
 from models.config import PAPER_BASE, TransformerConfig
 from models.convert_bert import ConversionError
-from models.pretrained import ModelFolderError, load_bert_folder, minilm_folder, read_config
+from models.family import Family
+from models.pretrained import ModelFolderError, load_folder, minilm_folder, read_config
 from models.tokenize import Encoding, TokenizeError, WordPieceTokenizer
 from models.transformer import Transformer
 
@@ -44,8 +45,9 @@ class LoadedModel:
     title: str
     description: str
     model: Transformer
-    tokenizer: Tokenizer  # reads the source text
+    tokenizer: Tokenizer  # reads the source text (a decoder-only model's text)
     examples: tuple[str, ...]  # sentences this model can read; the first is its example
+    family: Family  # what kind of model this is: pages and wording read this, never the key
     bos_id: int | None = None  # encoder-decoder: the token that starts the target, and the one that ends it
     eos_id: int | None = None
     target_tokenizer: Tokenizer | None = None  # None: the target shares the source's vocabulary
@@ -75,6 +77,10 @@ class LoadedModel:
     @property
     def is_encoder_decoder(self) -> bool:
         return self.model.config.is_encoder_decoder
+
+    @property
+    def is_decoder_only(self) -> bool:
+        return self.model.config.is_decoder_only
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,8 @@ BUILT_IN = (
     ),
 )
 
-# Your own BERT-family folders (config.json, model.safetensors or pytorch_model.bin, tokenizer.json or vocab.txt):
+# Your own BERT- or GPT-2-family folders (config.json, model.safetensors or pytorch_model.bin, and the tokenizer:
+# tokenizer.json, vocab.txt (BERT) or vocab.json + merges.txt (GPT-2)):
 # EXPLORER_MODEL_FOLDERS="name=/path/to/folder;other=/path/to/another" adds "folder:name" to the model list.
 FOLDERS_ENV = "EXPLORER_MODEL_FOLDERS"
 
@@ -144,7 +151,7 @@ def folder_specs(value: str) -> tuple[ModelSpec, ...]:
     specs = []
     for entry in filter(None, (e.strip() for e in value.split(";"))):
         name, _, folder = (part.strip() for part in entry.partition("="))
-        description = f"BERT-family weights from the local folder {folder}, in the from-scratch encoder."
+        description = f"Pretrained weights from the local folder {folder}, in the from-scratch engine."
         specs.append(ModelSpec(f"folder:{name}", f"{name} (local folder)", description, "folder", folder))
     return tuple(specs)
 
@@ -174,6 +181,9 @@ def from_task(
     key: str, title: str, description: str, model: Transformer, task: tasks.Task, revision: str = ""
 ) -> LoadedModel:
     """A model trained on a toy task, reading the task's source words and writing its target words."""
+    described = family.for_config(
+        model.config, "the paper's Transformer", "trained here", specials=tasks.SPECIALS, task=task.name
+    )
     return LoadedModel(
         key,
         title,
@@ -181,6 +191,7 @@ def from_task(
         model,
         task.source,
         task.examples,
+        described,
         tasks.BOS_ID,
         tasks.EOS_ID,
         task.target,
@@ -195,16 +206,22 @@ def build(spec: ModelSpec) -> LoadedModel:
         model, task, _ = train.load(spec.source)
         return from_task(spec.key, spec.title, spec.description, model, task)
     if spec.weights == "folder":
-        model, tokenizer = load_bert_folder(spec.source or minilm_folder())
-        return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, spec.examples)
+        model, tokenizer, described = load_folder(spec.source or minilm_folder())
+        examples = spec.examples
+        return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, examples, described)
     # random weights read with MiniLM's WordPiece vocabulary, so any English sentence can be typed
     tokenizer = load_bert_folder_tokenizer()
     if spec.source == "paper":
         model = seeded(replace(PAPER_BASE, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id))
         bos_id, eos_id = tokenizer.cls_id, tokenizer.sep_id
+        name = "the paper's Transformer"
     else:  # all-MiniLM-L6-v2's shape: the pretrained model's untrained twin
         model, bos_id, eos_id = seeded(read_config(minilm_folder())), None, None
-    return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, spec.examples, bos_id, eos_id)
+        name = "BERT family"
+    described = family.for_config(model.config, name, "random", **family.WORDPIECE_MARKS)
+    return LoadedModel(
+        spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described, bos_id, eos_id
+    )
 
 
 class UnknownModelError(KeyError):

@@ -85,3 +85,59 @@ class WordPieceTokenizer:
     def id_to_token(self, token_id: int) -> str:
         token = self._tokenizer.id_to_token(token_id)
         return token if token is not None else f"[{token_id}]"
+
+
+class ByteLevelTokenizer:
+    """GPT-2's byte-level BPE: no marker tokens around the text, a word's first token starts with 'Ġ' (its space)."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self._tokenizer = tokenizer
+        self.end_token = "<|endoftext|>"
+        self.end_id = tokenizer.token_to_id(self.end_token)
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> ByteLevelTokenizer:
+        """tokenizer.json when present, else vocab.json + merges.txt."""
+        if (folder / "tokenizer.json").is_file():
+            return cls(Tokenizer.from_file(str(folder / "tokenizer.json")))
+        if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+            from tokenizers.implementations import ByteLevelBPETokenizer
+
+            built = ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), trim_offsets=True)
+            return cls(built._tokenizer)
+        raise FileNotFoundError(f"{folder} has neither tokenizer.json nor vocab.json and merges.txt")
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tokenizer.get_vocab_size()
+
+    def encode(self, text: str, max_tokens: int) -> Encoding:
+        """The text's tokens, cut to max_tokens with the number of tokens cut recorded (no markers added, as
+        transformers' GPT-2 tokenizer adds none)."""
+        if not isinstance(text, str) or not text.strip():
+            raise TokenizeError("the text is empty: type a sentence")
+        if max_tokens < 1:
+            raise TokenizeError(f"max tokens must be at least 1, not {max_tokens}")
+        enc = self._tokenizer.encode(text, add_special_tokens=False)
+        if not enc.ids:
+            raise TokenizeError("the text has no tokens this model knows")
+        return Encoding(
+            ids=tuple(enc.ids[:max_tokens]),
+            tokens=tuple(enc.tokens[:max_tokens]),
+            offsets=tuple(tuple(o) for o in enc.offsets[:max_tokens]),
+            word_ids=tuple(enc.word_ids[:max_tokens]),
+            truncated=max(0, len(enc.ids) - max_tokens),
+        )
+
+    def decode(self, ids: list[int] | tuple[int, ...]) -> str:
+        """Token ids back to text (the bytes the 'Ġ'-spelt tokens stand for)."""
+        return self._tokenizer.decode(list(ids))
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tokenizer.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str:
+        token = self._tokenizer.id_to_token(token_id)
+        return token if token is not None else f"[{token_id}]"

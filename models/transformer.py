@@ -1,8 +1,10 @@
-"""Encoder, decoder and the full model after Vaswani et al. 2017, section 3.1 and figure 1."""
+"""Encoder, decoder and the full model after Vaswani et al. 2017, section 3.1 and figure 1; with no encoder, the
+decoder alone (its layers without cross-attention) is a decoder-only model of the GPT-2 family."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -25,12 +27,13 @@ class EncoderLayerInternals:
 
 @dataclass(frozen=True)
 class DecoderLayerInternals:
-    """One decoder layer: masked self-attention, cross-attention and the state after each sub-layer."""
+    """One decoder layer: masked self-attention, cross-attention (none in a decoder-only model) and the state after
+    each sub-layer."""
 
     self_attn: AttentionInternals
-    cross_attn: AttentionInternals
+    cross_attn: AttentionInternals | None
     after_self_attn: Float[Tensor, "B T D"]
-    after_cross_attn: Float[Tensor, "B T D"]
+    after_cross_attn: Float[Tensor, "B T D"] | None
     after_ffn: Float[Tensor, "B T D"]
 
 
@@ -45,14 +48,17 @@ class StackInternals:
 
 @dataclass(frozen=True)
 class TransformerOutput:
-    """The encoder's internals and, for an encoder-decoder, the decoder's and the output logits."""
+    """The encoder's internals (None for a decoder-only model) and, when the model has a decoder, the decoder's and
+    the output logits."""
 
-    encoder: StackInternals
+    encoder: StackInternals | None
     decoder: StackInternals | None = None
     logits: Float[Tensor, "B T V"] | None = None  # final linear layer; softmax gives next-token probabilities
 
     @property
     def memory(self) -> Float[Tensor, "B S D"]:
+        if self.encoder is None:
+            raise ValueError("a decoder-only model has no encoder memory")
         return self.encoder.output
 
     @property
@@ -63,8 +69,10 @@ class TransformerOutput:
         return self.logits.softmax(dim=-1)
 
 
-def padding_mask(ids: Int[Tensor, "B T"], pad_id: int) -> Bool[Tensor, "B 1 1 T"]:
-    """True where a key is a real token; broadcast over heads and queries."""
+def padding_mask(ids: Int[Tensor, "B T"], pad_id: int | None) -> Bool[Tensor, "B 1 1 T"]:
+    """True where a key is a real token; broadcast over heads and queries. No pad id (GPT-2): every key is real."""
+    if pad_id is None:
+        return torch.ones_like(ids, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, Tk)
     return (ids != pad_id)[:, None, None, :]  # (B, 1, 1, Tk)
 
 
@@ -108,15 +116,38 @@ class Embeddings(nn.Module):
         return self.dropout(x)
 
 
+class QuickGELU(nn.Module):
+    """x * sigmoid(1.702 x): the sigmoid approximation of GELU that some configs name quick_gelu."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
+def activation(name: str) -> nn.Module:
+    """The module a config's activation name means: exact (erf) GELU for BERT's "gelu", the tanh approximation for
+    GPT-2's "gelu_new" (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), also spelt gelu_pytorch_tanh, gelu_fast)."""
+    modules: dict[str, Callable[[], nn.Module]] = {
+        "relu": nn.ReLU,
+        "gelu": nn.GELU,
+        "gelu_new": lambda: nn.GELU(approximate="tanh"),
+        "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
+        "gelu_fast": lambda: nn.GELU(approximate="tanh"),
+        "quick_gelu": QuickGELU,
+        "silu": nn.SiLU,
+        "swish": nn.SiLU,
+    }
+    return modules[name]()
+
+
 class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, eq. (2); GELU instead of ReLU for the BERT family."""
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, eq. (2); GELU instead of ReLU for the BERT and GPT-2 families."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.linear1 = nn.Linear(config.d_model, config.d_ff)
         self.linear2 = nn.Linear(config.d_ff, config.d_model)
-        # exact (erf) GELU, which BERT's "gelu" means
-        self.activation = nn.ReLU() if config.activation == "relu" else nn.GELU()
+        self.activation_name = config.activation
+        self.activation = activation(config.activation)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: Float[Tensor, "B T D"]) -> Float[Tensor, "B T D"]:
@@ -142,8 +173,42 @@ class ResidualNorm(nn.LayerNorm):
         return super().forward(x + self.dropout(sublayer_out))
 
 
+@dataclass(frozen=True)
+class Sublayer:
+    """One sub-layer of a layer, by attribute names: its module ("self_attn", "cross_attn" or "ffn"), the norm of
+    its residual connection, and the field of the layer's internals that holds the state after it."""
+
+    module: str
+    norm: str
+    state: str
+
+
+# what an attention sub-layer is given: (its name, its module, the input it reads) -> (output, internals or None)
+Attend = Callable[[str, MultiHeadAttention, Tensor], tuple[Tensor, AttentionInternals | None]]
+
+
+def run_sublayers(layer: nn.Module, x: Float[Tensor, "B T D"], attend: Attend) -> tuple[dict, dict]:
+    """A layer's sub-layers in order, each inside its residual connection and norm (section 3.1): the one place the
+    order is written, driven by the full forward, greedy decoding with a key/value cache, and the Forward pass page
+    (through Sublayer names). Returns (state after each sub-layer, attention internals), by field name."""
+    states: dict[str, Tensor] = {}
+    attentions: dict[str, AttentionInternals | None] = {}
+    for sub in layer.sublayers:
+        norm: ResidualNorm = getattr(layer, sub.norm)
+        h = norm.normed_input(x)
+        if sub.module == "ffn":
+            out = layer.ffn(h)
+        else:
+            out, attentions[sub.module] = attend(sub.module, getattr(layer, sub.module), h)
+        x = norm.combine(x, out)
+        states[sub.state] = x
+    return states, attentions
+
+
 class EncoderLayer(nn.Module):
     """Multi-head self-attention, then the position-wise feed-forward network (figure 1, left)."""
+
+    sublayers = (Sublayer("self_attn", "norm1", "after_attn"), Sublayer("ffn", "norm2", "after_ffn"))
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -153,50 +218,64 @@ class EncoderLayer(nn.Module):
         self.norm2 = ResidualNorm(config)
 
     def forward(self, x: Float[Tensor, "B T D"], mask: Bool[Tensor, "#B 1 #T T"] | None) -> EncoderLayerInternals:
-        h = self.norm1.normed_input(x)
-        attn_out, attn = self.self_attn(h, h, mask)
-        after_attn = self.norm1.combine(x, attn_out)
-        after_ffn = self.norm2.combine(after_attn, self.ffn(self.norm2.normed_input(after_attn)))
-        return EncoderLayerInternals(attn, after_attn, after_ffn)
+        states, attentions = run_sublayers(self, x, lambda _name, attention, h: attention(h, h, mask))
+        assert attentions["self_attn"] is not None
+        return EncoderLayerInternals(attentions["self_attn"], **states)
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, encoder-decoder (cross) attention over the memory, then FFN (figure 1, right)."""
+    """Masked self-attention, encoder-decoder (cross) attention over the memory, then FFN (figure 1, right). In a
+    decoder-only model (`cross=False`) the cross-attention and its norm2 are absent: norm3 is always the FFN's."""
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, cross: bool = True) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
-        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout) if cross else None
         self.ffn = FeedForward(config)
         self.norm1 = ResidualNorm(config)
-        self.norm2 = ResidualNorm(config)
+        self.norm2 = ResidualNorm(config) if cross else None
         self.norm3 = ResidualNorm(config)
+        self.sublayers = (
+            Sublayer("self_attn", "norm1", "after_self_attn"),
+            *((Sublayer("cross_attn", "norm2", "after_cross_attn"),) if cross else ()),
+            Sublayer("ffn", "norm3", "after_ffn"),
+        )
 
     def forward(
         self,
         x: Float[Tensor, "B T D"],
-        memory: Float[Tensor, "B S D"],
+        memory: Float[Tensor, "B S D"] | None,
         self_mask: Bool[Tensor, "#B 1 #T T"],
         memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
     ) -> DecoderLayerInternals:
-        h = self.norm1.normed_input(x)
-        self_out, self_attn = self.self_attn(h, h, self_mask)
-        after_self = self.norm1.combine(x, self_out)
-        # queries from the decoder, keys and values from the encoder's output (section 3.2.3)
-        cross_out, cross_attn = self.cross_attn(self.norm2.normed_input(after_self), memory, memory_mask)
-        after_cross = self.norm2.combine(after_self, cross_out)
-        after_ffn = self.norm3.combine(after_cross, self.ffn(self.norm3.normed_input(after_cross)))
-        return DecoderLayerInternals(self_attn, cross_attn, after_self, after_cross, after_ffn)
+        def attend(name: str, attention: MultiHeadAttention, h: Tensor):
+            if name == "self_attn":
+                return attention(h, h, self_mask)
+            # queries from the decoder, keys and values from the encoder's output (section 3.2.3)
+            assert memory is not None
+            return attention(h, memory, memory_mask)
+
+        states, attentions = run_sublayers(self, x, attend)
+        assert attentions["self_attn"] is not None
+        return DecoderLayerInternals(
+            attentions["self_attn"],
+            attentions.get("cross_attn"),
+            states["after_self_attn"],
+            states.get("after_cross_attn"),
+            states["after_ffn"],
+        )
 
 
 class Stack(nn.Module):
     """Embeddings, then N identical layers, each reading the one below (section 3.1): the encoder's and the
     decoder's shared loop."""
 
-    def __init__(self, config: TransformerConfig, vocab_size: int, layer: type[nn.Module], n_layers: int) -> None:
+    def __init__(
+        self, config: TransformerConfig, vocab_size: int, layer: Callable[[], nn.Module], n_layers: int
+    ) -> None:
         super().__init__()
         self.embeddings = Embeddings(config, vocab_size)
-        self.layers = nn.ModuleList(layer(config) for _ in range(n_layers))
+        self.layers = nn.ModuleList(layer() for _ in range(n_layers))
         # pre-LN leaves the residual stream un-normalised, so the stack ends with one more LayerNorm
         self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
 
@@ -217,7 +296,7 @@ class Encoder(Stack):
     """N identical encoder layers over the source embeddings (section 3.1)."""
 
     def __init__(self, config: TransformerConfig) -> None:
-        super().__init__(config, config.vocab_size, EncoderLayer, config.n_encoder_layers)
+        super().__init__(config, config.vocab_size, lambda: EncoderLayer(config), config.n_encoder_layers)
 
     def forward(
         self,
@@ -229,15 +308,17 @@ class Encoder(Stack):
 
 
 class Decoder(Stack):
-    """N identical decoder layers over the shifted-right target embeddings (section 3.1)."""
+    """N identical decoder layers over the shifted-right target embeddings (section 3.1); with no encoder, over the
+    text itself, each layer without cross-attention (decoder-only)."""
 
     def __init__(self, config: TransformerConfig) -> None:
-        super().__init__(config, config.target_vocab_size, DecoderLayer, config.n_decoder_layers)
+        cross = not config.is_decoder_only
+        super().__init__(config, config.target_vocab_size, lambda: DecoderLayer(config, cross), config.n_decoder_layers)
 
     def forward(
         self,
         ids: Int[Tensor, "B T"],
-        memory: Float[Tensor, "B S D"],
+        memory: Float[Tensor, "B S D"] | None,
         self_mask: Bool[Tensor, "#B 1 #T T"],
         memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
     ) -> StackInternals:
@@ -245,20 +326,22 @@ class Decoder(Stack):
 
 
 class Transformer(nn.Module):
-    """The whole model of figure 1: encoder, optional decoder, final linear layer (softmax in the output)."""
+    """The whole model of figure 1: encoder, decoder, final linear layer (softmax in the output); either stack may be
+    absent (encoder-only: BERT; decoder-only: GPT-2)."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = config
-        self.encoder = Encoder(config)
-        self.decoder = Decoder(config) if config.is_encoder_decoder else None
+        self.encoder = Encoder(config) if config.n_encoder_layers else None
+        self.decoder = Decoder(config) if config.n_decoder_layers else None
         self.generator: nn.Linear | None = None
         if self.decoder is not None:
-            self.generator = nn.Linear(config.d_model, config.target_vocab_size)
+            self.generator = nn.Linear(config.d_model, config.target_vocab_size, bias=config.output_bias)
             if config.tie_output:
                 # section 3.4: the target embedding and the pre-softmax linear layer share one matrix
                 self.generator.weight = self.decoder.embeddings.token.weight
-            if config.share_embeddings:  # one matrix for both embedding layers (and the generator when tied)
+            if config.share_embeddings and self.encoder is not None:
+                # one matrix for both embedding layers (and the generator when tied)
                 self.encoder.embeddings.token.weight = self.decoder.embeddings.token.weight
         self.reset_parameters()
 
@@ -277,6 +360,8 @@ class Transformer(nn.Module):
         token_type_ids: Int[Tensor, "B S"] | None = None,
     ) -> StackInternals:
         """Run the encoder; src_mask defaults to the padding mask."""
+        if self.encoder is None:
+            raise ValueError("this model is decoder-only: it has no encoder")
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
         return self.encoder(src, src_mask, token_type_ids)
@@ -284,10 +369,11 @@ class Transformer(nn.Module):
     def decode(
         self,
         tgt: Int[Tensor, "B T"],
-        memory: Float[Tensor, "B S D"],
+        memory: Float[Tensor, "B S D"] | None,
         src_mask: Bool[Tensor, "#B 1 1 S"] | None,
     ) -> tuple[StackInternals, Float[Tensor, "B T V"]]:
-        """Run the decoder over the target so far; returns its internals and the next-token logits."""
+        """Run the decoder over the target so far (decoder-only: over the text, with no memory); returns its
+        internals and the next-token logits."""
         if self.decoder is None or self.generator is None:
             raise ValueError("this model is encoder-only: it has no decoder")
         # masked self-attention: no looking ahead, and no attending to padding
@@ -302,7 +388,11 @@ class Transformer(nn.Module):
         src_mask: Bool[Tensor, "#B 1 1 S"] | None = None,
         token_type_ids: Int[Tensor, "B S"] | None = None,
     ) -> TransformerOutput:
-        """Encode src; when tgt is given (encoder-decoder only), decode it with teacher forcing."""
+        """Encode src; when tgt is given (encoder-decoder only), decode it with teacher forcing. A decoder-only model
+        reads src through its decoder, each position predicting the next."""
+        if self.encoder is None:
+            decoder, logits = self.decode(src, None, None)
+            return TransformerOutput(None, decoder, logits)
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
         encoder = self.encode(src, src_mask, token_type_ids)
@@ -314,7 +404,7 @@ class Transformer(nn.Module):
     @torch.inference_mode()
     def generate(self, src: Int[Tensor, "B S"], bos_id: int, eos_id: int, max_len: int) -> Int[Tensor, "B N"]:
         """Greedy decoding of a batch: the most probable next token until every row has ended or max_len new
-        tokens; returns the new tokens (no bos), pad after a row's eos."""
+        tokens; returns the new tokens (no bos), pad after a row's eos (encoder-decoder only)."""
         src_mask = padding_mask(src, self.config.pad_id)
         memory = self.encode(src, src_mask).output
         tgt = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)

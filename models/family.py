@@ -1,0 +1,85 @@
+"""What kind of model a loaded model is, stated once as data: pages, wording, word merging, starting heads,
+statistics and the Overview read this descriptor, never a model key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from models.config import Shape, TransformerConfig
+
+Origin = Literal["pretrained", "random", "trained here"]
+
+# the attention kinds each shape has, in the order pages offer them
+KINDS: dict[str, tuple[str, ...]] = {
+    "encoder-only": ("encoder_self",),
+    "decoder-only": ("decoder_self",),
+    "encoder-decoder": ("encoder_self", "decoder_self", "cross"),
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model's family and shape, where its weights come from, and how its tokenizer spells tokens."""
+
+    name: str  # "BERT family", "GPT-2 family", "the paper's Transformer"
+    shape: Shape
+    origin: Origin
+    norm_first: bool  # pre-LN (GPT-2) or post-LN (the paper, BERT)
+    word_start: str = ""  # a token that starts a word begins with this mark (GPT-2's byte-level BPE: "Ġ")
+    continuation: str = ""  # a token that continues the word before it begins with this mark (WordPiece: "##")
+    specials: tuple[str, ...] = ()  # the tokenizer's own marker tokens
+    task: str = ""  # a toy model's task name ("translate", "reverse", "induction"); "" for the others
+
+    @property
+    def causal(self) -> bool:
+        """Whether some self-attention is masked so that no position sees a later one (every decoder's is)."""
+        return self.shape != "encoder-only"
+
+    @property
+    def next_token_head(self) -> bool:
+        """Whether the model ends in a final linear layer + softmax over its vocabulary (an output distribution)."""
+        return self.shape != "encoder-only"
+
+    @property
+    def has_encoder(self) -> bool:
+        return self.shape != "decoder-only"
+
+    @property
+    def has_source(self) -> bool:
+        """Whether the model writes a separate output from a source text (an encoder-decoder translates); a
+        decoder-only model predicts the next token of the text itself."""
+        return self.shape == "encoder-decoder"
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return KINDS[self.shape]
+
+    @property
+    def pretrained(self) -> bool:
+        return self.origin == "pretrained"
+
+    @property
+    def trained_here(self) -> bool:
+        return self.origin == "trained here"
+
+    @property
+    def learned(self) -> bool:
+        """Whether the weights were learned at all (pretrained or trained here), not random."""
+        return self.origin != "random"
+
+    @property
+    def shape_name(self) -> str:
+        """ "an encoder-only model (BERT family)", as a sentence names it."""
+        article = "an" if self.shape[0] in "aeiou" else "a"
+        return f"{article} {self.shape} model ({self.name})"
+
+
+def for_config(config: TransformerConfig, name: str, origin: Origin, **marks) -> Family:
+    """The descriptor of a model built from `config` (its shape and norm placement read from the config)."""
+    return Family(name, config.shape, origin, config.norm_first, **marks)
+
+
+# how each tokenizer family spells its tokens
+WORDPIECE_MARKS = {"continuation": "##", "specials": ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")}
+BYTE_BPE_MARKS = {"word_start": "Ġ", "specials": ("<|endoftext|>",)}
