@@ -30,3 +30,11 @@ def translate():
     from models import registry
 
     return registry.load("translate")
+
+
+@pytest.fixture(scope="session")
+def gpt2_folder(tmp_path_factory):
+    """A tiny random GPT-2 folder (tests/gpt2_folder.py's defaults), built once per session."""
+    from tests.gpt2_folder import make_gpt2_folder
+
+    return make_gpt2_folder(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2")
