@@ -1,4 +1,5 @@
-"""The Hugging Face `transformers` reference for a BERT-family folder, run eagerly so it returns attentions."""
+"""The Hugging Face `transformers` reference for a model folder, run eagerly so it returns attentions: the class is
+chosen by config.json's model_type, as the engine's own loader chooses its converter."""
 
 from __future__ import annotations
 
@@ -8,27 +9,48 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from models.pretrained import ModelFolderError, read_hf_config
+
+# config.json's model_type -> the transformers class that reads the same folder (a folder without one is BERT, as in
+# models.pretrained); GPT-2 with its language-model head, so the reference has next-token logits too
+CLASSES = {"bert": "BertModel", "gpt2": "GPT2LMHeadModel"}
+
 
 @dataclass(frozen=True)
 class ReferenceOutput:
-    """Per-layer attention weights (B, H, T, T) and hidden states (embeddings, then each layer's output)."""
+    """Per-layer attention weights (B, H, T, T) and hidden states (embeddings, then each layer's output; GPT-2's
+    last one is after its final LayerNorm), and the next-token logits (B, T, V) where the model has an output layer."""
 
     attentions: tuple[Tensor, ...]
     hidden_states: tuple[Tensor, ...]
+    logits: Tensor | None = None
 
 
 def import_code() -> None:
-    """Import transformers' BERT code (about 3 s on a 2-core machine; no weights): done ahead of the first use."""
-    from transformers import BertModel  # noqa: F401
+    """Import transformers' BERT and GPT-2 code (about 3 s on a 2-core machine; no weights): done ahead of the first
+    use."""
+    from transformers import BertModel, GPT2LMHeadModel  # noqa: F401
 
     return None
 
 
-def load_reference(folder: str | Path):
-    """transformers' BertModel from a local folder; eager attention, or output_attentions comes back empty."""
-    from transformers import BertModel  # imported here: only the reference path needs transformers
+def reference_class(folder: str | Path) -> str:
+    """The name of the transformers class for the folder's model_type; ModelFolderError for a type it has none for."""
+    model_type = read_hf_config(Path(folder)).get("model_type", "bert")
+    if model_type not in CLASSES:
+        raise ModelFolderError(
+            f"config.json in {folder} names model_type {model_type!r}; the reference reads {', '.join(sorted(CLASSES))}"
+        )
+    return CLASSES[model_type]
 
-    model = BertModel.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True)
+
+def load_reference(folder: str | Path):
+    """transformers' model for a local folder (BertModel or GPT2LMHeadModel by model_type), never downloading;
+    eager attention, or output_attentions comes back empty."""
+    import transformers  # imported here: only the reference path needs transformers
+
+    model_class = getattr(transformers, reference_class(folder))
+    model = model_class.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True)
     return model.eval().requires_grad_(False)
 
 
@@ -42,4 +64,4 @@ def run_reference(
     out = model(
         input_ids=input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=hidden_states
     )
-    return ReferenceOutput(tuple(out.attentions), tuple(out.hidden_states or ()))
+    return ReferenceOutput(tuple(out.attentions), tuple(out.hidden_states or ()), getattr(out, "logits", None))

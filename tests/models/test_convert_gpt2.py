@@ -1,0 +1,202 @@
+"""GPT-2-family conversion: parity with transformers on tiny random GPT-2 folders, greedy continuation token for token,
+and clear failures for folders that are broken or describe something the engine does not run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from models import registry
+from models.convert_bert import ConversionError
+from models.greedy import Sampling, continue_text
+from models.pretrained import ModelFolderError, load_folder
+from models.reference import load_reference, run_reference
+from models.tokenize import ByteLevelTokenizer
+from models.transformer import Transformer
+from tests.gpt2_folder import END, make_gpt2_folder, train_tokenizer
+
+SENTENCE = "the cat sat on the mat and the dog sat on the rug."
+
+
+def assert_parity(ours: Transformer, reference, ids: torch.Tensor) -> None:
+    """Every attention weight and hidden state within 1e-5, and the same most likely next token at every position.
+    transformers' hidden states are the embeddings, layers 1..L-1's outputs, then ln_f of the last (our final norm)."""
+    with torch.inference_mode():
+        out = ours(ids)
+    ref = run_reference(reference, ids)
+    layers = out.decoder.layers
+    assert len(ref.attentions) == len(layers) and len(ref.hidden_states) == len(layers) + 1
+    for layer, theirs in zip(layers, ref.attentions, strict=True):
+        assert layer.self_attn.weights.shape == theirs.shape
+        torch.testing.assert_close(layer.self_attn.weights, theirs, atol=1e-5, rtol=0)
+    ours_states = [out.decoder.embeddings, *(layer.after_ffn for layer in layers[:-1]), out.decoder.output]
+    for mine, theirs in zip(ours_states, ref.hidden_states, strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.logits, ref.logits, atol=1e-4, rtol=0)
+    assert torch.equal(out.logits.argmax(-1), ref.logits.argmax(-1))
+    # the weights are far enough from uniform that a wrong mask, scale or split could not pass the 1e-5 bound
+    assert max(layer.self_attn.weights[..., 1:, :].max().item() for layer in layers) > 0.5
+
+
+SHAPES = [
+    dict(n_embd=48, n_head=4, n_layer=2),
+    dict(n_embd=64, n_head=8, n_layer=3, activation="gelu", tokenizer="vocab_merges", tie=False),
+    dict(n_embd=32, n_head=2, n_layer=1, activation="relu", n_inner=40),
+    dict(n_embd=48, n_head=4, n_layer=2, activation="quick_gelu", n_inner=100, tie=False, seed=3),
+    dict(n_embd=48, n_head=6, n_layer=2, n_positions=32, activation="gelu_new", tokenizer="vocab_merges", seed=5),
+]
+
+
+@pytest.mark.parametrize("settings", SHAPES, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
+def test_tiny_random_gpt2_matches_transformers(tmp_path, settings):
+    folder = make_gpt2_folder(tmp_path / "gpt2", **settings)
+    model, tokenizer, family = load_folder(folder)
+    assert isinstance(tokenizer, ByteLevelTokenizer)
+    assert (family.shape, family.causal, family.norm_first, family.pretrained) == ("decoder-only", True, True, True)
+    config = model.config
+    assert (config.d_model, config.n_heads, config.n_decoder_layers) == tuple(
+        settings[k] for k in ("n_embd", "n_head", "n_layer")
+    )
+    assert config.d_ff == (settings.get("n_inner") or 4 * settings["n_embd"])
+    reference = load_reference(folder)
+    assert type(reference).__name__ == "GPT2LMHeadModel"
+    head, embedding = reference.lm_head.weight, reference.transformer.wte.weight
+    assert torch.equal(head, embedding) == settings.get("tie", True)
+    enc = tokenizer.encode(SENTENCE, config.max_len)
+    assert enc.tokens[:4] == ("the", "Ġcat", "Ġsat", "Ġon")
+    assert_parity(model, reference, torch.tensor([enc.ids]))
+    # a batch of random ids filling every position: the learned position table is read to its last row
+    generator = torch.Generator().manual_seed(settings.get("seed", 0))
+    assert_parity(model, reference, torch.randint(config.vocab_size, (2, config.max_len), generator=generator))
+
+
+def test_both_tokenizer_files_read_the_same_tokens(tmp_path):
+    from_json = ByteLevelTokenizer.from_folder(make_gpt2_folder(tmp_path / "json", tokenizer="json"))
+    from_vocab = ByteLevelTokenizer.from_folder(make_gpt2_folder(tmp_path / "vm", tokenizer="vocab_merges"))
+    for text in (SENTENCE, "Attention, please: 3 words!", " leading space and  two"):
+        # ids, tokens and words; not offsets: tokenizer.json keeps a word's space in its span, vocab.json + merges.txt
+        # (read with trim_offsets) does not
+        one, other = from_json.encode(text, 64), from_vocab.encode(text, 64)
+        assert (one.ids, one.tokens, one.word_ids) == (other.ids, other.tokens, other.word_ids)
+        assert from_json.decode(from_json.encode(text, 64).ids) == text
+    assert from_json.end_id == from_vocab.end_id == from_json.token_to_id(END)
+
+
+@pytest.mark.parametrize("settings", [{}, dict(n_embd=64, n_head=8, n_layer=3, tie=False, activation="gelu")])
+def test_greedy_continuation_is_transformers_generate(tmp_path, settings):
+    folder = make_gpt2_folder(tmp_path / "gpt2", n_positions=24, **settings)
+    model, tokenizer, _ = load_folder(folder)
+    reference = load_reference(folder)
+    for prompt, steps in (("the cat sat on the", 10), ("a", 6), (SENTENCE, 64)):  # the last stops at max_len
+        ids = list(tokenizer.encode(prompt, 24).ids)
+        ours = continue_text(model, ids, steps, Sampling())
+        with torch.inference_mode():
+            generated = reference.generate(
+                torch.tensor([ids]),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=min(steps, 24 - len(ids)),  # continue_text stops at max_len as well
+                do_sample=False,
+                eos_token_id=None,  # no early stop on <|endoftext|>: continue_text writes `steps` tokens
+                pad_token_id=tokenizer.end_id,
+            )
+        assert ours == generated[0, len(ids) :].tolist()
+        assert len(ours) == min(steps, 24 - len(ids)) and len(set(ours)) > 1
+
+
+def rewrite_config(folder, **changes):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+
+
+def test_a_model_type_the_engine_does_not_have_is_named_with_the_supported_ones(tmp_path):
+    folder = make_gpt2_folder(tmp_path / "llama")
+    rewrite_config(folder, model_type="llama")
+    with pytest.raises(ModelFolderError, match=r"model_type 'llama'; supported: bert, gpt2$"):
+        load_folder(folder)
+    with pytest.raises(ModelFolderError, match="model_type 'llama'"):
+        load_reference(folder)
+
+
+@pytest.mark.parametrize(
+    ("problem", "named"),
+    [
+        ("truncated", "cannot read model.safetensors"),
+        ("no-weights", "no model.safetensors or pytorch_model.bin"),
+        ("no-tokenizer", "cannot read the tokenizer.*neither tokenizer.json nor vocab.json and merges.txt"),
+        ("no-merges", "cannot read the tokenizer"),
+        ("wrong-vocab", r"wte.weight has shape \(400, 48\), expected \(512, 48\)"),
+        ("other-tokenizer", "tokenizer has 300 tokens but config.json says 400"),
+        ("wrong-layers", r"missing h\.2\.attn\.c_attn\.weight"),
+        ("inverse-layer-scaling", "scale_attn_by_inverse_layer_idx=True: attention scaled by 1/layer index"),
+        ("no-scaling", "scale_attn_weights=False"),
+        ("activation", "unsupported activation_function 'mish'"),
+        ("no-n_embd", "config.json lacks 'n_embd'"),
+    ],
+)
+def test_a_broken_gpt2_folder_is_named(tmp_path, problem, named):
+    tokenizer = "vocab_merges" if problem == "no-merges" else "json"
+    folder = make_gpt2_folder(tmp_path / problem, tokenizer=tokenizer)
+    weights = folder / "model.safetensors"
+    if problem == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 3])
+    elif problem == "no-weights":
+        weights.unlink()
+    elif problem == "no-tokenizer":
+        (folder / "tokenizer.json").unlink()
+    elif problem == "no-merges":
+        (folder / "merges.txt").unlink()
+    elif problem == "wrong-vocab":
+        rewrite_config(folder, vocab_size=512)
+    elif problem == "other-tokenizer":
+        train_tokenizer(300).save(str(folder / "tokenizer.json"))
+    elif problem == "wrong-layers":
+        rewrite_config(folder, n_layer=3)
+    elif problem == "inverse-layer-scaling":
+        rewrite_config(folder, scale_attn_by_inverse_layer_idx=True)
+    elif problem == "no-scaling":
+        rewrite_config(folder, scale_attn_weights=False)
+    elif problem == "activation":
+        rewrite_config(folder, activation_function="mish")
+    elif problem == "no-n_embd":
+        config = json.loads((folder / "config.json").read_text())
+        del config["n_embd"]
+        (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises((ModelFolderError, ConversionError), match=named):
+        load_folder(folder)
+
+
+def test_checkpoint_keys_that_do_not_fit_are_each_named(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = make_gpt2_folder(tmp_path / "keys")
+    state = load_file(str(folder / "model.safetensors"))
+    del state["transformer.h.1.mlp.c_fc.bias"]
+    state["transformer.h.0.attn.c_attn.weight"] = state["transformer.h.0.attn.c_attn.weight"].t().contiguous()
+    state["transformer.h.0.adapter.weight"] = torch.zeros(2)
+    save_file(state, str(folder / "model.safetensors"))
+    with pytest.raises(ConversionError) as caught:
+        load_folder(folder)
+    message = str(caught.value)
+    assert "missing h.1.mlp.c_fc.bias" in message
+    assert "h.0.attn.c_attn.weight has shape (144, 48), expected (48, 144)" in message
+    assert "unexpected h.0.adapter.weight" in message
+
+
+def test_a_broken_gpt2_folder_fails_alone_in_the_registry(tmp_path, monkeypatch, minilm):
+    bad = make_gpt2_folder(tmp_path / "bad")
+    rewrite_config(bad, scale_attn_by_inverse_layer_idx=True)
+    good = make_gpt2_folder(tmp_path / "good")
+    folders = f"bad={bad}; good={good}"
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: folders}))
+    with pytest.raises(registry.ModelLoadError, match=r"bad \(local folder\) could not be loaded: .*inverse_layer_idx"):
+        registry.load("folder:bad")
+    loaded = registry.load("folder:good")
+    assert loaded.is_decoder_only and loaded.family.kinds == ("decoder_self",)
+    assert loaded.title == "good (local folder)" and loaded.family.name == "GPT-2 family"
+    assert loaded.can_read("the cat sat on the mat")
+    assert (
+        registry.load("minilm").tokenizer.encode("still loads", 16).ids
+        == minilm.tokenizer.encode("still loads", 16).ids
+    )
