@@ -28,13 +28,20 @@ def _models() -> memo.Shelf:
     return memo.Shelf(_load, MODELS_KEPT)
 
 
-# The transformers reference (BertModel over MiniLM's files) is one more model on the same shelf: a class that has
-# left the reference page does not keep it (its weights) loaded. Importing transformers' BERT code stays (~120 MB).
-REFERENCE = "transformers reference"
+# A transformers reference (BertModel over MiniLM's files, or the class a folder's model_type names over that folder)
+# is one more model on the same shelf, one entry per folder: a class that has left the reference page does not keep it
+# (its weights) loaded. Importing transformers' BERT and GPT-2 code stays (~120 MB).
+REFERENCE = "transformers reference"  # MiniLM's; another folder's is "transformers reference: <folder>"
+
+
+def _reference_key(folder: str) -> str:
+    return f"{REFERENCE}: {folder}" if folder else REFERENCE
 
 
 def _load(key: str) -> object:
-    return reference_view.load() if key == REFERENCE else registry.load(key)
+    if key == REFERENCE or key.startswith(f"{REFERENCE}: "):
+        return reference_view.load(key.removeprefix(REFERENCE).removeprefix(": "))
+    return registry.load(key)
 
 
 def _shelved(key: str, message: str):
@@ -190,25 +197,32 @@ def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int)
 
 @st.cache_resource(show_spinner=False)
 def prepare_reference() -> threading.Thread:
-    """Once per process, after the first page is drawn: import transformers' BERT code in the background, so the
-    first opening of Ours vs transformers loads only its weights (0.05 s) instead of also importing (3 s)."""
+    """Once per process, after the first page is drawn: import transformers' BERT and GPT-2 code in the background, so
+    the first opening of Ours vs transformers loads only its weights (0.05 s) instead of also importing (3 s)."""
     thread = threading.Thread(target=reference.import_code, name="import-transformers", daemon=True)
     thread.start()
     return thread
 
 
-def get_reference():
-    """transformers' BertModel over MiniLM's files, shared read-only; a spinner while it loads."""
-    return _shelved(REFERENCE, "Loading the transformers reference...")
+def get_reference(folder: str = ""):
+    """transformers' model over a folder's files ("" = MiniLM's: BertModel), shared read-only; a spinner while it
+    loads."""
+    return _shelved(_reference_key(folder), "Loading the transformers reference...")
 
 
 def get_reference_comparison(model_name: str, text: str, max_tokens: int, layer: int, head: int):
     """(per head max |ours - reference| (L, H), the reference's weights of one head (T, T)) on the sidebar's text,
-    for the registry model `model_name`. Both come from one run of the reference, of which only these are kept: its
-    whole attention (75 MB at 512 tokens) beside the trace (185 MB) would push the trace out of the store. Another
-    head costs one more reference run (0.1 s at 512 tokens); the grid is kept per sentence."""
-    reference, loaded = get_reference(), get_model(model_name)
-    ours = get_trace(model_name, text, max_tokens).encoder_self.weights
+    for the registry model `model_name` read from a folder, in its own attention (the first kind its family has:
+    BERT's encoder self-attention, GPT-2's masked decoder self-attention). Both come from one run of the reference,
+    of which only these are kept: its whole attention (75 MB at 512 tokens) beside the trace (185 MB) would push the
+    trace out of the store. Another head costs one more reference run (0.1 s at 512 tokens); the grid is kept per
+    sentence."""
+    folder = reference_view.folder_of(model_name)
+    if folder is None:
+        raise ValueError(f"model {model_name!r} is not read from a folder: transformers has no twin of it")
+    loaded = get_model(model_name)
+    reference = get_reference(folder)
+    ours = get_trace(model_name, text, max_tokens).attention(loaded.family.kinds[0]).weights
     ran: list = []
 
     def run() -> tuple:  # at most once per call, whichever of the two values is missing

@@ -1,28 +1,41 @@
-"""Our attention beside the `transformers` reference's, for the pretrained model: the numbers that show the
-from-scratch implementation is exact."""
+"""Our attention beside the `transformers` reference's, for a model read from pretrained files (the shipped MiniLM, a
+local folder, a Hugging Face cache snapshot): the numbers that show the from-scratch implementation is exact."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from models import registry
 from models.pretrained import minilm_folder
-from models.reference import load_reference, run_reference
+from models.reference import load_reference, reference_class, run_reference
 from models.registry import LoadedModel
 
-REFERENCE_MODELS = ("minilm",)  # models with a transformers twin loaded from the same local files
+
+def folder_of(key: str) -> str | None:
+    """The folder a registry model's weights are read from ("" = the shipped MiniLM), from which transformers reads
+    its twin; None for a model with none (random weights, toy tasks, models trained here)."""
+    spec = registry.MODELS.get(key)
+    return spec.source if spec is not None and spec.weights == "folder" else None
 
 
-def load() -> object:
-    """transformers' BertModel over the same all-MiniLM-L6-v2 files our model reads."""
-    return load_reference(minilm_folder())
+def load(folder: str = "") -> object:
+    """transformers' model over the same files our model reads ("" = all-MiniLM-L6-v2's): BertModel or
+    GPT2LMHeadModel, by the folder's model_type."""
+    return load_reference(folder or minilm_folder())
+
+
+def class_name(folder: str = "") -> str:
+    """The transformers class that reads the folder ("BertModel", "GPT2LMHeadModel")."""
+    return reference_class(folder or minilm_folder())
 
 
 def attention(reference, loaded: LoadedModel, text: str, max_tokens: int) -> np.ndarray:
-    """The reference's attention weights on the same token ids: (L, H, T, T) (its hidden states are not asked for:
-    the page shows none)."""
+    """The reference's attention weights on the same token ids: (L, H, T, T) (neither its hidden states nor its
+    logits are asked for: the page shows none)."""
     ids = torch.tensor([loaded.tokenizer.encode(text, max_tokens).ids])
-    return torch.stack([a[0] for a in run_reference(reference, ids, hidden_states=False).attentions]).numpy()
+    ran = run_reference(reference, ids, hidden_states=False, logits=False)
+    return torch.stack([a[0] for a in ran.attentions]).numpy()
 
 
 def max_abs_difference(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:

@@ -56,12 +56,18 @@ def load_reference(folder: str | Path):
 
 @torch.inference_mode()
 def run_reference(
-    model, input_ids: Tensor, attention_mask: Tensor | None = None, hidden_states: bool = True
+    model,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    hidden_states: bool = True,
+    logits: bool = True,
 ) -> ReferenceOutput:
-    """One forward with every attention and, unless `hidden_states` is False, every hidden state returned."""
+    """One forward with every attention and, unless `hidden_states` is False, every hidden state returned; with
+    `logits` False a model with a head runs without it (GPT-2's (T, V) logits are 100 MB at 512 tokens)."""
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    out = model(
+    body = model if logits else model.base_model  # BertModel's base_model is itself; GPT2LMHeadModel's, GPT2Model
+    out = body(
         input_ids=input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=hidden_states
     )
     return ReferenceOutput(tuple(out.attentions), tuple(out.hidden_states or ()), getattr(out, "logits", None))

@@ -15,24 +15,39 @@ from explorer.wording import starting_note
 OVERVIEW = 256  # the side-by-side pair past this many tokens: block means (the difference stays per token)
 
 st.header("Ours vs the transformers reference")
-st.markdown(
-    "The same all-MiniLM-L6-v2 weights run through this project's from-scratch encoder and through Hugging Face "
-    "`transformers` (eager attention). Below: the largest absolute difference between the two, head by head, "
-    "over every query and key, then any head side by side."
-)
 
 key = st.session_state[state.MODEL]
-if key not in reference_view.REFERENCE_MODELS:
-    st.info("Only the pretrained MiniLM has a transformers twin here: pick it in the sidebar.")
+folder = reference_view.folder_of(key)
+if folder is None:
+    st.markdown(
+        "A model read from pretrained files runs through this project's from-scratch engine and through Hugging Face "
+        "`transformers` (eager attention), and the two are compared weight by weight."
+    )
+    st.info(
+        "Only models read from pretrained files (the pretrained MiniLM, or a local or Hugging Face cache folder) "
+        "have a transformers twin here: pick one in the sidebar."
+    )
     st.stop()
+loaded = cached.model(key)
+kind = loaded.family.kinds[0]  # the attention that reads the text: BERT's encoder self-, GPT-2's decoder self-
+stack = "decoder (masked self-attention)" if kind == "decoder_self" else "encoder"
+st.markdown(
+    f"The same {loaded.title} weights run through this project's from-scratch {stack} and through Hugging Face "
+    f"`transformers` (`{reference_view.class_name(folder)}`, eager attention). Below: the largest absolute difference "
+    "between the two, head by head, over every query and key, then any head side by side."
+)
 trace = current_trace()
-ours = trace.encoder_self.weights
+ours = trace.attention(kind).weights
 sidebar = state.sidebar(st.session_state)
-start = cached.get_start(*sidebar, "encoder_self")  # the sentence's head worth seeing, as every page opens on
-st.caption(starting_note(key, "encoder_self"))
+start = cached.get_start(*sidebar, kind)  # the sentence's head worth seeing, as every page opens on
+st.caption(starting_note(loaded.family, kind))
 summary = st.container()  # the grid goes above the pickers, but comes from the same reference run as the head
 layer, head = pick_layer_head(*ours.shape[:2], "reference", layer=start.layer, head=start.head)
-differences, theirs_head = cached.get_reference_comparison(*sidebar, layer, head)
+try:
+    differences, theirs_head = cached.get_reference_comparison(*sidebar, layer, head)
+except (OSError, ValueError) as e:  # a folder our engine reads but transformers cannot (e.g. no model_type it knows)
+    st.error(f"transformers could not read the files of {loaded.title}: {e}")
+    st.stop()
 worst = float(differences.max())
 with summary:
     (st.success if worst <= 1e-5 else st.error)(
