@@ -38,3 +38,8 @@ def gpt2_folder(tmp_path_factory):
     from tests.gpt2_folder import make_gpt2_folder
 
     return make_gpt2_folder(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2")
+
+
+# the catalogue is the same on every machine: models in the developer's own Hugging Face cache are not offered in tests
+# (tests/models/test_hf_cache.py builds its own cache and names it)
+os.environ.setdefault("EXPLORER_HF_CACHE", "0")
