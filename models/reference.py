@@ -3,6 +3,7 @@ chosen by config.json's model_type, as the engine's own loader chooses its conve
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from models.pretrained import ModelFolderError, read_hf_config
 # config.json's model_type -> the transformers class that reads the same folder (a folder without one is BERT, as in
 # models.pretrained); GPT-2 with its language-model head, so the reference has next-token logits too
 CLASSES = {"bert": "BertModel", "gpt2": "GPT2LMHeadModel"}
+# transformers' lazy module is not safe to import from two threads at once: a class looked up while another thread is
+# still importing it is missing (AttributeError / ImportError), so the background import and a first use take turns
+_IMPORTING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,8 @@ class ReferenceOutput:
 def import_code() -> None:
     """Import transformers' BERT and GPT-2 code (about 3 s on a 2-core machine; no weights): done ahead of the first
     use."""
-    from transformers import BertModel, GPT2LMHeadModel  # noqa: F401
+    with _IMPORTING:
+        from transformers import BertModel, GPT2LMHeadModel  # noqa: F401
 
     return None
 
@@ -47,9 +52,11 @@ def reference_class(folder: str | Path) -> str:
 def load_reference(folder: str | Path):
     """transformers' model for a local folder (BertModel or GPT2LMHeadModel by model_type), never downloading;
     eager attention, or output_attentions comes back empty."""
-    import transformers  # imported here: only the reference path needs transformers
+    name = reference_class(folder)
+    with _IMPORTING:
+        import transformers  # imported here: only the reference path needs transformers
 
-    model_class = getattr(transformers, reference_class(folder))
+        model_class = getattr(transformers, name)
     model = model_class.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True)
     return model.eval().requires_grad_(False)
 

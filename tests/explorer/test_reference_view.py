@@ -3,6 +3,11 @@ model_type), compared in the model's own attention kind."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -62,3 +67,20 @@ def test_the_cached_comparison_reads_the_models_own_folder(tiny, gpt2_folder, mo
     assert cached.get_reference(str(gpt2_folder)) is cached.get_reference(str(gpt2_folder)) and len(loads) == 1
     with pytest.raises(ValueError, match="not read from a folder"):
         cached.get_reference_comparison("reverse", "a b", 8, 0, 0)
+
+
+def test_the_first_reference_waits_for_the_background_import():
+    """app.py starts importing transformers in a thread once the first page is drawn; opening Ours vs transformers
+    meanwhile once found BertModel missing from the half-imported module (a fresh process: the import is the point)."""
+    script = (
+        "import threading, time\n"
+        "from models import reference\n"
+        "from models.pretrained import minilm_folder\n"
+        "threading.Thread(target=reference.import_code).start()\n"
+        "time.sleep(0.1)\n"
+        "print(type(reference.load_reference(minilm_folder())).__name__)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    environ = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
+    ran = subprocess.run([sys.executable, "-c", script], cwd=root, env=environ, capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.strip() == "BertModel", ran.stderr[-2000:]
