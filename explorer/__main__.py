@@ -54,7 +54,8 @@ def export(args: argparse.Namespace) -> None:
         raise CliError("--target applies to the JSON export only")
     loaded = registry.load(args.model)
     if args.target is not None and not loaded.is_encoder_decoder:
-        raise CliError(f"--target needs an encoder-decoder model; {args.model!r} is encoder-only")
+        why = " (a decoder-only model's target is its own text)" if loaded.is_decoder_only else ""
+        raise CliError(f"--target needs an encoder-decoder model; {args.model!r} is {loaded.family.shape}{why}")
     text = loaded.example if args.example else args.text
     result = trace.run(loaded, text, args.max_tokens)
     if result.truncated:

@@ -187,24 +187,39 @@ def merge_words(weights: np.ndarray, query_groups: list[list[int]], key_groups: 
     return np.stack([keys[..., g, :].mean(axis=-2) for g in query_groups], axis=-2)  # (..., Wq, Wk)
 
 
-def merge_tokens(tokens: Sequence[str], groups: list[list[int]]) -> list[str]:
-    """A word's label: its pieces joined, WordPiece's '##' dropped."""
-    return ["".join(tokens[i].removeprefix("##") if n else tokens[i] for n, i in enumerate(g)) for g in groups]
+def merge_tokens(tokens: Sequence[str], groups: list[list[int]], word_start: str = "") -> list[str]:
+    """A word's label: its pieces joined, WordPiece's '##' dropped (and a byte-level BPE's `word_start` mark, 'Ġ',
+    which stands for the space before the word)."""
+    return [
+        "".join(
+            tokens[i].removeprefix("##") if n else tokens[i].removeprefix(word_start) or tokens[i]
+            for n, i in enumerate(g)
+        )
+        for g in groups
+    ]
 
 
 def groups_for(result: Trace, kind: str) -> tuple[list[list[int]], list[list[int]]]:
-    """Word groups of an attention kind's queries and keys: the tokenizer's words for the source, WordPiece
-    spelling for a decoder's tokens."""
+    """Word groups of an attention kind's queries and keys: the tokenizer's words for the text it read (the source,
+    or a decoder-only model's text), WordPiece spelling for an encoder-decoder's output tokens."""
     queries, keys = result.tokens_for(kind)
     source = word_groups(result.source_word_ids) if result.source_word_ids else None
-    query_groups = source if kind == "encoder_self" and source else piece_groups(queries)
-    key_groups = source if kind != "decoder_self" and source else piece_groups(keys)
+    own_text = result.decoder_only or kind == "encoder_self"  # the queries are the tokens read from the text
+    query_groups = source if own_text and source else piece_groups(queries)
+    key_groups = source if (result.decoder_only or kind != "decoder_self") and source else piece_groups(keys)
     return query_groups, key_groups
 
 
-def at_word_level(result: Trace, kind: str) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...]]:
-    """One attention kind of a trace merged into words: (L, H, Wq, Wk) weights, the query words, the key words."""
+def at_word_level(
+    result: Trace, kind: str, word_start: str = ""
+) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...]]:
+    """One attention kind of a trace merged into words: (L, H, Wq, Wk) weights, the query words, the key words
+    (`word_start`: the tokenizer's word-start mark, dropped from the labels: models.family.Family.word_start)."""
     queries, keys = result.tokens_for(kind)
     query_groups, key_groups = groups_for(result, kind)
     weights = merge_words(result.attention(kind).weights, query_groups, key_groups)
-    return weights, tuple(merge_tokens(queries, query_groups)), tuple(merge_tokens(keys, key_groups))
+    return (
+        weights,
+        tuple(merge_tokens(queries, query_groups, word_start)),
+        tuple(merge_tokens(keys, key_groups, word_start)),
+    )

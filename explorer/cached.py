@@ -144,7 +144,7 @@ def _head_patterns(key: tuple, _loaded: registry.LoadedModel) -> str:
     token, position = positions.input_norms(_loaded)
     config = _loaded.model.config
     smooth = config.positional == "sinusoidal" or positions.neighbour_cosine(positions.tables(_loaded)["learned"]) > 0.5
-    return wording.head_patterns(_loaded.key, token, position, smooth, config.scale_embeddings)
+    return wording.head_patterns(_loaded.family, token, position, smooth, config.scale_embeddings)
 
 
 def get_head_patterns(model_name: str) -> str:
@@ -181,7 +181,10 @@ def get_word_level(model_name: str, text: str, max_tokens: int, kind: str):
     """(L, H, Wq, Wk) weights of one attention kind merged into words, and the query and key words (a pass over
     every weight, 0.6 s at 512 tokens: kept across reruns)."""
     result = get_trace_for(model_name, text, max_tokens, kind)
-    return store().get(_key("words", model_name, text, max_tokens, kind), lambda: analysis.at_word_level(result, kind))
+    return store().get(
+        _key("words", model_name, text, max_tokens, kind),
+        lambda: analysis.at_word_level(result, kind, model(model_name).family.word_start),
+    )
 
 
 def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int):
@@ -248,7 +251,8 @@ def get_scored(model_name: str, text: str, max_tokens: int, target: str):
 
     def work():
         ids, where = output.target_for(loaded, result, target)
-        return output.score(loaded, forward.token_ids(loaded, result, "encoder"), ids), where
+        stack = forward.stack_of(loaded.family.kinds[0])  # the stack that reads the text
+        return output.score(loaded, forward.token_ids(loaded, result, stack), ids), where
 
     key = ("scored", model_name, loaded.revision, text, max_tokens, target)
     return store().get(key, lambda: _compute("Scoring the target...", work))
@@ -261,10 +265,11 @@ def get_sampled(
     from explorer import forward, output
 
     result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
-    if method == "greedy" and temperature == 1.0:
+    if method == "greedy" and temperature == 1.0 and not result.decoder_only:
         return output.greedy_from_trace(result)
-    ids = forward.token_ids(loaded, result, "encoder")
-    budget = min(len(ids) + 2, trace.MAX_TARGET)
+    ids = forward.token_ids(loaded, result, forward.stack_of(loaded.family.kinds[0]))
+    # an encoder-decoder writes about as many tokens as it read; a decoder-only model continues its text
+    budget = output.CONTINUATION if result.decoder_only else min(len(ids) + 2, trace.MAX_TARGET)
     key = ("sampled", model_name, loaded.revision, text, max_tokens, method, temperature, top_k, top_p, seed)
     return store().get(
         key,
@@ -281,7 +286,7 @@ def get_start(model_name: str, text: str, max_tokens: int, kind: str):
     result = get_trace_for(model_name, text, max_tokens, kind)
     queries, keys = result.tokens_for(kind)
     weights = result.attention(kind).weights
-    if wording.opens_on_alignment(model_name, kind):
+    if wording.opens_on_alignment(model(model_name).family, kind):
         find = functools.partial(starting.aligned_link, weights, queries, keys)
     else:
         find = functools.partial(starting.best_link, weights, queries, keys, self_attention=kind != "cross")

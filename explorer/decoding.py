@@ -21,13 +21,15 @@ class DecodingStep:
     visible: np.ndarray  # (T,) bool: the causal mask's row, True for 0..index
     self_weights: np.ndarray  # (T,) masked self-attention of this row (zero where not visible)
     source_tokens: tuple[str, ...]
-    cross_weights: np.ndarray  # (S,) encoder-decoder attention of this row over the source
+    cross_weights: np.ndarray | None  # (S,) encoder-decoder attention of this row over the source (None: decoder-only)
     top_tokens: tuple[str, ...]  # final linear + softmax: the most probable next tokens
     top_probabilities: np.ndarray  # (k,)
 
     @property
     def done_so_far(self) -> tuple[str, ...]:
-        """Output tokens already written before this step."""
+        """Output tokens already written before this step (a decoder-only model's: the text up to this position)."""
+        if self.cross_weights is None:
+            return self.target_tokens[: self.index + 1]
         return self.target_tokens[1 : self.index + 1]
 
 
@@ -42,7 +44,7 @@ def step(trace: Trace, index: int, layer: int, head: int = MEAN) -> DecodingStep
     total = n_steps(trace)
     if not 0 <= index < total:
         raise IndexError(f"step {index} is outside 0..{total - 1}")
-    assert trace.decoder_self is not None and trace.cross is not None and trace.top_probabilities is not None
+    assert trace.decoder_self is not None and trace.top_probabilities is not None
     assert trace.target_tokens is not None and trace.top_tokens is not None and trace.output_tokens is not None
 
     def row(weights: np.ndarray) -> np.ndarray:  # (L, H, Tq, Tk) -> (Tk,): this step's row
@@ -55,7 +57,7 @@ def step(trace: Trace, index: int, layer: int, head: int = MEAN) -> DecodingStep
         visible=trace.decoder_self.mask[index].copy(),
         self_weights=row(trace.decoder_self.weights),
         source_tokens=trace.source_tokens,
-        cross_weights=row(trace.cross.weights),
+        cross_weights=None if trace.cross is None else row(trace.cross.weights),
         top_tokens=trace.top_tokens[index],
         top_probabilities=trace.top_probabilities[index],
     )

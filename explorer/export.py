@@ -10,12 +10,17 @@ from explorer.trace import Trace
 
 
 def to_document(trace: Trace) -> dict:
-    """{"model", "tokens": {"source", "target"?}, "attention": {kind: [layer][head][query][key]}}."""
+    """{"model", "tokens": {"source", "target"?}, "attention": {kind: [layer][head][query][key]}}; an
+    encoder-decoder adds "output" (what greedy decoding wrote), a decoder-only model "next_tokens" (at every
+    position, its most likely next token as the tokenizer writes it) and its attention is "decoder_self"."""
     tokens: dict[str, list[str]] = {"source": list(trace.source_tokens)}
-    if trace.target_tokens is not None:
-        tokens["target"] = list(trace.target_tokens)
     doc: dict = {"model": trace.model_key, "tokens": tokens}
-    if trace.output_tokens is not None:
+    if trace.decoder_only:
+        assert trace.top_tokens is not None
+        doc["next_tokens"] = [row[0] for row in trace.top_tokens]
+    elif trace.target_tokens is not None:
+        tokens["target"] = list(trace.target_tokens)
+    if trace.output_tokens is not None and not trace.decoder_only:
         doc["output"] = list(trace.output_tokens)
     if trace.truncated:
         doc["truncated"] = trace.truncated
@@ -47,9 +52,9 @@ def write_csv(trace: Trace, out: io.TextIOBase) -> None:
 
 
 def forward_document(loaded, trace: Trace, target: str = "") -> dict:
-    """{"sublayers": {stack: [layer: {step: [token][dim]}]}} for every model, and for an encoder-decoder
+    """{"sublayers": {stack: [layer: {step: [token][dim]}]}} for every model, and for a model with an output
     "loss": {"targets", "per_token", "mean", "label_smoothing"} against `target` or the task's right answer (the
-    model's own greedy output when no right answer is known)."""
+    model's own greedy output when no right answer is known); a decoder-only model's loss is its text's."""
     from explorer import forward, output
 
     sublayers = forward.sublayer_vectors(loaded, trace)
@@ -59,9 +64,10 @@ def forward_document(loaded, trace: Trace, target: str = "") -> dict:
             for stack, layers in sublayers.items()
         }
     }
-    if loaded.is_encoder_decoder:
+    scorable = loaded.is_encoder_decoder or (loaded.is_decoder_only and len(trace.source_tokens) > 1)
+    if scorable:  # a decoder-only text of one token has no next token to score
         ids, where = output.target_for(loaded, trace, target)
-        scored = output.score(loaded, forward.token_ids(loaded, trace, "encoder"), ids)
+        scored = output.score(loaded, forward.token_ids(loaded, trace, forward.stack_of(trace.kinds[0])), ids)
         doc["loss"] = {
             "targets": list(scored.targets),
             "target_from": where,

@@ -15,13 +15,16 @@ from explorer.trace import Trace
 from models.registry import LoadedModel
 
 STACKS = ("encoder", "decoder")
-# the sub-layers of one layer, as figure 1 draws them bottom to top
-SUBLAYERS = {
-    "encoder": ("self-attention", "feed-forward"),
-    "decoder": ("masked self-attention", "cross-attention", "feed-forward"),
+# each sub-layer by the traced state after it (the layer's own order: models.transformer.run_sublayers), as figure 1
+# names it, the attention kind it draws, and its export key
+SUBLAYER_NAMES = {
+    "after_attn": "self-attention",
+    "after_self_attn": "masked self-attention",
+    "after_cross_attn": "cross-attention",
+    "after_ffn": "feed-forward",
 }
-_STATES = {"encoder": ("after_attn", "after_ffn"), "decoder": ("after_self_attn", "after_cross_attn", "after_ffn")}
-_KINDS = {"self-attention": "encoder_self", "masked self-attention": "decoder_self", "cross-attention": "cross"}
+_KINDS = {"after_attn": "encoder_self", "after_self_attn": "decoder_self", "after_cross_attn": "cross"}
+_EXPORT = {"after_attn": "attention", "after_self_attn": "self_attention", "after_cross_attn": "cross_attention"}
 
 
 TOLERANCE = 1e-5  # the project's bar for "the same numbers" (float32 rounding across different operation orders)
@@ -96,7 +99,7 @@ class FeedForwardSteps:
 
     x: np.ndarray
     hidden: np.ndarray  # (F,) x W_1 + b_1
-    activation: str  # "relu" or "gelu"
+    activation: str  # the config's name: "relu", "gelu", "gelu_new", ...
     activated: np.ndarray  # (F,)
     off_share: float  # share of the d_ff units the activation switches off (output exactly 0 for ReLU, < 0 for GELU)
     output: np.ndarray  # (D,)
@@ -141,13 +144,25 @@ def _module(loaded: LoadedModel, stack: str):
         raise ValueError(f"unknown stack {stack!r}")
     found = getattr(loaded.model, stack)
     if found is None:
-        raise ValueError(f"model {loaded.key!r} is encoder-only: it has no decoder")
+        shape = "decoder-only: it has no encoder" if stack == "encoder" else "encoder-only: it has no decoder"
+        raise ValueError(f"model {loaded.key!r} is {shape}")
     return found
 
 
 def stack_of(kind: str) -> str:
-    """The stack whose layers hold an attention kind (encoder_self: encoder; decoder_self, cross: decoder)."""
+    """The stack whose layers hold an attention kind (encoder_self: encoder; decoder_self, cross: decoder, which in
+    a decoder-only model is its only stack)."""
     return "encoder" if kind == "encoder_self" else "decoder"
+
+
+def sublayer_states(trace: Trace, stack: str) -> tuple[str, ...]:
+    """The traced states of one layer's sub-layers, in order (after_attn, after_ffn for an encoder layer)."""
+    return tuple(name for name in states(trace, stack) if name != "embeddings")
+
+
+def sublayer_names(trace: Trace, stack: str) -> tuple[str, ...]:
+    """One layer's sub-layers as figure 1 names them, bottom to top."""
+    return tuple(SUBLAYER_NAMES[name] for name in sublayer_states(trace, stack))
 
 
 @dataclass(frozen=True)
@@ -186,7 +201,8 @@ def tokens(trace: Trace, stack: str) -> tuple[str, ...]:
 def states(trace: Trace, stack: str) -> dict[str, np.ndarray]:
     found = trace.encoder_states if stack == "encoder" else trace.decoder_states
     if found is None:
-        raise ValueError(f"model {trace.model_key!r} is encoder-only: it has no decoder")
+        shape = "decoder-only: it has no encoder" if stack == "encoder" else "encoder-only: it has no decoder"
+        raise ValueError(f"model {trace.model_key!r} is {shape}")
     return found
 
 
@@ -230,7 +246,7 @@ def feed_forward(module, x: np.ndarray) -> FeedForwardSteps:
     hidden = row @ module.linear1.weight.T + module.linear1.bias  # (F,)
     activated = module.activation(hidden)
     output = activated @ module.linear2.weight.T + module.linear2.bias  # (D,)
-    name = "relu" if isinstance(module.activation, torch.nn.ReLU) else "gelu"
+    name = module.activation_name
     return FeedForwardSteps(x, _np(hidden), name, _np(activated), float((hidden <= 0).float().mean()), _np(output))
 
 
@@ -259,23 +275,22 @@ def layer(loaded: LoadedModel, trace: Trace, stack: str, index: int, position: i
     module = _module(loaded, stack).layers[index]
     found = states(trace, stack)
     x = (found["embeddings"] if index == 0 else found["after_ffn"][index - 1])[position].copy()
-    norms = (module.norm1, module.norm2, getattr(module, "norm3", None))
-    attentions = (module.self_attn, getattr(module, "cross_attn", None))
     steps, before = [], x
-    for i, name in enumerate(SUBLAYERS[stack]):
-        traced = found[_STATES[stack][i]][index, position].copy()
-        if name == "feed-forward":
+    for sub in module.sublayers:  # the layer's own order (models.transformer.run_sublayers)
+        name, norm = SUBLAYER_NAMES[sub.state], getattr(module, sub.norm)
+        traced = found[sub.state][index, position].copy()
+        if sub.module == "ffn":
 
             def run(h, ffn=module.ffn):
                 steps_ = feed_forward(ffn, h)
                 return steps_.output, steps_
 
-            step = _sublayer(name, before, norms[i], run, traced)
+            step = _sublayer(name, before, norm, run, traced)
         else:
-            kind = _KINDS[name]
-            out = attention_output(trace, kind, index, position, attentions[i].w_o)
+            kind = _KINDS[sub.state]
+            out = attention_output(trace, kind, index, position, getattr(module, sub.module).w_o)
             model_out = trace.attention(kind).output[index, position].copy()
-            step = _sublayer(name, before, norms[i], lambda _h, out=out: (out, None), traced, model_out)
+            step = _sublayer(name, before, norm, lambda _h, out=out: (out, None), traced, model_out)
         steps.append(step)
         before = traced
     return Layer(index, x, tuple(steps))
@@ -304,7 +319,7 @@ class Movement:
 def movement(trace: Trace, stack: str) -> Movement:
     """Norms, step sizes and cosine similarity to the layer's input, from the traced states of every token."""
     found = states(trace, stack)
-    after = np.stack([found[name] for name in _STATES[stack]], axis=1).astype(np.float64)  # (L, S, T, D)
+    after = np.stack([found[name] for name in sublayer_states(trace, stack)], axis=1).astype(np.float64)  # (L,S,T,D)
     inputs = np.concatenate([found["embeddings"][None], found["after_ffn"][:-1]]).astype(np.float64)  # (L, T, D)
     before = np.concatenate([inputs[:, None], after[:, :-1]], axis=1)  # (L, S, T, D)
     norms = np.linalg.norm(after, axis=-1)
@@ -312,7 +327,7 @@ def movement(trace: Trace, stack: str) -> Movement:
     dot = np.einsum("lstd,ltd->lst", after, inputs)
     cosine = dot / np.maximum(norms * input_norms[:, None], 1e-30)
     change = np.linalg.norm(after - before, axis=-1)
-    return Movement(SUBLAYERS[stack], norms, change, cosine, input_norms)
+    return Movement(sublayer_names(trace, stack), norms, change, cosine, input_norms)
 
 
 @torch.inference_mode()
@@ -320,10 +335,10 @@ def ffn_outputs(loaded: LoadedModel, trace: Trace, stack: str) -> np.ndarray:
     """(L, T, D): every layer's FFN output (before its residual), run by the model's own modules on traced input."""
     module = _module(loaded, stack)
     found = states(trace, stack)
-    before = found[_STATES[stack][-2]]  # the state the FFN's residual starts from
+    before = found[sublayer_states(trace, stack)[-2]]  # the state the FFN's residual starts from
     outputs = []
     for index, layer_module in enumerate(module.layers):
-        norm = layer_module.norm3 if stack == "decoder" else layer_module.norm2
+        norm = getattr(layer_module, layer_module.sublayers[-1].norm)  # the FFN's (the last sub-layer)
         x = torch.from_numpy(before[index])[None]  # (1, T, D)
         outputs.append(_np(layer_module.ffn(norm.normed_input(x))[0]))
     return np.stack(outputs)
@@ -337,27 +352,19 @@ def sublayer_vectors(loaded: LoadedModel, trace: Trace) -> dict[str, list[dict[s
         ffn = ffn_outputs(loaded, trace, stack)
         layers = []
         for index in range(ffn.shape[0]):
-            if stack == "encoder":
-                entry = {
-                    "attention": trace.encoder_self.output[index],
-                    "add_norm_1": found["after_attn"][index],
-                    "ffn": ffn[index],
-                    "add_norm_2": found["after_ffn"][index],
-                }
-            else:
-                assert trace.decoder_self is not None and trace.cross is not None
-                entry = {
-                    "self_attention": trace.decoder_self.output[index],
-                    "add_norm_1": found["after_self_attn"][index],
-                    "cross_attention": trace.cross.output[index],
-                    "add_norm_2": found["after_cross_attn"][index],
-                    "ffn": ffn[index],
-                    "add_norm_3": found["after_ffn"][index],
-                }
+            entry = {}
+            for number, name in enumerate(sublayer_states(trace, stack), 1):
+                if name == "after_ffn":
+                    entry["ffn"] = ffn[index]
+                else:
+                    entry[_EXPORT[name]] = trace.attention(_KINDS[name]).output[index]
+                entry[f"add_norm_{number}"] = found[name][index]
             layers.append(entry)
         result[stack] = layers
     return result
 
 
 def trace_stacks(trace: Trace) -> tuple[str, ...]:
-    return STACKS if trace.decoder_states is not None else ("encoder",)
+    """The stacks a trace holds: encoder, decoder or both."""
+    held = {"encoder": trace.encoder_states, "decoder": trace.decoder_states}
+    return tuple(stack for stack in STACKS if held[stack] is not None)

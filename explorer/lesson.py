@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.family import Family
+
 
 @dataclass(frozen=True)
 class Page:
@@ -14,7 +16,7 @@ class Page:
     title: str
     icon: str
     step: int | None = None
-    decoder: bool = False  # the step shows a decoder: encoder-only models have nothing to show there
+    decoder: bool = False  # the step shows a decoder's output: encoder-only models have nothing to show there
 
     @property
     def script(self) -> str:
@@ -75,6 +77,7 @@ def neighbours(stem: str) -> tuple[Page | None, Page | None]:
     return (LESSON[i - 1] if i > 0 else None), (LESSON[i + 1] if i + 1 < len(LESSON) else None)
 
 
-def lacking(is_encoder_decoder: bool) -> tuple[Page, ...]:
-    """The steps a model has nothing to show on: the decoder's, for an encoder-only model."""
-    return () if is_encoder_decoder else tuple(page for page in STEPS if page.decoder)
+def lacking(family: Family) -> tuple[Page, ...]:
+    """The steps a model has nothing to show on: the decoder's (an output distribution, decoding, a loss), for a
+    model without a next-token head (encoder-only)."""
+    return () if family.next_token_head else tuple(page for page in STEPS if page.decoder)

@@ -1,7 +1,10 @@
-"""Final linear -> logits -> softmax, sampling, and the label-smoothed loss against a target (no streamlit).
+"""Final linear -> logits -> softmax, sampling, and the loss against a target (no streamlit).
 
-The loss is the one models/train.py trains with: cross-entropy over the target vocabulary with label smoothing
-(section 5.4), target = (1 - eps) on the right token + eps / V spread over every token (PyTorch's definition).
+The loss is the one the model trains with: cross-entropy over the target vocabulary with label smoothing (section
+5.4), target = (1 - eps) on the right token + eps / V spread over every token (PyTorch's definition); eps is the
+paper's 0.1 for an encoder-decoder, the recipe's for a toy model, and 0 for a pretrained decoder-only model (GPT-2
+trains with plain cross-entropy). A decoder-only model's target is its own text: each token predicted from the
+ones before it.
 """
 
 from __future__ import annotations
@@ -13,18 +16,32 @@ import torch
 
 from explorer import forward
 from explorer.trace import Trace
-from models import tasks
+from models import greedy, tasks, train
 from models.registry import LoadedModel
 from models.transformer import padding_mask
 
 EPSILON = 0.1  # label smoothing, section 5.4 (models.train.Recipe.label_smoothing)
 METHODS = ("greedy", "top-k", "top-p", "sample")  # "sample": from the whole distribution
+CONTINUATION = 20  # new tokens a decoder-only model writes after its text
 
 
 def _decoder(loaded: LoadedModel):
-    if not loaded.is_encoder_decoder:
+    if not loaded.family.next_token_head:
         raise ValueError(f"model {loaded.key!r} is encoder-only: it has no output distribution")
     return loaded.model
+
+
+def epsilon_for(loaded: LoadedModel) -> float:
+    """The label smoothing the model trains with: its recipe's (toy models), none for a pretrained decoder-only
+    model, else the paper's (section 5.4)."""
+    if loaded.task is not None and loaded.task.name in train.RECIPES:
+        return train.RECIPES[loaded.task.name].label_smoothing
+    return 0.0 if loaded.is_decoder_only else EPSILON
+
+
+def text_target(loaded: LoadedModel) -> str:
+    """Where a decoder-only model's target comes from."""
+    return "the text itself (each token predicted from the ones before it)"
 
 
 @torch.inference_mode()
@@ -45,18 +62,20 @@ class OutputMatrix:
     d_model: int
     target_embedding: bool  # W is the decoder's token embedding matrix itself
     source_embedding: bool  # ... and the encoder's too
-    bias_zero: bool
+    bias_zero: bool | None  # None: the layer has no bias (GPT-2)
+    decoder_only: bool = False
 
 
 def output_matrix(loaded: LoadedModel) -> OutputMatrix:
     """What the model's generator holds, read off the model (the same Parameter object, not equal values)."""
     model = _decoder(loaded)
-    weight = model.generator.weight
+    weight, bias = model.generator.weight, model.generator.bias
     return OutputMatrix(
         *weight.shape,
         weight is model.decoder.embeddings.token.weight,
-        weight is model.encoder.embeddings.token.weight,
-        bool((model.generator.bias == 0).all()),
+        model.encoder is not None and weight is model.encoder.embeddings.token.weight,
+        None if bias is None else bool((bias == 0).all()),
+        model.encoder is None,
     )
 
 
@@ -124,21 +143,33 @@ def sample(
     model = _decoder(loaded)
     rng = np.random.default_rng(seed)
     src = torch.tensor([source_ids])
-    memory = model.encode(src).output
-    src_mask = padding_mask(src, model.config.pad_id)
     written: list[int] = []
     probabilities, kept_p, counts = [], [], []
-    for _ in range(min(max_new, model.config.max_len - 1)):
-        tgt = torch.tensor([[loaded.bos_id, *written]])
-        _, logits = model.decode(tgt, memory, src_mask)
-        p = softmax(logits[0, -1].numpy(), temperature)
+    if model.encoder is None:  # decoder-only: continue the text, each step on its newest position (a key/value cache)
+        out = model(src)
+        caches = [greedy.LayerCache(layer.self_attn.k, layer.self_attn.v) for layer in out.decoder.layers]
+        next_logits = out.logits[0, -1]
+        steps = min(max_new, model.config.max_len - len(source_ids))
+    else:
+        memory = model.encode(src).output
+        src_mask = padding_mask(src, model.config.pad_id)
+        steps = min(max_new, model.config.max_len - 1)
+    for _ in range(steps):
+        if model.encoder is None:
+            if written:
+                next_logits = greedy.next_logits(model, torch.tensor([[*source_ids, *written]]), caches, None)[0]
+            logits_row = next_logits
+        else:
+            _, logits = model.decode(torch.tensor([[loaded.bos_id, *written]]), memory, src_mask)
+            logits_row = logits[0, -1]
+        p = softmax(logits_row.numpy(), temperature)
         cut = keep(p, method, top_k, top_p)
         chosen = int(np.argmax(cut)) if method == "greedy" else int(rng.choice(cut.size, p=cut))
         written.append(chosen)
         probabilities.append(float(p[chosen]))
         kept_p.append(float(cut[chosen]))
         counts.append(int((cut > 0).sum()))
-        if chosen == loaded.eos_id:
+        if chosen == loaded.eos_id and model.encoder is not None:
             break
     vocabulary = loaded.target_vocabulary
     return Sampled(
@@ -151,7 +182,9 @@ def sample(
 
 
 def greedy_from_trace(trace: Trace) -> Sampled:
-    """Greedy decoding at T = 1 is what the trace already holds: its output and each pick's probability."""
+    """Greedy decoding at T = 1 is what an encoder-decoder's trace already holds: its output and each pick's
+    probability."""
+    assert not trace.decoder_only, "a decoder-only trace holds next-token predictions, not a continuation"
     assert trace.output_tokens is not None and trace.top_probabilities is not None and trace.top_tokens is not None
     # a trace that stopped at its budget, not at EOS, holds one more position (the pick after the last token)
     picked = tuple(float(p[0]) for p in trace.top_probabilities[: len(trace.output_tokens)])
@@ -179,7 +212,9 @@ def target_ids(loaded: LoadedModel, text: str) -> list[int]:
 
 def target_for(loaded: LoadedModel, trace: Trace, text: str = "") -> tuple[list[int], str]:
     """(target ids ending with EOS, where they come from): a typed target, else the task's right answer, else the
-    model's own greedy output."""
+    model's own greedy output. A decoder-only model's target is its text itself (whatever is typed)."""
+    if loaded.is_decoder_only:
+        return forward.token_ids(loaded, trace, "decoder"), text_target(loaded)
     if text.strip():
         return target_ids(loaded, text), "the target you typed"
     right = right_answer(loaded, trace)
@@ -251,13 +286,23 @@ def smoothed_cross_entropy(logits: np.ndarray, target_ids: list[int], epsilon: f
 
 
 @torch.inference_mode()
-def score(loaded: LoadedModel, source_ids: list[int], targets: list[int], epsilon: float = EPSILON) -> Scored:
-    """Teacher forcing on `targets` (ending with EOS), exactly as models.train feeds a batch of one."""
+def score(loaded: LoadedModel, source_ids: list[int], targets: list[int], epsilon: float | None = None) -> Scored:
+    """Teacher forcing on `targets` (ending with EOS), exactly as models.train feeds a batch of one; a decoder-only
+    model reads its text (`targets`: the same ids) and each position is scored on the next token. `epsilon`: the
+    label smoothing, by default the one the model trains with (epsilon_for)."""
     model = _decoder(loaded)
-    targets = targets[: model.config.max_len]
-    decoder_input = [loaded.bos_id, *targets[:-1]]
-    out = model(torch.tensor([source_ids]), torch.tensor([decoder_input]))
-    logits = out.logits[0].numpy()
+    epsilon = epsilon_for(loaded) if epsilon is None else epsilon
+    if model.encoder is None:
+        if len(targets) < 2:
+            raise ValueError("a text of one token has no next token to score")
+        out = model(torch.tensor([targets]))
+        decoder_input, targets = list(targets[:-1]), list(targets[1:])
+        logits = out.logits[0, :-1].numpy()
+    else:
+        targets = targets[: model.config.max_len]
+        decoder_input = [loaded.bos_id, *targets[:-1]]
+        out = model(torch.tensor([source_ids]), torch.tensor([decoder_input]))
+        logits = out.logits[0].numpy()
     z = logits.astype(np.float64)
     log_p = z - z.max(-1, keepdims=True)
     log_p = log_p - np.log(np.exp(log_p).sum(-1, keepdims=True))

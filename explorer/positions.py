@@ -10,19 +10,25 @@ from models.positional import sinusoidal_table
 from models.registry import LoadedModel
 
 
+def text_embeddings(loaded: LoadedModel):
+    """The embedding layer that reads the text: the encoder's, or a decoder-only model's decoder's."""
+    model = loaded.model
+    return (model.encoder if model.encoder is not None else model.decoder).embeddings
+
+
 def tables(loaded: LoadedModel) -> dict[str, np.ndarray]:
     """{"sinusoidal": (max_len, d_model)} plus {"learned": ...} when the model was trained with its own positions."""
     config = loaded.model.config
     found = {"sinusoidal": sinusoidal_table(config.max_len, config.d_model).numpy()}
     if config.positional == "learned":
-        found["learned"] = loaded.model.encoder.embeddings.position.table.detach().numpy().copy()
+        found["learned"] = text_embeddings(loaded).position.table.detach().numpy().copy()
     return found
 
 
 def input_norms(loaded: LoadedModel) -> tuple[float, float]:
     """(token, position): the root-mean-square norm of a token's embedding as it enters the sum (x sqrt(d_model)
     where the model scales it; over the whole vocabulary) and of a position's vector (over every position)."""
-    embeddings = loaded.model.encoder.embeddings
+    embeddings = text_embeddings(loaded)
     token = embeddings.token.weight.detach() * embeddings.scale
     position = embeddings.position(embeddings.max_len).detach()
     return float(token.pow(2).sum(-1).mean().sqrt()), float(position.pow(2).sum(-1).mean().sqrt())

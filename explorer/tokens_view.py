@@ -171,6 +171,8 @@ SPECIAL_NOTES = {
     "<eos>": "<eos> ('end of sequence') ends the source, so the encoder can count back from the end.",
     "<bos>": "<bos> ('beginning of sequence') is never in the source: the decoder's input starts with it, and its "
     "first step reads it to write the first output word.",
+    "<bos> text": "<bos> ('beginning of sequence') starts the text: under the causal mask the first word can attend "
+    "only to itself and to <bos>, so <bos> gives every position somewhere to put weight it does not need.",
 }
 
 
@@ -179,11 +181,15 @@ def notes(
     word_piece: bool,
     vocab_size: int,
     decoder_marks: tuple[str, str] | None = None,
+    word_start: str = "",
 ) -> list[str]:
-    """What this tokenizer's special tokens and marks are for, only those it has: `word_piece` (pieces marked '##')
-    or a fixed word list of `vocab_size` entries; `decoder_marks`: an encoder-decoder's (start, end) tokens."""
+    """What this tokenizer's special tokens and marks are for, only those it has: `word_piece` (pieces marked '##'),
+    a byte-level BPE whose word-start mark is `word_start` ('Ġ'), or a fixed word list of `vocab_size` entries;
+    `decoder_marks`: an encoder-decoder's (start, end) tokens."""
     found = set(tokens)
     lines = [SPECIAL_NOTES[t] for t in ("[CLS]", "[SEP]", "<eos>") if t in found]
+    if decoder_marks is None and "<bos>" in found:  # a decoder-only model's text starts with it
+        lines.append(SPECIAL_NOTES["<bos> text"])
     if decoder_marks is not None:
         start, end = decoder_marks
         if start == "<bos>":
@@ -201,6 +207,13 @@ def notes(
                 f"{UNKNOWN} stands for a word even the pieces cannot spell (an emoji, a rare script): the model "
                 "reads the same token for all of them."
             )
+    elif word_start:
+        lines.append(
+            f"{word_start} stands for the space before a word: this byte-level BPE tokenizer writes the space as part "
+            f"of the word's first token. Its {vocab_size:,} entries hold common words whole and spell anything else "
+            "from pieces, down to single bytes, so no text is refused and no token is unknown; no marker tokens are "
+            "added around the text."
+        )
     else:
         lines.append(
             f"This model's tokenizer is a fixed list of {vocab_size:,} entries (whole words and its special tokens): "

@@ -53,10 +53,12 @@ class Trace:
     source_tokens: tuple[str, ...]
     source_offsets: tuple[tuple[int, int], ...]
     truncated: int  # source tokens cut to fit max_tokens
-    encoder_self: AttentionTrace
-    encoder_states: dict[str, np.ndarray]  # "embeddings" (T, D), "after_attn" and "after_ffn" (L, T, D)
-    target_tokens: tuple[str, ...] | None = None  # decoder input: [BOS] + greedy output (without a final EOS)
-    output_tokens: tuple[str, ...] | None = None  # what greedy decoding produced, EOS included
+    encoder_self: AttentionTrace | None  # None for a decoder-only model (its text goes through the decoder)
+    encoder_states: dict[str, np.ndarray] | None  # "embeddings" (T, D), "after_attn" and "after_ffn" (L, T, D)
+    # decoder input: [BOS] + greedy output (without a final EOS); decoder-only: the text's own tokens
+    target_tokens: tuple[str, ...] | None = None
+    # what greedy decoding produced, EOS included; decoder-only: the most likely next token at every position
+    output_tokens: tuple[str, ...] | None = None
     decoder_self: AttentionTrace | None = None
     cross: AttentionTrace | None = None
     decoder_states: dict[str, np.ndarray] | None = None
@@ -70,8 +72,13 @@ class Trace:
             raise ValueError(f"unknown attention kind {kind!r}; choose from {', '.join(ATTENTION_KINDS)}")
         found = getattr(self, kind)
         if found is None:
-            raise ValueError(f"model {self.model_key!r} has no {kind} attention (it is encoder-only)")
+            shape = "decoder-only" if self.encoder_self is None else "encoder-only"
+            raise ValueError(f"model {self.model_key!r} has no {kind} attention (it is {shape})")
         return found
+
+    @property
+    def decoder_only(self) -> bool:
+        return self.encoder_self is None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -80,7 +87,7 @@ class Trace:
     def tokens_for(self, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(query tokens, key tokens) for an attention kind."""
         self.attention(kind)
-        if kind == "encoder_self":
+        if kind == "encoder_self" or self.decoder_only:
             return self.source_tokens, self.source_tokens
         assert self.target_tokens is not None
         return self.target_tokens, self.target_tokens if kind == "decoder_self" else self.source_tokens
@@ -139,11 +146,13 @@ def run(
         truncated=enc.truncated,
         source_word_ids=enc.word_ids,
     )
+    if loaded.is_decoder_only:
+        return _decoder_only(loaded, src, enc.tokens, common)
     if encoder_only or not loaded.is_encoder_decoder:
         out = model(src)
         return Trace(
             encoder_self=_stack([layer.self_attn for layer in out.encoder.layers]),
-            encoder_states=_states(out.encoder, ("after_attn", "after_ffn")),
+            encoder_states=_states(out.encoder),
             **common,
         )
     assert loaded.bos_id is not None and loaded.eos_id is not None
@@ -156,24 +165,56 @@ def run(
     out = model(src, torch.tensor([decoder_input]))
     decoder_layers = out.decoder.layers
     vocabulary = loaded.target_vocabulary
-    # final linear + softmax (figure 1, top): the candidates for each next token
-    top = out.probabilities[0].topk(min(TOP_K, model.config.target_vocab_size), dim=-1)  # (T, k)
     return Trace(
         encoder_self=_stack([layer.self_attn for layer in out.encoder.layers]),
-        encoder_states=_states(out.encoder, ("after_attn", "after_ffn")),
+        encoder_states=_states(out.encoder),
         target_tokens=tuple(vocabulary.id_to_token(i) for i in decoder_input),
         output_tokens=tuple(vocabulary.id_to_token(i) for i in generated),
         decoder_self=_stack([layer.self_attn for layer in decoder_layers]),
         cross=_stack([layer.cross_attn for layer in decoder_layers]),
-        decoder_states=_states(out.decoder, ("after_self_attn", "after_cross_attn", "after_ffn")),
-        top_tokens=tuple(tuple(vocabulary.id_to_token(i) for i in row) for row in top.indices.tolist()),
-        top_probabilities=top.values.numpy(),
+        decoder_states=_states(out.decoder),
+        **_top(out, vocabulary),
         **common,
     )
 
 
-def _states(stack, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+def _top(out, vocabulary) -> dict:
+    """Final linear + softmax (figure 1, top): the candidates for each next token, most probable first."""
+    probabilities = out.probabilities[0]  # (T, V)
+    top = probabilities.topk(min(TOP_K, probabilities.size(-1)), dim=-1)  # (T, k)
+    return {
+        "top_tokens": tuple(tuple(vocabulary.id_to_token(i) for i in row) for row in top.indices.tolist()),
+        "top_probabilities": top.values.numpy(),
+    }
+
+
+def _decoder_only(loaded: LoadedModel, src: torch.Tensor, tokens: tuple[str, ...], common: dict) -> Trace:
+    """A decoder-only model's run: the text goes through the decoder (masked self-attention), and every position
+    predicts the next token."""
+    out = loaded.model(src)
+    found = _top(out, loaded.tokenizer)
+    return Trace(
+        encoder_self=None,
+        encoder_states=None,
+        target_tokens=tokens,
+        output_tokens=tuple(row[0] for row in found["top_tokens"]),
+        decoder_self=_stack([layer.self_attn for layer in out.decoder.layers]),
+        decoder_states=_states(out.decoder),
+        **found,
+        **common,
+    )
+
+
+def _states(stack) -> dict[str, np.ndarray]:
+    """The stack's input and, per sub-layer (by its internals' field, in the layer's order), every layer's state
+    after it: (L, T, D)."""
     states = {"embeddings": stack.embeddings[0].numpy()}
-    for name in names:
+    for name in state_names(stack.layers[0]):
         states[name] = torch.stack([getattr(layer, name)[0] for layer in stack.layers]).numpy()  # (L, T, D)
     return states
+
+
+def state_names(internals) -> tuple[str, ...]:
+    """The state fields a layer's internals hold, in order (a decoder-only layer has no after_cross_attn)."""
+    names = ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn")
+    return tuple(n for n in names if getattr(internals, n, None) is not None)

@@ -63,7 +63,8 @@ def _input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, s
     states = trace.decoder_states
     if kind == "decoder_self":
         rows = states["embeddings"] if layer == 0 else states["after_ffn"][layer - 1]
-        what = "target embedding + position" if layer == 0 else f"output of decoder layer {layer}"
+        embedding = "token embedding" if trace.decoder_only else "target embedding"
+        what = f"{embedding} + position" if layer == 0 else f"output of decoder layer {layer}"
         return rows, what, "the same rows (earlier positions only)"
     return (
         states["after_self_attn"][layer],

@@ -1,4 +1,5 @@
-"""Sentences whose truth depends on the model or the recipe, written from the model's key and models.train's data."""
+"""Sentences whose truth depends on the model or the recipe, written from the model's family descriptor
+(models.family) and models.train's data, never from its key."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 
 from models import train
 from models.config import TransformerConfig
+from models.family import Family
 
 PAPER_WARMUP = 4000  # section 5.3
 PAPER_STEPS = 100_000  # base model, section 5.2
@@ -17,33 +19,25 @@ NOT_EXPLANATION = (
 )
 
 
-def is_pretrained(model_key: str) -> bool:
-    return model_key == "minilm" or model_key.startswith("folder:")
-
-
-def is_trained_here(model_key: str) -> bool:
-    return model_key in ("translate", "reverse") or model_key.startswith("yours-")
-
-
-def weights_origin(model_key: str) -> str:
+def weights_origin(family: Family) -> str:
     """Where the sidebar's model's weights come from, as a sentence's clause: a table or matrix of them is "learned"
     only when it was."""
-    if is_pretrained(model_key):
+    if family.pretrained:
         return "learned in pre-training"
-    if is_trained_here(model_key):
+    if family.trained_here:
         return "learned by training on its toy task"
     return "random: this model is untrained, so nothing in them is learned yet"
 
 
-def opens_on_alignment(model_key: str, kind: str) -> bool:
+def opens_on_alignment(family: Family, kind: str) -> bool:
     """Whether a page opens this model's `kind` on its alignment head (starting.aligned_link): the cross-attention of
     learned weights; random weights align nothing."""
-    return kind == "cross" and (is_trained_here(model_key) or is_pretrained(model_key))
+    return kind == "cross" and family.learned
 
 
-def starting_note(model_key: str, kind: str) -> str:
+def starting_note(family: Family, kind: str) -> str:
     """How the page chose the head it opened on, as cached.get_start chooses it."""
-    if opens_on_alignment(model_key, kind):
+    if opens_on_alignment(family, kind):
         return (
             "The page opens on the last layer's most peaked cross-attention head (the highest mean of each row's "
             "largest weight), where the alignment is clearest. Pick any other."
@@ -54,16 +48,27 @@ def starting_note(model_key: str, kind: str) -> str:
     )
 
 
-def head_patterns(model_key: str, token_norm: float, position_norm: float, smooth: bool, scaled: bool) -> str:
+def head_patterns(family: Family, token_norm: float, position_norm: float, smooth: bool, scaled: bool) -> str:
     """What the heads of this model can be expected to show: learned patterns only where weights were learned; for
     random weights, how much of layer 1's input is position (`token_norm`, `position_norm`: the RMS norms of a
     token's embedding as summed and of a position's vector; `smooth`: neighbouring positions' vectors are alike)."""
-    if is_pretrained(model_key):
+    if family.pretrained and family.causal:
+        return (
+            "Pretrained heads learn different patterns: some look at the previous token, many put most of their "
+            "weight on the first token (a sink for attention a head does not need), and some copy from earlier in "
+            "the text (induction heads: see Head statistics)."
+        )
+    if family.pretrained:
         return (
             "Pretrained heads learn different patterns: some look at the previous token, some at punctuation or "
             "[SEP], some spread broadly."
         )
-    if is_trained_here(model_key):
+    if family.trained_here and not family.has_encoder:
+        return (
+            "A toy model trained here on repeated sequences: look for a previous-token head in layer 1 and, in layer "
+            "2, an induction head: from each word of the repeat to the word after that word's first occurrence."
+        )
+    if family.trained_here:
         return (
             "A toy model trained here: look for the task's alignment in the cross-attention (the anti-diagonal for "
             "reverse, adjectives crossing behind their noun for translate); the patterns pretrained language models "
@@ -104,14 +109,25 @@ def scaling_note(d_head: int, scaled_std: float) -> str:
     )
 
 
-def model_view_hint(model_key: str) -> str:
+def model_view_hint(family: Family) -> str:
     """What to look for in the grid of every head, for this model."""
-    if is_pretrained(model_key):
+    if family.pretrained and family.causal:
+        return (
+            "Look for a line just below the diagonal (previous token), a bright first column (the first token as a "
+            "sink for attention a head does not need), and stripes parallel to the diagonal when the text repeats "
+            "(induction heads)."
+        )
+    if family.pretrained:
         return (
             "Look for a bright diagonal (attend to self), a line just below it (previous token), or a bright first or "
             "last column ([CLS] or [SEP] acting as a sink for attention a head does not need)."
         )
-    if is_trained_here(model_key):
+    if family.trained_here and not family.has_encoder:
+        return (
+            "Layer 1 should hold a line just below the diagonal (the previous-token head); layer 2 a line in the "
+            "repeat's half, one step to the right of the copy's diagonal (the induction head)."
+        )
+    if family.trained_here:
         return "Pick the cross-attention above: the task's alignment is there, clearest in the last decoder layer."
     return (
         "No head here has learned a pattern to look for: put this grid beside the pretrained model's "
@@ -141,7 +157,7 @@ def recipe_departures(task: str, steps: int | None = None) -> list[str]:
 
 def embedding_sum(config: TransformerConfig, stack: str = "encoder") -> str:
     """What enters layer 1, in the order the model computes it (section 3.4; BERT adds token type and a LayerNorm)."""
-    token = "target token embedding" if stack == "decoder" else "token embedding"
+    token = "target token embedding" if stack == "decoder" and config.is_encoder_decoder else "token embedding"
     if config.scale_embeddings:
         token += f" x sqrt(d_model) (= x {math.sqrt(config.d_model):.4g})"
     terms = [token, "sinusoid (eq. PE)" if config.positional == "sinusoidal" else "learned position embedding"]
@@ -215,10 +231,26 @@ def optimiser_and_dropout(betas: tuple[float, float], eps: float, dropout: float
     )
 
 
-def output_matrix(vocab: int, d_model: int, target_embedding: bool, source_embedding: bool, bias_zero: bool) -> str:
-    """What W and b of the final linear layer are for this model (section 3.4: shared with the embeddings)."""
-    bias = "b is the layer's own bias" + (" (all zero in these random weights)." if bias_zero else ".")
+def output_matrix(
+    vocab: int,
+    d_model: int,
+    target_embedding: bool,
+    source_embedding: bool,
+    bias_zero: bool | None,
+    decoder_only: bool = False,
+) -> str:
+    """What W and b of the final linear layer are for this model (section 3.4: shared with the embeddings);
+    `bias_zero` None: the layer has no bias."""
+    if bias_zero is None:
+        bias = "The layer has no bias b."
+    else:
+        bias = "b is the layer's own bias" + (" (all zero in these random weights)." if bias_zero else ".")
     shape = f"({vocab:,} x {d_model})"
+    if decoder_only and target_embedding:
+        return (
+            f"W is the model's token embedding matrix {shape} itself (tied, as in section 3.4): the same matrix turns "
+            f"each token of the text into a vector and the last layer's vector into one logit per token. {bias}"
+        )
     if target_embedding and source_embedding:
         return (
             f"W is the model's one embedding matrix {shape}, as in section 3.4: the same matrix turns source and "

@@ -87,7 +87,7 @@ def generate(model: Transformer, src: Int[Tensor, "B S"], bos_id: int, eos_id: i
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for _ in range(min(max_len, model.config.max_len - 1)):
         # token embedding + position are per position: the newest row equals that row of the whole prefix's
-        next_id = _next_logits(model, tgt, caches, src_mask).argmax(-1).masked_fill(done, pad)  # (B,)
+        next_id = next_logits(model, tgt, caches, src_mask).argmax(-1).masked_fill(done, pad)  # (B,)
         tgt = torch.cat([tgt, next_id[:, None]], dim=1)
         done |= next_id == eos_id
         if done.all():
@@ -95,7 +95,7 @@ def generate(model: Transformer, src: Int[Tensor, "B S"], bos_id: int, eos_id: i
     return tgt[:, 1:]
 
 
-def _next_logits(
+def next_logits(
     model: Transformer, tokens: Int[Tensor, "B t"], caches: list[LayerCache], memory_mask: Tensor | None
 ) -> Float[Tensor, "B V"]:
     """The next-token logits after `tokens`, running the decoder on the newest position only (caches grow in place)."""
@@ -164,7 +164,7 @@ def continue_text(model: Transformer, ids: list[int], steps: int, sampling: Samp
         written.append(chosen)
         if len(ids) + len(written) >= model.config.max_len:
             break
-        logits = _next_logits(model, torch.tensor([[*ids, *written]]), caches, None)[0]
+        logits = next_logits(model, torch.tensor([[*ids, *written]]), caches, None)[0]
     return written
 
 

@@ -87,9 +87,35 @@ def columns(config: TransformerConfig) -> list[Column]:
     h = f"(h = {config.n_heads})"
 
     def column(name: str, x: float, side: int, rows: list[tuple[str, str, str]], first: int, last: int, n: int):
-        blocks = [Block(label, kind, x, _row_y(i), stem) for i, (label, kind, stem) in enumerate(rows)]
+        blocks = [Block(label, kind, x, _row_y(i, last + 1), stem) for i, (label, kind, stem) in enumerate(rows)]
         return Column(name, x, side, tuple(blocks), first, last, n)
 
+    # pre-LN: each sub-layer reads LayerNorm(x) and its output is added to x (no norm after the addition)
+    add_norm = "Add (pre-LN: the LayerNorm comes before the sub-layer)" if config.norm_first else "Add & Norm"
+    if config.is_decoder_only:
+        final = "Final LayerNorm, then linear" if config.norm_first else "Linear"
+        return [
+            column(
+                "Decoder-only",
+                0.0,
+                -1,
+                [
+                    ("Inputs: tokens (the text)", "tokens", "tokens"),
+                    (f"Token embedding{scale}", "embedding", "embedding"),
+                    (position, "embedding", "positional"),
+                    (f"Masked self-attention {h}", "attention", "query_key_value"),
+                    (add_norm, "norm", "add_norm"),
+                    (ffn, "ffn", "add_norm"),
+                    (add_norm, "norm", "add_norm"),
+                    (f"{final} ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
+                    ("Softmax: next-token probabilities", "output", "final_linear"),
+                    ("Loss: each next token of the text", "loss", "loss"),
+                ],
+                3,
+                6,
+                config.n_decoder_layers,
+            )
+        ]
     encoder_x, decoder_x = 0.0, 4.9
     found = [
         column(
@@ -101,9 +127,9 @@ def columns(config: TransformerConfig) -> list[Column]:
                 (f"Input embedding{scale}", "embedding", "embedding"),
                 (f"{position}{extra}", "embedding", "positional"),
                 (f"Multi-head self-attention {h}", "attention", "query_key_value"),
-                ("Add & Norm", "norm", "add_norm"),
+                (add_norm, "norm", "add_norm"),
                 (ffn, "ffn", "add_norm"),
-                ("Add & Norm", "norm", "add_norm"),
+                (add_norm, "norm", "add_norm"),
             ],
             3,
             6,
@@ -121,11 +147,11 @@ def columns(config: TransformerConfig) -> list[Column]:
                     (f"Output embedding{scale}", "embedding", "embedding"),
                     (position, "embedding", "positional"),
                     (f"Masked self-attention {h}", "attention", "decoding"),
-                    ("Add & Norm", "norm", "add_norm"),
+                    (add_norm, "norm", "add_norm"),
                     (f"Cross-attention {h}", "attention", "decoding"),
-                    ("Add & Norm", "norm", "add_norm"),
+                    (add_norm, "norm", "add_norm"),
                     (ffn, "ffn", "add_norm"),
-                    ("Add & Norm", "norm", "add_norm"),
+                    (add_norm, "norm", "add_norm"),
                     (f"Linear ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
                     ("Softmax: output probabilities", "output", "final_linear"),
                     ("Loss vs the right answer", "loss", "loss"),
@@ -138,9 +164,10 @@ def columns(config: TransformerConfig) -> list[Column]:
     return found
 
 
-def _row_y(i: int) -> float:
-    # a little more room above the stack (its title) and above the softmax (the loss is not part of the model)
-    return i * ROW + 0.3 * (i >= 3) + 0.5 * (i >= 9) + 0.2 * (i >= 11)
+def _row_y(i: int, linear: int) -> float:
+    """Row i's centre: a little more room above the stack (its title; the linear layer is row `linear`) and above
+    the softmax (the loss is not part of the model)."""
+    return i * ROW + 0.3 * (i >= 3) + 0.5 * (i >= linear) + 0.2 * (i >= linear + 2)
 
 
 def _sub_layers(column: Column) -> list[tuple[Block, Block]]:
@@ -318,16 +345,17 @@ def figure_one(config: TransformerConfig, title: str) -> go.Figure:
         }
     )
     encoder_decoder = len(found) == 2
+    top = max(block.y for column in found for block in column.blocks) + 0.5  # the highest box's top, and a margin
     norm = "pre-LN" if config.norm_first else "post-LN"
     figure = go.Figure([_badges(found), _targets(found)])
     figure.update_layout(
         title={"text": f"{title}: d_model = {config.d_model}, d_ff = {config.d_ff}, h = {config.n_heads}, {norm}"},
         shapes=shapes,
         annotations=annotations,
-        height=880 if encoder_decoder else 600,
+        height=880 if encoder_decoder else round(600 + max(0.0, top - 7.4) * 60),
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         xaxis={"visible": False, "range": [-2.7, 7.4] if encoder_decoder else [-3.3, 3.7], "fixedrange": True},
-        yaxis={"visible": False, "range": [-0.45, 12.5 if encoder_decoder else 7.4], "fixedrange": True},
+        yaxis={"visible": False, "range": [-0.45, 12.5 if encoder_decoder else max(top, 7.4)], "fixedrange": True},
         plot_bgcolor="white",
         **CLICK_LAYOUT,
     )

@@ -33,9 +33,10 @@ def focus(layer_picker: bool = True) -> Focus:
     trace = current_trace()
     loaded = cached.model(st.session_state[state.MODEL])
     stacks = forward.trace_stacks(trace)
-    kind = st.session_state.get(state.FOCUS_KIND, "encoder_self")
-    if forward.stack_of(kind) not in stacks:  # another model's decoder kind
-        kind = "encoder_self"
+    first = loaded.family.kinds[0]
+    kind = st.session_state.get(state.FOCUS_KIND, first)
+    if kind not in loaded.family.kinds:  # another model's kind
+        kind = first
     stack = forward.stack_of(kind)
     if len(stacks) > 1:
         st.session_state["forward_stack"] = stack  # the focus decides; the radio's change moves the focus
@@ -43,7 +44,7 @@ def focus(layer_picker: bool = True) -> Focus:
             "Stack", stacks, format_func=str.capitalize, horizontal=True, key="forward_stack", on_change=stack_to_kind
         )
     if kind == "cross" or forward.stack_of(kind) != stack:
-        kind = "decoder_self" if stack == "decoder" else "encoder_self"
+        kind = "decoder_self" if stack == "decoder" else "encoder_self"  # the stack's self-attention
     tokens = forward.tokens(trace, stack)
     n_layers = forward.states(trace, stack)["after_ffn"].shape[0]
     layer0, _, token0 = focus_start(kind)

@@ -60,6 +60,8 @@ def scored(box: str = "top") -> Scored:
     model_name, text, max_tokens = state.sidebar(st.session_state)
     if loaded.task is not None and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
         st.warning(note)
+    if not loaded.family.has_source:  # a decoder-only model's target is its own text
+        box = "none"
     target = target_box() if box == "top" else st.session_state.get(TARGET, "") if box == "later" else ""
     try:
         scored, where = cached.get_scored(model_name, text, max_tokens, target)
@@ -70,24 +72,31 @@ def scored(box: str = "top") -> Scored:
 
 
 def loss(s: Scored, number: int = 1) -> None:
-    """The label-smoothed loss of every position against the target, and its floor."""
+    """The loss of every position against the target (label-smoothed where the model trains so), and its floor."""
     trace, scored, where = s.trace, s.scored, s.where
     floor = output.loss_floor(scored.vocab_size, scored.epsilon)
     q_right = 1 - scored.epsilon + scored.epsilon / scored.vocab_size
+    smoothed = scored.epsilon > 0
     st.subheader(f"{number}. The loss against " + where)
-    written = " ".join(trace.output_tokens)
-    st.text(f"Target:           {' '.join(scored.targets)}\nModel wrote:      {written}")
+    written = " ".join(scored.predicted if trace.decoder_only else trace.output_tokens)
+    st.text(f"Target:           {' '.join(scored.targets)}\nModel predicts:   {written}")
     m1, m2, m3 = st.columns(3)
-    m1.metric("Mean loss (label-smoothed)", f"{scored.mean:.4f}")
+    m1.metric("Mean loss (label-smoothed)" if smoothed else "Mean loss (cross-entropy)", f"{scored.mean:.4f}")
     m2.metric("Floor for this vocabulary", f"{floor:.4f}")
     m3.metric(f"Mean -log p({s.right} token)", f"{float(scored.nll.mean()):.4f}")
     chart(loss_bars(scored.targets, scored.per_token, scored.nll, floor), "output_loss", present_height=250)
-    st.caption(
-        f"Label smoothing eps = {scored.epsilon}: the target puts {q_right:.4f} "
-        f"on the right token and {scored.epsilon / scored.vocab_size:.2e} on each of the other {scored.vocab_size - 1} "
-        f"tokens. Cross-entropy against that target is smallest when the model predicts the target itself, so the "
-        f"loss cannot go below its entropy, {floor:.4f} nats, however well the model is trained."
-    )
+    if smoothed:
+        st.caption(
+            f"Label smoothing eps = {scored.epsilon}: the target puts {q_right:.4f} on the right token and "
+            f"{scored.epsilon / scored.vocab_size:.2e} on each of the other {scored.vocab_size - 1} tokens. "
+            "Cross-entropy against that target is smallest when the model predicts the target itself, so the loss "
+            f"cannot go below its entropy, {floor:.4f} nats, however well the model is trained."
+        )
+    else:
+        st.caption(
+            "No label smoothing (this model trains with plain cross-entropy): the loss at a position is -log p of the "
+            "right token, 0 only when the model gives it probability 1."
+        )
     right_p = scored.right_probabilities()
     st.dataframe(
         {
@@ -103,13 +112,18 @@ def loss(s: Scored, number: int = 1) -> None:
         },
         hide_index=True,
     )
-    st.caption(
-        markdown_literal(
+    if trace.decoder_only:
+        text = (
+            "The loss of the text itself, as in training: step i reads the text's tokens 0 .. i - 1 (the causal mask "
+            "hides the rest) and should write its token i. Every position is scored in one forward pass."
+        )
+    else:
+        text = (
             f"Teacher forcing, as in training: step i reads {scored.decoder_input[0]!r} and the target's first i - 1 "
             "tokens, whatever the model would have written, and should write the target's token i. Positions are "
             f"numbered as on the Decoding page: {scored.decoder_input[0]!r} is 0, so step i writes position i."
         )
-    )
+    st.caption(markdown_literal(text))
 
 
 def one_step(s: Scored, number: int = 2) -> None:
@@ -128,8 +142,10 @@ def one_step(s: Scored, number: int = 2) -> None:
         key="output_position",
     )
     temperature = temperature_col.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")
+    matrix = output.output_matrix(loaded)
+    bias = "" if matrix.bias_zero is None else " + b"
     st.latex(
-        rf"\text{{logits}} = h\, W^\top + b,\qquad p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
+        rf"\text{{logits}} = h\, W^\top{bias},\qquad p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
     )
     logits = scored.logits[index]
     p = output.softmax(logits, temperature)
@@ -147,11 +163,15 @@ def one_step(s: Scored, number: int = 2) -> None:
         "output_distribution",
         present_height=380,
     )
-    matrix = output.output_matrix(loaded)
     st.caption(
         f"h is the decoder's last vector at this step ({matrix.d_model} numbers). "
         + output_matrix_text(
-            matrix.vocab_size, matrix.d_model, matrix.target_embedding, matrix.source_embedding, matrix.bias_zero
+            matrix.vocab_size,
+            matrix.d_model,
+            matrix.target_embedding,
+            matrix.source_embedding,
+            matrix.bias_zero,
+            matrix.decoder_only,
         )
         + (" T = 1 is the model's own distribution (and the one the loss uses)." if temperature == 1.0 else "")
     )
@@ -165,9 +185,19 @@ def sampling(s: Scored, number: int = 3) -> None:
     """Another way to write: sample with a temperature, top-k or top-p, next to greedy's output."""
     trace, scored = s.trace, s.scored
     model_name, text, max_tokens = state.sidebar(st.session_state)
-    written = " ".join(trace.output_tokens)
-    st.subheader(f"{number}. Write a different output: sampling")
-    st.caption(BEAM_SEARCH)
+    if trace.decoder_only:
+        greedy = cached.get_sampled(model_name, text, max_tokens, "greedy", 1.0, 1, 1.0, 0).tokens
+        written = " ".join(greedy)
+        st.subheader(f"{number}. Continue the text: greedy or sampling")
+        st.caption(
+            f"The model writes {output.CONTINUATION} more tokens after the text, one at a time: each step appends its "
+            "pick to the text and reads it all again (only the newest position is computed: a key/value cache)."
+        )
+    else:
+        greedy = trace.output_tokens
+        written = " ".join(greedy)
+        st.subheader(f"{number}. Write a different output: sampling")
+        st.caption(BEAM_SEARCH)
     c1, c2, c3, c4, c5 = st.columns(5)
     method = c1.selectbox("Method", output.METHODS, key="output_method")
     sample_t = c2.number_input("Temperature", 0.1, 5.0, 1.0, 0.1, key="output_sample_temperature")
@@ -178,7 +208,7 @@ def sampling(s: Scored, number: int = 3) -> None:
         model_name, text, max_tokens, method, float(sample_t), int(top_k), float(top_p), int(seed)
     )
     st.text(f"Sampled ({method}):  {' '.join(sampled.tokens)}\nGreedy:            {written}")
-    if sampled.tokens != trace.output_tokens:
+    if sampled.tokens != greedy:
         st.caption("This output differs from greedy decoding. The same seed and settings always write it again.")
     st.dataframe(
         {
@@ -195,7 +225,9 @@ def sampling(s: Scored, number: int = 3) -> None:
 def wrong_answer(s: Scored) -> None:
     """Predict, then reveal: will the loss go up or down when the model is scored against a wrong answer (the
     target's words in another order)?"""
-    if s.loaded.task is None:  # a word-piece output would not read back as the same words in another order
+    # a word-piece output would not read back as the same words in another order; a decoder-only model's target is
+    # its own text
+    if s.loaded.task is None or not s.loaded.family.has_source:
         return
     words = list(s.scored.targets[:-1])  # the last is the end token
     wrong = words[::-1] if words[::-1] != words else words[1:] + words[:1]

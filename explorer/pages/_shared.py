@@ -13,8 +13,9 @@ from explorer import analysis, cached, downloads, drill, lesson, starting, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
-from explorer.trace import ATTENTION_KINDS, UNKNOWN, AttentionTrace, Trace, unknown_pieces
-from explorer.wording import NOT_EXPLANATION, is_trained_here, starting_note
+from explorer.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
+from explorer.wording import NOT_EXPLANATION, starting_note
+from models.family import Family
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
 
@@ -44,6 +45,11 @@ class Chosen:
     def view(self, weights: np.ndarray) -> np.ndarray:
         """Something derived from the token-level weights (a rollout, a flow), (..., Tq, Tk), at this page's level."""
         return weights if self.groups is None else analysis.merge_words(weights, *self.groups)
+
+
+def sidebar_family() -> Family:
+    """What the sidebar's model is (models.family): pages decide by this, never by the model's key."""
+    return cached.model(st.session_state[state.MODEL]).family
 
 
 def presenting() -> bool:
@@ -117,10 +123,10 @@ def stop() -> None:
 
 def needs_decoder(loaded) -> None:
     """On a decoder step with an encoder-only model: say so, offer the translation model in one click, stop."""
-    if loaded.is_encoder_decoder:
+    if loaded.family.next_token_head:
         return
     st.info(
-        f"{markdown_literal(loaded.title)} is encoder-only (BERT family): it has no decoder and no output "
+        f"{markdown_literal(loaded.title)} is {loaded.family.shape_name}: it has no decoder and no output "
         "distribution, so this step has nothing to show. The toy translation model has both."
     )
     offer_translation("Show this step with the toy translation model", "needs_decoder_translate")
@@ -213,7 +219,7 @@ def about_heads(kind: str, starting: bool = True) -> None:
     on the sentence's starting head for this attention `kind` (cached.get_start), said how it was chosen."""
     model_key = st.session_state[state.MODEL]
     notes = [cached.get_head_patterns(model_key), NOT_EXPLANATION]
-    text = " ".join([*notes, starting_note(model_key, kind)] if starting else notes)
+    text = " ".join([*notes, starting_note(sidebar_family(), kind)] if starting else notes)
     if presenting():  # folded into the step's introduction, or folded on its own
         box = st.session_state.pop(INTRO_BOX, None) or st.expander("What these heads can show", icon=":material/info:")
         box.caption(text)
@@ -226,10 +232,10 @@ def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross
     the address), and, when `words`, a word-level toggle `{prefix}_words`; under the radio, what the model's heads
     can show (about_heads). `cross`: the page can draw cross-attention, where a model trained here opens (its
     alignment is there)."""
-    model_key = st.session_state[state.MODEL]
+    family = sidebar_family()
     # the kinds from the model, before any run: encoder self-attention is drawn without decoding first
-    kinds = list(ATTENTION_KINDS if cached.model(model_key).is_encoder_decoder else ATTENTION_KINDS[:1])
-    default = "cross" if cross and "cross" in kinds and is_trained_here(model_key) else kinds[0]
+    kinds = list(family.kinds)
+    default = "cross" if cross and "cross" in kinds and family.trained_here else kinds[0]
     key = f"{prefix}_kind"
     # before the layer, head and token pickers read the address: the kind decides how many of each there are
     _from_address(key, state.URL_KIND, kinds, default, kind_name)

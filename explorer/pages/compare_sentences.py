@@ -11,7 +11,7 @@ from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.figures.statistics import statistic_grid
 from explorer.heads import head_or_mean, head_title
-from explorer.pages._shared import chart, current_trace, drill_to_pickers, pick_layer_head
+from explorer.pages._shared import chart, current_trace, drill_to_pickers, kind_name, pick_layer_head
 from models.tokenize import TokenizeError
 
 OVERVIEW = 256  # A and B side by side past this many tokens: block means (the difference stays per token)
@@ -22,9 +22,11 @@ st.header("Compare: sentence A vs sentence B")
 st.markdown(
     "Sentence A is the sidebar's; type sentence B below, or pick a minimal pair. Both go through the "
     "sidebar's model; the difference A - B is drawn on a red-blue scale centred at zero (red: A attends "
-    "more). Encoder self-attention."
+    "more)."
 )
 model, text, max_tokens = state.sidebar(st.session_state)
+kind = cached.model(model).family.kinds[0]  # the attention that reads the text: no decoding needed
+st.caption(f"Drawn: {kind_name(kind)}.")
 # B starts one word away from A (its minimal pair, or one swapped word), and follows A until someone types in it
 if "compare_b" not in st.session_state or state.at_start(st.session_state, "compare_b"):
     state.start(st.session_state, "compare_b", cached.get_twin(model, text, max_tokens))
@@ -37,18 +39,18 @@ st.selectbox(
     on_change=set_pair,
 )
 other = st.text_input("Sentence B", max_chars=state.MAX_TEXT, key="compare_b")
-result_a = current_trace("encoder_self")  # A too: only encoder self-attention is drawn here
+result_a = current_trace(kind)
 try:
-    result_b = cached.get_encoder_trace(model, other, max_tokens)  # only its encoder self-attention is drawn
+    result_b = cached.get_trace_for(model, other, max_tokens, kind)
 except TokenizeError as e:
     st.info("Sentence B: " + markdown_literal(str(e)))
     st.stop()
 by_word = st.radio("Line up", ["position", "word"], horizontal=True, key="compare_align") == "word"
-a, b = result_a.encoder_self.weights, result_b.encoder_self.weights
+a, b = result_a.attention(kind).weights, result_b.attention(kind).weights
 labels_a, labels_b = result_a.source_tokens, result_b.source_tokens
 if by_word:
-    a, labels_a, _ = cached.get_word_level(model, text, max_tokens, "encoder_self")
-    b, labels_b, _ = cached.get_word_level(model, other, max_tokens, "encoder_self")
+    a, labels_a, _ = cached.get_word_level(model, text, max_tokens, kind)
+    b, labels_b, _ = cached.get_word_level(model, other, max_tokens, kind)
     alignment = compare.by_word(labels_a, labels_b)
 else:
     alignment = compare.by_position(labels_a, labels_b)

@@ -31,20 +31,32 @@ page_header("Decoding step by step")
 trace = current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(cached.model(st.session_state[state.MODEL]))
 assert trace.output_tokens is not None and trace.target_tokens is not None
-intro(
-    markdown_literal(
-        "An encoder-decoder writes its output one token at a time. At each step the decoder reads "
-        f"{trace.target_tokens[0]!r} (its start token) and the tokens it has already written through masked "
-        "self-attention (later positions are hidden), looks at the source through encoder-decoder attention, and "
-        "its final linear layer + softmax gives a probability for every token of its vocabulary. This page "
-        "decodes greedily, always taking the most probable next token; the paper used beam search instead "
-        "(section 6.1: beam size 4, length penalty alpha = 0.6)."
+only = trace.decoder_only  # a decoder-only model: each step is a position of the text itself
+if only:
+    intro(
+        markdown_literal(
+            "A decoder-only model has no source: it reads the text through masked self-attention (each position "
+            "sees itself and the positions before it, never later ones) and its final linear layer + softmax gives, "
+            "at every position, a probability for every possible next token. Training scores all positions at once; "
+            "writing a continuation takes one step at a time (step 11 continues this text). Here each step is one "
+            "position of the text and the token greedy decoding would write after it."
+        )
     )
-)
+else:
+    intro(
+        markdown_literal(
+            "An encoder-decoder writes its output one token at a time. At each step the decoder reads "
+            f"{trace.target_tokens[0]!r} (its start token) and the tokens it has already written through masked "
+            "self-attention (later positions are hidden), looks at the source through encoder-decoder attention, and "
+            "its final linear layer + softmax gives a probability for every token of its vocabulary. This page "
+            "decodes greedily, always taking the most probable next token; the paper used beam search instead "
+            "(section 6.1: beam size 4, length penalty alpha = 0.6)."
+        )
+    )
 
 total = decoding.n_steps(trace)
 task = cached.model(st.session_state[state.MODEL]).task
-if task is not None and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
+if task is not None and not only and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
     st.warning(note)
 asked = state.url_value(st.session_state, state.URL_STEP, STEP)  # stored from 0, like layer and head
 if asked is not None:
@@ -85,7 +97,7 @@ if ask:
     options = sorted(current.top_tokens[:5])  # the greedy word is the most probable: sorted, the order says nothing
     context = (*state.sidebar(st.session_state), index)
     guess = predict(
-        f"Reading {reads!r} and the words before it, what will the decoder write next?",
+        f"Reading {reads!r} and the words before it, what will the {'model' if only else 'decoder'} write next?",
         options,
         context,
         "decoding_predict",
@@ -95,27 +107,42 @@ if ask:
         said = f" Your class said {options[guess]!r}." if guess >= 0 else ""
         st.success(
             markdown_literal(
-                f"The decoder writes {current.chosen!r}: probability {float(current.top_probabilities[0]):.4f}, the "
-                f"highest of its {len(current.top_tokens)} most probable words (greedy decoding).{said}"
+                f"The {'model' if only else 'decoder'} writes {current.chosen!r}: probability "
+                f"{float(current.top_probabilities[0]):.4f}, the highest of its {len(current.top_tokens)} most "
+                f"probable words (greedy decoding).{said}"
             )
         )
 writes = position_label(index + 1, current.chosen) if revealed else "?"
-st.subheader(
-    markdown_literal(
-        f"Output word {index + 1} of {total}: reads {reads!r} (and the tokens before it), writes {writes!r}"
+if only:
+    following = trace.target_tokens[index + 1] if index + 1 < total else None
+    actual = f"; the text goes on with {following!r}" if following is not None and revealed else ""
+    st.subheader(
+        markdown_literal(
+            f"Position {index + 1} of {total}: reads {reads!r} (and the tokens before it), predicts {writes!r}{actual}"
+        )
     )
-)
-st.caption(f"Attention shown for decoder {which}.")
-st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
+    st.caption(f"Attention shown for {which}.")
+    st.text("The text up to here: " + " ".join(current.done_so_far))
+else:
+    st.subheader(
+        markdown_literal(
+            f"Output word {index + 1} of {total}: reads {reads!r} (and the tokens before it), writes {writes!r}"
+        )
+    )
+    st.caption(f"Attention shown for decoder {which}.")
+    st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
 
 long_output = len(current.target_tokens) > NARROW
-self_col, cross_col, next_col = st.columns(3)
+if only:
+    self_col, next_col = st.columns(2)
+    cross_col = None
+else:
+    self_col, cross_col, next_col = st.columns(3)
 # past NARROW keys: the keys this step sees (the strongest NARROW of them when it sees more) and an overview line;
 # the masked ones are left out, so every count is of visible keys
 seen = int(current.visible.sum())
 self_keys = slice(None) if not long_output else slice(0, seen)
 self_shown = walkthrough.strongest_keys(current.self_weights[self_keys], NARROW, keep=(index,))
-cross_shown = walkthrough.strongest_keys(current.cross_weights, NARROW)
 chart(
     per_key_bars(
         current.self_weights[self_keys],
@@ -130,24 +157,26 @@ chart(
 )
 hidden = len(current.target_tokens) - seen
 if not long_output:
-    self_col.caption("Grey positions are later in the output: the causal mask hides them (weight 0).")
+    later = "text" if only else "output"
+    self_col.caption(f"Grey positions are later in the {later}: the causal mask hides them (weight 0).")
 else:
     self_col.caption(
         f"This step sees {seen} of the {len(current.target_tokens)} positions; the causal mask hides the {hidden} "
         "later ones (weight 0), left out here."
         + (f" Past {NARROW} the strongest are drawn; the line above holds every one it sees." if seen > NARROW else "")
     )
-chart(
-    per_key_bars(
-        current.cross_weights,
-        current.source_tokens,
-        "Cross-attention (source)",
-        shown=cross_shown,
-        max_labels=NARROW,
-    ),
-    "decoding_cross",
-    cross_col,
-)
+if cross_col is not None and current.cross_weights is not None:
+    chart(
+        per_key_bars(
+            current.cross_weights,
+            current.source_tokens,
+            "Cross-attention (source)",
+            shown=walkthrough.strongest_keys(current.cross_weights, NARROW),
+            max_labels=NARROW,
+        ),
+        "decoding_cross",
+        cross_col,
+    )
 if revealed:
     chart(
         top_k_bars(current.top_tokens, current.top_probabilities, current.chosen, "Next token: linear + softmax"),
@@ -158,7 +187,14 @@ if revealed:
 else:
     next_col.info("The next word's probabilities appear once the class's answer is revealed.")
 
-if revealed:  # its rows name every word written: not before the class has answered
+if revealed and only:  # every position's masked self-attention, the current one outlined
+    st.subheader(f"Masked self-attention of every position ({which})")
+    figure = head_heatmap(
+        head_or_mean(trace.decoder_self.weights, layer, head), trace.target_tokens, trace.target_tokens
+    )
+    chart(mark_row(figure, index, len(trace.target_tokens)), "decoding_self_all")
+    st.caption("Each row is one position, reading the positions at and before it; the outlined row is this step.")
+elif revealed:  # its rows name every word written: not before the class has answered
     st.subheader(f"Cross-attention of every step ({which})")
     figure = head_heatmap(head_or_mean(trace.cross.weights, layer, head), trace.target_tokens, trace.source_tokens)
     chart(mark_row(figure, index, len(trace.source_tokens)), "decoding_cross_all")
@@ -167,7 +203,7 @@ if revealed:  # its rows name every word written: not before the class has answe
         "(and those before it) and writes position i + 1. The outlined row is the current step."
     )
 
-if task is not None and revealed:
+if task is not None and revealed and not only:
     answer = decoding.check(trace, task)
     if answer.right is None:
         st.caption("This sentence is outside the task's grammar, so there is no right answer to compare with.")

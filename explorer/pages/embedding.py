@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import streamlit as st
-
-from explorer import state
 from explorer.pages import _forward
-from explorer.pages._shared import intro, page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header, sidebar_family
 from explorer.wording import weights_origin
 
 page_header()
 intro(
     "The model cannot read text, only numbers: each token's id picks one row of a table of the model's weights, the "
-    f"embedding (d_model numbers per token; {weights_origin(st.session_state[state.MODEL])}). The rows below are "
+    f"embedding (d_model numbers per token; {weights_origin(sidebar_family())}). The rows below are "
     "this token's, from the model's own table, step by step up to the vector that enters layer 1; the position it "
     "adds is the next step's subject."
 )

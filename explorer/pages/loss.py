@@ -14,5 +14,6 @@ intro(
 scored = _output.scored(box="later")  # the loss and its figure first, the box to type another target under them
 _output.wrong_answer(scored)
 _output.loss(scored, number=1)
-_output.target_box()
+if scored.loaded.family.has_source:  # a decoder-only model's target is its own text
+    _output.target_box()
 page_footer()

@@ -18,6 +18,7 @@ from explorer.pages._shared import (
     pick_attention,
     pick_head,
     pick_layer,
+    sidebar_family,
 )
 from explorer.wording import attention_formula, model_view_hint
 
@@ -25,7 +26,7 @@ page_header("Model view")
 intro(
     "Each thumbnail draws one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i). Every head "
     "of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
-    f"attention (queries down, keys across). {model_view_hint(st.session_state[state.MODEL])} Thumbnails are "
+    f"attention (queries down, keys across). {model_view_hint(sidebar_family())} Thumbnails are "
     f"averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and each is scaled to its own maximum, so a nearly "
     "uniform head looks as contrasty as a sharp one: the full-size map below keeps the 0-1 scale."
 )

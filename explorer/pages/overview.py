@@ -20,14 +20,15 @@ page_header()
 model_key, text, _ = state.sidebar(st.session_state)
 loaded = cached.model(model_key)
 config = loaded.model.config
-kind = "an encoder-decoder" if config.is_encoder_decoder else "an encoder-only (BERT family)"
 intro(
-    f"The model in the sidebar is {kind} Transformer, drawn below as figure 1 of *Attention Is All You Need* with its "
-    "own sizes. The lesson follows the sentence from the bottom up: each box carries the number of the step that "
-    "shows it on the sidebar's sentence, with the model's own numbers. Click a box to open its step."
+    f"The model in the sidebar is {markdown_literal(loaded.family.shape_name)}, drawn below as figure 1 of *Attention "
+    "Is All You Need* with its own sizes. The lesson follows the sentence from the bottom up: each box carries the "
+    "number of the step that shows it on the sidebar's sentence, with the model's own numbers. Click a box to open "
+    "its step."
 )
 if loaded.can_read(text):
-    tokens = current_trace("encoder_self").source_tokens  # the encoder's input: no decoding needed to name it
+    # the first stack's input: an encoder-decoder's tokens need no decoding to be named
+    tokens = current_trace(loaded.family.kinds[0]).source_tokens
     words = " ".join(text.split())  # line breaks and tabs read as spaces, as the tokenizer reads them
     cut = f" … ({len(words):,} characters)" if len(words) > SHOWN_CHARACTERS else ""
     st.markdown("**The sentence:** " + markdown_literal(words[:SHOWN_CHARACTERS]) + cut)
@@ -45,16 +46,15 @@ chart(
     figure_one(config, escape_tokens([loaded.title])[0]),
     "overview_figure",
     on_click=functools.partial(open_clicked, st.session_state, state.DRILL_TO),
-    present_height=560 if config.is_encoder_decoder else 460,
+    present_height=460 if loaded.family.shape == "encoder-only" else 560,
 )
 
-missing = lesson.lacking(config.is_encoder_decoder)
+missing = lesson.lacking(loaded.family)
 if missing:
     st.info(
         markdown_literal(
-            f"{loaded.title} is encoder-only: it has no decoder, so these steps have nothing to show on it: "
-            + "; ".join(page.label for page in missing)
-            + ". The toy translation model has a decoder."
+            f"{loaded.title} is {loaded.family.shape_name}: it has no decoder, so these steps have nothing to show "
+            "on it: " + "; ".join(page.label for page in missing) + ". The toy translation model has a decoder."
         )
     )
     offer_translation("Use the toy translation model", "overview_translate")

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import streamlit as st
-
-from explorer import state
 from explorer.pages import _qkv
-from explorer.pages._shared import intro, page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header, sidebar_family
 from explorer.wording import weights_origin
 
 page_header()
@@ -14,7 +11,7 @@ intro(
     "Attention works like a soft look-up. Each token asks a **query** (what am I looking for?), offers a **key** "
     "(what do I contain?) and carries a **value** (what I pass on if chosen). All three are the token's vector "
     "multiplied by a matrix of the model's weights, one set per head "
-    f"({weights_origin(st.session_state[state.MODEL])}). The next step scores every key against the query; this "
+    f"({weights_origin(sidebar_family())}). The next step scores every key against the query; this "
     "one makes q, k and v."
 )
 focus = _qkv.focus()  # past 32 keys, a picker chooses the K and V rows drawn

@@ -15,16 +15,17 @@ intro(
     "A model cannot read letters. Its tokenizer cuts the text into tokens from a fixed vocabulary and gives each "
     "token its number in that vocabulary, its id: the ids are all the model ever sees of the sentence."
 )
-result = current_trace("encoder_self")
 loaded = cached.model(st.session_state[state.MODEL])
+first_kind = loaded.family.kinds[0]  # the attention that reads the text's tokens (no decoding needed)
+result = current_trace(first_kind)
 tokens = result.source_tokens
-ids = forward.token_ids(loaded, result, "encoder")
+ids = forward.token_ids(loaded, result, forward.stack_of(first_kind))
 rows = tokens_view.rows(result.text, tokens, ids, result.source_offsets, result.source_word_ids)
 counts = tokens_view.counts(result.text, tokens, result.source_offsets, result.source_word_ids, result.truncated)
 
 # the lesson's focused token, where it is a source token of this sentence
 focus = st.session_state.get(state.FOCUS_TOKEN)
-on_source = st.session_state.get(state.FOCUS_KIND) in (None, "encoder_self")
+on_source = st.session_state.get(state.FOCUS_KIND) in (None, first_kind)
 if not (on_source and isinstance(focus, int) and 0 <= focus < len(tokens)):
     focus = None
 
@@ -60,12 +61,12 @@ if focus is not None:
     where = "outlined above and highlighted" if focus < SHOWN else "highlighted"
     st.caption(markdown_literal(f"The lesson's focused token, {position_label(focus, tokens[focus])}, is {where}."))
 
-word_piece = tokens_view.is_word_piece(loaded.tokenizer)
+word_piece = loaded.family.continuation == tokens_view.CONTINUES
 marks = None
 if loaded.is_encoder_decoder and loaded.bos_id is not None and loaded.eos_id is not None:
     vocabulary = loaded.target_vocabulary
     marks = (vocabulary.id_to_token(loaded.bos_id), vocabulary.id_to_token(loaded.eos_id))
-notes = tokens_view.notes(tokens, word_piece, loaded.tokenizer.vocab_size, marks)
+notes = tokens_view.notes(tokens, word_piece, loaded.tokenizer.vocab_size, marks, loaded.family.word_start)
 st.markdown("\n".join(f"- {markdown_literal(note)}" for note in notes))
 
 table = pd.DataFrame(

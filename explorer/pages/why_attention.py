@@ -11,8 +11,8 @@ from explorer.figures.labels import markdown_literal
 from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict
 
 page_header()
-result = current_trace("encoder_self")
 loaded = cached.model(st.session_state[state.MODEL])
+result = current_trace(loaded.family.kinds[0])
 config = loaded.model.config
 n, d = len(result.source_tokens), config.d_model
 ops_self, ops_recurrent = complexity.self_attention_ops(n, d), complexity.recurrent_ops(n, d)

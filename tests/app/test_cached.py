@@ -23,15 +23,15 @@ class Recording:
 @pytest.fixture
 def store(monkeypatch) -> Recording:
     recording = Recording()
-    loaded = SimpleNamespace(revision="rev-1")
+    loaded = SimpleNamespace(revision="rev-1", family=SimpleNamespace(kinds=("encoder_self",)))
     monkeypatch.setattr(cached, "store", lambda: recording)
     monkeypatch.setattr(cached, "model", lambda key: loaded)
     monkeypatch.setattr(cached, "get_model", lambda key: loaded)
     monkeypatch.setattr(cached, "_compute", lambda message, work: work())
-    result = SimpleNamespace(encoder_self=SimpleNamespace(weights="ours"))
+    result = SimpleNamespace(attention=lambda kind: SimpleNamespace(weights="ours"))
     monkeypatch.setattr(cached, "trace", SimpleNamespace(run=lambda *args: result))
-    monkeypatch.setattr(cached, "get_reference", lambda: "reference")
-    view = SimpleNamespace(compare=lambda *args: ("difference", "theirs"))
+    monkeypatch.setattr(cached, "get_reference", lambda folder="": "reference")
+    view = SimpleNamespace(compare=lambda *args: ("difference", "theirs"), folder_of=lambda key: "")
     monkeypatch.setattr(cached, "reference_view", view)
     return recording
 
@@ -61,7 +61,7 @@ def test_one_reference_run_gives_both_the_grid_and_the_head(store, monkeypatch):
         runs.append(args[-2:])
         return "difference", "theirs"
 
-    monkeypatch.setattr(cached, "reference_view", SimpleNamespace(compare=compare))
+    monkeypatch.setattr(cached, "reference_view", SimpleNamespace(compare=compare, folder_of=lambda key: ""))
     assert cached.get_reference_comparison("minilm", "hi", 8, 2, 3) == ("difference", "theirs")
     assert runs == [(2, 3)]
 

@@ -37,7 +37,8 @@ def test_the_heads_caveat_is_measured_per_model_and_on_every_page_that_shows_hea
             text = captions(at)
             assert NOT_EXPLANATION in text, (model, name)
             kind = "cross" if model == "reverse" and name != "aggregation" else "encoder_self"  # where each opens
-            assert (starting_note(model, kind) in text) == (name in STARTING_PAGES), (model, name)
+            note = starting_note(registry.load(model).family, kind)
+            assert (note in text) == (name in STARTING_PAGES), (model, name)
             assert text.count("The page opens on") == (name in STARTING_PAGES), (model, name)
             seen.setdefault(model, text)
     assert "Pretrained heads" in seen["minilm"] and "Random" not in seen["minilm"]

@@ -140,7 +140,7 @@ def test_the_map_numbers_every_box_with_the_step_that_shows_it(key):
         assert stack["number"] == [str(lesson.BY_STEM["model_view"].step)] and stack["stems"] == {"model_view"}
 
     clickable = {row[0] for row in trace_of(figure, CLICKS)["customdata"]}
-    lacking = {page.stem for page in lesson.lacking(config.is_encoder_decoder)}
+    lacking = {page.stem for page in lesson.lacking(loaded.family)}
     assert clickable == ENCODER_STEMS | (DECODER_STEMS if config.is_encoder_decoder else set())
     assert lacking == (set() if config.is_encoder_decoder else DECODER_STEMS)
     assert not clickable & lacking
@@ -158,7 +158,7 @@ def test_the_map_numbers_every_box_with_the_step_that_shows_it(key):
 def test_an_encoder_only_model_names_the_steps_it_lacks_and_offers_the_translation_model():
     at = opened("minilm")
     (info,) = at.info
-    assert all(page.label in plain(info.value) for page in lesson.lacking(False))
+    assert all(page.label in plain(info.value) for page in lesson.lacking(registry.load("minilm").family))
     at.button(key="overview_translate").click().run()
     assert not at.exception
     assert at.session_state[state.MODEL] == lesson.TRANSLATE

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from explorer import lesson
+from models import family
+from models.config import TransformerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 # the pages' addresses before the lesson (shared links must keep working)
@@ -47,6 +50,10 @@ def test_previous_and_next_walk_the_path_both_ways():
 
 
 def test_an_encoder_only_model_lacks_the_decoder_steps():
-    assert [page.stem for page in lesson.lacking(False)] == ["decoding", "final_linear", "loss"]
-    assert lesson.lacking(True) == ()
+    config = TransformerConfig(vocab_size=8, d_model=8, n_heads=2, d_ff=8, n_encoder_layers=1, n_decoder_layers=0)
+    encoder_only = family.for_config(config, "BERT family", "random")
+    assert [page.stem for page in lesson.lacking(encoder_only)] == ["decoding", "final_linear", "loss"]
+    for shape in ((1, 1), (0, 1)):  # encoder-decoder, decoder-only: both have a next-token head
+        config = replace(config, n_encoder_layers=shape[0], n_decoder_layers=shape[1])
+        assert lesson.lacking(family.for_config(config, "ours", "random")) == ()
     assert lesson.BY_STEM["tokens"].label == "1. Tokens and ids"

@@ -12,9 +12,19 @@ import pytest
 from explorer import lesson
 from explorer.figures.clicks import CLICKS
 from explorer.figures.overview import BADGES, clicked_step, figure_one, open_clicked
+from models import family
 from models.config import PAPER_BASE
 
 ENCODER_ONLY = dataclasses.replace(PAPER_BASE, n_decoder_layers=0, positional="learned", embedding_norm=True)
+# GPT-2's shape: no encoder, pre-LN, learned positions, no embedding scale
+DECODER_ONLY = dataclasses.replace(
+    PAPER_BASE,
+    n_encoder_layers=0,
+    norm_first=True,
+    positional="learned",
+    scale_embeddings=False,
+    share_embeddings=False,
+)
 CLOSE = 1e-9
 
 
@@ -91,12 +101,27 @@ def test_the_encoders_output_feeds_the_decoders_cross_attention():
 def test_an_encoder_only_model_draws_no_decoder_step():
     figure = figure_one(ENCODER_ONLY, "T")
     stems = {row[0] for trace in figure.data if trace.meta == CLICKS for row in trace.customdata}
-    assert stems and not stems & {page.stem for page in lesson.lacking(False)}
+    assert stems and not stems & {page.stem for page in lesson.lacking(family.for_config(ENCODER_ONLY, "x", "random"))}
     assert not [b for b in boxes(figure) if "Linear" in b["label"] or "Loss" in b["label"]]
     assert "+ learned positions, token type, LayerNorm" in [b["label"] for b in boxes(figure)]
 
 
-@pytest.mark.parametrize("config", [PAPER_BASE, ENCODER_ONLY], ids=["paper", "encoder-only"])
+def test_a_decoder_only_model_draws_one_pre_ln_stack_with_its_output_and_loss():
+    figure = figure_one(DECODER_ONLY, "T")
+    labels = [b["label"] for b in boxes(figure)]
+    assert labels[0] == "Inputs: tokens (the text)" and labels[3].startswith("Masked self-attention")
+    assert not [label for label in labels if "Cross" in label or "Add &amp; Norm" in label or "Add & Norm" in label]
+    assert labels.count("Add (pre-LN: the LayerNorm comes before the sub-layer)") == 2
+    assert labels[-3].startswith("Final LayerNorm, then linear") and labels[-1].startswith("Loss")
+    stems = {row[0] for trace in figure.data if trace.meta == CLICKS for row in trace.customdata}
+    assert {"final_linear", "loss", "query_key_value", "add_norm", "model_view"} <= stems
+    titles = [a.text for a in figure.layout.annotations if "layers" in str(a.text)]
+    assert titles == [f"Decoder-only: N = {DECODER_ONLY.n_decoder_layers} layers"]
+
+
+@pytest.mark.parametrize(
+    "config", [PAPER_BASE, ENCODER_ONLY, DECODER_ONLY], ids=["paper", "encoder-only", "decoder-only"]
+)
 def test_every_text_is_at_least_15_px(config):
     figure = figure_one(config, "T")
     assert all(a.font.size >= 15 for a in figure.layout.annotations if a.text)

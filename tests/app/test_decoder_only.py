@@ -1,0 +1,127 @@
+"""A decoder-only model (a tiny random GPT-2 folder) through every page (AppTest via app.py): no exception, and what
+is drawn and said is the decoder-only model's own: masked self-attention, next-token loss of the text itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer import lesson, output, state, trace
+from models import registry
+from tests.app import new_app
+from tests.figdata import array, plain, spec
+
+pytestmark = pytest.mark.slow
+
+TEXT = "the cat sat on the mat because it was tired"
+KEY = "folder:tiny-gpt2"
+EVERY_PAGE = tuple(page.stem for pages in lesson.MENUS.values() for page in pages)
+
+
+@pytest.fixture
+def gpt2(gpt2_folder, monkeypatch):
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: f"tiny-gpt2={gpt2_folder}"}))
+    return registry.load(KEY)
+
+
+def opened(page: str | None = None):
+    at = new_app(page)
+    at.query_params["model"] = KEY
+    at.query_params["text"] = TEXT
+    return at.run()
+
+
+def text_of(at) -> str:
+    parts = [*at.markdown, *at.caption, *at.info, *at.warning, *at.success, *at.subheader, *at.header, *at.text]
+    return plain(" ".join(str(p.value) for p in parts))
+
+
+@pytest.mark.parametrize("page", EVERY_PAGE)
+def test_every_page_opens_for_a_gpt2_folder(gpt2, page):
+    at = opened(page)
+    assert not at.exception, (page, at.exception)
+    assert not at.error, (page, [e.value for e in at.error])
+    words = text_of(at)
+    assert "encoder-only" not in words and "Encoder self-attention" not in words, page
+    assert "BERT family" not in words, page
+
+
+def test_attention_is_the_models_masked_self_attention(gpt2):
+    at = opened("attention")
+    expected = trace.run(gpt2, TEXT, gpt2.max_tokens).decoder_self.weights
+    z = array(spec(at.get("plotly_chart")[0])["data"][0]["z"])
+    layers, heads = expected.shape[:2]
+    drawn = [(li, h) for li in range(layers) for h in range(heads) if np.array_equal(z, expected[li, h])]
+    assert drawn, "the first chart is one of the model's heads"
+    assert np.allclose(np.triu(z, 1), 0), "nothing above the diagonal: the causal mask"
+
+
+def test_overview_draws_a_decoder_only_stack(gpt2):
+    at = opened()
+    words = text_of(at)
+    assert "a decoder-only model (GPT-2 family)" in words
+    figure = spec(at.get("plotly_chart")[0])
+    labels = " ".join(a["text"] for a in figure["layout"]["annotations"])
+    assert "Masked self-attention" in labels and "Cross-attention" not in labels and "Decoder-only" in labels
+    assert "pre-LN" in labels and "Add &amp; Norm" not in labels  # pre-LN: the norm comes first, no Add & Norm
+    assert not [i for i in at.info if "has no decoder" in i.value]
+
+
+def test_tokens_step_explains_the_word_start_mark(gpt2):
+    at = opened("tokens")
+    words = text_of(at)
+    assert "Ġ stands for the space before a word" in words
+    assert "fixed list" not in words
+
+
+def test_loss_step_scores_the_text_itself(gpt2):
+    at = opened("loss")
+    result = trace.run(gpt2, TEXT, gpt2.max_tokens)
+    ids = list(gpt2.tokenizer.encode(TEXT, gpt2.max_tokens).ids)
+    scored = output.score(gpt2, ids, ids)
+    assert scored.targets == result.source_tokens[1:]
+    assert scored.epsilon == 0.0
+    words = text_of(at)
+    assert "the text itself" in words and "No label smoothing" in words
+    assert f"{scored.mean:.4f}" in " ".join(m.value for m in at.metric)
+    assert not at.text_input(key="output_target") if "output_target" in at.session_state else True
+
+
+def test_final_linear_step_continues_the_text_and_samples(gpt2):
+    at = opened("final_linear")
+    assert not at.exception
+    ids = list(gpt2.tokenizer.encode(TEXT, gpt2.max_tokens).ids)
+    greedy = output.sample(gpt2, ids, "greedy", max_new=output.CONTINUATION)
+    assert "Continue the text" in text_of(at)
+    assert " ".join(greedy.tokens) in text_of(at)
+    at.selectbox(key="output_method").set_value("top-k").run()
+    assert not at.exception
+    words = text_of(at)
+    assert "The layer has no bias b." in words and "tied" in words
+
+
+def test_decoding_step_walks_the_texts_positions(gpt2):
+    at = opened("decoding")
+    result = trace.run(gpt2, TEXT, gpt2.max_tokens)
+    words = text_of(at)
+    assert f"Position 1 of {len(result.source_tokens)}" in words
+    assert "Cross-attention" not in words
+    at.button(key="decoding_next").click().run()
+    assert not at.exception
+    assert f"predicts '2: {result.output_tokens[1]}'" in text_of(at)
+
+
+def test_word_level_merges_byte_level_words(gpt2):
+    at = opened("attention")
+    at.toggle(key="attention_words").set_value(True).run()
+    assert not at.exception
+    figure = spec(at.get("plotly_chart")[0])
+    ticks = [str(t) for t in figure["layout"]["xaxis"]["ticktext"]]
+    assert not any("Ġ" in t for t in ticks)
+
+
+def test_a_session_moving_between_model_shapes_keeps_working(gpt2):
+    at = opened("query_key_value")
+    for model in ("translate", KEY, "minilm", KEY):
+        at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value(model).run()
+        assert not at.exception, model
