@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 
-from models import train
+from models import tasks, train
 from models.config import TransformerConfig
 from models.family import Family
 
 PAPER_WARMUP = 4000  # section 5.3
 PAPER_STEPS = 100_000  # base model, section 5.2
+PAPER_LABEL_SMOOTHING = 0.1  # section 5.4
+PAPER_DROPOUT = 0.1  # base model, section 5.4
 
 
 NOT_EXPLANATION = (
@@ -144,12 +146,25 @@ def recipe_departures(task: str, steps: int | None = None) -> list[str]:
         if steps is None
         else f"and {steps:,} steps in this run ({recipe.steps:,} for the shipped model) instead of {PAPER_STEPS:,}"
     )
+    decoder_only = tasks.get(task).decoder_only
+    clipping = "" if recipe.norm_first else ": small post-LN models diverge here without it"
+    examples = "texts" if decoder_only else "sentence pairs"
     found = [
-        f"gradient clipping at norm {recipe.clip_norm:g} (the paper has none: small post-LN models diverge here "
-        "without it)",
+        f"gradient clipping at norm {recipe.clip_norm:g} (the paper has none{clipping})",
         f"{recipe.warmup} warm-up steps instead of {PAPER_WARMUP:,}{' ' if steps is None else ', '}{length}",
-        f"batches of {recipe.batch_size} sentence pairs instead of about 25,000 source and 25,000 target tokens",
+        f"batches of {recipe.batch_size} {examples} instead of about 25,000 source and 25,000 target tokens",
     ]
+    if decoder_only:
+        found.insert(0, "a decoder-only model (the paper's decoder without the encoder and its cross-attention)")
+    if recipe.norm_first:
+        found.append("pre-LN sub-layers (LayerNorm before each sub-layer, and one after the last layer, as in GPT-2)")
+    if recipe.label_smoothing != PAPER_LABEL_SMOOTHING:
+        smoothing = (
+            "no label smoothing" if not recipe.label_smoothing else f"label smoothing {recipe.label_smoothing:g}"
+        )
+        found.append(f"{smoothing} instead of eps = {PAPER_LABEL_SMOOTHING:g}")
+    if recipe.dropout != PAPER_DROPOUT:
+        found.append(f"dropout {recipe.dropout:g} instead of {PAPER_DROPOUT:g}")
     if recipe.lr_factor != 1.0:
         found.append(f"the learning rate of eq. 3 times {recipe.lr_factor:g} (at the full rate it keeps oscillating)")
     return found
@@ -196,10 +211,11 @@ def pre_ln_note(config: TransformerConfig) -> str:
 def run_length(task: str, steps: int, default: int) -> str:
     """How long the run on the Train page is, beside how long the shipped checkpoint of its task trained."""
     shipped = train.RECIPES[task].steps
+    goal = "form its induction head" if tasks.get(task).decoder_only else "reach its alignment"
     return (
         f"This run: {steps:,} steps (the box starts at {default:,}). The shipped {task} model trained for "
-        f"{shipped:,} steps with the same recipe; a shorter run may not reach its alignment, and nothing here "
-        "checks whether it did: look at the snapshots and the loss."
+        f"{shipped:,} steps with the same recipe; a shorter run may not {goal}, and nothing here checks whether it "
+        "did: look at the snapshots and the loss."
     )
 
 
@@ -221,10 +237,15 @@ def short_float(x: float) -> str:
 
 def optimiser_and_dropout(betas: tuple[float, float], eps: float, dropout: float) -> str:
     """Adam's settings and dropout as the trainer uses them (section 5.3, 5.4), and that dropout is off when drawn."""
-    return (
+    adam = (
         f"Adam with beta_1 = {short_float(betas[0])}, beta_2 = {short_float(betas[1])} and epsilon = "
-        f"{short_float(eps)} (section 5.3; read from the optimiser models/train.py builds). Dropout P_drop = "
-        f"{short_float(dropout)} (the paper's rate for the base model, section 5.4) during training steps only: on the "
+        f"{short_float(eps)} (section 5.3; read from the optimiser models/train.py builds)."
+    )
+    if not dropout:
+        return f"{adam} No dropout (the paper's base model drops {short_float(PAPER_DROPOUT)}, section 5.4)."
+    rate = "the paper's rate for the base model" if dropout == PAPER_DROPOUT else f"the paper's is {PAPER_DROPOUT:g}"
+    return (
+        f"{adam} Dropout P_drop = {short_float(dropout)} ({rate}, section 5.4) during training steps only: on the "
         "sums of embeddings and positions and on each sub-layer's output before its Add & Norm, as in the paper, and "
         "here also on the attention weights and the FFN's hidden layer. Snapshots and every page run the model in "
         "eval mode, where dropout is off."

@@ -105,7 +105,7 @@ class ByteLevelTokenizer:
         if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
             from tokenizers.implementations import ByteLevelBPETokenizer
 
-            built = ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), trim_offsets=True)
+            built = ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), trim_offsets=False)
             return cls(built._tokenizer)
         raise FileNotFoundError(f"{folder} has neither tokenizer.json nor vocab.json and merges.txt")
 

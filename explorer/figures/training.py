@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -13,6 +14,7 @@ def loss_curve(
     loss: Sequence[float],
     accuracy: Sequence[float],
     schedule: tuple[Sequence[int], Sequence[float]] | None = None,
+    smoothed: bool = True,
 ) -> go.Figure:
     """Loss on the left axis, teacher-forced next-token accuracy (0..1) on the right; with `schedule` (steps,
     rates), the learning rate of eq. 3 for the whole run in a panel beneath, on the same step axis."""
@@ -43,7 +45,8 @@ def loss_curve(
             col=1,
         )
         figure.update_yaxes(title={"text": "learning rate"}, tickformat=".1e", row=2, col=1)
-    figure.update_yaxes(title={"text": "loss (label-smoothed)"}, rangemode="tozero", row=1, col=1, secondary_y=False)
+    loss_name = "loss (label-smoothed)" if smoothed else "loss (cross-entropy)"
+    figure.update_yaxes(title={"text": loss_name}, rangemode="tozero", row=1, col=1, secondary_y=False)
     figure.update_yaxes(
         title={"text": "token accuracy"},
         range=[0, 1],
@@ -61,4 +64,44 @@ def loss_curve(
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
         legend={"orientation": "h", "y": 1.08},
     )
+    return figure
+
+
+# one hue per layer (a head's line is that layer's colour, a lighter shade for each later head)
+LAYER_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def head_scores(steps: Sequence[int], induction: np.ndarray, previous: np.ndarray) -> go.Figure:
+    """Each head's induction score (left) and previous-token score (right) at every snapshot step: (S, L, H) arrays,
+    one line per head, coloured by layer."""
+    figure = make_subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        subplot_titles=("Induction score, each head", "Previous-token score, each head"),
+        horizontal_spacing=0.04,
+    )
+    _, n_layers, n_heads = induction.shape
+    for col, values in ((1, induction), (2, previous)):
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                colour = LAYER_COLOURS[layer % len(LAYER_COLOURS)]
+                figure.add_trace(
+                    go.Scatter(
+                        x=list(steps),
+                        y=values[:, layer, head].tolist(),
+                        name=f"layer {layer + 1} head {head + 1}",
+                        legendgroup=f"{layer}-{head}",
+                        showlegend=col == 1,
+                        mode="lines+markers",
+                        line={"color": colour, "width": 2},
+                        opacity=1.0 - 0.5 * head / max(n_heads, 1),
+                    ),
+                    row=1,
+                    col=col,
+                )
+    figure.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=1, title={"text": "weight"})
+    figure.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
+    figure.update_xaxes(title={"text": "step"})
+    figure.update_layout(height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return figure
