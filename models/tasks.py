@@ -3,6 +3,9 @@
 `translate`: an English-like sentence into a French-like one where adjectives follow the noun in mirrored order
 ("the european economic area" -> "la zone économique européenne") and articles and verbs agree with the noun.
 `reverse`: a sequence of words, backwards; the right cross-attention is the anti-diagonal.
+`induction` (decoder-only): a run of distinct words, then the same run again, read as one text predicting its next
+word; only the repeat can be predicted, by an induction head (Olsson et al. 2022) that looks back at the word after
+the earlier occurrence of the current one.
 Generators are deterministic given a seed; a hash of the source decides its split, so training and held-out
 sets never share a sentence, whatever the seeds.
 """
@@ -17,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from models import lexicon
+from models.config import Shape
 from models.tokenize import Encoding, TokenizeError
 
 SPECIALS = ("<pad>", "<bos>", "<eos>")
@@ -68,23 +72,48 @@ class Vocabulary:
     def close_words(self, word: str, n: int = 3) -> list[str]:
         return difflib.get_close_matches(word, self.known, n=n, cutoff=0.6)
 
-    def encode(self, text: str, max_tokens: int) -> Encoding:
-        """Lower-cased words (punctuation split off) then <eos>, cut to max_tokens in all; unknown words raise
-        UnknownWordError. The end marker lets the encoder count back from the end (what reversal needs)."""
+    def words_of(self, text: str) -> list[tuple[str, tuple[int, int]]]:
+        """Lower-cased words (punctuation split off) with their character spans; unknown words raise
+        UnknownWordError, an empty text TokenizeError."""
         if not isinstance(text, str) or not text.strip():
             raise TokenizeError("the text is empty: type a sentence")
-        if max_tokens < 2:
-            raise TokenizeError(f"max tokens must be at least 2 (a word and <eos>), not {max_tokens}")
         found = [(m.group().lower(), m.span()) for m in WORD.finditer(text)]
         unknown = dict.fromkeys(w for w, _ in found if w not in self._ids or w in SPECIALS)
         if unknown:
             raise UnknownWordError({w: self.close_words(w) for w in unknown})
+        return found
+
+    def encode(self, text: str, max_tokens: int) -> Encoding:
+        """The text's words then <eos>, cut to max_tokens in all. The end marker lets the encoder count back from
+        the end (what reversal needs)."""
+        if max_tokens < 2:
+            raise TokenizeError(f"max tokens must be at least 2 (a word and <eos>), not {max_tokens}")
+        found = self.words_of(text)
         kept = found[: max_tokens - 1]
         return Encoding(
             ids=(*(self._ids[w] for w, _ in kept), EOS_ID),
             tokens=(*(w for w, _ in kept), SPECIALS[EOS_ID]),
             offsets=(*(span for _, span in kept), (0, 0)),
             word_ids=(*range(len(kept)), None),
+            truncated=len(found) - len(kept),
+        )
+
+
+class TextVocabulary(Vocabulary):
+    """A decoder-only model's vocabulary: the text it reads starts with <bos> (so that its first word has a position
+    to attend to under the causal mask) and has no end marker."""
+
+    def encode(self, text: str, max_tokens: int) -> Encoding:
+        """<bos> then the text's words, cut to max_tokens in all."""
+        if max_tokens < 2:
+            raise TokenizeError(f"max tokens must be at least 2 (<bos> and a word), not {max_tokens}")
+        found = self.words_of(text)
+        kept = found[: max_tokens - 1]
+        return Encoding(
+            ids=(BOS_ID, *(self._ids[w] for w, _ in kept)),
+            tokens=(SPECIALS[BOS_ID], *(w for w, _ in kept)),
+            offsets=((0, 0), *(span for _, span in kept)),
+            word_ids=(None, *range(len(kept))),
             truncated=len(found) - len(kept),
         )
 
@@ -107,10 +136,18 @@ class Task:
     sample: Callable[[random.Random], Pair]
     examples: tuple[str, ...]
     reference: Callable[[tuple[str, ...]], Pair | None]  # the right output and alignment for a source, if any
+    # encoder-decoder: the model writes `target` from `source`; decoder-only: the model reads `source` as one text
+    # (TextVocabulary: <bos> first) and predicts each next word of it
+    shape: Shape = "encoder-decoder"
+    max_words: int = MAX_WORDS  # the longest source the generator writes, in words
 
     @property
     def example(self) -> str:
         return self.examples[0]
+
+    @property
+    def decoder_only(self) -> bool:
+        return self.shape == "decoder-only"
 
 
 def split_of(source: tuple[str, ...]) -> str:
@@ -158,6 +195,42 @@ def _reverse(words: tuple[str, ...]) -> Pair:
 
 def _sample_reverse(rng: random.Random) -> Pair:
     return _reverse(tuple(rng.choice(REVERSE_WORDS) for _ in range(rng.randint(REVERSE_MIN_WORDS, MAX_WORDS))))
+
+
+# --- induction -------------------------------------------------------------------------------------------
+
+INDUCTION_MIN_WORDS = 4  # words in each half
+
+
+def next_by_induction(words: tuple[str, ...]) -> Pair | None:
+    """For each word of a text, the next word by the induction rule [A][B] ... [A] -> [B] (Olsson et al. 2022): the
+    word that followed the latest earlier occurrence of this word, aligned with that word's position in `words`;
+    "" and -1 where the word has not occurred before (nothing earlier says what comes next). None when no word
+    repeats. On a task text (a half of distinct words, then the half again) it is every next word of the repeat,
+    and after the last word, the repeat's first word (the cycle continued)."""
+    latest: dict[str, int] = {}
+    target: list[str] = []
+    alignment: list[int] = []
+    for i, word in enumerate(words):
+        j = latest.get(word)
+        target.append("" if j is None else words[j + 1])
+        alignment.append(-1 if j is None else j + 1)
+        latest[word] = i
+    return Pair(tuple(words), tuple(target), tuple(alignment)) if any(a >= 0 for a in alignment) else None
+
+
+def _sample_induction(rng: random.Random) -> Pair:
+    """A half of distinct words, then the same half: no word twice within a half, so each word of the repeat has
+    exactly one earlier occurrence and the word after it is determined."""
+    half = tuple(rng.sample(REVERSE_WORDS, rng.randint(INDUCTION_MIN_WORDS, MAX_WORDS)))
+    pair = next_by_induction(half + half)
+    assert pair is not None
+    return pair
+
+
+def repeat_start(words: tuple[str, ...]) -> int:
+    """Where the repeat of a task text begins (its first half's length)."""
+    return len(words) // 2
 
 
 # --- translate -------------------------------------------------------------------------------------------
@@ -250,6 +323,7 @@ def _translate_vocabularies() -> tuple[Vocabulary, Vocabulary]:
 
 def _build() -> dict[str, Task]:
     reverse_vocab = Vocabulary(REVERSE_WORDS)
+    text_vocab = TextVocabulary(REVERSE_WORDS)
     en, fr = _translate_vocabularies()
     return {
         "translate": Task(
@@ -278,6 +352,22 @@ def _build() -> dict[str, Task]:
                 "zulu nine xray seven lima two oscar romeo",
             ),
             _reverse,
+        ),
+        "induction": Task(
+            "induction",
+            f"Predict the next word of {INDUCTION_MIN_WORDS} to {MAX_WORDS} distinct words said twice: only the "
+            "repeat is predictable, by looking back at what followed the word last time.",
+            text_vocab,
+            text_vocab,
+            _sample_induction,
+            (
+                "alpha bravo seven kilo alpha bravo seven kilo",
+                "one two three four five six one two three four five six",
+                "zulu nine xray seven lima two oscar romeo zulu nine xray seven lima two oscar romeo",
+            ),
+            next_by_induction,
+            shape="decoder-only",
+            max_words=2 * MAX_WORDS,
         ),
     }
 

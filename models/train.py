@@ -1,4 +1,5 @@
-"""Train the from-scratch encoder-decoder on a toy task (section 5 of the paper: Adam, warm-up, label smoothing).
+"""Train the from-scratch Transformer on a toy task (section 5 of the paper: Adam, warm-up, label smoothing): the
+encoder-decoder on translate and reverse, a decoder-only model on induction.
 
 python -m models.train --list
 python -m models.train --task reverse [--seed 0] [--steps N]
@@ -14,13 +15,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 
-from models import tasks
+from models import induction, tasks
 from models.config import TransformerConfig
 from models.transformer import Transformer
 
@@ -44,17 +46,25 @@ class Recipe:
     label_smoothing: float = 0.1  # section 5.4
     dropout: float = 0.1
     clip_norm: float = 1.0  # not in the paper: without it, small post-LN models here diverge after converging
+    # added with the decoder-only task: a checkpoint record without them was trained with these defaults
+    norm_first: bool = False
+    positional: Literal["sinusoidal", "learned"] = "sinusoidal"
+    max_len: int = 32
 
     def config(self, task: tasks.Task) -> TransformerConfig:
+        """n_layers encoder and n_layers decoder layers; a decoder-only task's model has n_layers decoder layers
+        over one vocabulary."""
         return TransformerConfig(
             vocab_size=task.source.vocab_size,
-            tgt_vocab_size=task.target.vocab_size,
+            tgt_vocab_size=None if task.decoder_only else task.target.vocab_size,
             d_model=self.d_model,
             n_heads=self.n_heads,
             d_ff=self.d_ff,
-            n_encoder_layers=self.n_layers,
+            n_encoder_layers=0 if task.decoder_only else self.n_layers,
             n_decoder_layers=self.n_layers,
-            max_len=32,
+            max_len=self.max_len,
+            positional=self.positional,
+            norm_first=self.norm_first,
             dropout=self.dropout,
             pad_id=tasks.PAD_ID,
         )
@@ -64,6 +74,12 @@ RECIPES: dict[str, Recipe] = {
     # half the paper's rate: at the full rate this small copy model keeps oscillating and ends below 98%
     "reverse": Recipe(steps=4000, lr_factor=0.5),
     "translate": Recipe(d_model=96, d_ff=256, steps=3000),
+    # two layers: a previous-token head, then an induction head reading it. Pre-LN with learned positions forms it
+    # between steps 300 and 400 (seeds 0-3); sinusoids learn the repeat another way (no induction head), dropout and
+    # a higher rate delay it past 800 steps, and there is nothing to smooth: the repeat has one right next word
+    "induction": Recipe(
+        steps=800, batch_size=128, label_smoothing=0.0, dropout=0.0, norm_first=True, positional="learned"
+    ),
 }
 
 
@@ -87,6 +103,28 @@ def collate(task: tasks.Task, batch: list[tasks.Pair]) -> tuple[Tensor, Tensor, 
         tgt_in[i, : len(target) + 1] = torch.tensor([tasks.BOS_ID, *target])
         tgt_out[i, : len(target) + 1] = torch.tensor([*target, tasks.EOS_ID])
     return src, tgt_in, tgt_out
+
+
+def collate_text(task: tasks.Task, batch: list[tasks.Pair]) -> tuple[Tensor, Tensor]:
+    """A decoder-only batch, padded: input <bos> text[:-1] (TextVocabulary.encode's ids without the last word) and
+    output text, each input position's next word; the loss runs over the whole text and ignores padding."""
+    length = max(len(p.source) for p in batch)
+    text_in = torch.full((len(batch), length), tasks.PAD_ID, dtype=torch.long)  # (B, T)
+    text_out = torch.full((len(batch), length), tasks.PAD_ID, dtype=torch.long)  # (B, T)
+    for i, pair in enumerate(batch):
+        ids = [tasks.BOS_ID, *task.source.ids(pair.source)]
+        text_in[i, : len(ids) - 1] = torch.tensor(ids[:-1])
+        text_out[i, : len(ids) - 1] = torch.tensor(ids[1:])
+    return text_in, text_out
+
+
+def batch_of(task: tasks.Task, batch: list[tasks.Pair]) -> tuple[tuple[Tensor, ...], Tensor]:
+    """(the model's inputs, the next-token targets) of a batch, for the task's shape."""
+    if task.decoder_only:
+        text_in, text_out = collate_text(task, batch)
+        return (text_in,), text_out
+    src, tgt_in, tgt_out = collate(task, batch)
+    return (src, tgt_in), tgt_out
 
 
 @dataclass
@@ -128,12 +166,12 @@ class Trainer:
         lr = rate(step, self.recipe.d_model, self.recipe.warmup, self.recipe.lr_factor)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        src, tgt_in, tgt_out = collate(self.task, [next(self._data) for _ in range(self.recipe.batch_size)])
+        inputs, tgt_out = batch_of(self.task, [next(self._data) for _ in range(self.recipe.batch_size)])
         self.model.train()
         with torch.random.fork_rng(devices=[]):
             # dropout draws from the trainer's own generator state, so a run is reproducible from its seed
             torch.random.set_rng_state(self._generator.get_state())
-            logits = self.model(src, tgt_in).logits  # (B, T, V)
+            logits = self.model(*inputs).logits  # (B, T, V)
             self._generator.set_state(torch.random.get_rng_state())
         loss = self.loss_fn(logits.flatten(0, 1), tgt_out.flatten())
         self.optimizer.zero_grad(set_to_none=True)
@@ -175,6 +213,31 @@ def exact_match(model: Transformer, task: tasks.Task, pairs: list[tasks.Pair], b
         outputs = decode_batch(model, task, [p.source for p in chunk])
         hits += sum(out == p.target for out, p in zip(outputs, chunk, strict=True))
     return hits / len(pairs)
+
+
+def repeat_accuracy(model: Transformer, task: tasks.Task, pairs: list[tasks.Pair], batch_size: int = 256) -> float:
+    """Share of the repeat's positions, from its second word on, where the teacher-forced argmax next word is right
+    (its first word cannot be known: nothing says where the first half ends)."""
+    model.eval()
+    hits = total = 0
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        text_in, text_out = collate_text(task, chunk)
+        with torch.inference_mode():
+            right = model(text_in).logits.argmax(-1) == text_out  # (B, T)
+        scored = torch.zeros_like(right)
+        for i, pair in enumerate(chunk):
+            # text_out[i, t] is word t, so the repeat's second word on is n + 1 .. 2n - 1
+            n = tasks.repeat_start(pair.source)
+            scored[i, n + 1 : len(pair.source)] = True
+        hits += int(right[scored].sum())
+        total += int(scored.sum())
+    return hits / total
+
+
+def metric(task: tasks.Task) -> tuple[str, Callable[[Transformer, tasks.Task, list[tasks.Pair]], float]]:
+    """The held-out figure of a task's checkpoint: its name and how it is computed."""
+    return ("repeat_accuracy", repeat_accuracy) if task.decoder_only else ("exact_match", exact_match)
 
 
 # --- checkpoints -----------------------------------------------------------------------------------------
@@ -242,40 +305,70 @@ def _train(args: argparse.Namespace) -> None:
     trainer = Trainer(task, recipe, args.seed)
     n_params = sum(p.numel() for p in trainer.model.parameters())
     print(f"task {task.name}: {n_params:,} parameters, {recipe.steps} steps of {recipe.batch_size}, seed {args.seed}")
-    started = time.perf_counter()
+    name, score_of = metric(task)
+    # a decoder-only run also logs its held-out figure and its heads' scores (untimed: see train_seconds)
+    watched: list[dict] = []
+    probe = tasks.pairs(task, WATCH_PAIRS, EVALUATION_SEED) if task.decoder_only else []
+    spent = 0.0
     with tqdm(total=recipe.steps, unit="step", file=sys.stderr, disable=args.quiet) as bar:
 
         def report(p: Progress) -> None:
+            nonlocal spent
             bar.update(1)
             if p.step % 50 == 0:
                 bar.set_postfix(loss=f"{p.loss:.3f}", acc=f"{p.accuracy:.3f}")
             if p.step % args.log_every == 0 or p.step == recipe.steps:
-                bar.write(f"step {p.step:5d}  loss {p.loss:.4f}  token_accuracy {p.accuracy:.4f}  lr {p.lr:.2e}")
+                line = f"step {p.step:5d}  loss {p.loss:.4f}  token_accuracy {p.accuracy:.4f}  lr {p.lr:.2e}"
+                if probe:
+                    paused = time.perf_counter()
+                    watched.append({"step": p.step, "loss": round(p.loss, 4), **watch(trainer.model, task, probe)})
+                    line += "".join(f"  {k} {v:.3f}" for k, v in watched[-1].items() if k not in ("step", "loss"))
+                    spent += time.perf_counter() - paused
+                bar.write(line)
 
+        started = time.perf_counter()
         trainer.run(recipe.steps, report)
-    seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - started - spent
     held_out = tasks.pairs(task, args.n, EVALUATION_SEED)
-    score = exact_match(trainer.model, task, held_out)
-    print(f"trained in {seconds:.1f} s; exact_match: {score:.4f} on {len(held_out)} held-out pairs")
+    score = score_of(trainer.model, task, held_out)
+    print(f"trained in {seconds:.1f} s; {name}: {score:.4f} on {len(held_out)} held-out pairs")
     command = "python -m models.train " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
     record = {
         "command": command.strip(),
         "train_seconds": round(seconds, 1),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "heldout_exact_match": score,
+        f"heldout_{name}": score,
         "heldout": {"seed": EVALUATION_SEED, "pairs": len(held_out)},
         "final": asdict(trainer.history[-1]),
+        **({"watched": watched} if watched else {}),
     }
     path = save(trainer, Path(args.out), record)
     print(f"saved {path}")
 
 
+WATCH_PAIRS = 200  # held-out texts a decoder-only run is scored on at each logged step
+
+
+def watch(model: Transformer, task: tasks.Task, pairs: list[tasks.Pair]) -> dict[str, float]:
+    """A decoder-only model mid-run: its held-out repeat accuracy, and its strongest induction head (last layer)
+    and previous-token head (first layer) on the first 20 texts."""
+    induction_scores, previous_scores = induction.model_scores(
+        model, [[tasks.BOS_ID, *task.source.ids(p.source)] for p in pairs[:20]]
+    )
+    return {
+        "repeat_accuracy": round(repeat_accuracy(model, task, pairs), 4),
+        "induction_score": round(float(induction_scores[-1].max()), 4),
+        "previous_token_score": round(float(previous_scores[0].max()), 4),
+    }
+
+
 def _evaluate(args: argparse.Namespace) -> None:
     model, task, _ = load(args.task, Path(args.out))
     seed = EVALUATION_SEED if args.seed is None else args.seed
-    score = exact_match(model, task, tasks.pairs(task, args.n, seed))
-    print(f"exact_match: {score:.4f}")
+    name, score_of = metric(task)
+    score = score_of(model, task, tasks.pairs(task, args.n, seed))
+    print(f"{name}: {score:.4f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=1000, help="held-out pairs to score (default 1000)")
     parser.add_argument("--out", default=str(CHECKPOINTS), help="checkpoint folder")
     parser.add_argument("--log-every", type=int, default=250)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads while training (default 2)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     args.argv = argv
@@ -304,7 +398,12 @@ def main(argv: list[str] | None = None) -> int:
             _evaluate(args)
         else:
             args.seed = DEFAULT_SEED if args.seed is None else args.seed
-            _train(args)
+            threads = torch.get_num_threads()
+            torch.set_num_threads(args.threads)
+            try:
+                _train(args)
+            finally:
+                torch.set_num_threads(threads)
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -42,15 +42,22 @@ def test_training_and_heldout_sets_never_overlap(name):
     assert all(tasks.split_of(s) == "train" for s in train)
 
 
+def _read(task: tasks.Task, words: tuple[str, ...]) -> tuple[str, ...]:
+    """The tokens a task's model reads for these words: the source then <eos>, or <bos> then the text."""
+    return ("<bos>", *words) if task.decoder_only else (*words, "<eos>")
+
+
 @pytest.mark.parametrize("name", list(tasks.TASKS))
 def test_pairs_fit_the_vocabularies_and_the_length_limit(name):
     task = tasks.get(name)
+    lengths = set()
     for pair in tasks.pairs(task, 500, seed=5):
-        assert 2 <= len(pair.source) <= tasks.MAX_WORDS
+        lengths.add(len(pair.source))
         assert len(pair.alignment) == len(pair.target)
-        assert task.source.ids(pair.source) and task.target.ids(pair.target)  # KeyError on an unknown word
+        assert task.source.ids(pair.source) and task.target.ids([w for w in pair.target if w])  # KeyError if unknown
         encoded = task.source.encode(" ".join(pair.source), 32)
-        assert encoded.tokens == (*pair.source, "<eos>")
+        assert encoded.tokens == _read(task, pair.source)
+    assert min(lengths) >= 2 and max(lengths) == task.max_words
 
 
 @pytest.mark.parametrize("name", list(tasks.TASKS))
@@ -64,9 +71,10 @@ def test_vocabulary_round_trips(name):
             assert vocabulary.id_to_token(i) == word
     for example in task.examples:
         enc = task.source.encode(example, 32)
-        assert " ".join(task.source.id_to_token(i) for i in enc.ids[:-1]) == example
-        assert enc.ids[-1] == tasks.EOS_ID
-        assert [example[a:b] for a, b in enc.offsets[:-1]] == list(enc.tokens[:-1])
+        assert enc.tokens == _read(task, tuple(example.split()))
+        assert [task.source.id_to_token(i) for i in enc.ids] == list(enc.tokens)
+        words = [i for i, w in enumerate(enc.word_ids) if w is not None]
+        assert [example[enc.offsets[i][0] : enc.offsets[i][1]] for i in words] == example.split()
 
 
 def test_reversal_alignment_is_the_mirror():
@@ -132,3 +140,40 @@ def test_encode_lowercases_cuts_and_rejects_empty_text():
     assert enc.tokens == ("one", "two", "<eos>") and enc.truncated == 1 and enc.offsets == ((0, 3), (5, 8), (0, 0))
     with pytest.raises(tasks.TokenizeError, match="empty"):
         vocabulary.encode("   ", 5)
+
+
+def test_induction_is_a_decoder_only_task_of_distinct_words_said_twice():
+    task = tasks.get("induction")
+    assert task.decoder_only and not tasks.get("reverse").decoder_only
+    assert task.source is task.target and set(task.source.known) == set(tasks.REVERSE_WORDS)
+    halves = set()
+    for pair in tasks.pairs(task, 300, seed=6):
+        n = tasks.repeat_start(pair.source)
+        assert tasks.INDUCTION_MIN_WORDS <= n <= tasks.MAX_WORDS and len(pair.source) == 2 * n
+        assert pair.source[:n] == pair.source[n:] and len(set(pair.source[:n])) == n
+        halves.add(n)
+    assert halves == set(range(tasks.INDUCTION_MIN_WORDS, tasks.MAX_WORDS + 1))
+
+
+def test_induction_reference_is_the_next_word_of_the_repeat():
+    words = ("alpha", "bravo", "seven", "kilo") * 2
+    pair = tasks.get("induction").reference(words)
+    assert pair.target == ("", "", "", "", "bravo", "seven", "kilo", "alpha")  # the last: the cycle continued
+    assert pair.alignment == (-1, -1, -1, -1, 1, 2, 3, 4)
+    assert all(pair.source[a] == t for a, t in zip(pair.alignment, pair.target, strict=True) if a >= 0)
+    # typed text may repeat a word within its first half: the latest earlier occurrence decides
+    pair = tasks.next_by_induction(("one", "two", "one", "three", "one"))
+    assert pair.target == ("", "", "two", "", "three") and pair.alignment == (-1, -1, 1, -1, 3)
+    assert tasks.next_by_induction(("one", "two", "three")) is None  # nothing repeats: nothing to predict
+
+
+def test_induction_encoding_starts_with_bos_and_has_no_end_marker():
+    vocabulary = tasks.get("induction").source
+    enc = vocabulary.encode("Alpha  bravo alpha bravo", 4)
+    assert enc.ids[0] == tasks.BOS_ID and tasks.EOS_ID not in enc.ids
+    assert enc.tokens == ("<bos>", "alpha", "bravo", "alpha") and enc.truncated == 1
+    assert enc.word_ids == (None, 0, 1, 2) and enc.offsets == ((0, 0), (0, 5), (7, 12), (13, 18))
+    with pytest.raises(tasks.UnknownWordError, match="did you mean 'bravo'"):
+        vocabulary.encode("alpha brav alpha", 32)
+    with pytest.raises(tasks.TokenizeError, match="at least 2"):
+        vocabulary.encode("alpha", 1)
