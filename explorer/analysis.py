@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models.induction import induction_scores
+
 if TYPE_CHECKING:  # only for the annotation: this module stays pure numpy
     from explorer.trace import Trace
 
@@ -26,6 +28,8 @@ STATISTICS = {
     "cls": "share of attention on [CLS] / <bos>",
     "sep": "share of attention on [SEP] / <eos>",
     "punctuation": "share of attention on punctuation tokens",
+    "induction": "share of attention on the token after an earlier occurrence of the query's own token (an induction "
+    "head: [A][B] ... [A] -> [B]), over the queries whose token occurred before; self-attention only",
 }
 
 STATISTIC_NAMES = {  # what the page calls each statistic
@@ -37,6 +41,7 @@ STATISTIC_NAMES = {  # what the page calls each statistic
     "cls": "[CLS] / <bos>",
     "sep": "[SEP] / <eos>",
     "punctuation": "punctuation",
+    "induction": "induction",
 }
 SHARES = frozenset(STATISTIC_NAMES) - {"entropy", "distance"}  # fractions of a row's weight: shown as percentages
 
@@ -59,11 +64,26 @@ def _key_share(weights: np.ndarray, keys: Sequence[str], wanted) -> np.ndarray:
     return weights[..., columns].sum(axis=-1).mean(axis=-1)  # (...): summed over those keys, mean over queries
 
 
-def head_statistics(weights: np.ndarray, keys: Sequence[str]) -> dict[str, np.ndarray]:
-    """Every statistic of STATISTICS for each head: weights (L, H, Tq, Tk) -> {name: (L, H)}."""
+def induction_of(weights: np.ndarray, tokens: Sequence[str]) -> np.ndarray:
+    """Every head's induction score (models.induction) on a self-attention's tokens, the same token read as the
+    same id: (L, H, T, T) -> (L, H)."""
+    numbered = {token: i for i, token in enumerate(dict.fromkeys(tokens))}
+    return induction_scores(weights, [numbered[token] for token in tokens])
+
+
+def head_statistics(
+    weights: np.ndarray, keys: Sequence[str], queries: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Every statistic of STATISTICS for each head: weights (L, H, Tq, Tk) -> {name: (L, H)}. `queries`: the query
+    tokens when they are the keys themselves (self-attention), for the induction score (NaN without them, or when no
+    token repeats)."""
     tq, tk = weights.shape[-2:]
     if len(keys) != tk:
         raise ValueError(f"{len(keys)} key tokens for {tk} keys")
+    if queries is not None and tuple(queries) == tuple(keys):
+        induction = induction_of(weights, keys)
+    else:
+        induction = np.full(weights.shape[:2], np.nan)
     w = weights.astype(np.float64)
     logs = np.log(np.where(w > 0, w, 1.0))  # 0 log 0 = 0
     distance = np.abs(np.arange(tq)[:, None] - np.arange(tk)[None, :])  # (Tq, Tk)
@@ -76,11 +96,14 @@ def head_statistics(weights: np.ndarray, keys: Sequence[str]) -> dict[str, np.nd
         "cls": _key_share(w, keys, STARTS.__contains__),
         "sep": _key_share(w, keys, ENDS.__contains__),
         "punctuation": _key_share(w, keys, is_punctuation),
+        "induction": induction,
     }
 
 
 def head_label(stats: dict[str, float], n_keys: int) -> str:
     """A plain name for what one head mostly does, from its statistics (first rule that holds)."""
+    if stats.get("induction", np.nan) >= 0.5:  # NaN (no repeated token) never holds
+        return "induction"
     if stats["previous"] >= 0.5:
         return "previous token"
     if stats["next"] >= 0.5:

@@ -11,7 +11,7 @@ import threading
 
 import streamlit as st
 
-from explorer import analysis, compare, memo, positions, reference_view, starting, state, trace, wording
+from explorer import analysis, compare, induction, memo, positions, reference_view, starting, state, trace, wording
 from models import reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
@@ -166,15 +166,26 @@ def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words
     result = get_trace_for(model_name, text, max_tokens, kind)
 
     if words:
-        weights, _, keys = get_word_level(model_name, text, max_tokens, kind)
+        weights, queries, keys = get_word_level(model_name, text, max_tokens, kind)
     else:
-        weights, keys = result.attention(kind).weights, result.tokens_for(kind)[1]
+        weights, (queries, keys) = result.attention(kind).weights, result.tokens_for(kind)
+    self_attention = kind != "cross"  # the induction score needs the queries to be the keys
 
     def compute() -> tuple[dict, object]:
-        stats = analysis.head_statistics(weights, keys)
+        stats = analysis.head_statistics(weights, keys, queries if self_attention else None)
         return stats, analysis.head_labels(stats, len(keys))
 
     return store().get(_key("statistics", model_name, text, max_tokens, kind, words), compute)
+
+
+def get_random_repeat(model_name: str):
+    """Every head's induction and previous-token scores on a repeated random sequence of the model's own tokens
+    (explorer.induction: one forward; kept across reruns)."""
+    loaded = model(model_name)
+    return store().get(
+        _key("random_repeat", model_name),
+        lambda: _compute("Running a repeated random sequence...", lambda: induction.random_repeat(loaded)),
+    )
 
 
 def get_word_level(model_name: str, text: str, max_tokens: int, kind: str):

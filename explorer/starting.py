@@ -13,8 +13,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.analysis import ENDS, STARTS, is_punctuation
+from models import family
+from models.tasks import SPECIALS
 
-MARKERS = STARTS | ENDS | frozenset({"[PAD]", "<pad>", "[UNK]", "[MASK]"})
+# every tokenizer family's own marker tokens (as models.family declares them), the toy tasks' and the usual others
+MARKERS = (
+    STARTS
+    | ENDS
+    | frozenset({"[PAD]", "<pad>", "[UNK]", "[MASK]"})
+    | frozenset(family.WORDPIECE_MARKS["specials"])
+    | frozenset(family.BYTE_BPE_MARKS["specials"])
+    | frozenset(SPECIALS)
+)
 NEAR = 2  # in self-attention, keys this close to the query do not count (self, neighbours, a split word's pieces)
 
 

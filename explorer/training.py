@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from explorer import trace
+from explorer import analysis, trace
 from explorer.heads import MEAN, head_or_mean
-from models import registry, tasks, train
+from models import induction, registry, tasks, train
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,29 @@ class Snapshot:
 
     step: int
     trace: trace.Trace
+
+    @functools.cached_property
+    def scores(self) -> tuple[np.ndarray, np.ndarray]:
+        """(induction, previous-token) scores of every head (L, H) of the self-attention that reads the probe text
+        (models.induction), on the probe's own repeated tokens."""
+        kind = self.trace.kinds[0]  # an encoder's self-attention, or a decoder-only model's masked one
+        weights, tokens = self.trace.attention(kind).weights, self.trace.tokens_for(kind)[1]
+        return analysis.induction_of(weights, tokens), induction.previous_token_scores(weights)
+
+    def strongest(self, which: int) -> tuple[int, int]:
+        """(layer, head) of the highest induction (which=0) or previous-token (which=1) score."""
+        values = np.nan_to_num(self.scores[which], nan=-1.0)
+        layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
+        return int(layer), int(head)
+
+    def head_map(self, layer: int, head: int) -> np.ndarray:
+        """(T, T) one head's masked self-attention on the probe text (a decoder-only model's)."""
+        return self.trace.attention(self.trace.kinds[0]).weights[layer, head]
+
+    @property
+    def predicted(self) -> str:
+        """A decoder-only model's most likely next word after each word of the probe (teacher-forced)."""
+        return " ".join(self.trace.output_tokens or ())
 
     @property
     def alignment(self) -> np.ndarray:
@@ -97,6 +120,11 @@ class Run:
         """(steps, losses, accuracies) of every step so far: the loss curve's data."""
         history = self.trainer.history
         return [p.step for p in history], [p.loss for p in history], [p.accuracy for p in history]
+
+    def head_scores(self) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """(snapshot steps, induction scores (S, L, H), previous-token scores (S, L, H)) over the run so far."""
+        steps = [s.step for s in self.snapshots]
+        return steps, np.stack([s.scores[0] for s in self.snapshots]), np.stack([s.scores[1] for s in self.snapshots])
 
     def schedule(self) -> tuple[range, list[float]]:
         """(steps, learning rates) of eq. 3 over the whole planned run, drawn beneath the loss."""

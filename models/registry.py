@@ -140,6 +140,16 @@ BUILT_IN = (
         "reverse",
         tasks.get("reverse").examples,
     ),
+    ModelSpec(
+        "induction",
+        "Induction heads (trained here)",
+        "Predicts the next word of 4 to 12 distinct words said twice: layer 1's heads look at the previous word, "
+        "layer 2's at the word after the earlier copy of the current one (decoder-only, 2 layers x 4 heads, d_model "
+        "64, pre-LN, learned positions), trained from scratch by python -m models.train --task induction.",
+        "task",
+        "induction",
+        tasks.get("induction").examples,
+    ),
 )
 
 # Your own BERT- or GPT-2-family folders (config.json, model.safetensors or pytorch_model.bin, and the tokenizer:

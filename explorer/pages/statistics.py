@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from explorer import analysis, cached, state
+from explorer.figures.labels import markdown_literal
 from explorer.figures.statistics import statistic_grid
 from explorer.pages._shared import (
     chart,
@@ -14,14 +16,21 @@ from explorer.pages._shared import (
     pick_attention,
     pick_head,
     pick_layer,
+    sidebar_family,
 )
 
 NAMES = analysis.STATISTIC_NAMES
+REPEAT_HELP = (
+    "Random tokens of the model's vocabulary, then the same tokens again: from the second half on, the next token is "
+    "always the one after the same token in the first half, which is what an induction head finds."
+)
+INDUCTION = 0.5  # the label's threshold, as analysis.head_label names a head "induction"
 
 st.header("Head statistics")
 st.markdown(
     "For every head on your sentence: how spread out its attention is (entropy), how far it looks (mean "
-    "distance), and how much of it goes to the previous, next or same position, to [CLS], [SEP] or punctuation. "
+    "distance), how much of it goes to the previous, next or same position, to [CLS], [SEP] or punctuation, and "
+    "to the token after an earlier copy of the query's own token (induction). "
     "Each head gets a plain label from the first rule that holds (a share of at least 0.5, or an entropy of at "
     "least 75% of the maximum for *broad*). Attention is not explanation: these describe where weight goes, "
     "not why the model decides anything."
@@ -34,6 +43,38 @@ stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.k
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), format_func=NAMES.get, key="stats_statistic")
 st.caption(analysis.STATISTICS[name])
+if name == "induction":
+    repeats = not np.isnan(stats["induction"]).all()
+    on_random = not repeats or st.toggle(
+        "Measure on a repeated random sequence instead", key="stats_random_repeat", help=REPEAT_HELP
+    )
+    if not repeats:
+        st.info(
+            "No token of this sentence occurs twice (or this attention's queries are not its keys), so no head can "
+            "show induction on it. Below: every head measured on a repeated random sequence of the model's own "
+            "tokens instead."
+        )
+    if on_random and chosen.kind == sidebar_family().kinds[0]:
+        repeat = cached.get_random_repeat(st.session_state[state.MODEL])
+        half = (len(repeat.tokens) - 1) // 2
+        chart(
+            statistic_grid(
+                repeat.induction,
+                np.where(repeat.induction >= INDUCTION, "induction", "other").astype(object),
+                NAMES[name],
+                percent=True,
+                title=f"Induction on a random sequence of about {half} tokens, then the same again",
+            ),
+            "stats_repeat_grid",
+        )
+        st.caption(
+            markdown_literal("The sequence: " + " ".join(repeat.tokens))
+            + " Each head's score is its mean weight, over the repeat's tokens, on the token after that token's "
+            "first occurrence."
+        )
+        st.stop()
+    if on_random:
+        st.caption("The random sequence is run through the attention that reads the text; pick it above.")
 shown_as = f"weight on {NAMES[name]}" if name in analysis.SHARES else NAMES[name]
 grid_title = f"{shown_as[0].upper()}{shown_as[1:]}, every head"  # "Weight on previous token, every head"
 chart(

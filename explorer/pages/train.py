@@ -7,11 +7,11 @@ import streamlit as st
 from explorer import state, training
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
-from explorer.figures.training import loss_curve
+from explorer.figures.training import head_scores, loss_curve
 from explorer.pages._shared import chart, intro, page_footer, page_header, presenting
 from explorer.training import Run, Snapshot
 from explorer.wording import learning_rate_formula, optimiser_and_dropout, recipe_departures, run_length
-from models import tasks
+from models import tasks, train
 from models.tokenize import TokenizeError
 
 RUN = "train_run"
@@ -20,11 +20,13 @@ REFRESH_SECONDS = 1.0  # train this long between screen updates: redrawing more 
 
 page_header("Train it yourself")
 intro(
-    "Train a small encoder-decoder from random weights on a toy task, with the paper's recipe (section 5: Adam "
-    "with warm-up, label smoothing, dropout). Watch the loss fall and, in the snapshots, the cross-attention of the "
-    "last decoder layer: with enough steps it may line up into the task's alignment (for *reverse* the "
-    "anti-diagonal, for *translate* the adjectives crossing behind their noun). When it stops, your model joins the "
-    "sidebar's model list."
+    "Train a small model from random weights on a toy task, with the paper's recipe (section 5: Adam with warm-up, "
+    "label smoothing, dropout). For the encoder-decoder tasks, watch the loss fall and, in the snapshots, the "
+    "cross-attention of the last decoder layer: with enough steps it may line up into the task's alignment (for "
+    "*reverse* the anti-diagonal, for *translate* the adjectives crossing behind their noun). For *induction*, a "
+    "two-layer decoder-only model learns to predict the repeat of a random word sequence: watch each head's "
+    "induction and previous-token scores beside the loss, which drops suddenly when the induction head forms. When "
+    "it stops, your model joins the sidebar's model list."
 )
 
 
@@ -64,8 +66,15 @@ def explore() -> None:
     state.keep(st.session_state, state.MAX_TOKENS, min(int(st.session_state[state.MAX_TOKENS]), loaded.max_tokens))
 
 
+def default_steps(task_name: str) -> int:
+    """The Steps box's start: a short run for the encoder-decoders, the whole recipe for induction (its head forms
+    late in the run, and the run is short)."""
+    return train.RECIPES[task_name].steps if tasks.get(task_name).decoder_only else DEFAULT_STEPS
+
+
 def new_task() -> None:
     st.session_state.train_probe = tasks.get(st.session_state.train_task).example
+    st.session_state.train_steps = default_steps(st.session_state.train_task)
 
 
 run: Run | None = st.session_state.get(RUN)
@@ -73,13 +82,15 @@ running = run is not None and run.running
 task_col, steps_col, every_col, seed_col = st.columns(4)
 task_col.selectbox("Task", list(tasks.TASKS), key="train_task", on_change=new_task, disabled=running)
 st.session_state.setdefault("train_probe", tasks.get(st.session_state.train_task).example)
-steps_col.number_input("Steps", 10, 20000, DEFAULT_STEPS, step=50, key="train_steps", disabled=running)
+st.session_state.setdefault("train_steps", default_steps(st.session_state.train_task))
+steps_col.number_input("Steps", 10, 20000, step=50, key="train_steps", disabled=running)
 every_col.number_input("Snapshot every", 5, 5000, 50, step=5, key="train_every", disabled=running)
 seed_col.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed", disabled=running)
 st.text_input("Sentence to watch", key="train_probe", max_chars=500, disabled=running)
 task_name = st.session_state.train_task
+decoder_only = tasks.get(task_name).decoder_only
 st.caption(tasks.get(task_name).description)
-st.caption(run_length(task_name, int(st.session_state.train_steps), DEFAULT_STEPS))
+st.caption(run_length(task_name, int(st.session_state.train_steps), default_steps(task_name)))
 st.caption(
     "Where this recipe departs from the paper's (section 5): "
     + "; ".join(recipe_departures(task_name, int(st.session_state.train_steps)))
@@ -96,9 +107,28 @@ if st.session_state.get("train_error"):
 
 
 def show_snapshot(snapshot: Snapshot, key: str) -> None:
+    if snapshot.trace.decoder_only:
+        show_heads(snapshot, key)
+        return
     st.markdown(f"**Step {snapshot.step}**: cross-attention of the last decoder layer, mean over heads")
     chart(head_heatmap(snapshot.alignment, snapshot.trace.target_tokens, snapshot.trace.source_tokens), key)
     st.text("Output: " + snapshot.output)
+
+
+def show_heads(snapshot: Snapshot, key: str) -> None:
+    """A decoder-only snapshot: the head with the highest induction score and the one with the highest
+    previous-token score, side by side, and the next word predicted after each word of the probe."""
+    tokens = snapshot.trace.source_tokens
+    st.markdown(f"**Step {snapshot.step}**: the two heads an induction circuit needs, on the probe text")
+    columns = st.columns(2)
+    for which, (column, name) in enumerate(zip(columns, ("induction", "previous-token"), strict=True)):
+        layer, head = snapshot.strongest(which)
+        score = float(snapshot.scores[which][layer, head])
+        title = f"Highest {name} score: layer {layer + 1}, head {head + 1} ({score:.0%})"
+        chart(
+            head_heatmap(snapshot.head_map(layer, head), tokens, tokens, title, narrow=True), f"{key}_{which}", column
+        )
+    st.text("Predicts after each word: " + snapshot.predicted)
 
 
 if run is not None and run.running:
@@ -109,9 +139,13 @@ if run is not None and run.running:
         run.advance_for(REFRESH_SECONDS)
         last = run.trainer.history[-1]
         bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
-        live_curve.plotly_chart(
-            styled(loss_curve(*run.curve(), run.schedule()), presenting()), key=f"train_curve_{run.step}"
-        )
+        with live_curve.container():
+            smoothed = run.trainer.recipe.label_smoothing > 0
+            st.plotly_chart(
+                styled(loss_curve(*run.curve(), run.schedule(), smoothed), presenting()), key=f"train_curve_{run.step}"
+            )
+            if decoder_only:
+                st.plotly_chart(styled(head_scores(*run.head_scores()), presenting()), key=f"train_heads_{run.step}")
         if len(run.snapshots) != shown:
             shown = len(run.snapshots)
             with latest.container():
@@ -130,7 +164,13 @@ if run is not None:
     )
     if st.button("Explore it in the other pages", on_click=explore, key="train_explore"):
         st.switch_page("explorer/pages/decoding.py")  # the decoder's steps show a toy model best
-    chart(loss_curve(*run.curve(), run.schedule()), "train_curve")
+    chart(loss_curve(*run.curve(), run.schedule(), run.trainer.recipe.label_smoothing > 0), "train_curve")
+    if run.task.decoder_only:
+        chart(head_scores(*run.head_scores()), "train_head_scores")
+        st.caption(
+            "Each line is one head's score on the probe text at each snapshot: induction, the weight a word of the "
+            "repeat puts on the word after its first occurrence; previous token, the weight on the word just before."
+        )
     steps = [s.step for s in run.snapshots]
     chosen = st.select_slider("Snapshot at step", steps, value=steps[-1], key="train_snapshot")
     show_snapshot(run.snapshots[steps.index(chosen)], "train_snapshot_figure")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from explorer import induction as explorer_induction
 from explorer import lesson, output, state, trace
-from models import registry
+from models import induction, registry, train
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 
@@ -37,13 +38,19 @@ def text_of(at) -> str:
 
 
 @pytest.mark.parametrize("page", EVERY_PAGE)
-def test_every_page_opens_for_a_gpt2_folder(gpt2, page):
-    at = opened(page)
+@pytest.mark.parametrize("model", [KEY, "induction"])
+def test_every_page_opens_for_a_decoder_only_model(gpt2, page, model):
+    at = new_app(page)
+    at.query_params["model"] = model
+    at.query_params["text"] = TEXT if model == KEY else registry.MODELS[model].examples[0]
+    at.run()
     assert not at.exception, (page, at.exception)
     assert not at.error, (page, [e.value for e in at.error])
+    if page == "train":  # it reads no sidebar model: it describes every task it trains
+        return
     words = text_of(at)
     assert "encoder-only" not in words and "Encoder self-attention" not in words, page
-    assert "BERT family" not in words, page
+    assert "BERT family" not in words and "cross-attention of the last decoder layer" not in words, page
 
 
 def test_attention_is_the_models_masked_self_attention(gpt2):
@@ -125,3 +132,62 @@ def test_a_session_moving_between_model_shapes_keeps_working(gpt2):
     for model in ("translate", KEY, "minilm", KEY):
         at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value(model).run()
         assert not at.exception, model
+
+
+def test_head_statistics_give_every_head_an_induction_score_on_the_sentences_repeats(gpt2):
+    text = "the cat sat on the mat. the cat sat on the mat."
+    at = new_app("statistics")
+    at.query_params["model"] = KEY
+    at.query_params["text"] = text
+    at.run()
+    at.selectbox(key="stats_statistic").set_value("induction").run()
+    assert not at.exception
+    result = trace.run(gpt2, text, gpt2.max_tokens)
+    ids = [gpt2.tokenizer.token_to_id(t) for t in result.source_tokens]
+    expected = induction.induction_scores(result.decoder_self.weights, ids)
+    z = array(spec(at.get("plotly_chart")[0])["data"][0]["z"])
+    np.testing.assert_allclose(z, expected, rtol=1e-6)
+
+
+def test_a_sentence_without_repeats_is_measured_on_a_repeated_random_sequence(minilm):
+    at = new_app("statistics")
+    at.query_params["model"] = "minilm"
+    at.query_params["text"] = "one two three"
+    at.run()
+    at.selectbox(key="stats_statistic").set_value("induction").run()
+    assert not at.exception
+    assert any("No token of this sentence occurs twice" in i.value for i in at.info)
+    repeat = explorer_induction.random_repeat(minilm)
+    assert repeat.tokens[0] == "[CLS]" and repeat.tokens[-1] == "[SEP]"
+    half = (len(repeat.tokens) - 2) // 2
+    assert repeat.tokens[1 : 1 + half] == repeat.tokens[1 + half : -1]
+    z = array(spec(at.get("plotly_chart")[-1])["data"][0]["z"])
+    np.testing.assert_allclose(z, repeat.induction, rtol=1e-6)
+    ids = list(repeat.ids)
+    np.testing.assert_allclose(repeat.induction, induction.induction_scores(repeat.weights, ids))
+
+
+def test_training_induction_draws_each_heads_scores_rising_as_the_head_forms():
+    at = new_app("train").run()
+    at.selectbox(key="train_task").set_value("induction").run()
+    assert at.number_input(key="train_steps").value == train.RECIPES["induction"].steps  # the whole recipe by default
+    at.number_input(key="train_steps").set_value(400).run()  # the head forms between steps 300 and 350 (seed 0)
+    at.number_input(key="train_every").set_value(50).run()
+    at.button(key="train_start").click().run()
+    assert not at.exception and not at.error
+    run = at.session_state["train_run"]
+    steps, induction_scores, previous_scores = run.head_scores()
+    assert steps == list(range(0, 401, 50))
+    figures = [spec(c) for c in at.get("plotly_chart")]
+    (scores,) = [f for f in figures if "Induction score, each head" in str(f["layout"].get("annotations"))]
+    first = next(t for t in scores["data"] if t["name"] == "layer 2 head 1")
+    np.testing.assert_allclose(array(first["y"]), induction_scores[:, 1, 0])
+    assert np.nanmax(induction_scores[0]) < 0.3 < 0.7 < np.nanmax(induction_scores[-1, 1])  # it formed in layer 2
+    losses = run.curve()[1]
+    assert np.mean(losses[-20:]) < np.mean(losses[:20]) - 1.0
+    layer, head = run.snapshots[-1].strongest(0)
+    assert layer == 1 and any(
+        f["layout"]["title"]["text"].startswith("Highest induction score: layer 2")
+        for f in figures
+        if f["layout"].get("title")
+    )
