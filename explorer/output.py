@@ -271,7 +271,8 @@ def loss_floor(vocab_size: int, epsilon: float = EPSILON) -> float:
     """The lowest label-smoothed loss any prediction can reach: the smoothed target's own entropy (at p = q)."""
     q = smoothed_target(0, vocab_size, epsilon)
     q = q[q > 0]  # 0 log 0 = 0
-    return float(-(q * np.log(q)).sum())
+    entropy = float(-(q * np.log(q)).sum())
+    return entropy if entropy > 0 else 0.0  # a one-hot target's entropy is 0, not -0
 
 
 def smoothed_cross_entropy(logits: np.ndarray, target_ids: list[int], epsilon: float = EPSILON) -> np.ndarray:

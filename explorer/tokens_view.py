@@ -127,7 +127,12 @@ def counts(
     """The counts behind the tokens of a text (those the model read; `truncated` more were cut)."""
     found = kinds(tokens, word_ids)
     words = word_ids_of(tokens, word_ids)
-    starts = [a for (a, _), kind in zip(offsets, found, strict=True) if kind != SPECIAL]
+    # where each token's own characters start: a byte-level BPE token's span begins on the space before its word
+    starts = [
+        a + len(text[a:b]) - len(text[a:b].lstrip())
+        for (a, b), kind in zip(offsets, found, strict=True)
+        if kind != SPECIAL
+    ]
     spans = [m.span() for m in re.finditer(r"\S+", text)]
     # the words a person counts that the kept tokens come from (a text cut at max tokens counts only those)
     read = sum(any(a <= s < b for s in starts) for a, b in spans)

@@ -65,7 +65,7 @@ def _input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, s
         rows = states["embeddings"] if layer == 0 else states["after_ffn"][layer - 1]
         embedding = "token embedding" if trace.decoder_only else "target embedding"
         what = f"{embedding} + position" if layer == 0 else f"output of decoder layer {layer}"
-        return rows, what, "the same rows (earlier positions only)"
+        return rows, what, "the same rows (the causal mask then hides those after the query)"
     return (
         states["after_self_attn"][layer],
         f"decoder layer {layer + 1} after masked self-attention",
@@ -113,13 +113,18 @@ def steps(
 ALL_KEYS = 32  # up to this many keys every bar and strip row is drawn; past it, a chosen few and an overview
 
 
-def strongest_keys(weights: np.ndarray, n: int, keep: Sequence[int] = ()) -> np.ndarray:
+def strongest_keys(
+    weights: np.ndarray, n: int, keep: Sequence[int] = (), visible: np.ndarray | None = None
+) -> np.ndarray:
     """Positions of the `n` keys with the highest weight, and those in `keep` (the query itself), in position
-    order; every key when there are at most `n`. Only which keys are drawn changes, never their values."""
+    order; every key when there are at most `n`. With `visible` (the mask's row), only keys the query can see are
+    picked: a masked key's weight is 0, and drawing it would only fill the chart. Only which keys are drawn changes,
+    never their values."""
     if len(weights) <= n:
         return np.arange(len(weights))
     kept = [i for i in dict.fromkeys(keep) if 0 <= i < len(weights)][:n]
-    order = [i for i in np.argsort(-weights, kind="stable") if i not in kept]  # ties keep position order
+    seen = np.ones(len(weights), bool) if visible is None else np.asarray(visible, bool)
+    order = [i for i in np.argsort(-weights, kind="stable") if i not in kept and seen[i]]  # ties keep position order
     return np.sort(np.array([*kept, *order[: n - len(kept)]], dtype=int))
 
 

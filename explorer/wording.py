@@ -198,6 +198,18 @@ def attention_input(config: TransformerConfig, kind: str, layer: int) -> str:
     return f"output of {stack} layer {layer}, after its last Add & Norm: LayerNorm(h + FFN(h)) (post-LN)"
 
 
+def activation_latex(name: str) -> str:
+    """A config's activation name as the FFN formula writes it (GPT-2's gelu_new is GELU's tanh approximation)."""
+    names = {
+        "relu": r"\mathrm{ReLU}",
+        "gelu": r"\mathrm{GELU}",
+        "quick_gelu": r"\mathrm{GELU}_{\sigma}",
+        "silu": r"\mathrm{SiLU}",
+        "swish": r"\mathrm{SiLU}",
+    }
+    return names.get(name, r"\mathrm{GELU}_{\tanh}")  # gelu_new, gelu_pytorch_tanh, gelu_fast
+
+
 def pre_ln_note(config: TransformerConfig) -> str:
     """Pre-LN sub-layers normalise their own input first, so q is projected from LayerNorm(x), not x."""
     if not config.norm_first:

@@ -270,9 +270,8 @@ def from_task(
     key: str, title: str, description: str, model: Transformer, task: tasks.Task, revision: str = ""
 ) -> LoadedModel:
     """A model trained on a toy task, reading the task's source words and writing its target words."""
-    described = family.for_config(
-        model.config, "the paper's Transformer", "trained here", specials=tasks.SPECIALS, task=task.name
-    )
+    name = "GPT-style, trained here" if model.config.is_decoder_only else "the paper's Transformer"
+    described = family.for_config(model.config, name, "trained here", specials=tasks.SPECIALS, task=task.name)
     return LoadedModel(
         key,
         title,

@@ -11,18 +11,23 @@ from explorer.figures.labels import escape_tokens, position_label
 
 
 def distribution_bars(
-    tokens: Sequence[str], model: np.ndarray, target: np.ndarray, title: str, model_name: str = "model"
+    tokens: Sequence[str],
+    model: np.ndarray,
+    target: np.ndarray,
+    title: str,
+    model_name: str = "model",
+    smoothed: bool = True,
 ) -> go.Figure:
-    """Chosen tokens of the vocabulary: the model's probability and the label-smoothed target's, side by side."""
+    """Chosen tokens of the vocabulary: the model's probability and the target's (label-smoothed, or one-hot when
+    the model trains without smoothing), side by side."""
+    target_name = "target (label-smoothed)" if smoothed else "target (the right token)"
     labels = escape_tokens(tokens)
     y = list(range(len(labels)))
     hover = {"customdata": labels, "hovertemplate": "%{customdata}<br>%{x:.5f}<extra></extra>"}
     figure = go.Figure(
         [
             go.Bar(x=model, y=y, orientation="h", name=model_name, marker={"color": "#1f77b4"}, **hover),
-            go.Bar(
-                x=target, y=y, orientation="h", name="target (label-smoothed)", marker={"color": "#2ca02c"}, **hover
-            ),
+            go.Bar(x=target, y=y, orientation="h", name=target_name, marker={"color": "#2ca02c"}, **hover),
         ]
     )
     figure.update_layout(
@@ -37,18 +42,24 @@ def distribution_bars(
     return figure
 
 
-def loss_bars(targets: Sequence[str], per_token: np.ndarray, nll: np.ndarray, floor: float) -> go.Figure:
-    """Per decoding step: the label-smoothed loss and plain -log p(right token), with the smoothed loss's floor. Each
-    step is labelled with the token it should write at its position (the start token is position 0)."""
+MAX_TICKS = 64  # past this many steps the axis names every n-th step only (hover names each)
+
+
+def loss_bars(
+    targets: Sequence[str], per_token: np.ndarray, nll: np.ndarray, floor: float, smoothed: bool = True
+) -> go.Figure:
+    """Per decoding step: the loss (label-smoothed where the model trains so) and plain -log p(right token), with the
+    loss's floor. Each step is labelled with the token it should write at its position (the start token is
+    position 0)."""
     labels = escape_tokens([position_label(i + 1, t) for i, t in enumerate(targets)])
     x = list(range(len(labels)))
     hover = {"customdata": labels, "hovertemplate": "%{customdata}<br>%{y:.4f}<extra></extra>"}
-    figure = go.Figure(
-        [
-            go.Bar(x=x, y=per_token, name="label-smoothed cross-entropy", marker={"color": "#1f77b4"}, **hover),
-            go.Bar(x=x, y=nll, name="-log p(right token)", marker={"color": "#ff7f0e"}, **hover),
-        ]
-    )
+    bars = [go.Bar(x=x, y=nll, name="-log p(right token)", marker={"color": "#ff7f0e"}, **hover)]
+    if smoothed:  # without smoothing the loss is -log p itself: one bar says it
+        bars.insert(
+            0, go.Bar(x=x, y=per_token, name="label-smoothed cross-entropy", marker={"color": "#1f77b4"}, **hover)
+        )
+    figure = go.Figure(bars)
     mean = float(np.mean(per_token))
     # the floor's label under its line, the mean's above: a trained model's mean sits just over the floor
     floor_line = {"dash": "dot", "color": "#2ca02c"}
@@ -61,7 +72,13 @@ def loss_bars(targets: Sequence[str], per_token: np.ndarray, nll: np.ndarray, fl
         height=420,
         # automargin grows the margins to fit tick labels and axis titles: an export keeps them whole and apart
         margin={"l": 10, "r": 20, "t": 40, "b": 10, "pad": 4},
-        xaxis={"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -45, "automargin": True},
+        xaxis={
+            "tickmode": "array",
+            "tickvals": x[:: max(1, -(-len(x) // MAX_TICKS))],
+            "ticktext": labels[:: max(1, -(-len(x) // MAX_TICKS))],
+            "tickangle": -45,
+            "automargin": True,
+        },
         yaxis={"title": {"text": "loss (nats)", "standoff": 10}, "automargin": True, "rangemode": "tozero"},
         legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
     )

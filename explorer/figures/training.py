@@ -67,13 +67,14 @@ def loss_curve(
     return figure
 
 
-# one hue per layer (a head's line is that layer's colour, a lighter shade for each later head)
-LAYER_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+# one colour per head, one dash per layer: "layer 2 head 3" is told from "layer 2 head 4" at a glance
+HEAD_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+LAYER_DASHES = ("dot", "solid", "dash", "dashdot")
 
 
 def head_scores(steps: Sequence[int], induction: np.ndarray, previous: np.ndarray) -> go.Figure:
     """Each head's induction score (left) and previous-token score (right) at every snapshot step: (S, L, H) arrays,
-    one line per head, coloured by layer."""
+    one line per head: its colour names the head, its dash the layer."""
     figure = make_subplots(
         rows=1,
         cols=2,
@@ -85,7 +86,7 @@ def head_scores(steps: Sequence[int], induction: np.ndarray, previous: np.ndarra
     for col, values in ((1, induction), (2, previous)):
         for layer in range(n_layers):
             for head in range(n_heads):
-                colour = LAYER_COLOURS[layer % len(LAYER_COLOURS)]
+                colour = HEAD_COLOURS[head % len(HEAD_COLOURS)]
                 figure.add_trace(
                     go.Scatter(
                         x=list(steps),
@@ -94,8 +95,7 @@ def head_scores(steps: Sequence[int], induction: np.ndarray, previous: np.ndarra
                         legendgroup=f"{layer}-{head}",
                         showlegend=col == 1,
                         mode="lines+markers",
-                        line={"color": colour, "width": 2},
-                        opacity=1.0 - 0.5 * head / max(n_heads, 1),
+                        line={"color": colour, "width": 2, "dash": LAYER_DASHES[layer % len(LAYER_DASHES)]},
                     ),
                     row=1,
                     col=col,

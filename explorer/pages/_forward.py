@@ -13,6 +13,7 @@ from explorer.figures.forward import movement_heatmap, named_strips, preview, to
 from explorer.figures.labels import markdown_literal
 from explorer.pages._shared import chart, current_trace, focus_start, pick_layer, pick_token
 from explorer.trace import Trace
+from explorer.wording import activation_latex
 from models.registry import LoadedModel
 
 
@@ -112,14 +113,14 @@ def layer(f: Focus, number: int = 2) -> None:
     else:
         st.latex(r"x' = \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))\quad\text{(post-LN, as in the paper)}")
     for i, step in enumerate(found.sublayers, start=1):
-        st.markdown(f"**{i}. {step.name.capitalize()}**, then Add & Norm")
+        st.markdown(f"**{i}. {step.name.capitalize()}**, then {'Add' if step.pre_norm is not None else 'Add & Norm'}")
         if step.pre_norm is not None:
             norm_text(step.pre_norm)
         if step.ffn is not None:
             ffn = step.ffn
             act = "max(0, ·)" if ffn.activation == "relu" else "GELU"
             st.latex(
-                rf"\mathrm{{FFN}}(x) = \mathrm{{{ffn.activation.upper()}}}(x W_1 + b_1) W_2 + b_2,\quad W_1 \in "
+                rf"\mathrm{{FFN}}(x) = {activation_latex(ffn.activation)}(x W_1 + b_1) W_2 + b_2,\quad W_1 \in "
                 rf"\mathbb{{R}}^{{{config.d_model} \times {config.d_ff}}}"
             )
             st.markdown(

@@ -15,11 +15,11 @@ from explorer.pages._shared import chart, current_trace, needs_decoder, predict,
 from explorer.trace import Trace
 from explorer.wording import BEAM_SEARCH, length_note
 from explorer.wording import output_matrix as output_matrix_text
-from models import tasks
 from models.registry import LoadedModel
 from models.tokenize import TokenizeError
 
 SHOWN = 10  # most probable tokens drawn per position
+SHOWN_WORDS = 40  # the target and the prediction written out in full up to this many tokens
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def scored(box: str = "top") -> Scored:
     trace = current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
     model_name, text, max_tokens = state.sidebar(st.session_state)
-    if loaded.task is not None and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
+    if loaded.task is not None and (note := length_note(len(decoding.source_words(trace)), loaded.task.max_words)):
         st.warning(note)
     if not loaded.family.has_source:  # a decoder-only model's target is its own text
         box = "none"
@@ -78,13 +78,15 @@ def loss(s: Scored, number: int = 1) -> None:
     q_right = 1 - scored.epsilon + scored.epsilon / scored.vocab_size
     smoothed = scored.epsilon > 0
     st.subheader(f"{number}. The loss against " + where)
-    written = " ".join(scored.predicted if trace.decoder_only else trace.output_tokens)
-    st.text(f"Target:           {' '.join(scored.targets)}\nModel predicts:   {written}")
+    if len(scored.targets) <= SHOWN_WORDS:  # a longer text is read off the chart and the table
+        written = " ".join(scored.predicted if trace.decoder_only else trace.output_tokens)
+        st.text(f"Target:           {' '.join(scored.targets)}\nModel predicts:   {written}")
     m1, m2, m3 = st.columns(3)
     m1.metric("Mean loss (label-smoothed)" if smoothed else "Mean loss (cross-entropy)", f"{scored.mean:.4f}")
     m2.metric("Floor for this vocabulary", f"{floor:.4f}")
     m3.metric(f"Mean -log p({s.right} token)", f"{float(scored.nll.mean()):.4f}")
-    chart(loss_bars(scored.targets, scored.per_token, scored.nll, floor), "output_loss", present_height=250)
+    figure = loss_bars(scored.targets, scored.per_token, scored.nll, floor, smoothed)
+    chart(figure, "output_loss", present_height=250)
     if smoothed:
         st.caption(
             f"Label smoothing eps = {scored.epsilon}: the target puts {q_right:.4f} on the right token and "
@@ -132,9 +134,13 @@ def one_step(s: Scored, number: int = 2) -> None:
     st.subheader(f"{number}. One step: logits, softmax, temperature")
     wrote = "should write" if s.right == "right" else "greedy wrote"
     step_col, temperature_col = st.columns([3, 2])
+    steps = list(range(len(scored.targets)))
+    # a decoder-only text's last step reads the most context (in the induction task, a word of the repeat)
+    opening = len(steps) - 1 if s.trace.decoder_only else 0
     index = step_col.selectbox(
         "Step",
-        list(range(len(scored.targets))),
+        steps,
+        opening,
         format_func=[  # a list's own lookup: a function defined here would keep this page's globals with the session
             f"step {i + 1}: reads {position_label(i, read)!r}, {wrote} {position_label(i + 1, right)!r}"
             for i, (read, right) in enumerate(zip(scored.decoder_input, scored.targets, strict=False))
@@ -158,7 +164,12 @@ def one_step(s: Scored, number: int = 2) -> None:
     names = [vocabulary.id_to_token(i) + (f" ({s.right})" if i == right else "") for i in order]
     chart(
         distribution_bars(
-            names, p[order], q[order], f"Step {index + 1}: softmax(logits / {temperature})", f"model, T = {temperature}"
+            names,
+            p[order],
+            q[order],
+            f"Step {index + 1}: softmax(logits / {temperature})",
+            f"model, T = {temperature}",
+            scored.epsilon > 0,
         ),
         "output_distribution",
         present_height=380,

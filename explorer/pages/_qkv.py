@@ -73,7 +73,8 @@ def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.
         )
         picked = walkthrough.window_keys(len(keys), center, n)
     else:
-        picked = walkthrough.strongest_keys(s.weights, n, keep=(s.query,) if kind != "cross" else ())
+        keep = (s.query,) if kind != "cross" else ()
+        picked = walkthrough.strongest_keys(s.weights, n, keep=keep, visible=s.mask)
     if not presenting():  # the charts' titles say it too
         st.caption(
             f"{len(keys)} keys: the charts draw {len(picked)} of them; the light line above each bar chart and the "
@@ -227,7 +228,9 @@ def heads(f: Focus, number: int = 4) -> None:
         f"This head fills dimensions {s.head * s.d_head} to {(s.head + 1) * s.d_head - 1} of the concatenation."
     )
     chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), "qkv_concat")
-    chart(vector_strip(s.output, ["output"], "After W_O (before the residual and LayerNorm)"), "qkv_output")
+    config = cached.model(st.session_state[state.MODEL]).model.config
+    after = "before the residual" if config.norm_first else "before the residual and LayerNorm"
+    chart(vector_strip(s.output, ["output"], f"After W_O ({after})"), "qkv_output")
 
 
 def download(f: Focus) -> None:

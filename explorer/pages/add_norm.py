@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from explorer.pages import _forward
-from explorer.pages._shared import intro, page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header, sidebar_family
 
 page_header()
-intro(
-    "The attention output is added back to the vector that entered it (the residual connection) and normalised "
-    "(LayerNorm): Add & Norm. Then a feed-forward network, the same for every position, widens each vector to "
-    "d_ff numbers, switches some off and narrows it back, again with Add & Norm. That is one layer; the stack "
-    "repeats it N times."
-)
+if sidebar_family().norm_first:
+    intro(
+        "This model is pre-LN (as GPT-2): each sub-layer reads LayerNorm(x), and its output is added back to the "
+        "vector that entered it (the residual connection), with no LayerNorm after the addition: x + "
+        "Sublayer(LayerNorm(x)). Then a feed-forward network, the same for every position, widens each vector to "
+        "d_ff numbers, switches some off and narrows it back, the same way. That is one layer; the stack repeats it "
+        "N times and ends with one more LayerNorm."
+    )
+else:
+    intro(
+        "The attention output is added back to the vector that entered it (the residual connection) and normalised "
+        "(LayerNorm): Add & Norm. Then a feed-forward network, the same for every position, widens each vector to "
+        "d_ff numbers, switches some off and narrows it back, again with Add & Norm. That is one layer; the stack "
+        "repeats it N times."
+    )
 focus = _forward.focus()
 _forward.layer(focus, number=1)
 _forward.movement(focus, number=2)

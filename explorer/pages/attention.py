@@ -23,6 +23,11 @@ st.markdown(
 
 chosen = pick_attention(state.ATTENTION)
 attention = chosen.attention
+if chosen.kind == "decoder_self":
+    st.caption(
+        r"Masked (causal) self-attention: before the softmax, every score of a later key is set to $-\infty$, so "
+        "each row puts all its weight on its own position and those before it (the upper triangle is 0)."
+    )
 start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
 layer, head = pick_layer_head(
     attention.n_layers, attention.n_heads, state.ATTENTION, mean=True, layer=start.layer, head=start.head

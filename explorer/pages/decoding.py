@@ -22,7 +22,6 @@ from explorer.pages._shared import (
     predict,
 )
 from explorer.wording import length_note
-from models import tasks
 
 STEP = "decoding_step"
 NARROW = 16  # bars per column chart: a third of the page fits about 16 rotated labels
@@ -56,7 +55,7 @@ else:
 
 total = decoding.n_steps(trace)
 task = cached.model(st.session_state[state.MODEL]).task
-if task is not None and not only and (note := length_note(len(decoding.source_words(trace)), tasks.MAX_WORDS)):
+if task is not None and not only and (note := length_note(len(decoding.source_words(trace)), task.max_words)):
     st.warning(note)
 asked = state.url_value(st.session_state, state.URL_STEP, STEP)  # stored from 0, like layer and head
 if asked is not None:

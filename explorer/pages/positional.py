@@ -19,7 +19,7 @@ intro(
     "Attention itself ignores order, so the Transformer adds a position vector to each token embedding "
     "(section 3.5). Each pair of dimensions is a sine and cosine of one frequency, from one cycle every "
     r"$2\pi$ positions down to one every $10000 \cdot 2\pi$; any fixed offset is then a linear map of the "
-    "encoding. BERT-family models such as MiniLM instead learn one vector per position."
+    "encoding. BERT- and GPT-2-family models instead learn one vector per position."
 )
 
 model_name = st.session_state[state.MODEL]

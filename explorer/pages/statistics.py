@@ -43,6 +43,8 @@ stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.k
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), format_func=NAMES.get, key="stats_statistic")
 st.caption(analysis.STATISTICS[name])
+if name == "next" and chosen.kind == "decoder_self":
+    st.caption("Under the causal mask no position can see the next one: this share is 0 for every head.")
 if name == "induction":
     repeats = not np.isnan(stats["induction"]).all()
     on_random = not repeats or st.toggle(

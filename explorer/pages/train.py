@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import state, training
+from explorer import cached, state, training
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
 from explorer.figures.training import head_scores, loss_curve
@@ -80,6 +80,9 @@ def new_task() -> None:
 run: Run | None = st.session_state.get(RUN)
 running = run is not None and run.running
 task_col, steps_col, every_col, seed_col = st.columns(4)
+if "train_task" not in st.session_state:  # the sidebar's toy model's task first (e.g. induction)
+    sidebar_task = cached.model(st.session_state[state.MODEL]).family.task
+    st.session_state.train_task = sidebar_task if sidebar_task in tasks.TASKS else next(iter(tasks.TASKS))
 task_col.selectbox("Task", list(tasks.TASKS), key="train_task", on_change=new_task, disabled=running)
 st.session_state.setdefault("train_probe", tasks.get(st.session_state.train_task).example)
 st.session_state.setdefault("train_steps", default_steps(st.session_state.train_task))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from explorer import induction as explorer_induction
-from explorer import lesson, output, state, trace
+from explorer import lesson, output, state, trace, walkthrough
 from models import induction, registry, train
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -191,3 +191,24 @@ def test_training_induction_draws_each_heads_scores_rising_as_the_head_forms():
         for f in figures
         if f["layout"].get("title")
     )
+
+
+def test_byte_level_tokens_are_counted_by_their_words(gpt2):
+    at = opened("tokens")
+    assert "10 words became" in text_of(at)  # a 'Ġ' token's span starts on its space, not its word
+
+
+def test_without_label_smoothing_no_chart_or_sentence_says_label_smoothed(gpt2):
+    for page in ("loss", "final_linear"):
+        at = opened(page)
+        names = [trace.get("name", "") for chart in at.get("plotly_chart") for trace in spec(chart)["data"]]
+        assert not [name for name in names if "label-smoothed" in name], page
+        assert "The paper smooths the target" not in text_of(at)
+        assert "-0.0" not in " ".join(m.value for m in at.metric)
+
+
+def test_keys_drawn_past_the_keys_picker_are_keys_the_query_can_see():
+    weights = np.array([0.5, 0.3, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0])
+    visible = weights > 0
+    picked = walkthrough.strongest_keys(weights, 4, keep=(2,), visible=visible)
+    assert list(picked) == [0, 1, 2]  # three visible keys: no masked one fills the fourth place

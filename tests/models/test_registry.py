@@ -10,7 +10,14 @@ from models.tokenize import WordPieceTokenizer
 
 
 def test_the_catalogue_is_the_built_in_models_then_the_environments_folders():
-    assert list(registry.catalogue({})) == ["minilm", "minilm-random", "paper-random", "translate", "reverse", "induction"]
+    assert list(registry.catalogue({})) == [
+        "minilm",
+        "minilm-random",
+        "paper-random",
+        "translate",
+        "reverse",
+        "induction",
+    ]
     found = registry.catalogue({registry.FOLDERS_ENV: " mine = /a/b ; ;other=/c"})
     assert list(found)[-2:] == ["folder:mine", "folder:other"]
     mine = found["folder:mine"]
