@@ -28,14 +28,32 @@ class Encoding:
         return len(self.ids)
 
 
-class WordPieceTokenizer:
-    """BERT's WordPiece with [CLS] ... [SEP] around the text; read-only, so one instance serves every thread."""
+class _FileTokenizer:
+    """A `tokenizers.Tokenizer` read from a model folder, its padding and truncation off (tokenizer.json files often
+    switch them on: MiniLM's pads to 128; we cut by hand); read-only, so one instance serves every thread."""
 
-    def __init__(self, tokenizer: Tokenizer, cls_token: str = "[CLS]", sep_token: str = "[SEP]") -> None:
-        # tokenizer.json files often switch on padding (MiniLM's pads to 128) and truncation; we do both by hand
+    def __init__(self, tokenizer: Tokenizer) -> None:
         tokenizer.no_padding()
         tokenizer.no_truncation()
         self._tokenizer = tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tokenizer.get_vocab_size()
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tokenizer.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str:
+        token = self._tokenizer.id_to_token(token_id)
+        return token if token is not None else f"[{token_id}]"
+
+
+class WordPieceTokenizer(_FileTokenizer):
+    """BERT's WordPiece with [CLS] ... [SEP] around the text."""
+
+    def __init__(self, tokenizer: Tokenizer, cls_token: str = "[CLS]", sep_token: str = "[SEP]") -> None:
+        super().__init__(tokenizer)
         ids = {t: tokenizer.token_to_id(t) for t in (cls_token, sep_token, "[PAD]")}
         missing = [t for t, i in ids.items() if i is None]
         if missing:
@@ -54,10 +72,6 @@ class WordPieceTokenizer:
             lowercase = bool(settings.get("do_lower_case", True))
             return cls(BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=lowercase)._tokenizer)
         raise FileNotFoundError(f"{folder} has neither tokenizer.json nor vocab.txt")
-
-    @property
-    def vocab_size(self) -> int:
-        return self._tokenizer.get_vocab_size()
 
     def encode(self, text: str, max_tokens: int) -> Encoding:
         """[CLS] text [SEP], cut to max_tokens (specials included) with the number of tokens cut recorded."""
@@ -79,21 +93,12 @@ class WordPieceTokenizer:
             truncated=cut,
         )
 
-    def token_to_id(self, token: str) -> int | None:
-        return self._tokenizer.token_to_id(token)
 
-    def id_to_token(self, token_id: int) -> str:
-        token = self._tokenizer.id_to_token(token_id)
-        return token if token is not None else f"[{token_id}]"
-
-
-class ByteLevelTokenizer:
+class ByteLevelTokenizer(_FileTokenizer):
     """GPT-2's byte-level BPE: no marker tokens around the text, a word's first token starts with 'Ġ' (its space)."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        self._tokenizer = tokenizer
+        super().__init__(tokenizer)
         self.end_token = "<|endoftext|>"
         self.end_id = tokenizer.token_to_id(self.end_token)
 
@@ -108,10 +113,6 @@ class ByteLevelTokenizer:
             built = ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), trim_offsets=False)
             return cls(built._tokenizer)
         raise FileNotFoundError(f"{folder} has neither tokenizer.json nor vocab.json and merges.txt")
-
-    @property
-    def vocab_size(self) -> int:
-        return self._tokenizer.get_vocab_size()
 
     def encode(self, text: str, max_tokens: int) -> Encoding:
         """The text's tokens, cut to max_tokens with the number of tokens cut recorded (no markers added, as
@@ -134,10 +135,3 @@ class ByteLevelTokenizer:
     def decode(self, ids: list[int] | tuple[int, ...]) -> str:
         """Token ids back to text (the bytes the 'Ġ'-spelt tokens stand for)."""
         return self._tokenizer.decode(list(ids))
-
-    def token_to_id(self, token: str) -> int | None:
-        return self._tokenizer.token_to_id(token)
-
-    def id_to_token(self, token_id: int) -> str:
-        token = self._tokenizer.id_to_token(token_id)
-        return token if token is not None else f"[{token_id}]"
