@@ -80,7 +80,8 @@ def loss(s: Scored, number: int = 1) -> None:
     st.subheader(f"{number}. The loss against " + where)
     if len(scored.targets) <= SHOWN_WORDS:  # a longer text is read off the chart and the table
         written = " ".join(scored.predicted if trace.decoder_only else trace.output_tokens)
-        st.text(f"Target:           {' '.join(scored.targets)}\nModel predicts:   {written}")
+        said = "Model predicts:   " if trace.decoder_only else "Model wrote:      "  # next tokens, or its output
+        st.text(f"Target:           {' '.join(scored.targets)}\n{said}{written}")
     m1, m2, m3 = st.columns(3)
     m1.metric("Mean loss (label-smoothed)" if smoothed else "Mean loss (cross-entropy)", f"{scored.mean:.4f}")
     m2.metric("Floor for this vocabulary", f"{floor:.4f}")
