@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from explorer.trace import UNKNOWN
-from models.tokenize import WordPieceTokenizer
 
 SPECIAL, WORD, PIECE, UNKNOWN_KIND = "special", "whole word", "piece of a word", "unknown"
 KINDS = (SPECIAL, WORD, PIECE, UNKNOWN_KIND)
@@ -162,11 +161,6 @@ def count_options(found: Counts, seed: str) -> list[int]:
     digest = hashlib.blake2b(seed.encode(), digest_size=8).digest()
     random.Random(int.from_bytes(digest, "big")).shuffle(options)
     return options
-
-
-def is_word_piece(tokenizer: object) -> bool:
-    """Whether the tokenizer spells rare words as pieces (WordPiece); else it is a fixed list of whole words."""
-    return isinstance(tokenizer, WordPieceTokenizer)
 
 
 SPECIAL_NOTES = {

@@ -41,6 +41,18 @@ class _FileTokenizer:
     def vocab_size(self) -> int:
         return self._tokenizer.get_vocab_size()
 
+    def _read(self, text: str, max_tokens: int, least: int, which: str, unreadable: str):
+        """The text's tokens without markers (the shared tokenizer's settings untouched), after the checks every
+        tokenizer makes: a text to read, `least` tokens allowed (`which` names them), and at least one token."""
+        if not isinstance(text, str) or not text.strip():
+            raise TokenizeError("the text is empty: type a sentence")
+        if max_tokens < least:
+            raise TokenizeError(f"max tokens must be at least {least}{which}, not {max_tokens}")
+        enc = self._tokenizer.encode(text, add_special_tokens=False)
+        if not enc.ids:
+            raise TokenizeError(f"the text has no tokens this model knows{unreadable}")
+        return enc
+
     def token_to_id(self, token: str) -> int | None:
         return self._tokenizer.token_to_id(token)
 
@@ -75,14 +87,8 @@ class WordPieceTokenizer(_FileTokenizer):
 
     def encode(self, text: str, max_tokens: int) -> Encoding:
         """[CLS] text [SEP], cut to max_tokens (specials included) with the number of tokens cut recorded."""
-        if not isinstance(text, str) or not text.strip():
-            raise TokenizeError("the text is empty: type a sentence")
-        if max_tokens < 3:
-            raise TokenizeError(f"max tokens must be at least 3 ([CLS], one token, [SEP]), not {max_tokens}")
         # specials added by hand so truncation never touches the shared tokenizer's settings
-        enc = self._tokenizer.encode(text, add_special_tokens=False)
-        if not enc.ids:
-            raise TokenizeError("the text has no tokens this model knows (only control or unknown characters)")
+        enc = self._read(text, max_tokens, 3, " ([CLS], one token, [SEP])", " (only control or unknown characters)")
         keep = max_tokens - 2
         cut = max(0, len(enc.ids) - keep)
         return Encoding(
@@ -117,13 +123,7 @@ class ByteLevelTokenizer(_FileTokenizer):
     def encode(self, text: str, max_tokens: int) -> Encoding:
         """The text's tokens, cut to max_tokens with the number of tokens cut recorded (no markers added, as
         transformers' GPT-2 tokenizer adds none)."""
-        if not isinstance(text, str) or not text.strip():
-            raise TokenizeError("the text is empty: type a sentence")
-        if max_tokens < 1:
-            raise TokenizeError(f"max tokens must be at least 1, not {max_tokens}")
-        enc = self._tokenizer.encode(text, add_special_tokens=False)
-        if not enc.ids:
-            raise TokenizeError("the text has no tokens this model knows")
+        enc = self._read(text, max_tokens, 1, "", "")
         return Encoding(
             ids=tuple(enc.ids[:max_tokens]),
             tokens=tuple(enc.tokens[:max_tokens]),

@@ -12,7 +12,7 @@ import pytest
 from explorer import complexity, tokens_view
 from explorer.figures.complexity import operations
 from explorer.figures.tokens import COLOURS, SHOWN, token_boxes
-from models import registry, tasks
+from models import family, registry, tasks
 from tests.figdata import array
 from tests.hostile import NAMED
 
@@ -82,9 +82,7 @@ def test_the_toy_vocabulary_has_no_pieces(words):
     found = tokens_view.counts(text, enc.tokens, enc.offsets, enc.word_ids, 0)
     assert (found.words, found.units, found.tokens, found.pieces, found.special) == (8, 8, 9, 0, 1)
     assert found.why == "8 words split at spaces + 1 special token the tokenizer adds = 9 tokens."
-    notes = " ".join(
-        tokens_view.notes(enc.tokens, tokens_view.is_word_piece(words), words.vocab_size, ("<bos>", "<eos>"))
-    )
+    notes = " ".join(tokens_view.notes(enc.tokens, False, words.vocab_size, ("<bos>", "<eos>")))
     assert "fixed list" in notes and "<eos>" in notes and "<bos>" in notes
     assert "##" not in notes and "[CLS]" not in notes
 
@@ -92,7 +90,8 @@ def test_the_toy_vocabulary_has_no_pieces(words):
 def test_word_piece_notes_name_only_what_the_tokens_have(word_piece):
     with_unknown = word_piece.encode(PIECES, 128).tokens
     without = word_piece.encode("the cat", 128).tokens
-    assert tokens_view.is_word_piece(word_piece)
+    # the page names '##' pieces when the model's family spells them so: WordPiece's mark is the one it explains
+    assert family.WORDPIECE_MARKS["continuation"] == tokens_view.CONTINUES
     lines = tokens_view.notes(with_unknown, True, word_piece.vocab_size)
     assert any(line.startswith("[CLS]") for line in lines) and any(line.startswith("[SEP]") for line in lines)
     assert any("##" in line for line in lines) and any(line.startswith("[UNK]") for line in lines)
