@@ -18,7 +18,7 @@ from explorer import forward
 from explorer.trace import Trace
 from models import greedy, tasks, train
 from models.registry import LoadedModel
-from models.transformer import padding_mask
+from models.transformer import Ablation, padding_mask
 
 EPSILON = 0.1  # label smoothing, section 5.4 (models.train.Recipe.label_smoothing)
 METHODS = ("greedy", "top-k", "top-p", "sample")  # "sample": from the whole distribution
@@ -287,22 +287,28 @@ def smoothed_cross_entropy(logits: np.ndarray, target_ids: list[int], epsilon: f
 
 
 @torch.inference_mode()
-def score(loaded: LoadedModel, source_ids: list[int], targets: list[int], epsilon: float | None = None) -> Scored:
+def score(
+    loaded: LoadedModel,
+    source_ids: list[int],
+    targets: list[int],
+    epsilon: float | None = None,
+    ablation: Ablation | None = None,
+) -> Scored:
     """Teacher forcing on `targets` (ending with EOS), exactly as models.train feeds a batch of one; a decoder-only
     model reads its text (`targets`: the same ids) and each position is scored on the next token. `epsilon`: the
-    label smoothing, by default the one the model trains with (epsilon_for)."""
+    label smoothing, by default the one the model trains with (epsilon_for); `ablation`: heads turned off."""
     model = _decoder(loaded)
     epsilon = epsilon_for(loaded) if epsilon is None else epsilon
     if model.encoder is None:
         if len(targets) < 2:
             raise ValueError("a text of one token has no next token to score")
-        out = model(torch.tensor([targets]))
+        out = model(torch.tensor([targets]), ablation=ablation)
         decoder_input, targets = list(targets[:-1]), list(targets[1:])
         logits = out.logits[0, :-1].numpy()
     else:
         targets = targets[: model.config.max_len]
         decoder_input = [loaded.bos_id, *targets[:-1]]
-        out = model(torch.tensor([source_ids]), torch.tensor([decoder_input]))
+        out = model(torch.tensor([source_ids]), torch.tensor([decoder_input]), ablation=ablation)
         logits = out.logits[0].numpy()
     z = logits.astype(np.float64)
     log_p = z - z.max(-1, keepdims=True)

@@ -11,6 +11,7 @@ from models import greedy
 from models.attention import AttentionInternals
 from models.registry import LoadedModel
 from models.tokenize import TokenizeError
+from models.transformer import Ablation
 
 ATTENTION_KINDS = ("encoder_self", "decoder_self", "cross")
 TOP_K = 10  # next-token candidates kept per decoding step
@@ -131,9 +132,14 @@ def run(
     max_tokens: int | None = None,
     max_target: int | None = None,
     encoder_only: bool = False,
+    ablation: Ablation | None = None,
+    forced: list[int] | None = None,
 ) -> Trace:
     """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy.
-    encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None)."""
+    encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None).
+    ablation: with those heads turned off (models.ablation), greedy decoding included. forced: an encoder-decoder's
+    decoder input ([BOS] first) to run teacher-forced instead of greedy decoding (to compare two runs' maps row by
+    row); its output_tokens are then each row's most probable token."""
     limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
     enc = loaded.tokenizer.encode(text, limit)
     src = torch.tensor([enc.ids])
@@ -147,22 +153,28 @@ def run(
         source_word_ids=enc.word_ids,
     )
     if loaded.is_decoder_only:
-        return _decoder_only(loaded, src, enc.tokens, common)
+        return _decoder_only(loaded, src, enc.tokens, common, ablation)
     if encoder_only or not loaded.is_encoder_decoder:
-        out = model(src)
+        out = model(src, ablation=ablation)
         return Trace(
             encoder_self=_stack([layer.self_attn for layer in out.encoder.layers]),
             encoder_states=_states(out.encoder),
             **common,
         )
     assert loaded.bos_id is not None and loaded.eos_id is not None
-    # room for a somewhat longer output and its EOS; untrained models rarely stop, so at most MAX_TARGET by default
-    budget = min(len(enc.ids) + 2, MAX_TARGET) if max_target is None else max_target
-    # the same tokens as model.greedy_decode, each step run on its newest position only (seconds faster at 512)
-    generated = greedy.greedy_decode(model, src, loaded.bos_id, loaded.eos_id, budget)
-    # the decoder's input: [BOS] then every generated token but a final EOS, so row i is the step that chose token i
-    decoder_input = [loaded.bos_id, *(generated[:-1] if generated and generated[-1] == loaded.eos_id else generated)]
-    out = model(src, torch.tensor([decoder_input]))
+    if forced is None:
+        budget = target_budget(len(enc.ids)) if max_target is None else max_target
+        # the same tokens as model.greedy_decode, each step run on its newest position only (seconds faster at 512)
+        generated = greedy.greedy_decode(model, src, loaded.bos_id, loaded.eos_id, budget, ablation)
+        # the decoder's input: [BOS] then every generated token but a final EOS, so row i is the step that chose
+        # token i
+        ending = generated[:-1] if generated and generated[-1] == loaded.eos_id else generated
+        decoder_input = [loaded.bos_id, *ending]
+    else:
+        decoder_input = list(forced)
+    out = model(src, torch.tensor([decoder_input]), ablation=ablation)
+    if forced is not None:
+        generated = out.logits[0].argmax(-1).tolist()
     decoder_layers = out.decoder.layers
     vocabulary = loaded.target_vocabulary
     return Trace(
@@ -178,6 +190,12 @@ def run(
     )
 
 
+def target_budget(n_source: int) -> int:
+    """Tokens greedy decoding may write for a source of this length: room for a somewhat longer output and its EOS;
+    untrained models rarely stop, so at most MAX_TARGET."""
+    return min(n_source + 2, MAX_TARGET)
+
+
 def _top(out, vocabulary) -> dict:
     """Final linear + softmax (figure 1, top): the candidates for each next token, most probable first."""
     probabilities = out.probabilities[0]  # (T, V)
@@ -188,10 +206,12 @@ def _top(out, vocabulary) -> dict:
     }
 
 
-def _decoder_only(loaded: LoadedModel, src: torch.Tensor, tokens: tuple[str, ...], common: dict) -> Trace:
+def _decoder_only(
+    loaded: LoadedModel, src: torch.Tensor, tokens: tuple[str, ...], common: dict, ablation: Ablation | None
+) -> Trace:
     """A decoder-only model's run: the text goes through the decoder (masked self-attention), and every position
     predicts the next token."""
-    out = loaded.model(src)
+    out = loaded.model(src, ablation=ablation)
     found = _top(out, loaded.tokenizer)
     return Trace(
         encoder_self=None,

@@ -32,6 +32,23 @@ class AttentionInternals:
         return scale(self.raw_scores, self.q.size(-1))
 
 
+@dataclass(frozen=True)
+class HeadPatch:
+    """Heads of one attention layer whose output is replaced before W_O (an ablation): `off` is True where a batch
+    row's head is turned off; `value` is what it writes instead at every position (its mean output over example
+    sentences), or None for zero. Passed to a forward by value: the shared model never holds it."""
+
+    off: Bool[Tensor, "#B H"]
+    value: Float[Tensor, "H Dh"] | None = None
+
+    def apply(self, heads: Float[Tensor, "B H Tq Dh"]) -> Float[Tensor, "B H Tq Dh"]:
+        """The heads' outputs with the turned-off ones replaced."""
+        off = self.off[:, :, None, None]  # (B, H, 1, 1)
+        if self.value is None:
+            return heads.masked_fill(off, 0.0)
+        return torch.where(off, self.value[None, :, None, :].to(heads.dtype), heads)  # (B, H, Tq, Dh)
+
+
 def scale(raw_scores: Tensor, d_head: int) -> Tensor:
     """Divide by sqrt(d_k), eq. (1): keeps the dot products' variance near 1 so softmax is not saturated."""
     # times d_k^-1/2 rather than / sqrt(d_k): equal in exact arithmetic, and it rounds as the BERT reference does
@@ -81,8 +98,10 @@ class MultiHeadAttention(nn.Module):
         x_q: Float[Tensor, "B Tq D"],
         x_kv: Float[Tensor, "B Tk D"],
         mask: Bool[Tensor, "#B 1 #Tq Tk"] | None = None,
+        patch: HeadPatch | None = None,
     ) -> tuple[Float[Tensor, "B Tq D"], AttentionInternals]:
-        """Self-attention when x_kv is x_q; encoder-decoder attention when x_kv is the encoder memory."""
+        """Self-attention when x_kv is x_q; encoder-decoder attention when x_kv is the encoder memory. `patch`: heads
+        turned off, their output replaced before W_O (the returned `heads` are what W_O read)."""
         q = self.split_heads(self.w_q(x_q))  # (B, H, Tq, Dh)
         k = self.split_heads(self.w_k(x_kv))  # (B, H, Tk, Dh)
         v = self.split_heads(self.w_v(x_kv))  # (B, H, Tk, Dh)
@@ -90,6 +109,8 @@ class MultiHeadAttention(nn.Module):
         heads, raw_scores, weights = scaled_dot_product_attention(q, k, v, mask)
         # dropout on the weights that mix values (identity at inference); the returned weights are pre-dropout
         mixed = self.dropout(weights) @ v if self.training and self.dropout.p > 0 else heads  # (B, H, Tq, Dh)
+        if patch is not None:
+            heads = mixed = patch.apply(mixed)  # (B, H, Tq, Dh)
         b, _, tq, _ = mixed.shape
         concat = mixed.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_head)  # (B, Tq, D)
         output = self.w_o(concat)  # (B, Tq, D)

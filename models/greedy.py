@@ -16,8 +16,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from models.attention import MultiHeadAttention, scaled_dot_product_attention
-from models.transformer import DecoderLayer, Transformer, padding_mask, run_sublayers
+from models.attention import HeadPatch, MultiHeadAttention, scaled_dot_product_attention
+from models.transformer import Ablation, DecoderLayer, Patches, Transformer, padding_mask, run_sublayers
 
 
 @dataclass(frozen=True)
@@ -37,38 +37,54 @@ def _attend(
     k: Float[Tensor, "B H Tk Dh"],
     v: Float[Tensor, "B H Tk Dh"],
     mask: Bool[Tensor, "#B 1 1 Tk"] | None,
+    patch: HeadPatch | None = None,
 ) -> Float[Tensor, "B 1 D"]:
     """MultiHeadAttention.forward for one query against given keys and values, by the same operations."""
     q = attention.split_heads(attention.w_q(x_q))  # (B, H, 1, Dh)
     heads, _, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, 1, Dh)
+    if patch is not None:  # heads turned off: replaced before W_O, as in MultiHeadAttention.forward
+        heads = patch.apply(heads)
     b, _, tq, _ = heads.shape
     return attention.w_o(heads.transpose(1, 2).reshape(b, tq, attention.n_heads * attention.d_head))  # (B, 1, D)
 
 
 def _step(
-    layer: DecoderLayer, x: Float[Tensor, "B 1 D"], cache: LayerCache, memory_mask: Bool[Tensor, "#B 1 1 S"] | None
+    layer: DecoderLayer,
+    x: Float[Tensor, "B 1 D"],
+    cache: LayerCache,
+    memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
+    patches: Patches = None,
 ) -> tuple[Float[Tensor, "B 1 D"], LayerCache]:
     """DecoderLayer.forward's sub-layers (run_sublayers: the same order) for the newest position only, and the cache
     with its keys and values."""
     grown: list[LayerCache] = []
 
     def attend(name: str, attention: MultiHeadAttention, h: Tensor) -> tuple[Tensor, None]:
+        patch = (patches or {}).get(name)
         if name == "self_attn":
             k = torch.cat([cache.self_k, attention.split_heads(attention.w_k(h))], dim=2)  # (B, H, t, Dh)
             v = torch.cat([cache.self_v, attention.split_heads(attention.w_v(h))], dim=2)  # (B, H, t, Dh)
             grown.append(LayerCache(k, v, cache.memory_k, cache.memory_v))
             # the newest position is the last row of the causal mask: it may see every position so far, so no mask
-            return _attend(attention, h, k, v, None), None
+            return _attend(attention, h, k, v, None, patch), None
         assert cache.memory_k is not None and cache.memory_v is not None
-        return _attend(attention, h, cache.memory_k, cache.memory_v, memory_mask), None
+        return _attend(attention, h, cache.memory_k, cache.memory_v, memory_mask, patch), None
 
     states, _ = run_sublayers(layer, x, attend)
     return states["after_ffn"], grown[0]
 
 
 @torch.inference_mode()
-def generate(model: Transformer, src: Int[Tensor, "B S"], bos_id: int, eos_id: int, max_len: int) -> Tensor:
-    """Transformer.generate's greedy decoding (same stopping rule, pad after a row's eos), one position per step."""
+def generate(
+    model: Transformer,
+    src: Int[Tensor, "B S"],
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    ablation: Ablation | None = None,
+) -> Tensor:
+    """Transformer.generate's greedy decoding (same stopping rule, pad after a row's eos), one position per step;
+    `ablation`: with those heads turned off."""
     if model.decoder is None or model.generator is None:
         raise ValueError("this model is encoder-only: it has no decoder")
     if model.encoder is None:
@@ -76,7 +92,7 @@ def generate(model: Transformer, src: Int[Tensor, "B S"], bos_id: int, eos_id: i
     pad = model.config.pad_id
     assert pad is not None
     src_mask = padding_mask(src, pad)  # (B, 1, 1, S)
-    memory = model.encode(src, src_mask).output  # (B, S, D)
+    memory = model.encode(src, src_mask, ablation=ablation).output  # (B, S, D)
     caches = []
     for layer in model.decoder.layers:
         cross = layer.cross_attn
@@ -87,7 +103,7 @@ def generate(model: Transformer, src: Int[Tensor, "B S"], bos_id: int, eos_id: i
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for _ in range(min(max_len, model.config.max_len - 1)):
         # token embedding + position are per position: the newest row equals that row of the whole prefix's
-        next_id = next_logits(model, tgt, caches, src_mask).argmax(-1).masked_fill(done, pad)  # (B,)
+        next_id = next_logits(model, tgt, caches, src_mask, ablation).argmax(-1).masked_fill(done, pad)  # (B,)
         tgt = torch.cat([tgt, next_id[:, None]], dim=1)
         done |= next_id == eos_id
         if done.all():
@@ -96,14 +112,19 @@ def generate(model: Transformer, src: Int[Tensor, "B S"], bos_id: int, eos_id: i
 
 
 def next_logits(
-    model: Transformer, tokens: Int[Tensor, "B t"], caches: list[LayerCache], memory_mask: Tensor | None
+    model: Transformer,
+    tokens: Int[Tensor, "B t"],
+    caches: list[LayerCache],
+    memory_mask: Tensor | None,
+    ablation: Ablation | None = None,
 ) -> Float[Tensor, "B V"]:
     """The next-token logits after `tokens`, running the decoder on the newest position only (caches grow in place)."""
     assert model.decoder is not None and model.generator is not None
     # token embedding + position are per position: the newest row equals that row of the whole prefix's
     x = model.decoder.embeddings(tokens)[:, -1:]  # (B, 1, D)
+    patches = ablation.stack_patches("decoder", len(model.decoder.layers)) if ablation else None
     for i, layer in enumerate(model.decoder.layers):
-        x, caches[i] = _step(layer, x, caches[i], memory_mask)
+        x, caches[i] = _step(layer, x, caches[i], memory_mask, patches[i] if patches else None)
     if model.decoder.final_norm is not None:
         x = model.decoder.final_norm(x)
     return model.generator(x[:, -1])  # (B, V)
@@ -141,7 +162,9 @@ class Sampling:
 
 
 @torch.inference_mode()
-def continue_text(model: Transformer, ids: list[int], steps: int, sampling: Sampling) -> list[int]:
+def continue_text(
+    model: Transformer, ids: list[int], steps: int, sampling: Sampling, ablation: Ablation | None = None
+) -> list[int]:
     """A decoder-only model's continuation of `ids` by `steps` new tokens (never past max_len), one position per
     step with a key/value cache; sampled with a generator seeded by `sampling.seed`, so a run can be repeated."""
     if model.encoder is not None or model.decoder is None:
@@ -150,7 +173,7 @@ def continue_text(model: Transformer, ids: list[int], steps: int, sampling: Samp
         raise ValueError("there is no text to continue")
     generator = torch.Generator().manual_seed(sampling.seed)
     # the prompt in one full forward: its keys and values are the cache the new positions read
-    out = model(torch.tensor([ids]))
+    out = model(torch.tensor([ids]), ablation=ablation)
     assert out.decoder is not None and out.logits is not None
     caches = [LayerCache(layer.self_attn.k, layer.self_attn.v) for layer in out.decoder.layers]
     logits = out.logits[0, -1]
@@ -164,10 +187,17 @@ def continue_text(model: Transformer, ids: list[int], steps: int, sampling: Samp
         written.append(chosen)
         if len(ids) + len(written) >= model.config.max_len:
             break
-        logits = next_logits(model, torch.tensor([[*ids, *written]]), caches, None)[0]
+        logits = next_logits(model, torch.tensor([[*ids, *written]]), caches, None, ablation)[0]
     return written
 
 
-def greedy_decode(model: Transformer, src: Int[Tensor, "1 S"], bos_id: int, eos_id: int, max_len: int) -> list[int]:
+def greedy_decode(
+    model: Transformer,
+    src: Int[Tensor, "1 S"],
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    ablation: Ablation | None = None,
+) -> list[int]:
     """One sentence's greedy decode with the cache: the new ids up to and including eos (no bos)."""
-    return generate(model, src, bos_id, eos_id, max_len)[0].tolist()
+    return generate(model, src, bos_id, eos_id, max_len, ablation)[0].tolist()

@@ -11,7 +11,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
-from models.attention import AttentionInternals, MultiHeadAttention
+from models.ablation import Ablation
+from models.attention import AttentionInternals, HeadPatch, MultiHeadAttention
 from models.config import TransformerConfig
 from models.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
@@ -173,6 +174,11 @@ class ResidualNorm(nn.LayerNorm):
         return super().forward(x + self.dropout(sublayer_out))
 
 
+# one layer's heads turned off, by its sub-layer module name ("self_attn", "cross_attn"); one entry per layer of a stack
+Patches = dict[str, HeadPatch] | None
+StackPatches = list[dict[str, HeadPatch]] | None
+
+
 @dataclass(frozen=True)
 class Sublayer:
     """One sub-layer of a layer, by attribute names: its module ("self_attn", "cross_attn" or "ffn"), the norm of
@@ -217,8 +223,11 @@ class EncoderLayer(nn.Module):
         self.norm1 = ResidualNorm(config)
         self.norm2 = ResidualNorm(config)
 
-    def forward(self, x: Float[Tensor, "B T D"], mask: Bool[Tensor, "#B 1 #T T"] | None) -> EncoderLayerInternals:
-        states, attentions = run_sublayers(self, x, lambda _name, attention, h: attention(h, h, mask))
+    def forward(
+        self, x: Float[Tensor, "B T D"], mask: Bool[Tensor, "#B 1 #T T"] | None, patches: Patches = None
+    ) -> EncoderLayerInternals:
+        patch = (patches or {}).get("self_attn")
+        states, attentions = run_sublayers(self, x, lambda _name, attention, h: attention(h, h, mask, patch))
         assert attentions["self_attn"] is not None
         return EncoderLayerInternals(attentions["self_attn"], **states)
 
@@ -247,13 +256,15 @@ class DecoderLayer(nn.Module):
         memory: Float[Tensor, "B S D"] | None,
         self_mask: Bool[Tensor, "#B 1 #T T"],
         memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
+        patches: Patches = None,
     ) -> DecoderLayerInternals:
         def attend(name: str, attention: MultiHeadAttention, h: Tensor):
+            patch = (patches or {}).get(name)
             if name == "self_attn":
-                return attention(h, h, self_mask)
+                return attention(h, h, self_mask, patch)
             # queries from the decoder, keys and values from the encoder's output (section 3.2.3)
             assert memory is not None
-            return attention(h, memory, memory_mask)
+            return attention(h, memory, memory_mask, patch)
 
         states, attentions = run_sublayers(self, x, attend)
         assert attentions["self_attn"] is not None
@@ -279,12 +290,15 @@ class Stack(nn.Module):
         # pre-LN leaves the residual stream un-normalised, so the stack ends with one more LayerNorm
         self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
 
-    def stack(self, embeddings: Float[Tensor, "B T D"], *context: Tensor | None) -> StackInternals:
-        """Run every layer on the one below's output; `context` goes to each layer unchanged (masks, memory)."""
+    def stack(
+        self, embeddings: Float[Tensor, "B T D"], *context: Tensor | None, patches: StackPatches = None
+    ) -> StackInternals:
+        """Run every layer on the one below's output; `context` goes to each layer unchanged (masks, memory);
+        `patches[i]`: layer i's heads turned off (an ablation), by sub-layer module name."""
         x = embeddings
         layers = []
-        for layer in self.layers:
-            internals = layer(x, *context)
+        for i, layer in enumerate(self.layers):
+            internals = layer(x, *context, patches[i] if patches else None)
             layers.append(internals)
             x = internals.after_ffn
         if self.final_norm is not None:
@@ -303,8 +317,9 @@ class Encoder(Stack):
         ids: Int[Tensor, "B S"],
         mask: Bool[Tensor, "#B 1 1 S"] | None,
         token_type_ids: Int[Tensor, "B S"] | None = None,
+        patches: StackPatches = None,
     ) -> StackInternals:
-        return self.stack(self.embeddings(ids, token_type_ids), mask)
+        return self.stack(self.embeddings(ids, token_type_ids), mask, patches=patches)
 
 
 class Decoder(Stack):
@@ -321,8 +336,9 @@ class Decoder(Stack):
         memory: Float[Tensor, "B S D"] | None,
         self_mask: Bool[Tensor, "#B 1 #T T"],
         memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
+        patches: StackPatches = None,
     ) -> StackInternals:
-        return self.stack(self.embeddings(ids), memory, self_mask, memory_mask)
+        return self.stack(self.embeddings(ids), memory, self_mask, memory_mask, patches=patches)
 
 
 class Transformer(nn.Module):
@@ -358,19 +374,22 @@ class Transformer(nn.Module):
         src: Int[Tensor, "B S"],
         src_mask: Bool[Tensor, "#B 1 1 S"] | None = None,
         token_type_ids: Int[Tensor, "B S"] | None = None,
+        ablation: Ablation | None = None,
     ) -> StackInternals:
         """Run the encoder; src_mask defaults to the padding mask."""
         if self.encoder is None:
             raise ValueError("this model is decoder-only: it has no encoder")
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
-        return self.encoder(src, src_mask, token_type_ids)
+        patches = ablation.stack_patches("encoder", len(self.encoder.layers)) if ablation else None
+        return self.encoder(src, src_mask, token_type_ids, patches)
 
     def decode(
         self,
         tgt: Int[Tensor, "B T"],
         memory: Float[Tensor, "B S D"] | None,
         src_mask: Bool[Tensor, "#B 1 1 S"] | None,
+        ablation: Ablation | None = None,
     ) -> tuple[StackInternals, Float[Tensor, "B T V"]]:
         """Run the decoder over the target so far (decoder-only: over the text, with no memory); returns its
         internals and the next-token logits."""
@@ -378,7 +397,8 @@ class Transformer(nn.Module):
             raise ValueError("this model is encoder-only: it has no decoder")
         # masked self-attention: no looking ahead, and no attending to padding
         self_mask = causal_mask(tgt.size(1), tgt.device) & padding_mask(tgt, self.config.pad_id)  # (B, 1, T, T)
-        internals = self.decoder(tgt, memory, self_mask, src_mask)
+        patches = ablation.stack_patches("decoder", len(self.decoder.layers)) if ablation else None
+        internals = self.decoder(tgt, memory, self_mask, src_mask, patches)
         return internals, self.generator(internals.output)
 
     def forward(
@@ -387,18 +407,20 @@ class Transformer(nn.Module):
         tgt: Int[Tensor, "B T"] | None = None,
         src_mask: Bool[Tensor, "#B 1 1 S"] | None = None,
         token_type_ids: Int[Tensor, "B S"] | None = None,
+        ablation: Ablation | None = None,
     ) -> TransformerOutput:
         """Encode src; when tgt is given (encoder-decoder only), decode it with teacher forcing. A decoder-only model
-        reads src through its decoder, each position predicting the next."""
+        reads src through its decoder, each position predicting the next. `ablation`: heads turned off (their
+        output replaced before W_O), per batch row."""
         if self.encoder is None:
-            decoder, logits = self.decode(src, None, None)
+            decoder, logits = self.decode(src, None, None, ablation)
             return TransformerOutput(None, decoder, logits)
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
-        encoder = self.encode(src, src_mask, token_type_ids)
+        encoder = self.encode(src, src_mask, token_type_ids, ablation)
         if tgt is None:
             return TransformerOutput(encoder)
-        decoder, logits = self.decode(tgt, encoder.output, src_mask)
+        decoder, logits = self.decode(tgt, encoder.output, src_mask, ablation)
         return TransformerOutput(encoder, decoder, logits)
 
     @torch.inference_mode()

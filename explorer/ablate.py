@@ -1,0 +1,271 @@
+"""Experiments on heads (no streamlit): turn some heads off and compare the run with the clean one, or turn each head
+off alone, every head in one batched forward (one batch row per head), and measure what it changed.
+
+Every ablated number comes from a real forward of the engine with the heads' outputs replaced before W_O
+(models.ablation); nothing is recomputed on the side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from explorer import forward, output, trace
+from explorer.trace import Trace
+from models import ablation, greedy, tasks
+from models.ablation import Ablation, Head
+from models.registry import LoadedModel
+
+METHODS = {"zero": "zero (the head writes nothing)", "mean": "mean (the head writes its average output)"}
+MEAN_TOKENS = 64  # each example sentence is cut at this many tokens when averaging the heads' outputs
+BATCH_BYTES = 384 * 2**20  # about this much memory per chunk of batch rows in the batched forward
+
+
+def model_shapes(loaded: LoadedModel) -> dict[str, tuple[int, int]]:
+    """(layers, heads) of every attention kind the model has."""
+    return ablation.shapes(loaded.model.config)
+
+
+@torch.inference_mode()
+def head_means(loaded: LoadedModel) -> dict[str, torch.Tensor]:
+    """Each head's mean output (weights @ v, before W_O) over every position of the model's example sentences,
+    per attention kind: (L, H, Dh). What mean ablation writes in place of a head."""
+    sums: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
+    for text in loaded.examples:
+        run = trace.run(loaded, text, min(loaded.max_tokens, MEAN_TOKENS))
+        for kind in run.kinds:
+            heads = run.attention(kind).heads.astype(np.float64)  # (L, H, T, Dh)
+            sums[kind] = sums.get(kind, 0) + heads.sum(axis=2)
+            counts[kind] = counts.get(kind, 0) + heads.shape[2]
+    return {kind: torch.from_numpy((sums[kind] / counts[kind]).astype(np.float32)) for kind in sums}
+
+
+def make(
+    loaded: LoadedModel, heads: Iterable[Head], method: str, means: dict[str, torch.Tensor] | None = None
+) -> Ablation:
+    """These heads turned off by `method` ("zero" or "mean", which needs `means`); AblationError for a bad request."""
+    if method not in METHODS:
+        raise ablation.AblationError(f"unknown ablation {method!r}; choose zero or mean")
+    if method == "mean" and means is None:
+        means = head_means(loaded)
+    return ablation.heads_off(heads, model_shapes(loaded), means if method == "mean" else None)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a run is measured against: the source ids, and for a model with an output the decoder's input rows, the
+    token each row should write and which rows count (those whose right answer is known)."""
+
+    source_ids: tuple[int, ...]
+    decoder_input: tuple[int, ...] | None = None  # None: encoder-only (measured by its sentence embedding)
+    targets: tuple[int, ...] | None = None
+    counted: tuple[bool, ...] = ()
+    where: str = ""  # where the targets come from, as a sentence says it
+
+    @property
+    def measured_by_embedding(self) -> bool:
+        return self.decoder_input is None
+
+
+def answer(loaded: LoadedModel, run: Trace, typed: str = "") -> Answer:
+    """The answer the experiments measure: a typed target, else the task's right answer, else the model's own greedy
+    output (encoder-decoder); the text's own next tokens (decoder-only), counting only the rows whose next word a toy
+    task knows; nothing for an encoder-only model (its sentence embedding is compared instead)."""
+    if not loaded.family.next_token_head:
+        return Answer(tuple(forward.token_ids(loaded, run, "encoder")))
+    if loaded.is_decoder_only:
+        ids = forward.token_ids(loaded, run, "decoder")
+        if len(ids) < 2:
+            raise ValueError("a text of one token has no next token to predict")
+        counted = _known_rows(loaded, run)
+        where = output.text_target(loaded)
+        if not all(counted):
+            where = "the text's repeated words (the rows whose next word the earlier copy gives)"
+        return Answer(tuple(ids), tuple(ids[:-1]), tuple(ids[1:]), counted, where)
+    targets, where = output.target_for(loaded, run, typed)
+    targets = targets[: loaded.model.config.max_len]
+    source = forward.token_ids(loaded, run, "encoder")
+    decoder_input = (loaded.bos_id, *targets[:-1])
+    return Answer(tuple(source), decoder_input, tuple(targets), (True,) * len(targets), where)
+
+
+def _known_rows(loaded: LoadedModel, run: Trace) -> tuple[bool, ...]:
+    """Of a decoder-only text's rows (each predicting the next token), those whose next word the model's toy task
+    determines (the induction task: the repeat); every row for other models, or when none is known."""
+    tokens = run.source_tokens
+    rows = len(tokens) - 1
+    if loaded.task is None:
+        return (True,) * rows
+    words = [i for i, t in enumerate(tokens) if t not in tasks.SPECIALS]
+    pair = loaded.task.reference(tuple(tokens[i] for i in words))
+    if pair is None:
+        return (True,) * rows
+    known = [False] * rows
+    for j, position in enumerate(words):
+        # the row at this word predicts the token after it: it counts when the task says what that token is
+        if position < rows and pair.target[j] and tokens[position + 1] == pair.target[j]:
+            known[position] = True
+    return tuple(known) if any(known) else (True,) * rows
+
+
+def _rows_per_chunk(loaded: LoadedModel, answer: Answer) -> int:
+    """Batch rows one chunk of the batched forward holds within about BATCH_BYTES (the internals of every layer are
+    kept until the chunk's logits are read)."""
+    config = loaded.model.config
+    source = len(answer.source_ids)
+    target = len(answer.decoder_input or ())
+    per_layer = lambda tq, tk: 4 * (3 * config.n_heads * tq * tk + 10 * tq * config.d_model + tq * config.d_ff)  # noqa: E731
+    per_row = config.n_encoder_layers * per_layer(source, source) if config.n_encoder_layers else 0
+    if answer.decoder_input is not None:
+        keys = source if config.n_encoder_layers else 0
+        per_row += config.n_decoder_layers * (per_layer(target, target) + per_layer(target, keys))
+        per_row += 8 * target * config.target_vocab_size
+    return max(1, BATCH_BYTES // max(per_row, 1))
+
+
+@torch.inference_mode()
+def _measure(loaded: LoadedModel, answer: Answer, ablated: Ablation | None, reference: torch.Tensor | None = None):
+    """Per batch row: the right answer's log-probability (summed over the counted rows) and its per-row values, or
+    for an encoder-only model the sentence embedding (the tokens' mean final state), cosine to `reference`."""
+    model = loaded.model
+    n = ablated.rows if ablated is not None else 1
+    found = []
+    step = _rows_per_chunk(loaded, answer)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        part = ablation.rows(ablated, start, stop) if ablated is not None else None
+        src = torch.tensor([answer.source_ids]).expand(stop - start, -1)  # (B, S)
+        if answer.decoder_input is None:
+            pooled = model(src, ablation=part).encoder.output.mean(dim=1)  # (B, D)
+            found.append(pooled)
+            continue
+        if model.encoder is None:
+            logits = model(torch.tensor([answer.decoder_input]).expand(stop - start, -1), ablation=part).logits
+        else:
+            tgt = torch.tensor([answer.decoder_input]).expand(stop - start, -1)  # (B, T)
+            logits = model(src, tgt, ablation=part).logits  # (B, T, V)
+        log_p = logits.double().log_softmax(-1)  # (B, T, V)
+        targets = torch.tensor(answer.targets)[None, :, None].expand(stop - start, -1, 1)  # (B, T, 1)
+        found.append(log_p.gather(-1, targets)[..., 0])  # (B, T)
+    values = torch.cat(found)
+    if answer.decoder_input is None:
+        if reference is None:
+            return values.double().numpy()
+        return torch.nn.functional.cosine_similarity(values.double(), reference[None].double(), dim=-1).numpy()
+    return values.numpy()  # (B, T) log p(right token) per row
+
+
+def sentence_embedding(loaded: LoadedModel, answer: Answer, ablated: Ablation | None = None) -> np.ndarray:
+    """(D,) the tokens' mean final state: the sentence embedding all-MiniLM-L6-v2 is trained to give (before its
+    normalisation, which leaves every cosine unchanged)."""
+    return _measure(loaded, answer, ablated)[0]
+
+
+def cosine(loaded: LoadedModel, answer: Answer, ablated: Ablation) -> float:
+    """The sentence embedding's cosine to the clean one with these heads off (1: unchanged)."""
+    clean = torch.from_numpy(sentence_embedding(loaded, answer))
+    return float(_measure(loaded, answer, ablated, clean)[0])
+
+
+@dataclass(frozen=True)
+class Effects:
+    """Each head turned off alone: its measure, and the clean run's. `measure` is "log_probability" (the right
+    answer's summed log-probability) or "cosine" (the sentence embedding's cosine to the clean one)."""
+
+    heads: tuple[Head, ...]
+    values: np.ndarray  # (N,) the measure with each head off
+    clean: float
+    measure: str
+    where: str
+
+    @property
+    def change(self) -> np.ndarray:
+        """(N,) how the measure moved when each head was off: negative where turning it off hurt (log-probability
+        fell, or the embedding turned away from the clean one)."""
+        return self.values - self.clean
+
+    def grid(self, kind: str, shape: tuple[int, int]) -> np.ndarray:
+        """(L, H) change for one attention kind."""
+        found = np.full(shape, np.nan)
+        for head, value in zip(self.heads, self.change, strict=True):
+            if head.kind == kind:
+                found[head.layer, head.head] = value
+        return found
+
+    def ranked(self) -> list[tuple[Head, float]]:
+        """Heads by their effect, the one whose removal hurt most first."""
+        order = np.argsort(self.change, kind="stable")
+        return [(self.heads[i], float(self.change[i])) for i in order]
+
+
+def effects(loaded: LoadedModel, answer: Answer, means: dict[str, torch.Tensor] | None = None) -> Effects:
+    """Every head turned off alone (zero ablation, or mean with `means`), all in batched forwards: one batch row per
+    head, in chunks that fit in memory."""
+    every, heads = ablation.each_head(model_shapes(loaded), means)
+    if answer.measured_by_embedding:
+        clean_embedding = torch.from_numpy(sentence_embedding(loaded, answer))
+        values = _measure(loaded, answer, every, clean_embedding)
+        return Effects(tuple(heads), values, 1.0, "cosine", "the sentence embedding with every head on")
+    counted = np.array(answer.counted)
+    clean = float(_measure(loaded, answer, None)[0][counted].sum())
+    values = _measure(loaded, answer, every)[:, counted].sum(-1)
+    return Effects(tuple(heads), values, clean, "log_probability", answer.where)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One ablation's run beside the clean one: the outputs, the right answer's probability and loss per row
+    (before, after), and the attention maps downstream, run on the same input so they can be compared."""
+
+    heads: tuple[Head, ...]
+    method: str
+    clean: Trace
+    ablated: Trace  # the same source and decoder input as `clean`, with the heads off
+    written: tuple[str, ...] | None  # an encoder-decoder's greedy output with the heads off (it may differ)
+    before: output.Scored | None
+    after: output.Scored | None
+    cosine: float | None  # encoder-only: the sentence embedding's cosine to the clean one
+    answer: Answer
+
+    def moved(self, kind: str) -> np.ndarray:
+        """(L, H) how much of each query's attention moved, on average: half the summed |change| of its weights."""
+        before, after = self.clean.attention(kind).weights, self.ablated.attention(kind).weights
+        return 0.5 * np.abs(after - before).sum(-1).mean(-1)
+
+
+def outcome(
+    loaded: LoadedModel,
+    clean: Trace,
+    heads: Iterable[Head],
+    method: str,
+    means: dict[str, torch.Tensor] | None = None,
+    typed: str = "",
+) -> Outcome:
+    """Run the sidebar's sentence with these heads off (`means`: head_means, for mean ablation) and measure it
+    against the clean run."""
+    chosen = tuple(sorted(set(heads)))
+    ablated_by = make(loaded, chosen, method, means)
+    found = answer(loaded, clean, typed)
+    max_tokens = len(clean.source_tokens)
+    if loaded.is_encoder_decoder:
+        forced = forward.token_ids(loaded, clean, "decoder")
+        ablated = trace.run(loaded, clean.text, max_tokens, ablation=ablated_by, forced=forced)
+        budget = trace.target_budget(len(found.source_ids))
+        src = torch.tensor([found.source_ids])
+        ids = greedy.greedy_decode(loaded.model, src, loaded.bos_id, loaded.eos_id, budget, ablated_by)
+        vocabulary = loaded.target_vocabulary
+        written: tuple[str, ...] | None = tuple(vocabulary.id_to_token(i) for i in ids)
+    else:
+        ablated = trace.run(loaded, clean.text, max_tokens, ablation=ablated_by)
+        written = None
+    if found.measured_by_embedding:
+        return Outcome(chosen, method, clean, ablated, written, None, None, cosine(loaded, found, ablated_by), found)
+    targets = list(found.targets or ()) if loaded.is_encoder_decoder else list(found.source_ids)
+    source = list(found.source_ids)
+    before = output.score(loaded, source, targets)
+    after = output.score(loaded, source, targets, ablation=ablated_by)
+    return Outcome(chosen, method, clean, ablated, written, before, after, None, found)

@@ -1,0 +1,142 @@
+"""Direct logit attribution (no streamlit): one output logit split into what each part of the model wrote into the
+residual stream, read through the output layer with every LayerNorm's scale frozen at the value the run used.
+
+Pre-LN (GPT-2, the induction model): the last state is the sum of the embedding and every sub-layer's output, and
+the final LayerNorm with its scale frozen is affine, so the logit splits exactly into the embedding, each head (its
+output through its own slice of W_O), each attention's W_O bias, each feed-forward, and a constant (the final norm's
+shift and the output bias).
+
+Post-LN (the paper's): every sub-layer ends in LayerNorm(x + Sublayer(x)), so a part written in layer 1 reaches the
+output only re-centred and divided by every later LayerNorm's spread, and every later sub-layer reads it too. We
+split the last layer only: its input (everything before, as one part), its heads, biases and feed-forward, through
+its own LayerNorms with their scales frozen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from explorer.ablate import Answer
+from explorer.lens import run_on
+from models.attention import MultiHeadAttention
+from models.registry import LoadedModel
+
+KIND_OF = {"self_attn": "decoder_self", "cross_attn": "cross"}
+SUBLAYER_NAMES = {"self_attn": "masked self-attention", "cross_attn": "cross-attention", "ffn": "feed-forward"}
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """One logit (position, token) split into parts; the parts sum to the logit."""
+
+    position: int
+    token: str
+    token_id: int
+    logit: float  # the model's own
+    names: tuple[str, ...]  # one per part: "embedding", "L2.H3 masked self-attention", "layer 2 feed-forward", ...
+    values: np.ndarray  # (P,) each part's share of the logit
+    heads: dict[str, np.ndarray]  # per attention kind, (L, H) each head's share; NaN for layers not separated
+    first_layer: int  # the first layer whose parts are separated (0 for pre-LN; the last layer for post-LN)
+    exact_all_layers: bool  # pre-LN: every layer separated
+
+    @property
+    def total(self) -> float:
+        return float(self.values.sum())
+
+
+def _head_parts(attention: MultiHeadAttention, heads: Tensor) -> Tensor:
+    """(H, D) what each head writes at one position: its output (Dh) through its own columns of W_O."""
+    h, dh = attention.n_heads, attention.d_head
+    w = attention.w_o.weight.double().view(-1, h, dh)  # (D, H, Dh)
+    return torch.einsum("hd,ehd->he", heads.double(), w)  # (H, D)
+
+
+def _freeze(norm: torch.nn.LayerNorm, total: Tensor, parts: Tensor, constant: Tensor) -> tuple[Tensor, Tensor]:
+    """A LayerNorm with its scale frozen at the one `total` (its real input) gives: each part is centred, divided
+    by that spread and multiplied by the gain; the constant gets the shift. Sum of parts + constant = LayerNorm(sum)."""
+    total = total.double()
+    spread = torch.sqrt(total.var(unbiased=False) + norm.eps)
+    gain = norm.weight.double()
+
+    def affine(x: Tensor) -> Tensor:
+        return gain * (x - x.mean(-1, keepdim=True)) / spread
+
+    return affine(parts), affine(constant) + norm.bias.double()
+
+
+@torch.inference_mode()
+def attribute(loaded: LoadedModel, answer: Answer, position: int, token_id: int) -> Attribution:
+    """Split the logit of `token_id` at decoder row `position` into the parts that wrote it."""
+    if answer.decoder_input is None:
+        raise ValueError(f"{loaded.title} has no output matrix: {loaded.family.shape_name}, it writes no tokens")
+    if not 0 <= position < len(answer.decoder_input):
+        raise ValueError(f"position {position} is outside the {len(answer.decoder_input)} decoder rows")
+    model = loaded.model
+    out = run_on(loaded, answer)
+    assert out.decoder is not None and out.logits is not None and model.decoder is not None
+    layers = model.decoder.layers
+    pre_ln = model.config.norm_first
+    first = 0 if pre_ln else len(layers) - 1
+    d = model.config.d_model
+    names: list[str] = []
+    rows: list[Tensor] = []
+    kinds = [KIND_OF[s.module] for s in layers[0].sublayers if s.module in KIND_OF]
+    heads = {kind: np.full((len(layers), model.config.n_heads), np.nan) for kind in kinds}
+    head_rows: list[tuple[str, int, int, int]] = []  # (kind, layer, head, part)
+    constant = torch.zeros(d, dtype=torch.float64)
+    if pre_ln:
+        names.append("embedding")
+        rows.append(out.decoder.embeddings[0, position].double())
+        x = out.decoder.embeddings
+    else:
+        x = out.decoder.layers[first - 1].after_ffn if first > 0 else out.decoder.embeddings
+        names.append("layers below (not separable)" if first > 0 else "embedding")
+        rows.append(x[0, position].double())
+    for index in range(first, len(layers)):
+        layer, internals = layers[index], out.decoder.layers[index]
+        for sub in layer.sublayers:
+            norm = getattr(layer, sub.norm)
+            state = getattr(internals, sub.state)
+            if sub.module == "ffn":
+                written = layer.ffn(norm.normed_input(x))[0, position].double()  # (D,)
+                names.append(f"layer {index + 1} feed-forward")
+                rows.append(written)
+            else:
+                attention = getattr(layer, sub.module)
+                captured = getattr(internals, sub.module)
+                for h, part in enumerate(_head_parts(attention, captured.heads[0, :, position])):
+                    head_rows.append((KIND_OF[sub.module], index, h, len(rows)))
+                    names.append(f"L{index + 1}.H{h + 1} {SUBLAYER_NAMES[sub.module]}")
+                    rows.append(part)
+                names.append(f"layer {index + 1} {SUBLAYER_NAMES[sub.module]} bias (W_O's)")
+                rows.append(attention.w_o.bias.double())
+            if not pre_ln:  # LayerNorm(x + Sublayer(x)), its scale frozen at this run's
+                stacked = torch.stack(rows)
+                parts, constant = _freeze(norm, stacked.sum(0) + constant, stacked, constant)  # its input: x + out
+                rows = list(parts)
+            x = state
+    if pre_ln and model.decoder.final_norm is not None:
+        parts, constant = _freeze(model.decoder.final_norm, x[0, position], torch.stack(rows), constant)
+        rows = list(parts)
+    unembed = model.generator.weight[token_id].double()  # (D,)
+    values = (torch.stack(rows) @ unembed).numpy()
+    bias = 0.0 if model.generator.bias is None else float(model.generator.bias[token_id])
+    names.append("constant (LayerNorm shift, output bias)")
+    values = np.append(values, float(constant @ unembed) + bias)
+    for kind, index, h, row in head_rows:
+        heads[kind][index, h] = values[row]
+    return Attribution(
+        position,
+        loaded.target_vocabulary.id_to_token(token_id),
+        token_id,
+        float(out.logits[0, position, token_id]),
+        tuple(names),
+        values,
+        heads,
+        first,
+        pre_ln,
+    )
