@@ -28,7 +28,7 @@ MEASURE = """() => {
 }"""
 
 
-ANSWERED = ("scores",)  # steps whose figure comes once the class's answer is revealed
+ANSWERED = ("scores", "turn_off", "layer_predictions")  # steps whose figure comes once the class's answer is revealed
 
 
 def measure(browser, url: str, path: Path, answer: bool = False) -> dict:

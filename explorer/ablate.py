@@ -30,7 +30,7 @@ def model_shapes(loaded: LoadedModel) -> dict[str, tuple[int, int]]:
 
 
 @torch.inference_mode()
-def head_means(loaded: LoadedModel) -> dict[str, torch.Tensor]:
+def head_means(loaded: LoadedModel) -> dict[str, np.ndarray]:
     """Each head's mean output (weights @ v, before W_O) over every position of the model's example sentences,
     per attention kind: (L, H, Dh). What mean ablation writes in place of a head."""
     sums: dict[str, np.ndarray] = {}
@@ -41,18 +41,23 @@ def head_means(loaded: LoadedModel) -> dict[str, torch.Tensor]:
             heads = run.attention(kind).heads.astype(np.float64)  # (L, H, T, Dh)
             sums[kind] = sums.get(kind, 0) + heads.sum(axis=2)
             counts[kind] = counts.get(kind, 0) + heads.shape[2]
-    return {kind: torch.from_numpy((sums[kind] / counts[kind]).astype(np.float32)) for kind in sums}
+    return {kind: (sums[kind] / counts[kind]).astype(np.float32) for kind in sums}
+
+
+def _tensors(means: dict[str, np.ndarray] | None) -> dict[str, torch.Tensor] | None:
+    return None if means is None else {kind: torch.tensor(np.asarray(m)) for kind, m in means.items()}
 
 
 def make(
-    loaded: LoadedModel, heads: Iterable[Head], method: str, means: dict[str, torch.Tensor] | None = None
+    loaded: LoadedModel, heads: Iterable[Head], method: str, means: dict[str, np.ndarray] | None = None
 ) -> Ablation:
-    """These heads turned off by `method` ("zero" or "mean", which needs `means`); AblationError for a bad request."""
+    """These heads turned off by `method` ("zero", or "mean": `means` from head_means, computed when not given);
+    AblationError for a bad request."""
     if method not in METHODS:
         raise ablation.AblationError(f"unknown ablation {method!r}; choose zero or mean")
     if method == "mean" and means is None:
         means = head_means(loaded)
-    return ablation.heads_off(heads, model_shapes(loaded), means if method == "mean" else None)
+    return ablation.heads_off(heads, model_shapes(loaded), _tensors(means) if method == "mean" else None)
 
 
 @dataclass(frozen=True)
@@ -202,10 +207,10 @@ class Effects:
         return [(self.heads[i], float(self.change[i])) for i in order]
 
 
-def effects(loaded: LoadedModel, answer: Answer, means: dict[str, torch.Tensor] | None = None) -> Effects:
+def effects(loaded: LoadedModel, answer: Answer, means: dict[str, np.ndarray] | None = None) -> Effects:
     """Every head turned off alone (zero ablation, or mean with `means`), all in batched forwards: one batch row per
     head, in chunks that fit in memory."""
-    every, heads = ablation.each_head(model_shapes(loaded), means)
+    every, heads = ablation.each_head(model_shapes(loaded), _tensors(means))
     if answer.measured_by_embedding:
         clean_embedding = torch.from_numpy(sentence_embedding(loaded, answer))
         values = _measure(loaded, answer, every, clean_embedding)
@@ -223,18 +228,20 @@ class Outcome:
 
     heads: tuple[Head, ...]
     method: str
-    clean: Trace
-    ablated: Trace  # the same source and decoder input as `clean`, with the heads off
+    weights: dict[str, np.ndarray]  # per kind, the ablated run's attention (L, H, Tq, Tk), on the clean run's input
+    moved: dict[str, np.ndarray]  # per kind, (L, H) how much each head's map moved (moved())
+    predicted: tuple[str, ...] | None  # with the heads off: the most likely token at each decoder row
     written: tuple[str, ...] | None  # an encoder-decoder's greedy output with the heads off (it may differ)
     before: output.Scored | None
     after: output.Scored | None
     cosine: float | None  # encoder-only: the sentence embedding's cosine to the clean one
     answer: Answer
 
-    def moved(self, kind: str) -> np.ndarray:
-        """(L, H) how much of each query's attention moved, on average: half the summed |change| of its weights."""
-        before, after = self.clean.attention(kind).weights, self.ablated.attention(kind).weights
-        return 0.5 * np.abs(after - before).sum(-1).mean(-1)
+
+def moved(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """(L, H) how much of each query's attention moved, on average over queries: half the summed |change| of its
+    weights (0: the same map; 1: all of it went elsewhere)."""
+    return 0.5 * np.abs(after - before).sum(-1).mean(-1)
 
 
 def outcome(
@@ -242,7 +249,7 @@ def outcome(
     clean: Trace,
     heads: Iterable[Head],
     method: str,
-    means: dict[str, torch.Tensor] | None = None,
+    means: dict[str, np.ndarray] | None = None,
     typed: str = "",
 ) -> Outcome:
     """Run the sidebar's sentence with these heads off (`means`: head_means, for mean ablation) and measure it
@@ -262,10 +269,20 @@ def outcome(
     else:
         ablated = trace.run(loaded, clean.text, max_tokens, ablation=ablated_by)
         written = None
+    weights = {kind: ablated.attention(kind).weights for kind in clean.kinds}
+    common = dict(
+        heads=chosen,
+        method=method,
+        weights=weights,
+        moved={kind: moved(clean.attention(kind).weights, weights[kind]) for kind in clean.kinds},
+        predicted=ablated.output_tokens,
+        written=written,
+        answer=found,
+    )
     if found.measured_by_embedding:
-        return Outcome(chosen, method, clean, ablated, written, None, None, cosine(loaded, found, ablated_by), found)
+        return Outcome(before=None, after=None, cosine=cosine(loaded, found, ablated_by), **common)
     targets = list(found.targets or ()) if loaded.is_encoder_decoder else list(found.source_ids)
     source = list(found.source_ids)
     before = output.score(loaded, source, targets)
     after = output.score(loaded, source, targets, ablation=ablated_by)
-    return Outcome(chosen, method, clean, ablated, written, before, after, None, found)
+    return Outcome(before=before, after=after, cosine=None, **common)

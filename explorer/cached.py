@@ -11,7 +11,21 @@ import threading
 
 import streamlit as st
 
-from explorer import analysis, compare, induction, memo, positions, reference_view, starting, state, trace, wording
+from explorer import (
+    ablate,
+    analysis,
+    attribution,
+    compare,
+    induction,
+    lens,
+    memo,
+    positions,
+    reference_view,
+    starting,
+    state,
+    trace,
+    wording,
+)
 from models import reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
@@ -309,3 +323,91 @@ def get_twin(model_name: str, text: str, max_tokens: int) -> str:
     64 candidates: kept across reruns, which ask again while B follows A)."""
     loaded = model(model_name)
     return store().get(_key("twin", model_name, text, max_tokens), lambda: compare.first_twin(loaded, text, max_tokens))
+
+
+# --- experiments: heads turned off, the logit lens, attribution -------------------------------------------------
+
+
+def get_head_means(model_name: str) -> dict:
+    """Each head's mean output over the model's example sentences (what mean ablation writes)."""
+    loaded = model(model_name)
+    return store().get(
+        _key("head_means", model_name),
+        lambda: _compute(
+            "Averaging each head's output over the example sentences...", lambda: ablate.head_means(loaded)
+        ),
+    )
+
+
+def get_answer(model_name: str, text: str, max_tokens: int) -> ablate.Answer:
+    """What the experiments measure on this sentence (ablate.answer)."""
+    loaded = model(model_name)
+    return store().get(
+        _key("answer", model_name, text, max_tokens),
+        lambda: ablate.answer(loaded, get_trace(model_name, text, max_tokens)),
+    )
+
+
+def get_effects(model_name: str, text: str, max_tokens: int, method: str) -> ablate.Effects:
+    """Every head turned off alone, in batched forwards."""
+    loaded = model(model_name)
+    answer = get_answer(model_name, text, max_tokens)
+    means = get_head_means(model_name) if method == "mean" else None
+    return store().get(
+        _key("effects", model_name, text, max_tokens, method),
+        lambda: _compute(
+            "Turning off every head, one batch row each...", lambda: ablate.effects(loaded, answer, means)
+        ),
+    )
+
+
+def get_outcome(model_name: str, text: str, max_tokens: int, heads: tuple, method: str) -> ablate.Outcome:
+    """The sentence run again with these heads off, beside the clean run (AblationError for a bad request)."""
+    loaded = model(model_name)
+    clean = get_trace(model_name, text, max_tokens)
+    means = get_head_means(model_name) if method == "mean" else None
+    return store().get(
+        _key("outcome", model_name, text, max_tokens, tuple(sorted(heads)), method),
+        lambda: _compute(
+            "Running the model with those heads off...", lambda: ablate.outcome(loaded, clean, heads, method, means)
+        ),
+    )
+
+
+def get_lens(model_name: str, text: str, max_tokens: int) -> lens.Lens:
+    """Every sub-layer's state read through the output layer."""
+    loaded = model(model_name)
+    answer = get_answer(model_name, text, max_tokens)
+    return store().get(
+        _key("lens", model_name, text, max_tokens),
+        lambda: _compute("Reading every layer through the output matrix...", lambda: lens.lens(loaded, answer)),
+    )
+
+
+def get_attribution(model_name: str, text: str, max_tokens: int, position: int, token_id: int):
+    """One logit split into what each part of the model wrote."""
+    loaded = model(model_name)
+    answer = get_answer(model_name, text, max_tokens)
+    return store().get(
+        _key("attribution", model_name, text, max_tokens, position, token_id),
+        lambda: _compute(
+            "Splitting the logit into its parts...",
+            lambda: attribution.attribute(loaded, answer, position, token_id),
+        ),
+    )
+
+
+def get_forced_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
+    """The run whose decoder reads the experiments' answer (an encoder-decoder teacher-forced on it; a decoder-only
+    model's own text): the maps beside the attribution."""
+    loaded = model(model_name)
+    if not loaded.is_encoder_decoder:
+        return get_trace(model_name, text, max_tokens)
+    answer = get_answer(model_name, text, max_tokens)
+    return store().get(
+        _key("forced", model_name, text, max_tokens),
+        lambda: _compute(
+            "Running the decoder on the right answer...",
+            lambda: trace.run(loaded, text, max_tokens, forced=list(answer.decoder_input or ())),
+        ),
+    )

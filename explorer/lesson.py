@@ -30,21 +30,24 @@ class Page:
 
 OVERVIEW = Page("overview", "Overview: the lesson's map", "account_tree", 0)
 # The paper's order: what happens to a sentence, from its tokens to the loss that trains the weights.
-STEPS = (
-    Page("tokens", "Tokens and ids", "format_list_numbered", 1),
-    Page("embedding", "Embedding", "table_rows", 2),
-    Page("positional", "Positional encoding", "waves", 3),
-    Page("query_key_value", "Query, key and value", "key", 4),
-    Page("scores", "Scores, scale, mask, softmax", "calculate", 5),
-    Page("multi_head", "Weighted sum, heads and W^O", "call_merge", 6),
-    Page("add_norm", "Add & Norm and feed-forward", "route", 7),
-    Page("model_view", "The stack: every layer and head", "apps", 8),
-    Page("why_attention", "Why attention", "table_chart", 9),
-    Page("decoding", "Decoder: one output word at a time", "translate", 10, decoder=True),
-    Page("final_linear", "Final linear, softmax and sampling", "functions", 11, decoder=True),
-    Page("loss", "The loss against the right answer", "trending_down", 12, decoder=True),
-    Page("train", "Training", "model_training", 13),
+_STEPS = (
+    ("tokens", "Tokens and ids", "format_list_numbered", False),
+    ("embedding", "Embedding", "table_rows", False),
+    ("positional", "Positional encoding", "waves", False),
+    ("query_key_value", "Query, key and value", "key", False),
+    ("scores", "Scores, scale, mask, softmax", "calculate", False),
+    ("multi_head", "Weighted sum, heads and W^O", "call_merge", False),
+    ("add_norm", "Add & Norm and feed-forward", "route", False),
+    ("model_view", "The stack: every layer and head", "apps", False),
+    ("turn_off", "Turn a head off", "block", False),
+    ("why_attention", "Why attention", "table_chart", False),
+    ("decoding", "Decoder: one output word at a time", "translate", True),
+    ("final_linear", "Final linear, softmax and sampling", "functions", True),
+    ("layer_predictions", "Each layer's prediction", "layers", True),
+    ("loss", "The loss against the right answer", "trending_down", True),
+    ("train", "Training", "model_training", False),
 )
+STEPS = tuple(Page(stem, title, icon, i, decoder) for i, (stem, title, icon, decoder) in enumerate(_STEPS, start=1))
 EXPLORE = (
     Page("attention", "Attention heatmap", "grid_on"),
     Page("head_view", "Head view", "linear_scale"),
@@ -54,6 +57,10 @@ EXPLORE = (
     Page("compare", "Compare weights", "difference"),
     Page("compare_sentences", "Compare sentences", "compare_arrows"),
     Page("reference", "Ours vs transformers", "compare"),
+    Page("ablation", "Turn heads off", "block"),
+    Page("head_effects", "Effect of every head", "grid_view"),
+    Page("logit_lens", "Logit lens", "layers"),
+    Page("attribution", "Logit attribution", "pie_chart"),
     # the whole walk-throughs on one page each, as they were before the lesson split them into steps
     Page("qkv", "Q/K/V on one page", "calculate"),
     Page("forward", "Forward pass on one page", "route"),

@@ -52,6 +52,11 @@ def sidebar_family() -> Family:
     return cached.model(st.session_state[state.MODEL]).family
 
 
+def sidebar_loaded():
+    """The sidebar's model (shared, read-only)."""
+    return cached.model(st.session_state[state.MODEL])
+
+
 def presenting() -> bool:
     """Presenter mode: large text for a projector (the sidebar's toggle, or ?present=1)."""
     return bool(st.session_state.get(state.PRESENT))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, decoding, state, walkthrough
+from explorer import cached, decoding, lesson, state, walkthrough
 from explorer.callbacks import move_step
 from explorer.figures.decoding import mark_row, top_k_bars
 from explorer.figures.heatmap import head_heatmap
@@ -27,6 +27,7 @@ STEP = "decoding_step"
 NARROW = 16  # bars per column chart: a third of the page fits about 16 rotated labels
 
 page_header("Decoding step by step")
+CONTINUES = lesson.BY_STEM["final_linear"].step  # the step that continues a decoder-only text
 trace = current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(cached.model(st.session_state[state.MODEL]))
 assert trace.output_tokens is not None and trace.target_tokens is not None
@@ -37,8 +38,8 @@ if only:
             "A decoder-only model has no source: it reads the text through masked self-attention (each position "
             "sees itself and the positions before it, never later ones) and its final linear layer + softmax gives, "
             "at every position, a probability for every possible next token. Training scores all positions at once; "
-            "writing a continuation takes one step at a time (step 11 continues this text). Here each step is one "
-            "position of the text and the token greedy decoding would write after it."
+            f"writing a continuation takes one step at a time (step {CONTINUES} continues this text). Here each step "
+            "is one position of the text and the token greedy decoding would write after it."
         )
     )
 else:

@@ -1,4 +1,4 @@
-"""Lesson step 9: the paper's table 1 (section 4) with this sentence's n and this model's d_model."""
+"""Lesson step: the paper's table 1 (section 4) with this sentence's n and this model's d_model."""
 
 from __future__ import annotations
 

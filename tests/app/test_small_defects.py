@@ -78,7 +78,10 @@ def test_train_page_names_one_step_for_a_stop_and_explore_opens_another_page():
     at.button(key="train_explore").click().run()
     assert not at.exception and at.session_state[state.MODEL] == "yours-reverse"
     assert at.session_state[state.PAGE] == "decoding"  # not left on the Train page
-    assert at.header[0].value == f"Step 10 of {lesson.N_STEPS}: Decoder: one output word at a time"
+    assert (
+        at.header[0].value
+        == f"Step {lesson.BY_STEM['decoding'].step} of {lesson.N_STEPS}: Decoder: one output word at a time"
+    )
 
 
 def test_text_the_tokenizer_reads_as_unk_is_named_in_a_notice():

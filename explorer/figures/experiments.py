@@ -1,0 +1,216 @@
+"""Figures for the experiments: a layer x head grid per attention kind (heads turned off, their effect, their share
+of a logit), before/after bars, the logit lens and the attribution's parts. Pure: arrays and labels in."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.figures.clicks import CLICK_LAYOUT, targets
+from explorer.figures.heatmap import MAX_TICKS, thinned, titled
+from explorer.figures.labels import escape_tokens, position_labels
+
+KIND_TITLES = {
+    "encoder_self": "encoder self-attention",
+    "decoder_self": "decoder masked self-attention",
+    "cross": "cross-attention",
+}
+BEFORE, AFTER = "#8c8c8c", "#d62728"  # grey: every head on; red: heads turned off
+
+
+def head_grids(
+    grids: dict[str, np.ndarray],
+    name: str,
+    title: str = "",
+    marked: Sequence[tuple[str, int, int]] = (),
+    diverging: bool = True,
+    number: str = ".3g",
+) -> go.Figure:
+    """One layer x head grid per attention kind side by side, on one colour scale (diverging: centred at 0); cells
+    in `marked` (kind, layer, head) are outlined and named "off"; NaN cells are left blank. Each cell is a click
+    target whose customdata is (layer, head, kind index, value)."""
+    kinds = list(grids)
+    figure = make_subplots(
+        rows=1, cols=len(kinds), subplot_titles=[KIND_TITLES[k] for k in kinds], horizontal_spacing=0.08
+    )
+    finite = np.concatenate([g[np.isfinite(g)] for g in grids.values()]) if grids else np.zeros(0)
+    top = float(np.abs(finite).max()) if finite.size else 1.0
+    top = top or 1.0
+    scale = (
+        {"colorscale": "RdBu", "zmid": 0, "zmin": -top, "zmax": top}
+        if diverging
+        else {"colorscale": "Viridis", "zmin": float(finite.min()) if finite.size else 0, "zmax": top}
+    )
+    safe = html.escape(name, quote=False)
+    off = set(marked)
+    for col, kind in enumerate(kinds, start=1):
+        values = grids[kind]
+        n_layers, n_heads = values.shape
+        heads = [f"head {h + 1}" for h in range(n_heads)]
+        layers = [f"layer {i + 1}" for i in range(n_layers)]
+        text = [
+            [
+                "off" if (kind, i, h) in off else ("" if np.isnan(values[i, h]) else f"{values[i, h]:{number}}")
+                for h in range(n_heads)
+            ]
+            for i in range(n_layers)
+        ]
+        figure.add_trace(
+            go.Heatmap(
+                z=values,
+                x=heads,
+                y=layers,
+                text=text,
+                texttemplate="%{text}" if n_heads <= 12 else None,
+                textfont={"size": 13},
+                showscale=col == len(kinds),
+                colorbar={"title": {"text": safe}},
+                hoverinfo="skip",
+                **scale,
+            ),
+            row=1,
+            col=col,
+        )
+        cells = [(i, h) for i in range(n_layers) for h in range(n_heads)]
+        figure.add_trace(
+            targets(
+                [heads[h] for _, h in cells],
+                [layers[i] for i, _ in cells],
+                [(i, h, col - 1, float(values[i, h]) if np.isfinite(values[i, h]) else 0.0) for i, h in cells],
+                f"{KIND_TITLES[kind]}<br>%{{y}}, %{{x}}<br>{safe} %{{customdata[3]:{number}}}<extra>click</extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        for i, h in cells:
+            if (kind, i, h) in off:
+                figure.add_shape(
+                    type="rect",
+                    x0=h - 0.5,
+                    x1=h + 0.5,
+                    y0=i - 0.5,
+                    y1=i + 0.5,
+                    line={"color": "black", "width": 3},
+                    row=1,
+                    col=col,
+                )
+        figure.update_yaxes(autorange="reversed", automargin=True, row=1, col=col)
+        figure.update_xaxes(automargin=True, row=1, col=col)
+    n_layers = max((g.shape[0] for g in grids.values()), default=1)
+    figure.update_layout(
+        **CLICK_LAYOUT,
+        height=max(280, 46 * n_layers + 130),
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        **({"title": titled(html.escape(title, quote=False))} if title else {}),
+    )
+    return figure
+
+
+def before_after(
+    labels: Sequence[str], before: np.ndarray, after: np.ndarray, name: str, title: str = "", percent: bool = True
+) -> go.Figure:
+    """Two bars per row (every head on, heads off): the right answer's probability or the loss at each position."""
+    x = position_labels(escape_tokens(labels))
+    fmt = ".0%" if percent else ".2f"
+    figure = go.Figure(
+        [
+            go.Bar(x=x, y=before, name="every head on", marker_color=BEFORE, hovertemplate=f"%{{x}}<br>%{{y:{fmt}}}"),
+            go.Bar(x=x, y=after, name="heads off", marker_color=AFTER, hovertemplate=f"%{{x}}<br>%{{y:{fmt}}}"),
+        ]
+    )
+    ticks = thinned(len(x), MAX_TICKS)
+    figure.update_layout(
+        barmode="group",
+        height=340,
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        yaxis={"title": {"text": html.escape(name, quote=False)}, "tickformat": fmt, "automargin": True},
+        xaxis={"tickvals": [x[i] for i in ticks], "automargin": True, "tickangle": -45 if len(x) > 12 else 0},
+        legend={"orientation": "h", "y": 1.12, "x": 0},
+        **({"title": titled(html.escape(title, quote=False))} if title else {}),
+    )
+    return figure
+
+
+LENS_TEXT = 24  # positions up to which each cell names its token
+
+
+def lens_map(reads: Sequence[str], positions: Sequence[str], top: Sequence[Sequence[str]], p: np.ndarray) -> go.Figure:
+    """Reads down (embedding at the top, the model's output at the bottom), positions across; each cell is the most
+    likely next token after that read, coloured by its probability."""
+    x = position_labels(escape_tokens(positions))
+    y = [html.escape(r, quote=False) for r in reads]
+    words = [escape_tokens(row) for row in top]
+    show_text = len(positions) <= LENS_TEXT
+    ticks = thinned(len(x), MAX_TICKS)
+    figure = go.Figure(
+        go.Heatmap(
+            z=p,
+            x=x,
+            y=y,
+            customdata=np.array(words, dtype=object),
+            text=words if show_text else None,
+            texttemplate="%{text}" if show_text else None,
+            textfont={"size": 12},
+            colorscale="Blues",
+            zmin=0,
+            zmax=1,
+            colorbar={"title": {"text": "probability"}, "tickformat": ".0%"},
+            hovertemplate="%{y}<br>position %{x}<br>next: %{customdata} (%{z:.1%})<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        height=max(320, 34 * len(reads) + 150),
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        yaxis={"autorange": "reversed", "automargin": True},
+        xaxis={"tickvals": [x[i] for i in ticks], "automargin": True, "tickangle": -45 if len(x) > 12 else 0},
+    )
+    return figure
+
+
+def rank_lines(reads: Sequence[str], rank: np.ndarray, probability: np.ndarray, target: str) -> go.Figure:
+    """The right answer's rank (log scale, 1 at the top) and probability after each read, for one position."""
+    y_reads = [html.escape(r, quote=False) for r in reads]
+    figure = make_subplots(rows=1, cols=2, subplot_titles=["rank (1 = most likely)", "probability"])
+    figure.add_trace(go.Scatter(x=y_reads, y=rank, mode="lines+markers", name="rank", showlegend=False), 1, 1)
+    figure.add_trace(
+        go.Scatter(x=y_reads, y=probability, mode="lines+markers", name="probability", showlegend=False), 1, 2
+    )
+    figure.update_yaxes(type="log", autorange="reversed", row=1, col=1)
+    figure.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
+    figure.update_xaxes(tickangle=-45, automargin=True)
+    figure.update_layout(
+        height=420,
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        title=titled(f"the right answer {html.escape(target, quote=False)} across the layers"),
+    )
+    return figure
+
+
+def part_bars(names: Sequence[str], values: np.ndarray, most: int = 16, title: str = "") -> go.Figure:
+    """The largest parts of a logit by size, positive (helping) right of 0, negative left."""
+    order = np.argsort(-np.abs(values), kind="stable")[:most][::-1]
+    labels = [html.escape(names[i], quote=False) for i in order]
+    shown = values[order]
+    figure = go.Figure(
+        go.Bar(
+            x=shown,
+            y=labels,
+            orientation="h",
+            marker_color=["#2166ac" if v >= 0 else "#b2182b" for v in shown],
+            hovertemplate="%{y}<br>%{x:.3f}<extra></extra>",
+            text=[f"{v:+.2f}" for v in shown],
+            textposition="outside",
+        )
+    )
+    figure.update_layout(
+        height=max(320, 28 * len(order) + 120),
+        margin={"l": 10, "r": 40, "t": 40, "b": 10},
+        xaxis={"title": {"text": "share of the logit"}, "zeroline": True},
+        yaxis={"automargin": True},
+        **({"title": titled(html.escape(title, quote=False))} if title else {}),
+    )
+    return figure

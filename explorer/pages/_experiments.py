@@ -1,0 +1,398 @@
+"""The experiments' views, shared by their Explore pages and the lesson's steps: turn heads off, the effect of every
+head, the logit lens and direct logit attribution."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import streamlit as st
+
+from explorer import ablate, cached, state
+from explorer.figures import experiments as figures
+from explorer.figures.heatmap import head_heatmap
+from explorer.figures.labels import markdown_literal
+from explorer.pages._shared import KIND_NAMES, chart, current_trace, needs_decoder, sidebar_loaded, stop
+from models.ablation import AblationError, Head, parse
+
+ABLATION_PAGE = "explorer/pages/ablation.py"
+HEADS = "ablation_heads"  # the heads turned off, as addresses ("2.1", "cross:2.1")
+SHORT = {"encoder_self": "encoder", "decoder_self": "decoder", "cross": "cross"}
+
+
+def address(head: Head, kinds: int) -> str:
+    """A head as the pages, the address box and the command line write it: L.H from 1, the kind first when the
+    model has several."""
+    return head.address if kinds == 1 else f"{SHORT[head.kind]}:{head.address}"
+
+
+def label(head: Head, kinds: int) -> str:
+    base = f"layer {head.layer + 1}, head {head.head + 1}"
+    return base if kinds == 1 else f"{base} ({KIND_NAMES[head.kind].split(' (')[0].lower()})"
+
+
+def every_head(shapes: Mapping[str, tuple[int, int]]) -> list[Head]:
+    return [Head(k, i, h) for k, (n_layers, n_heads) in shapes.items() for i in range(n_layers) for h in range(n_heads)]
+
+
+def _sidebar():
+    return state.sidebar(st.session_state)
+
+
+def _clicked_head(point: Mapping, shapes: Mapping[str, tuple[int, int]]) -> Head | None:
+    data = point.get("customdata") if point else None
+    if not isinstance(data, list | tuple) or len(data) < 3:
+        return None
+    layer, head, kind = data[:3]
+    kinds = list(shapes)
+    if not all(isinstance(v, int) for v in (layer, head, kind)) or not 0 <= kind < len(kinds):
+        return None
+    return Head(kinds[kind], layer, head)
+
+
+def _toggle(shapes: Mapping[str, tuple[int, int]]):
+    """A grid's on_click: the clicked head is turned off, or on again if it was off."""
+
+    def toggled(point: Mapping) -> None:
+        head = _clicked_head(point, shapes)
+        if head is None:
+            return
+        chosen = list(st.session_state.get(HEADS, []))
+        name = address(head, len(shapes))
+        st.session_state[HEADS] = [a for a in chosen if a != name] if name in chosen else [*chosen, name]
+
+    return toggled
+
+
+def open_in_ablation(shapes: Mapping[str, tuple[int, int]]):
+    """A grid's on_click: that head alone turned off, on the Turn heads off page."""
+
+    def opened(point: Mapping) -> None:
+        head = _clicked_head(point, shapes)
+        if head is not None:
+            st.session_state[HEADS] = [address(head, len(shapes))]
+            st.session_state[state.DRILL_TO] = ABLATION_PAGE
+
+    return opened
+
+
+def measured(loaded) -> str:
+    """What turning heads off is measured by, for this model."""
+    if not loaded.family.next_token_head:
+        return "the sentence embedding (the mean of the last layer's states), by its cosine to the clean one"
+    if loaded.family.has_source:
+        return "the right answer's probability, row by row of the output"
+    return "the probability of each next token of the text"
+
+
+def ablation_view(key: str = "ablation") -> None:
+    """Pick heads (click the grid) and an ablation; the run with them off beside the clean one."""
+    loaded = sidebar_loaded()
+    shapes = ablate.model_shapes(loaded)
+    kinds = len(shapes)
+    run = current_trace()
+    options = [address(h, kinds) for h in every_head(shapes)]
+    st.session_state[HEADS] = [a for a in st.session_state.get(HEADS, []) if a in options]
+    method = st.radio(
+        "Turn off by writing",
+        list(ablate.METHODS),
+        format_func=ablate.METHODS.get,
+        horizontal=True,
+        key=f"{key}_method",
+    )
+    chosen = st.session_state[HEADS]
+    outcome = None
+    problem = ""
+    if chosen:
+        try:
+            heads = tuple(parse(",".join(chosen), shapes))
+            outcome = cached.get_outcome(*_sidebar(), heads, method)
+        except AblationError as e:
+            problem = str(e)
+    grids = outcome.moved if outcome is not None else {k: np.zeros(s) for k, s in shapes.items()}
+    marked = [(h.kind, h.layer, h.head) for h in outcome.heads] if outcome is not None else []
+    st.caption(
+        "Click a head to turn it off (click again to turn it on). Outlined: off. Each cell's number: how much of "
+        "that head's attention moved when the outlined heads were off (0: the same map, 1: all of it elsewhere)."
+    )
+    chart(
+        figures.head_grids(grids, "attention moved", marked=marked, diverging=False, number=".2f"),
+        f"{key}_grid",
+        on_click=_toggle(shapes),
+    )
+    st.multiselect(
+        "Heads turned off",
+        options,
+        key=HEADS,
+        format_func=lambda a: label(parse(a, shapes)[0], kinds),
+        placeholder="click heads in the grid, or pick them here",
+    )
+    if problem:
+        st.warning(markdown_literal(problem), icon=":material/block:")
+        stop()
+    if outcome is None:
+        st.info("Pick at least one head to turn off: click its cell in the grid, or choose it above.")
+        stop()
+    show_outcome(loaded, run, outcome, key)
+
+
+def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
+    """Before and after: the output, the right answer's probability and loss per row, and the maps that moved."""
+    off = ", ".join(label(h, len(ablate.model_shapes(loaded))) for h in outcome.heads)
+    st.subheader(f"With {off} off")
+    if outcome.cosine is not None:
+        st.metric("Sentence embedding: cosine to the clean one (1 = unchanged)", f"{outcome.cosine:.4f}")
+    else:
+        assert outcome.before is not None and outcome.after is not None
+        counted = np.array(outcome.answer.counted)
+        before = outcome.before.right_probabilities()[counted].mean()
+        after = outcome.after.right_probabilities()[counted].mean()
+        left, right = st.columns(2)
+        left.metric("Right answer's mean probability", f"{after:.1%}", f"{after - before:+.1%} from {before:.1%}")
+        loss_before, loss_after = outcome.before.nll[counted].mean(), outcome.after.nll[counted].mean()
+        right.metric(
+            "Mean loss (-log p, nats)", f"{loss_after:.3f}", f"{loss_after - loss_before:+.3f}", delta_color="inverse"
+        )
+        st.caption(markdown_literal(f"Right answer: {outcome.answer.where}."))
+        if outcome.written is not None:
+            assert run.output_tokens is not None
+            st.markdown("**Every head on:** " + markdown_literal(" ".join(run.output_tokens)))
+            st.markdown("**Heads off:** " + markdown_literal(" ".join(outcome.written)))
+        labels = outcome.before.decoder_input
+        chart(
+            figures.before_after(
+                labels,
+                outcome.before.right_probabilities(),
+                outcome.after.right_probabilities(),
+                "p(right token)",
+                "The right token's probability at each row",
+            ),
+            f"{key}_probability",
+        )
+        chart(
+            figures.before_after(
+                labels, outcome.before.nll, outcome.after.nll, "loss (nats)", "Loss at each row", percent=False
+            ),
+            f"{key}_loss",
+        )
+    moved_maps(run, outcome, key)
+
+
+def moved_maps(run, outcome: ablate.Outcome, key: str) -> None:
+    """The downstream head whose map moved most (or a chosen one), before and after."""
+    ranked = sorted(
+        ((float(m[i, h]), Head(kind, i, h)) for kind, m in outcome.moved.items() for i, h in np.ndindex(m.shape)),
+        key=lambda x: -x[0],
+    )
+    if not ranked or ranked[0][0] < 1e-6:
+        st.caption(
+            "No attention map changed: the heads you turned off feed no later attention on this input (a head's "
+            "own map never changes when it is turned off; only what it writes does)."
+        )
+        return
+    kinds = len(outcome.moved)
+    st.subheader("Maps downstream that changed")
+    moved_heads = [h for value, h in ranked if value >= 1e-6][:24]
+    head = st.selectbox(
+        "Head",
+        moved_heads,
+        format_func=lambda h: f"{label(h, kinds)}: {outcome.moved[h.kind][h.layer, h.head]:.0%} of its attention moved",
+        key=f"{key}_moved",
+    )
+    queries, keys = run.tokens_for(head.kind)
+    left, right = st.columns(2)
+    chart(
+        head_heatmap(
+            run.attention(head.kind).weights[head.layer, head.head], queries, keys, "Every head on", narrow=True
+        ),
+        f"{key}_map_before",
+        left,
+    )
+    chart(
+        head_heatmap(outcome.weights[head.kind][head.layer, head.head], queries, keys, "Heads off", narrow=True),
+        f"{key}_map_after",
+        right,
+    )
+
+
+def effect_name(effects: ablate.Effects) -> str:
+    if effects.measure == "cosine":
+        return "cosine change"
+    return "change in log p"
+
+
+def effects_grid(loaded, effects: ablate.Effects, key: str, on_click, present_height: int | None = None) -> None:
+    shapes = ablate.model_shapes(loaded)
+    grids = {kind: effects.grid(kind, shape) for kind, shape in shapes.items()}
+    chart(
+        figures.head_grids(grids, effect_name(effects), "Each head turned off alone"),
+        f"{key}_grid",
+        on_click=on_click,
+        present_height=present_height,
+    )
+
+
+def effects_view(key: str = "effects") -> None:
+    """A layer x head grid: each cell, the change when that head alone is off; a sortable table; a click opens it."""
+    loaded = sidebar_loaded()
+    current_trace()
+    shapes = ablate.model_shapes(loaded)
+    method = st.radio(
+        "Turn off by writing",
+        list(ablate.METHODS),
+        format_func=ablate.METHODS.get,
+        horizontal=True,
+        key=f"{key}_method",
+    )
+    effects = cached.get_effects(*_sidebar(), method)
+    describe_effects(effects)
+    st.caption("Click a head to turn it off on the Turn heads off page and see what changed.")
+    effects_grid(loaded, effects, key, open_in_ablation(shapes))
+    kinds = len(shapes)
+    rows = [
+        {"head": label(h, kinds), "address": address(h, kinds), effect_name(effects): round(change, 4)}
+        for h, change in effects.ranked()
+    ]
+    st.dataframe(rows, hide_index=True, width="stretch", height=min(400, 36 * len(rows) + 40))
+
+
+def describe_effects(effects: ablate.Effects) -> None:
+    if effects.measure == "cosine":
+        st.markdown(
+            "Each cell: the cosine between the sentence embedding with that head off and the clean one, minus 1 "
+            "(0: unchanged; more negative: the embedding moved further)."
+        )
+    else:
+        st.markdown(
+            "Each cell: how the log-probability of the right answer changed when that head alone was off "
+            f"(summed over its rows; with every head on it is {effects.clean:.3f}). Negative (red): the head "
+            "helped; near 0: the model did not need it here."
+        )
+        st.caption(markdown_literal(f"Right answer: {effects.where}."))
+
+
+def lens_view(key: str = "lens") -> None:
+    """Every layer's and sub-layer's state read through the output layer."""
+    loaded = sidebar_loaded()
+    needs_decoder(loaded)
+    current_trace()
+    found = cached.get_lens(*_sidebar())
+    norm = "the final LayerNorm and then " if found.final_norm else ""
+    st.markdown(
+        f"Each row reads the decoder's state after one sub-layer through {norm}the output matrix, as if the model "
+        "stopped there; each cell is the most likely next token then, coloured by its probability. The bottom row "
+        "is the model's own output."
+    )
+    chart(
+        figures.lens_map(
+            found.reads,
+            found.positions,
+            [[r[0] for r in read] for read in found.top_tokens],
+            found.top_probabilities[..., 0],
+        ),
+        f"{key}_map",
+    )
+    answer = cached.get_answer(*_sidebar())
+    position = pick_row(found.positions, answer, f"{key}_position")
+    target = found.targets[position]
+    chart(
+        figures.rank_lines(found.reads, found.target_rank[:, position], found.target_probability[:, position], target),
+        f"{key}_rank",
+    )
+    st.dataframe(
+        [
+            {
+                "read": r,
+                **{
+                    f"{k + 1}.": f"{found.top_tokens[i][position][k]} ({found.top_probabilities[i, position, k]:.0%})"
+                    for k in range(found.top_probabilities.shape[-1])
+                },
+            }
+            for i, r in enumerate(found.reads)
+        ],
+        hide_index=True,
+        width="stretch",
+    )
+
+
+def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int:
+    """A decoder row, by default the last one whose right answer counts."""
+    counted = [i for i, c in enumerate(answer.counted) if c] or [len(positions) - 1]
+    default = counted[-1]
+    if key not in st.session_state or st.session_state[key] >= len(positions):
+        st.session_state[key] = default
+    return st.selectbox(
+        "Position (the row that predicts the next token)",
+        range(len(positions)),
+        format_func=lambda i: f"{i}: {positions[i]} -> {_target(answer, i)}",
+        key=key,
+    )
+
+
+def _target(answer: ablate.Answer, row: int) -> str:
+    loaded = sidebar_loaded()
+    assert answer.targets is not None
+    return loaded.target_vocabulary.id_to_token(answer.targets[row])
+
+
+def attribution_view(key: str = "attribution") -> None:
+    """One logit split into the embedding, each head, each feed-forward; a grid linked to the head's map."""
+    loaded = sidebar_loaded()
+    needs_decoder(loaded)
+    current_trace()
+    answer = cached.get_answer(*_sidebar())
+    found = cached.get_lens(*_sidebar())
+    position = pick_row(found.positions, answer, f"{key}_position")
+    right = answer.targets[position]
+    predicted_token = found.top_tokens[-1][position][0]
+    predicted = loaded.target_vocabulary.token_to_id(predicted_token)
+    choices = {right: f"the right answer: {_target(answer, position)}"}
+    if predicted is not None and predicted != right:
+        choices[predicted] = f"the model's prediction: {predicted_token}"
+    token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")
+    split = cached.get_attribution(*_sidebar(), position, token)
+    st.metric(f"Logit of {split.token} at position {position}", f"{split.logit:.3f}")
+    st.caption(f"The parts below add up to {split.total:.4f}.")
+    if not split.exact_all_layers:
+        st.info(
+            "This model is post-LN, as in the paper: every sub-layer ends in LayerNorm(x + Sublayer(x)), so what a "
+            "head in an earlier layer writes reaches the output only after every later LayerNorm has re-centred it "
+            "and divided it by the spread of the whole sum, and every later sub-layer has read it. So only the last "
+            "layer is split: its input (everything below, as one part), its heads and its feed-forward, through its "
+            "own LayerNorms with their scales frozen at this run's. Blank cells: layers that cannot be separated."
+        )
+    left, right_column = st.columns(2)
+    kinds = list(split.heads)
+    with left:
+        layer_key, head_key, kind_key = f"{key}_layer", f"{key}_head", f"{key}_kind"
+
+        def clicked(point: Mapping) -> None:
+            data = point.get("customdata") if point else None
+            if isinstance(data, list | tuple) and len(data) >= 3:
+                st.session_state[layer_key], st.session_state[head_key], st.session_state[kind_key] = data[:3]
+
+        chart(
+            figures.head_grids(split.heads, "share of the logit", "Each head's direct share"),
+            f"{key}_grid",
+            on_click=clicked,
+        )
+    chart(figures.part_bars(split.names, split.values, title="The largest parts"), f"{key}_bars", right_column)
+    n_layers, n_heads = split.heads[kinds[-1]].shape
+    kind = kinds[min(st.session_state.get(kind_key, len(kinds) - 1), len(kinds) - 1)]
+    layer = st.session_state.get(layer_key, split.first_layer)
+    head = st.session_state.get(head_key)
+    if layer >= n_layers or head is None or head >= n_heads:  # nothing clicked yet: the largest head of the last kind
+        layer = split.first_layer
+        head = int(np.nanargmax(np.abs(split.heads[kinds[-1]][layer])))
+    forced = cached.get_forced_trace(*_sidebar())
+    queries, keys = forced.tokens_for(kind)
+    st.caption(f"Click a head in the grid to see its map. Row {position} is the position whose logit is split.")
+    chart(
+        head_heatmap(
+            forced.attention(kind).weights[layer, head],
+            queries,
+            keys,
+            f"{KIND_NAMES[kind]}, layer {layer + 1}, head {head + 1}",
+        ),
+        f"{key}_map",
+    )

@@ -1,0 +1,13 @@
+"""The effect of every head: each head turned off alone, all in batched forwards; sortable, a click opens it."""
+
+from __future__ import annotations
+
+from explorer.pages._experiments import effects_view, measured
+from explorer.pages._shared import intro, page_header, sidebar_loaded
+
+page_header()
+intro(
+    "Every head turned off alone, one batch row per head in one batched forward: which heads does the model need on "
+    f"this sentence? Measured by {measured(sidebar_loaded())}."
+)
+effects_view()

@@ -1,0 +1,79 @@
+"""Lesson step: each layer's prediction. Read every layer's state through the output matrix (the logit lens), and
+split the output's logit into what each part wrote (direct logit attribution)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer import cached, state
+from explorer.figures import experiments as figures
+from explorer.figures.labels import markdown_literal
+from explorer.pages._shared import (
+    chart,
+    current_trace,
+    intro,
+    needs_decoder,
+    page_footer,
+    page_header,
+    predict,
+    sidebar_loaded,
+    stop,
+)
+
+page_header()
+loaded = sidebar_loaded()
+needs_decoder(loaded)
+intro(
+    "The output layer reads only the last state. What if it read an earlier one? Each layer adds to the same "
+    "residual stream, so every intermediate state can be put through the final norm and the output matrix: the "
+    "logit lens shows when the right next token comes to the top."
+)
+current_trace()
+sidebar = state.sidebar(st.session_state)
+found = cached.get_lens(*sidebar)
+answer = cached.get_answer(*sidebar)
+rows = [i for i, c in enumerate(answer.counted) if c]
+position = rows[-1]
+target = found.targets[position]
+options = [*found.reads, "not even at the output"]
+question = (
+    f"At position {position} ({found.positions[position]}) the right next token is {target}. After which sub-layer "
+    "does it first rank first?"
+)
+guess = predict(question, options, (*sidebar, "layer_predictions"), "layer_predictions_predict")
+if guess is None:
+    stop()
+first = next((i for i, r in enumerate(found.target_rank[:, position]) if r == 1), len(found.reads))
+st.success(markdown_literal(f"It first ranks first {'at' if first < len(found.reads) else ''} {options[first]}."))
+chart(
+    figures.rank_lines(found.reads, found.target_rank[:, position], found.target_probability[:, position], target),
+    "layer_predictions_rank",
+    present_height=360,
+)
+chart(
+    figures.lens_map(
+        found.reads,
+        found.positions,
+        [[r[0] for r in read] for read in found.top_tokens],
+        found.top_probabilities[..., 0],
+    ),
+    "layer_predictions_map",
+)
+token = answer.targets[position]
+split = cached.get_attribution(*sidebar, position, token)
+st.subheader("Who wrote it: the logit split into parts")
+st.caption(
+    f"The logit of {markdown_literal(split.token)} at position {position} is {split.logit:.3f}; the parts add up to "
+    f"{split.total:.4f}."
+    + (
+        ""
+        if split.exact_all_layers
+        else " Post-LN: only the last layer can be split (the Logit attribution page says why)."
+    )
+)
+chart(figures.part_bars(split.names, split.values), "layer_predictions_bars")
+st.page_link("explorer/pages/logit_lens.py", label="The logit lens at every position", icon=":material/layers:")
+st.page_link(
+    "explorer/pages/attribution.py", label="Logit attribution, linked to the maps", icon=":material/pie_chart:"
+)
+page_footer()

@@ -1,0 +1,9 @@
+"""The logit lens: every layer's and sub-layer's state read through the final norm and the output matrix."""
+
+from __future__ import annotations
+
+from explorer.pages._experiments import lens_view
+from explorer.pages._shared import page_header
+
+page_header()
+lens_view()

@@ -1,0 +1,97 @@
+"""The experiments' pages through app.py (AppTest): turn heads off, every head's effect, the logit lens and the
+attribution, for the toy translator, the induction model and MiniLM; figure data is the model's own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer import ablate, attribution, lens, trace
+from explorer.pages._experiments import HEADS
+from models import registry
+from models.ablation import Head
+from tests.app import new_app
+from tests.figdata import array, plain, spec
+
+pytestmark = pytest.mark.slow
+
+TEXTS = {
+    "translate": "the small red cat sees a big dog",
+    "induction": "kilo seven zulu echo two mike kilo seven zulu echo two mike",
+    "minilm": "The animal didn't cross the street because it was tired",
+}
+PAGES = ("ablation", "head_effects", "logit_lens", "attribution", "turn_off", "layer_predictions")
+
+
+def opened(page: str, model: str):
+    at = new_app(page)
+    at.query_params["model"] = model
+    at.query_params["text"] = TEXTS[model]
+    return at.run()
+
+
+def text_of(at) -> str:
+    parts = [*at.markdown, *at.caption, *at.info, *at.warning, *at.success, *at.subheader, *at.header, *at.metric]
+    return plain(" ".join(str(getattr(p, "value", "")) + " " + str(getattr(p, "label", "")) for p in parts))
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("model", list(TEXTS))
+def test_every_experiment_page_opens(page, model):
+    at = opened(page, model)
+    assert not at.exception, (page, model, at.exception)
+    assert not at.error, [e.value for e in at.error]
+    if model == "minilm" and page in ("logit_lens", "attribution", "layer_predictions"):
+        assert "no decoder and no output distribution" in text_of(at)
+
+
+def test_no_head_picked_says_so():
+    at = opened("ablation", "translate")
+    assert "Pick at least one head" in text_of(at)
+
+
+def test_turning_off_the_alignment_heads_is_drawn_from_the_model():
+    at = opened("ablation", "translate")
+    heads = ["cross:2.1", "cross:2.2", "cross:2.3", "cross:2.4"]
+    at.multiselect(key=HEADS).set_value(heads).run()
+    assert not at.exception
+    loaded = registry.load("translate")
+    clean = trace.run(loaded, TEXTS["translate"], loaded.max_tokens)
+    expected = ablate.outcome(loaded, clean, [Head("cross", 1, h) for h in range(4)], "zero")
+    bars = [spec(c) for c in at.get("plotly_chart")][1]  # the grid, then the probabilities
+    np.testing.assert_allclose(array(bars["data"][0]["y"]), expected.before.right_probabilities(), rtol=1e-6)
+    np.testing.assert_allclose(array(bars["data"][1]["y"]), expected.after.right_probabilities(), rtol=1e-6)
+    assert expected.after.right_probabilities().mean() < 0.5 < expected.before.right_probabilities().mean()
+    assert " ".join(expected.written) in text_of(at)
+
+
+def test_every_head_off_is_refused():
+    at = opened("ablation", "induction")
+    at.multiselect(key=HEADS).set_value([f"{i}.{h}" for i in (1, 2) for h in (1, 2, 3, 4)]).run()
+    assert not at.exception
+    assert "turns off all 8 heads" in text_of(at)
+
+
+def test_effect_grid_is_the_batched_effects():
+    at = opened("head_effects", "induction")
+    loaded = registry.load("induction")
+    run = trace.run(loaded, TEXTS["induction"], loaded.max_tokens)
+    expected = ablate.effects(loaded, ablate.answer(loaded, run))
+    grid = [spec(c) for c in at.get("plotly_chart")][0]
+    np.testing.assert_allclose(array(grid["data"][0]["z"]), expected.grid("decoder_self", (2, 4)), atol=1e-9)
+
+
+def test_logit_lens_and_attribution_are_the_model_s():
+    loaded = registry.load("induction")
+    run = trace.run(loaded, TEXTS["induction"], loaded.max_tokens)
+    answer = ablate.answer(loaded, run)
+    found = lens.lens(loaded, answer)
+    at = opened("logit_lens", "induction")
+    drawn = [spec(c) for c in at.get("plotly_chart")][0]
+    np.testing.assert_allclose(array(drawn["data"][0]["z"]), found.top_probabilities[..., 0], rtol=1e-6)
+    at = opened("attribution", "induction")
+    row = max(i for i, c in enumerate(answer.counted) if c)
+    split = attribution.attribute(loaded, answer, row, answer.targets[row])
+    bars = [spec(c) for c in at.get("plotly_chart")][1]
+    assert abs(split.total - split.logit) < 1e-4
+    assert set(np.round(array(bars["data"][0]["x"]), 5)) <= set(np.round(split.values, 5))
