@@ -1,4 +1,6 @@
-"""Headless CLI: `python -m explorer export --model M --text T [--max-tokens N] [--format json|csv]`."""
+"""Headless CLI: `python -m explorer export --model M --text T [--max-tokens N] [--format json|csv]
+[--ablate L.H[,L.H...] [--ablation zero|mean]]`: the attention of every layer and head, from the clean model or
+with some heads turned off (their output replaced before W_O, models.ablation)."""
 
 from __future__ import annotations
 
@@ -33,13 +35,25 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--target", help="encoder-decoders: the output to compute the loss against (default: the right answer)"
     )
+    export.add_argument(
+        "--ablate",
+        metavar="L.H[,L.H...]",
+        help="run with these heads turned off, counted from 1 as the pages show them; a model with several attention "
+        "kinds needs the kind first: encoder:1.2, decoder:2.1, cross:2.3",
+    )
+    export.add_argument(
+        "--ablation",
+        choices=("zero", "mean"),
+        help="with --ablate: what a turned-off head writes, nothing (zero, the default) or its mean output over the "
+        "model's example sentences (mean)",
+    )
     return parser
 
 
 def export(args: argparse.Namespace) -> None:
+    from explorer import ablate, trace
     from explorer import export as to_data
-    from explorer import trace
-    from models import registry
+    from models import ablation, registry
 
     if args.list_models:
         print("\n".join(registry.MODELS))
@@ -52,19 +66,30 @@ def export(args: argparse.Namespace) -> None:
         raise CliError("give --text TEXT or --example")
     if args.target is not None and args.format != "json":
         raise CliError("--target applies to the JSON export only")
+    if args.ablation is not None and args.ablate is None:
+        raise CliError("--ablation needs --ablate: name the heads to turn off")
     loaded = registry.load(args.model)
     if args.target is not None and not loaded.is_encoder_decoder:
         why = " (a decoder-only model's target is its own text)" if loaded.is_decoder_only else ""
         raise CliError(f"--target needs an encoder-decoder model; {args.model!r} is {loaded.family.shape}{why}")
     text = loaded.example if args.example else args.text
-    result = trace.run(loaded, text, args.max_tokens)
+    heads, ablated = (), None
+    if args.ablate is not None:  # AblationError (a ValueError) for a head the model lacks, none, or every head
+        heads = tuple(ablation.parse(args.ablate, ablate.model_shapes(loaded)))
+        ablated = ablate.make(loaded, heads, args.ablation or "zero")
+    result = trace.run(loaded, text, args.max_tokens, ablation=ablated)
     if result.truncated:
         kept = len(result.source_tokens)
         print(f"warning: input truncated to {kept} tokens ({result.truncated} tokens cut)", file=sys.stderr)
     if args.format == "csv":
         to_data.write_csv(result, sys.stdout)
     else:
-        document = {**to_data.to_document(result), **to_data.forward_document(loaded, result, args.target or "")}
+        document = {
+            **to_data.to_document(result),
+            **to_data.ablation_document(heads, args.ablation or "zero"),
+            **to_data.forward_document(loaded, result, args.target or "", ablated),
+            **to_data.lens_document(loaded, result, ablated),
+        }
         json.dump(document, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
 

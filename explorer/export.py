@@ -7,19 +7,19 @@ import io
 from collections.abc import Iterator
 
 from explorer.trace import Trace
+from models.ablation import Ablation, Head
 
 
 def to_document(trace: Trace) -> dict:
-    """{"model", "tokens": {"source", "target"?}, "attention": {kind: [layer][head][query][key]}}; an
-    encoder-decoder adds "output" (what greedy decoding wrote), a decoder-only model "next_tokens" (at every
-    position, its most likely next token as the tokenizer writes it) and its attention is "decoder_self"."""
+    """{"model", "tokens": {"source", "target"?}, "attention": {kind: [layer][head][query][key]}}; a model with an
+    output matrix adds "next_tokens" (at every decoder row, its most likely next token as the tokenizer writes it), an
+    encoder-decoder also "output" (what greedy decoding wrote); a decoder-only model's attention is "decoder_self"."""
     tokens: dict[str, list[str]] = {"source": list(trace.source_tokens)}
     doc: dict = {"model": trace.model_key, "tokens": tokens}
-    if trace.decoder_only:
-        assert trace.top_tokens is not None
-        doc["next_tokens"] = [row[0] for row in trace.top_tokens]
-    elif trace.target_tokens is not None:
+    if not trace.decoder_only and trace.target_tokens is not None:
         tokens["target"] = list(trace.target_tokens)
+    if trace.top_tokens is not None:
+        doc["next_tokens"] = [row[0] for row in trace.top_tokens]
     if trace.output_tokens is not None and not trace.decoder_only:
         doc["output"] = list(trace.output_tokens)
     if trace.truncated:
@@ -51,10 +51,11 @@ def write_csv(trace: Trace, out: io.TextIOBase) -> None:
     writer.writerows(csv_rows(trace))
 
 
-def forward_document(loaded, trace: Trace, target: str = "") -> dict:
+def forward_document(loaded, trace: Trace, target: str = "", ablation: Ablation | None = None) -> dict:
     """{"sublayers": {stack: [layer: {step: [token][dim]}]}} for every model, and for a model with an output
     "loss": {"targets", "per_token", "mean", "label_smoothing"} against `target` or the task's right answer (the
-    model's own greedy output when no right answer is known); a decoder-only model's loss is its text's."""
+    model's own greedy output when no right answer is known); a decoder-only model's loss is its text's. `ablation`:
+    the heads the trace was run with turned off, so that the loss is the same run's."""
     from explorer import forward, output
 
     sublayers = forward.sublayer_vectors(loaded, trace)
@@ -67,7 +68,8 @@ def forward_document(loaded, trace: Trace, target: str = "") -> dict:
     scorable = loaded.is_encoder_decoder or (loaded.is_decoder_only and len(trace.source_tokens) > 1)
     if scorable:  # a decoder-only text of one token has no next token to score
         ids, where = output.target_for(loaded, trace, target)
-        scored = output.score(loaded, forward.token_ids(loaded, trace, forward.stack_of(trace.kinds[0])), ids)
+        source = forward.token_ids(loaded, trace, forward.stack_of(trace.kinds[0]))
+        scored = output.score(loaded, source, ids, ablation=ablation)
         doc["loss"] = {
             "targets": list(scored.targets),
             "target_from": where,
@@ -76,3 +78,29 @@ def forward_document(loaded, trace: Trace, target: str = "") -> dict:
             "label_smoothing": scored.epsilon,
         }
     return doc
+
+
+def ablation_document(heads: tuple[Head, ...], method: str) -> dict:
+    """{"ablated": ["cross:2.1", ...], "ablation": "zero" | "mean"} naming the heads turned off (counted from 1, with
+    their attention kind, as --ablate reads them back); nothing for a clean run."""
+    if not heads:
+        return {}
+    return {"ablated": [f"{head.kind}:{head.address}" for head in heads], "ablation": method}
+
+
+def lens_document(loaded, trace: Trace, ablation: Ablation | None = None) -> dict:
+    """{"logit_lens": [layer][position]} for a model with an output matrix: the most likely next token after each
+    decoder layer, read through the output layer (explorer.lens) on the trace's own decoder input and with the same
+    heads turned off, so its last row is the document's "next_tokens"; nothing for an encoder-only model."""
+    from explorer import ablate, forward, lens
+
+    if trace.top_tokens is None or trace.target_tokens is None:
+        return {}
+    if ablation is None:
+        return {"logit_lens": lens.for_trace(loaded, trace).by_layer()}
+    # lens.for_trace's answer (each row's target: the token the run wrote), read with the heads off
+    decoder_ids = forward.token_ids(loaded, trace, "decoder")
+    source = decoder_ids if loaded.is_decoder_only else forward.token_ids(loaded, trace, "encoder")
+    targets = [loaded.target_vocabulary.token_to_id(row[0]) for row in trace.top_tokens]
+    answer = ablate.Answer(tuple(source), tuple(decoder_ids), tuple(targets), (True,) * len(targets))
+    return {"logit_lens": lens.lens(loaded, answer, ablation).by_layer()}

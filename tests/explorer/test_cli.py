@@ -171,3 +171,106 @@ def test_minilm_export_has_sublayers_and_no_loss(capsys):
     assert np.array(doc["sublayers"]["encoder"][5]["ffn"]).shape == (4, 384)
     code, _, err = run_cli(capsys, "export", "--model", "minilm", "--text", "hi", "--target", "x")
     assert code == 2 and "encoder-only" in err
+
+
+def test_ablate_writes_the_run_with_those_heads_turned_off(capsys, translate):
+    from explorer import ablate, output
+    from models.ablation import Head
+
+    text = "the small red cat sees a big dog"
+    code, out, err = run_cli(capsys, "export", "--model", "translate", "--text", text)
+    clean = json.loads(out)
+    assert code == 0 and err == "" and "ablated" not in clean and "ablation" not in clean
+    heads = "cross:1.1,cross:1.2,cross:1.3,cross:1.4"
+    code, out, err = run_cli(capsys, "export", "--model", "translate", "--text", text, "--ablate", heads)
+    doc = json.loads(out)
+    assert code == 0 and err == ""
+    assert doc["ablated"] == heads.split(",") and doc["ablation"] == "zero"
+    # the model's own ablated run, greedy decoding included
+    off = ablate.make(translate, [Head("cross", 0, h) for h in range(4)], "zero")
+    expected = trace.run(translate, text, ablation=off)
+    assert doc["output"] == list(expected.output_tokens) and doc != clean
+    for kind in ("encoder_self", "decoder_self", "cross"):
+        np.testing.assert_array_equal(np.array(doc["attention"][kind], np.float32), expected.attention(kind).weights)
+    # the encoder runs before any cross-attention: the same maps; the decoder's second layer reads differently
+    assert doc["attention"]["encoder_self"] == clean["attention"]["encoder_self"]
+    assert doc["attention"]["cross"][1] != clean["attention"]["cross"][1]
+    # the loss is the same run's, heads off
+    ids = [translate.target_vocabulary.token_to_id(t) for t in doc["loss"]["targets"]]
+    source = translate.tokenizer.encode(text, translate.max_tokens).ids
+    scored = output.score(translate, source, ids, ablation=off)
+    assert doc["loss"]["mean"] == scored.mean != clean["loss"]["mean"]
+    # mean ablation writes each head's average output instead: another run again
+    code, out, _ = run_cli(
+        capsys, "export", "--model", "translate", "--text", text, "--ablate", heads, "--ablation", "mean"
+    )
+    mean = json.loads(out)
+    assert code == 0 and mean["ablation"] == "mean" and mean["attention"]["cross"][1] != doc["attention"]["cross"][1]
+
+
+def test_ablate_a_decoder_only_model_changes_the_layers_above_only(capsys):
+    code, out, _ = run_cli(capsys, "export", "--model", "induction", "--example")
+    clean = json.loads(out)
+    code, out, err = run_cli(capsys, "export", "--model", "induction", "--example", "--ablate", "1.2")
+    doc = json.loads(out)
+    assert code == 0 and err == "" and doc["ablated"] == ["decoder_self:1.2"]
+    assert doc["attention"]["decoder_self"][0] == clean["attention"]["decoder_self"][0]
+    assert doc["attention"]["decoder_self"][1] != clean["attention"]["decoder_self"][1]
+    # the CSV is the ablated attention too
+    code, out, _ = run_cli(capsys, "export", "--model", "induction", "--example", "--ablate", "1.2", "--format", "csv")
+    rows = list(csv.reader(io.StringIO(out)))[1:]
+    weights = np.array(doc["attention"]["decoder_self"], np.float32)
+    assert code == 0 and len(rows) == weights.size
+    assert [np.float32(float(row[-1])) for row in rows] == weights.ravel().tolist()
+
+
+@pytest.mark.parametrize("key", ["induction", "translate"])
+@pytest.mark.parametrize("ablate", [(), ("--ablate", "2.3")])
+def test_logit_lens_last_layer_is_the_next_tokens(capsys, key, ablate):
+    if ablate and key == "translate":
+        ablate = ("--ablate", "decoder:1.3,cross:2.1")
+    code, out, err = run_cli(capsys, "export", "--model", key, "--example", *ablate)
+    doc = json.loads(out)
+    assert code == 0 and err == ""
+    lens, rows = doc["logit_lens"], len(doc["tokens"]["target" if key == "translate" else "source"])
+    assert len(lens) == 2 and all(len(layer) == rows for layer in lens)
+    assert lens[-1] == doc["next_tokens"]
+    assert lens[0] != lens[-1]  # the first layer alone does not yet predict what the model does
+    if key == "translate":
+        assert doc["next_tokens"] == doc["output"]  # greedy decoding wrote each row's most likely token
+
+
+def test_an_encoder_only_export_has_no_logit_lens(capsys):
+    for extra in ((), ("--ablate", "3.4")):
+        code, out, _ = run_cli(capsys, "export", "--model", "minilm", "--text", "Thinking Machines", *extra)
+        doc = json.loads(out)
+        assert code == 0 and "logit_lens" not in doc and "next_tokens" not in doc
+    assert doc["ablated"] == ["encoder_self:3.4"]
+
+
+@pytest.mark.parametrize(
+    "model,heads,message",
+    [
+        ("translate", "9.9", "name one before the head, e.g. cross:9.9"),
+        ("translate", "2", "'2' is not a head: write layer.head counted from 1"),
+        ("translate", "1.1", "this model has 3 attention kinds: name one before the head"),
+        ("translate", "cross:3.1", "head 3.1 does not exist"),
+        ("translate", "sideways:1.1", "unknown attention kind 'sideways'"),
+        ("induction", "9.9", "head 9.9 does not exist"),
+        ("induction", "0.1", "head 0.1 does not exist"),
+        ("induction", "", "'' is not a head"),
+        ("induction", "1.1,1.2,1.3,1.4,2.1,2.2,2.3,2.4", "turns off all 8 heads"),
+        ("induction", "cross:1.1", "no cross attention"),
+    ],
+)
+def test_a_bad_head_is_one_line_and_exit_status_2(capsys, model, heads, message):
+    code, out, err = run_cli(capsys, "export", "--model", model, "--example", "--ablate", heads)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+
+
+def test_ablation_method_needs_heads(capsys):
+    code, out, err = run_cli(capsys, "export", "--model", "induction", "--example", "--ablation", "mean")
+    assert code == 2 and out == "" and err == "error: --ablation needs --ablate: name the heads to turn off\n"
+    code, _, err = run_cli(capsys, "export", "--model", "induction", "--example", "--ablate", "1.1", "--ablation", "x")
+    assert code == 2 and err.count("\n") == 1 and "invalid choice" in err

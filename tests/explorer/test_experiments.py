@@ -1,0 +1,220 @@
+"""The experiments on the shipped checkpoints do what they claim: turning off the heads that carry a task (the
+translate model's aligned cross-attention, the induction model's induction heads) breaks its answer while the head
+ranked last barely moves it; the logit lens's last read is the model's own output; the direct logit attribution's
+parts add up to the model's logit; and bad requests are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from explorer import ablate, attribution, lens, trace
+from models import induction, registry
+from models.ablation import AblationError, Head
+
+TRANSLATE = "the small red cat sees a big dog"
+REPEATED = "kilo seven zulu echo two mike kilo seven zulu echo two mike"
+GPT2_TEXT = "the cat sat on the mat because it was tired"
+
+
+@pytest.fixture(scope="module")
+def induction_model():
+    return registry.load("induction")
+
+
+@pytest.fixture(scope="module")
+def reverse():
+    return registry.load("reverse")
+
+
+@pytest.fixture(scope="module")
+def gpt2(gpt2_folder):
+    (spec,) = registry.folder_specs(f"tiny-gpt2={gpt2_folder}")
+    return registry.build(spec)
+
+
+def right_answer_probability(outcome: ablate.Outcome) -> tuple[float, float]:
+    """The right answer's mean probability over the counted rows, (clean, with the heads off)."""
+    counted = np.array(outcome.answer.counted)
+    assert outcome.before is not None and outcome.after is not None
+    return tuple(float(np.exp(-s.nll)[counted].mean()) for s in (outcome.before, outcome.after))
+
+
+def aligned_cross_heads(loaded, run: trace.Trace) -> list[Head]:
+    """The cross-attention heads whose largest weight, at nearly every row, is on the source word the task's
+    alignment says that row writes."""
+    pair = loaded.task.reference(tuple(run.text.split()))
+    alignment = np.array(pair.alignment)  # row i writes target word i, the rendering of source word alignment[i]
+    weights = run.cross.weights[:, :, : len(alignment)]  # (L, H, T, S): the rows that write a word
+    follows = (weights.argmax(-1) == alignment).mean(-1)  # (L, H)
+    return [Head("cross", int(layer), int(head)) for layer, head in zip(*np.nonzero(follows >= 0.9), strict=True)]
+
+
+def test_turning_off_the_aligned_cross_attention_breaks_the_translation(translate):
+    run = trace.run(translate, TRANSLATE)
+    heads = aligned_cross_heads(translate, run)
+    # the alignment lives in the last decoder layer (the first looks one word off), every head of it
+    assert heads == [Head("cross", 1, h) for h in range(4)]
+    before, after = right_answer_probability(ablate.outcome(translate, run, heads, "zero"))
+    assert before > 0.9 and after < 0.3
+    effects = ablate.effects(translate, ablate.answer(translate, run))
+    least, change = effects.ranked()[-1]
+    assert least not in heads and change == effects.change.max()
+    before_least, after_least = right_answer_probability(ablate.outcome(translate, run, [least], "zero"))
+    assert before_least == before and abs(after_least - before) < 0.05
+    outcome = ablate.outcome(translate, run, heads, "zero")
+    assert outcome.written != tuple(run.output_tokens)  # greedy decoding with them off writes something else
+    # no attention reads what the last cross-attention writes, so no map moves; turning off layer 1's moves layer 2's
+    assert all(np.all(moved == 0) for moved in outcome.moved.values())
+    lower = ablate.outcome(translate, run, [Head("cross", 0, h) for h in range(4)], "zero").moved
+    assert (
+        np.all(lower["encoder_self"] == 0) and np.all(lower["cross"][0] == 0) and np.all(lower["decoder_self"][0] == 0)
+    )
+    assert lower["cross"][1].max() > 0.01 and lower["decoder_self"][1].max() > 0.01
+
+
+def test_turning_off_the_induction_heads_breaks_the_repeat(induction_model):
+    run = trace.run(induction_model, REPEATED)
+    ids = induction_model.tokenizer.encode(REPEATED, induction_model.max_tokens).ids
+    scores = induction.induction_scores(run.decoder_self.weights, ids)  # (L, H)
+    heads = [Head("decoder_self", 1, int(h)) for h in np.nonzero(scores[1] > 0.5)[0]]
+    assert len(heads) >= 2
+    answer = ablate.answer(induction_model, run)
+    assert sum(answer.counted) == 5  # the repeat's words after its first: the earlier copy gives each
+    before, after = right_answer_probability(ablate.outcome(induction_model, run, heads, "zero"))
+    assert before > 0.9 and after < 0.3
+    effects = ablate.effects(induction_model, answer)
+    least, _ = effects.ranked()[-1]
+    assert least not in heads
+    _, after_least = right_answer_probability(ablate.outcome(induction_model, run, [least], "zero"))
+    assert abs(after_least - before) < 0.05
+    # the induction heads' effects are among the largest the batched run finds
+    ranked = [head for head, _ in effects.ranked()]
+    assert {ranked.index(h) for h in heads if scores[1, h.head] > 0.9} <= set(range(4))
+
+
+def test_mean_ablation_of_the_induction_heads_also_breaks_the_repeat(induction_model):
+    means = ablate.head_means(induction_model)
+    assert means["decoder_self"].shape == (2, 4, induction_model.model.config.d_head)
+    run = trace.run(induction_model, REPEATED)
+    heads = [Head("decoder_self", 1, h) for h in range(4)]
+    before, after = right_answer_probability(ablate.outcome(induction_model, run, heads, "mean", means))
+    assert before > 0.9 and after < 0.5
+
+
+def test_effects_batched_equal_each_head_turned_off_alone(reverse):
+    run = trace.run(reverse, reverse.example)
+    answer = ablate.answer(reverse, run)
+    effects = ablate.effects(reverse, answer)
+    assert len(effects.heads) == 24 and effects.measure == "log_probability"
+    for head in (effects.heads[0], effects.heads[13], effects.heads[-1]):
+        outcome = ablate.outcome(reverse, run, [head], "zero")
+        assert outcome.after is not None
+        row = effects.heads.index(head)
+        np.testing.assert_allclose(effects.values[row], -outcome.after.nll.sum(), atol=1e-4)
+    grid = effects.grid("cross", (2, 4))
+    assert grid[1, 2] == effects.change[effects.heads.index(Head("cross", 1, 2))]
+
+
+@pytest.mark.parametrize("key", ["translate", "reverse", "induction", "paper-random", "gpt2"])
+def test_the_lens_last_read_is_the_models_own_output(request, key):
+    fixture = {"induction": "induction_model", "paper-random": "paper_random", "gpt2": "gpt2"}.get(key, key)
+    loaded = request.getfixturevalue(fixture)
+    text = {"paper-random": "Thinking Machines", "induction": REPEATED, "gpt2": GPT2_TEXT}.get(key, loaded.example)
+    run = trace.run(loaded, text)
+    answer = ablate.answer(loaded, run)
+    read = lens.lens(loaded, answer)
+    assert np.array_equal(read.logits, lens.run_on(loaded, answer).logits[0].numpy())
+    assert len(read.layer_ends) == loaded.model.config.n_decoder_layers
+    assert read.final_norm == loaded.model.config.norm_first
+    # on the trace's own decoder input, the last layer's tokens are the trace's next tokens
+    layers = lens.for_trace(loaded, run).by_layer()
+    assert len(layers) == loaded.model.config.n_decoder_layers
+    assert layers[-1] == [row[0] for row in run.top_tokens]
+    # and with heads off, the last read is still the (ablated) model's own output
+    kind = "decoder_self" if loaded.is_decoder_only else "cross"
+    off = ablate.make(loaded, [Head(kind, 0, 1)], "zero")
+    ablated = lens.lens(loaded, answer, off)
+    assert np.array_equal(ablated.logits, lens.run_on(loaded, answer, off).logits[0].numpy())
+    assert not np.array_equal(ablated.logits, read.logits)
+
+
+def attribution_cases(loaded, answer: ablate.Answer) -> list[tuple[int, int]]:
+    """(position, token id): the first, a middle and the last row, each for its right token, the model's top token
+    and an arbitrary one."""
+    logits = lens.run_on(loaded, answer).logits[0]  # (T, V)
+    rows = len(answer.decoder_input)
+    cases = []
+    for position in sorted({0, rows // 2, rows - 1}):
+        for token in (answer.targets[position], int(logits[position].argmax()), 7):
+            cases.append((position, int(token)))
+    return cases
+
+
+@pytest.mark.parametrize("key,text", [("induction", REPEATED), ("gpt2", GPT2_TEXT)])
+def test_attribution_of_a_pre_ln_model_splits_the_logit_exactly(request, key, text):
+    loaded = request.getfixturevalue({"induction": "induction_model"}.get(key, key))
+    answer = ablate.answer(loaded, trace.run(loaded, text))
+    logits = lens.run_on(loaded, answer).logits[0]
+    n_layers, n_heads = loaded.model.config.n_decoder_layers, loaded.model.config.n_heads
+    for position, token in attribution_cases(loaded, answer):
+        found = attribution.attribute(loaded, answer, position, token)
+        assert found.logit == float(logits[position, token])
+        assert abs(found.total - found.logit) < 1e-4
+        assert found.first_layer == 0 and found.exact_all_layers
+        assert found.heads["decoder_self"].shape == (n_layers, n_heads)
+        assert not np.isnan(found.heads["decoder_self"]).any()
+        assert len(found.names) == len(found.values) == 1 + n_layers * (n_heads + 2) + 1
+
+
+def test_attribution_of_the_post_ln_translate_model_splits_the_last_layer(translate):
+    answer = ablate.answer(translate, trace.run(translate, TRANSLATE))
+    logits = lens.run_on(translate, answer).logits[0]
+    for position, token in attribution_cases(translate, answer):
+        found = attribution.attribute(translate, answer, position, token)
+        assert abs(found.total - found.logit) < 1e-4 and found.logit == float(logits[position, token])
+        assert found.first_layer == 1 and not found.exact_all_layers
+        assert found.names[0] == "layers below (not separable)"
+        for kind in ("decoder_self", "cross"):
+            grid = found.heads[kind]
+            assert np.isnan(grid[0]).all() and not np.isnan(grid[1]).any()
+
+
+def test_minilm_effects_are_cosines_of_the_sentence_embedding(minilm):
+    run = trace.run(minilm, "Thinking Machines")
+    answer = ablate.answer(minilm, run)
+    assert answer.measured_by_embedding
+    effects = ablate.effects(minilm, answer)
+    assert effects.measure == "cosine" and effects.clean == 1.0 and len(effects.heads) == 6 * 12
+    assert np.all(effects.values >= -1) and np.all(effects.values <= 1 + 1e-9)
+    assert effects.values.min() < 0.999  # some head matters to the embedding
+    outcome = ablate.outcome(minilm, run, [effects.ranked()[0][0]], "zero")
+    assert outcome.before is None and outcome.cosine == pytest.approx(effects.values.min(), abs=1e-6)
+
+
+def test_bad_requests_are_refused(minilm, translate):
+    run = trace.run(translate, TRANSLATE)
+    with pytest.raises(AblationError, match="pick at least one head"):
+        ablate.outcome(translate, run, [], "zero")
+    with pytest.raises(AblationError, match="unknown ablation 'half'"):
+        ablate.make(translate, [Head("cross", 0, 0)], "half")
+    answer = ablate.answer(minilm, trace.run(minilm, "Thinking Machines"))
+    with pytest.raises(ValueError, match="no output matrix"):
+        lens.lens(minilm, answer)
+    with pytest.raises(ValueError, match="no output matrix"):
+        attribution.attribute(minilm, answer, 0, 0)
+    translated = ablate.answer(translate, run)
+    with pytest.raises(ValueError, match="outside the 9 decoder rows"):
+        attribution.attribute(translate, translated, 9, 0)
+
+
+@torch.inference_mode()
+def test_the_lens_first_read_is_the_embedding_through_the_output_layer(induction_model):
+    answer = ablate.answer(induction_model, trace.run(induction_model, REPEATED))
+    read = lens.lens(induction_model, answer)
+    assert read.reads[0] == "embedding" and read.reads[read.layer_ends[-1]].startswith("layer 2")
+    out = lens.run_on(induction_model, answer)
+    model = induction_model.model
+    first = model.generator(model.decoder.final_norm(out.decoder.embeddings))[0].double().softmax(-1)
+    np.testing.assert_allclose(read.top_probabilities[0, :, 0], first.max(-1).values.numpy(), rtol=1e-12)
