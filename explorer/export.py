@@ -92,15 +92,8 @@ def lens_document(loaded, trace: Trace, ablation: Ablation | None = None) -> dic
     """{"logit_lens": [layer][position]} for a model with an output matrix: the most likely next token after each
     decoder layer, read through the output layer (explorer.lens) on the trace's own decoder input and with the same
     heads turned off, so its last row is the document's "next_tokens"; nothing for an encoder-only model."""
-    from explorer import ablate, forward, lens
+    from explorer import lens
 
     if trace.top_tokens is None or trace.target_tokens is None:
         return {}
-    if ablation is None:
-        return {"logit_lens": lens.for_trace(loaded, trace).by_layer()}
-    # lens.for_trace's answer (each row's target: the token the run wrote), read with the heads off
-    decoder_ids = forward.token_ids(loaded, trace, "decoder")
-    source = decoder_ids if loaded.is_decoder_only else forward.token_ids(loaded, trace, "encoder")
-    targets = [loaded.target_vocabulary.token_to_id(row[0]) for row in trace.top_tokens]
-    answer = ablate.Answer(tuple(source), tuple(decoder_ids), tuple(targets), (True,) * len(targets))
-    return {"logit_lens": lens.lens(loaded, answer, ablation).by_layer()}
+    return {"logit_lens": lens.for_trace(loaded, trace, ablation).by_layer()}

@@ -123,9 +123,10 @@ def run_on(loaded: LoadedModel, answer: Answer, ablation: Ablation | None = None
     return model(torch.tensor([answer.source_ids]), decoder_input, ablation=ablation)
 
 
-def for_trace(loaded: LoadedModel, run) -> Lens:
-    """The lens on the trace's own decoder input (an encoder-decoder's greedy output, a decoder-only model's text):
-    what the export writes, so its last layer's tokens are the trace's next tokens."""
+def for_trace(loaded: LoadedModel, run, ablation: Ablation | None = None) -> Lens:
+    """The lens on the trace's own decoder input (an encoder-decoder's greedy output, a decoder-only model's text),
+    with the heads the trace ran without (`ablation`) off too: what the export writes, so its last layer's tokens are
+    the trace's next tokens."""
     decoder_ids = forward.token_ids(loaded, run, "decoder")
     source = decoder_ids if loaded.is_decoder_only else forward.token_ids(loaded, run, "encoder")
     # the targets: the tokens each row actually wrote (greedy) or, decoder-only, the text's next tokens
@@ -133,4 +134,4 @@ def for_trace(loaded: LoadedModel, run) -> Lens:
     assert run.top_tokens is not None
     vocabulary = loaded.target_vocabulary
     targets = [vocabulary.token_to_id(row[0]) for row in run.top_tokens[:logits_rows]]
-    return lens(loaded, Answer(tuple(source), tuple(decoder_ids), tuple(targets), (True,) * logits_rows))
+    return lens(loaded, Answer(tuple(source), tuple(decoder_ids), tuple(targets), (True,) * logits_rows), ablation)

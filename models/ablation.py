@@ -2,8 +2,9 @@
 
 An `Ablation` is passed to `Transformer.forward` (and greedy decoding) by value; each attention layer gets a
 `models.attention.HeadPatch` for the heads it must replace. Zero ablation writes 0 where the head's output was;
-mean ablation writes the head's mean output over a fixed set of the model's example sentences (explorer.experiments
-computes it). One batch row per head turns every head off in turn in one batched forward (`each_head`).
+mean ablation writes the head's mean output over a fixed set of the model's example sentences
+(explorer.ablate.head_means computes it). One batch row per head turns every head off in turn in one batched
+forward (`each_head`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class AblationError(ValueError):
 
 @dataclass(frozen=True, order=True)
 class Head:
-    """One head of one attention kind, counted from 0 (shown from 1: `label`)."""
+    """One head of one attention kind, counted from 0 (shown from 1: `address`)."""
 
     kind: str
     layer: int

@@ -52,7 +52,12 @@ def test_previous_and_next_walk_the_path_both_ways():
 def test_an_encoder_only_model_lacks_the_decoder_steps():
     config = TransformerConfig(vocab_size=8, d_model=8, n_heads=2, d_ff=8, n_encoder_layers=1, n_decoder_layers=0)
     encoder_only = family.for_config(config, "BERT family", "random")
-    assert [page.stem for page in lesson.lacking(encoder_only)] == ["decoding", "final_linear", "layer_predictions", "loss"]
+    assert [page.stem for page in lesson.lacking(encoder_only)] == [
+        "decoding",
+        "final_linear",
+        "layer_predictions",
+        "loss",
+    ]
     for shape in ((1, 1), (0, 1)):  # encoder-decoder, decoder-only: both have a next-token head
         config = replace(config, n_encoder_layers=shape[0], n_decoder_layers=shape[1])
         assert lesson.lacking(family.for_config(config, "ours", "random")) == ()
