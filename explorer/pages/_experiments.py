@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 import streamlit as st
 
-from explorer import ablate, cached, state
+from explorer import ablate, cached, output, state
 from explorer.figures import experiments as figures
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
@@ -283,6 +283,13 @@ def lens_view(key: str = "lens") -> None:
         "stopped there; each cell is the most likely next token then, coloured by its probability. The bottom row "
         "is the model's own output."
     )
+    own = sum(row[0] == token for row, token in zip(found.top_tokens[0], found.positions, strict=True))
+    if output.output_matrix(loaded).target_embedding and own > len(found.positions) / 2:
+        st.caption(
+            f"The embedding row names the position's own token at {own} of {len(found.positions)} positions: this "
+            "model's output matrix is its token embedding matrix (tied, section 3.4), and a token's embedding scores "
+            "highest against itself."
+        )
     chart(
         figures.lens_map(
             found.reads,
