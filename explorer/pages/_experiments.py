@@ -28,7 +28,7 @@ def address(head: Head, kinds: int) -> str:
 
 def label(head: Head, kinds: int) -> str:
     base = f"layer {head.layer + 1}, head {head.head + 1}"
-    return base if kinds == 1 else f"{base} ({KIND_NAMES[head.kind].split(' (')[0].lower()})"
+    return base if kinds == 1 else f"{base} ({figures.KIND_TITLES[head.kind]})"
 
 
 def every_head(shapes: Mapping[str, tuple[int, int]]) -> list[Head]:

@@ -16,9 +16,9 @@ SENTENCE = "Bark is very cute and he is a dog"
 TOKENS = ["[CLS]", "bark", "is", "very", "cute", "and", "he", "is", "a", "dog", "[SEP]"]
 # (sidebar title, page file, the page's heading), in the order a person visits them
 PAGES = [
-    ("8. The stack: every layer and head", "model_view", "Step 8 of 13: The stack"),
+    ("8. The stack: every layer and head", "model_view", "Step 8 of 15: The stack"),
     ("Head view", "head_view", "Head view"),
-    ("3. Positional encoding", "positional", "Step 3 of 13: Positional encoding"),
+    ("3. Positional encoding", "positional", "Step 3 of 15: Positional encoding"),
     ("Q/K/V on one page", "qkv", "Q, K, V step by step"),
     ("Attention heatmap", "attention", "Attention heatmap"),
 ]
@@ -63,7 +63,7 @@ def test_decoding_a_toy_translation_step_by_step(server, page):
     choose_model(page, "Toy translation (trained here)")
     type_sentence(page, "the small red cat sees a big dog")
     harness.open_page(page, "10. Decoder: one output word at a time")
-    page.get_by_role("heading", name="Step 10 of 13: Decoder").wait_for(timeout=TIMEOUT_MS)
+    page.get_by_role("heading", name="Step 11 of 15: Decoder").wait_for(timeout=TIMEOUT_MS)
     page.get_by_text("Output word 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for(
         timeout=TIMEOUT_MS
     )
@@ -99,7 +99,7 @@ PAST_STEP_50 = """() => {
 def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     open_app(page, server)
     harness.open_page(page, "13. Training")
-    page.get_by_role("heading", name="Step 13 of 13: Training").wait_for(timeout=TIMEOUT_MS)
+    page.get_by_role("heading", name="Step 15 of 15: Training").wait_for(timeout=TIMEOUT_MS)
     page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
     with rerun(page):
         page.get_by_role("option", name="reverse", exact=True).click()
@@ -123,7 +123,7 @@ def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
         page.get_by_role("button", name="Explore it in the other pages").click()
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_text(f"Trained in this browser session for {step} steps").wait_for(timeout=TIMEOUT_MS)
-    page.get_by_role("heading", name="Step 10 of 13: Decoder").wait_for(
+    page.get_by_role("heading", name="Step 11 of 15: Decoder").wait_for(
         timeout=TIMEOUT_MS
     )  # Explore opened the decoding page
     page.get_by_text("Output word 1 of").wait_for(timeout=TIMEOUT_MS)
