@@ -274,8 +274,8 @@ def describe_effects(effects: ablate.Effects) -> None:
 def lens_view(key: str = "lens") -> None:
     """Every layer's and sub-layer's state read through the output layer."""
     loaded = sidebar_loaded()
+    current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    current_trace()
     found = cached.get_lens(*_sidebar())
     norm = "the final LayerNorm and then " if found.final_norm else ""
     st.markdown(
@@ -345,8 +345,8 @@ def _target(answer: ablate.Answer, row: int) -> str:
 def attribution_view(key: str = "attribution") -> None:
     """One logit split into the embedding, each head, each feed-forward; a grid linked to the head's map."""
     loaded = sidebar_loaded()
+    current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    current_trace()
     answer = cached.get_answer(*_sidebar())
     found = cached.get_lens(*_sidebar())
     position = pick_row(found.positions, answer, f"{key}_position")

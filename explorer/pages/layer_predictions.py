@@ -22,13 +22,13 @@ from explorer.pages._shared import (
 
 page_header()
 loaded = sidebar_loaded()
+current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(loaded)
 intro(
     "The output layer reads only the last state. What if it read an earlier one? Each layer adds to the same "
     "residual stream, so every intermediate state can be put through the final norm and the output matrix: the "
     "logit lens shows when the right next token comes to the top."
 )
-current_trace()
 sidebar = state.sidebar(st.session_state)
 found = cached.get_lens(*sidebar)
 answer = cached.get_answer(*sidebar)

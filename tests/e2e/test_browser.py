@@ -62,7 +62,7 @@ def test_decoding_a_toy_translation_step_by_step(server, page):
     open_app(page, server)
     choose_model(page, "Toy translation (trained here)")
     type_sentence(page, "the small red cat sees a big dog")
-    harness.open_page(page, "10. Decoder: one output word at a time")
+    harness.open_page(page, "11. Decoder: one output word at a time")
     page.get_by_role("heading", name="Step 11 of 15: Decoder").wait_for(timeout=TIMEOUT_MS)
     page.get_by_text("Output word 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for(
         timeout=TIMEOUT_MS
@@ -98,7 +98,7 @@ PAST_STEP_50 = """() => {
 
 def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     open_app(page, server)
-    harness.open_page(page, "13. Training")
+    harness.open_page(page, "15. Training")
     page.get_by_role("heading", name="Step 15 of 15: Training").wait_for(timeout=TIMEOUT_MS)
     page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
     with rerun(page):
