@@ -76,13 +76,38 @@ def open_in_ablation(shapes: Mapping[str, tuple[int, int]]):
     return opened
 
 
+def pick_method(key: str) -> str:
+    """Zero or mean ablation, a radio keyed `{key}_method`."""
+    return st.radio(
+        "Turn off by writing",
+        list(ablate.METHODS),
+        format_func=ablate.METHODS.get,
+        horizontal=True,
+        key=f"{key}_method",
+    )
+
+
+def lens_chart(found, key: str, present_height: int | None = None) -> None:
+    """The logit lens as one map: reads down, positions across, each cell the top next token and its probability."""
+    chart(
+        figures.lens_map(
+            found.reads,
+            found.positions,
+            [[r[0] for r in read] for read in found.top_tokens],
+            found.top_probabilities[..., 0],
+        ),
+        f"{key}_map",
+        present_height=present_height,
+    )
+
+
 def measured(loaded) -> str:
     """What turning heads off is measured by, for this model."""
     if not loaded.family.next_token_head:
         return "the sentence embedding (the mean of the last layer's states), by its cosine to the clean one"
     if loaded.family.has_source:
         return "the right answer's probability, row by row of the output"
-    return "the probability of each next token of the text"
+    return "the probability of the right next tokens of the text (under the figures: which rows count)"
 
 
 def ablation_view(key: str = "ablation") -> None:
@@ -93,13 +118,7 @@ def ablation_view(key: str = "ablation") -> None:
     run = current_trace()
     options = [address(h, kinds) for h in every_head(shapes)]
     st.session_state[HEADS] = [a for a in st.session_state.get(HEADS, []) if a in options]
-    method = st.radio(
-        "Turn off by writing",
-        list(ablate.METHODS),
-        format_func=ablate.METHODS.get,
-        horizontal=True,
-        key=f"{key}_method",
-    )
+    method = pick_method(key)
     chosen = st.session_state[HEADS]
     outcome = None
     problem = ""
@@ -237,13 +256,7 @@ def effects_view(key: str = "effects") -> None:
     loaded = sidebar_loaded()
     current_trace()
     shapes = ablate.model_shapes(loaded)
-    method = st.radio(
-        "Turn off by writing",
-        list(ablate.METHODS),
-        format_func=ablate.METHODS.get,
-        horizontal=True,
-        key=f"{key}_method",
-    )
+    method = pick_method(key)
     effects = cached.get_effects(*_sidebar(), method)
     describe_effects(effects)
     st.caption("Click a head to turn it off on the Turn heads off page and see what changed.")
@@ -290,15 +303,7 @@ def lens_view(key: str = "lens") -> None:
             "model's output matrix is its token embedding matrix (tied, section 3.4), and a token's embedding scores "
             "highest against itself."
         )
-    chart(
-        figures.lens_map(
-            found.reads,
-            found.positions,
-            [[r[0] for r in read] for read in found.top_tokens],
-            found.top_probabilities[..., 0],
-        ),
-        f"{key}_map",
-    )
+    lens_chart(found, key)
     answer = cached.get_answer(*_sidebar())
     position = pick_row(found.positions, answer, f"{key}_position")
     target = found.targets[position]

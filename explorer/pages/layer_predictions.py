@@ -8,6 +8,7 @@ import streamlit as st
 from explorer import cached, state
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
+from explorer.pages._experiments import lens_chart
 from explorer.pages._shared import (
     chart,
     current_trace,
@@ -50,15 +51,7 @@ chart(
     "layer_predictions_rank",
     present_height=360,
 )
-chart(
-    figures.lens_map(
-        found.reads,
-        found.positions,
-        [[r[0] for r in read] for read in found.top_tokens],
-        found.top_probabilities[..., 0],
-    ),
-    "layer_predictions_map",
-)
+lens_chart(found, "layer_predictions")
 token = answer.targets[position]
 split = cached.get_attribution(*sidebar, position, token)
 st.subheader("Who wrote it: the logit split into parts")
