@@ -10,6 +10,7 @@ import streamlit as st
 
 from explorer import ablate, cached, output, state
 from explorer.figures import experiments as figures
+from explorer.figures.decoding import mark_row
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.pages._shared import KIND_NAMES, chart, current_trace, needs_decoder, sidebar_loaded, stop
@@ -398,13 +399,18 @@ def attribution_view(key: str = "attribution") -> None:
         head = int(np.nanargmax(np.abs(split.heads[kinds[-1]][layer])))
     forced = cached.get_forced_trace(*_sidebar())
     queries, keys = forced.tokens_for(kind)
-    st.caption(f"Click a head in the grid to see its map. Row {position} is the position whose logit is split.")
-    chart(
-        head_heatmap(
-            forced.attention(kind).weights[layer, head],
-            queries,
-            keys,
-            f"{KIND_NAMES[kind]}, layer {layer + 1}, head {head + 1}",
-        ),
-        f"{key}_map",
+    figure = head_heatmap(
+        forced.attention(kind).weights[layer, head],
+        queries,
+        keys,
+        f"{KIND_NAMES[kind]}, layer {layer + 1}, head {head + 1}",
     )
+    if kind == "encoder_self":  # its rows are the source's tokens, not the decoder positions a logit is read at
+        st.caption(
+            "Click a head in the grid to see its map. An encoder head's rows are the source's tokens; it reaches "
+            f"position {position}'s logit through the cross-attention."
+        )
+    else:
+        st.caption(f"Click a head in the grid to see its map. Outlined: row {position}, whose logit is split.")
+        figure = mark_row(figure, position, len(keys))
+    chart(figure, f"{key}_map")

@@ -92,6 +92,8 @@ def test_logit_lens_and_attribution_are_the_model_s():
     at = opened("attribution", "induction")
     row = max(i for i, c in enumerate(answer.counted) if c)
     split = attribution.attribute(loaded, answer, row, answer.targets[row])
-    bars = [spec(c) for c in at.get("plotly_chart")][1]
+    _, bars, head_map = [spec(c) for c in at.get("plotly_chart")]
     assert abs(split.total - split.logit) < 1e-4
     assert set(np.round(array(bars["data"][0]["x"]), 5)) <= set(np.round(split.values, 5))
+    (outline,) = head_map["layout"]["shapes"]  # the row whose logit is split, outlined on the head's map
+    assert (outline["y0"], outline["y1"]) == (row - 0.5, row + 0.5)
