@@ -140,6 +140,7 @@ def ablation_view(key: str = "ablation") -> None:
         f"{key}_grid",
         on_click=_toggle(shapes),
     )
+    whole_layer(shapes)
     st.multiselect(
         "Heads turned off",
         options,
@@ -156,6 +157,47 @@ def ablation_view(key: str = "ablation") -> None:
     show_outcome(loaded, run, outcome, key)
 
 
+LAYER = "ablation_layer"  # the whole-layer picker's key
+
+
+def whole_layer(shapes: Mapping[str, tuple[int, int]]) -> None:
+    """A picker that turns off every head of one layer of one attention kind at once (it replaces the selection): a
+    model often spreads a job over a layer's heads, so no single head breaks it."""
+    kinds = len(shapes)
+    layers = [(kind, layer) for kind, (n_layers, _) in shapes.items() for layer in range(n_layers)]
+
+    def named(pair: tuple[str, int]) -> str:
+        kind, layer = pair
+        return f"layer {layer + 1}" if kinds == 1 else f"layer {layer + 1} ({figures.KIND_TITLES[kind]})"
+
+    def chosen() -> None:
+        picked = st.session_state.get(LAYER)
+        if picked is not None:
+            kind, layer = picked
+            st.session_state[HEADS] = [address(Head(kind, layer, h), kinds) for h in range(shapes[kind][1])]
+            st.session_state[LAYER] = None  # a picker, not a state: the selection below says what is off
+
+    st.selectbox(
+        "Turn off a whole layer",
+        layers,
+        index=None,
+        format_func=named,
+        key=LAYER,
+        on_change=chosen,
+        placeholder="choose a layer: all its heads go off together",
+    )
+
+
+def right_means(outcome: ablate.Outcome) -> tuple[float, float]:
+    """The right answer's mean probability over the counted rows: every head on, and with the heads off."""
+    assert outcome.before is not None and outcome.after is not None
+    counted = np.array(outcome.answer.counted)
+    return (
+        float(outcome.before.right_probabilities()[counted].mean()),
+        float(outcome.after.right_probabilities()[counted].mean()),
+    )
+
+
 def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
     """Before and after: the output, the right answer's probability and loss per row, and the maps that moved."""
     off = ", ".join(label(h, len(ablate.model_shapes(loaded))) for h in outcome.heads)
@@ -165,8 +207,7 @@ def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
     else:
         assert outcome.before is not None and outcome.after is not None
         counted = np.array(outcome.answer.counted)
-        before = outcome.before.right_probabilities()[counted].mean()
-        after = outcome.after.right_probabilities()[counted].mean()
+        before, after = right_means(outcome)
         left, right = st.columns(2)
         left.metric("Right answer's mean probability", f"{after:.1%}", f"{after - before:+.1%} from {before:.1%}")
         loss_before, loss_after = outcome.before.nll[counted].mean(), outcome.after.nll[counted].mean()
@@ -228,10 +269,12 @@ def moved_maps(run, outcome: ablate.Outcome, key: str) -> None:
         f"{key}_map_before",
         left,
     )
+    after = outcome.weights[head.kind][head.layer, head.head]
+    chart(head_heatmap(after, queries, keys, "Heads off", narrow=True), f"{key}_map_after", right)
+    st.caption("Where the attention moved: red, more weight with the heads off; blue, less.")
+    before = run.attention(head.kind).weights[head.layer, head.head]
     chart(
-        head_heatmap(outcome.weights[head.kind][head.layer, head.head], queries, keys, "Heads off", narrow=True),
-        f"{key}_map_after",
-        right,
+        head_heatmap(after - before, queries, keys, "Heads off minus every head on", diverging=True), f"{key}_moved_map"
     )
 
 

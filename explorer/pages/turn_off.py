@@ -14,9 +14,12 @@ from explorer.pages._experiments import (
     label,
     measured,
     open_in_ablation,
+    right_means,
     show_outcome,
 )
 from explorer.pages._shared import current_trace, intro, page_footer, page_header, predict, sidebar_loaded, stop
+
+SMALL_DROP = 0.05  # below this fall in the right answer's mean probability, no single head is needed much
 
 page_header()
 loaded = sidebar_loaded()
@@ -49,6 +52,15 @@ if guess >= 0:
 st.success(markdown_literal(f"The model needs {label(top, len(shapes))} most here."))
 effects_grid(loaded, effects, "turn_off", open_in_ablation(shapes), present_height=330)
 describe_effects(effects)
-show_outcome(loaded, run, cached.get_outcome(*sidebar, (top,), "zero"), "turn_off_outcome")
+outcome = cached.get_outcome(*sidebar, (top,), "zero")
+if outcome.cosine is None:
+    before, after = right_means(outcome)
+    if before - after < SMALL_DROP:
+        st.info(
+            f"Even this head, turned off alone, moves the right answer's mean probability only from {before:.1%} "
+            f"to {after:.1%}: the model does not depend on any one head here. Turn off a whole layer on the Turn "
+            "heads off page to see what its heads do together."
+        )
+show_outcome(loaded, run, outcome, "turn_off_outcome")
 st.page_link("explorer/pages/ablation.py", label="Turn any heads off yourself", icon=":material/block:")
 page_footer()

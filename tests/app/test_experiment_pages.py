@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from explorer import ablate, attribution, lens, trace
-from explorer.pages._experiments import HEADS
+from explorer.pages._experiments import HEADS, LAYER
 from models import registry
 from models.ablation import Head
 from tests.app import new_app
@@ -65,6 +65,15 @@ def test_turning_off_the_alignment_heads_is_drawn_from_the_model():
     assert " ".join(expected.written) in text_of(at)
 
 
+def test_a_whole_layer_goes_off_at_once():
+    at = opened("ablation", "translate")
+    at.selectbox(key=LAYER).set_value(("cross", 1)).run()
+    assert not at.exception
+    assert at.multiselect(key=HEADS).value == ["cross:2.1", "cross:2.2", "cross:2.3", "cross:2.4"]
+    assert at.selectbox(key=LAYER).value is None  # a picker: the selection says what is off
+    assert "With layer 2, head 1 (cross-attention), layer 2, head 2" in text_of(at)
+
+
 def test_every_head_off_is_refused():
     at = opened("ablation", "induction")
     at.multiselect(key=HEADS).set_value([f"{i}.{h}" for i in (1, 2) for h in (1, 2, 3, 4)]).run()
@@ -97,3 +106,37 @@ def test_logit_lens_and_attribution_are_the_model_s():
     assert set(np.round(array(bars["data"][0]["x"]), 5)) <= set(np.round(split.values, 5))
     (outline,) = head_map["layout"]["shapes"]  # the row whose logit is split, outlined on the head's map
     assert (outline["y0"], outline["y1"]) == (row - 0.5, row + 0.5)
+
+
+def test_turn_off_step_says_when_no_single_head_is_needed():
+    at = opened("turn_off", "translate")
+    guess = next(s for s in at.selectbox if s.key.startswith("turn_off_predict_guess"))
+    guess.set_value(0).run()
+    at.button(key="turn_off_predict_reveal").click().run()
+    assert not at.exception
+    loaded = registry.load("translate")
+    clean = trace.run(loaded, TEXTS["translate"], loaded.max_tokens)
+    top, _ = ablate.effects(loaded, ablate.answer(loaded, clean)).ranked()[0]
+    found = ablate.outcome(loaded, clean, [top], "zero")
+    counted = np.array(found.answer.counted)
+    before = found.before.right_probabilities()[counted].mean()
+    after = found.after.right_probabilities()[counted].mean()
+    assert before - after < 0.05  # the translator spreads its alignment over layer 2's cross heads
+    assert f"only from {before:.1%} to {after:.1%}" in text_of(at)
+
+
+def test_a_moved_map_is_drawn_with_its_difference():
+    at = opened("ablation", "induction")
+    at.multiselect(key=HEADS).set_value(["1.1", "1.2", "1.3", "1.4"]).run()  # layer 1 off: layer 2's maps move
+    assert not at.exception
+    loaded = registry.load("induction")
+    clean = trace.run(loaded, TEXTS["induction"], loaded.max_tokens)
+    found = ablate.outcome(loaded, clean, [Head("decoder_self", 0, h) for h in range(4)], "zero")
+    layer, head = np.unravel_index(np.argmax(found.moved["decoder_self"]), (2, 4))
+    assert layer == 1
+    before, after, difference = [spec(c) for c in at.get("plotly_chart")][-3:]
+    expected = found.weights["decoder_self"][layer, head]
+    np.testing.assert_allclose(array(after["data"][0]["z"]), expected, rtol=1e-6)
+    clean_map = clean.attention("decoder_self").weights[layer, head]
+    np.testing.assert_allclose(array(before["data"][0]["z"]), clean_map, rtol=1e-6)
+    np.testing.assert_allclose(array(difference["data"][0]["z"]), expected - clean_map, atol=1e-6)
