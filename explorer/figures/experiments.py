@@ -204,12 +204,15 @@ def part_bars(names: Sequence[str], values: np.ndarray, most: int = 16, title: s
             hovertemplate="%{y}<br>%{x:.3f}<extra></extra>",
             text=[f"{v:+.2f}" for v in shown],
             textposition="outside",
+            cliponaxis=False,
         )
     )
+    low, high = min(0.0, float(shown.min(initial=0))), max(0.0, float(shown.max(initial=0)))
+    room = 0.15 * (high - low or 1.0)  # each bar's number sits past its end: room for it on both sides
     figure.update_layout(
         height=max(320, 28 * len(order) + 120),
         margin={"l": 10, "r": 40, "t": 40, "b": 10},
-        xaxis={"title": {"text": "share of the logit"}, "zeroline": True},
+        xaxis={"title": {"text": "share of the logit"}, "zeroline": True, "range": [low - room, high + room]},
         yaxis={"automargin": True},
         **({"title": titled(html.escape(title, quote=False))} if title else {}),
     )

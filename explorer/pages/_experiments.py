@@ -417,22 +417,18 @@ def attribution_view(key: str = "attribution") -> None:
             "layer is split: its input (everything below, as one part), its heads and its feed-forward, through its "
             "own LayerNorms with their scales frozen at this run's. Blank cells: layers that cannot be separated."
         )
-    left, right_column = st.columns(2)
     kinds = list(split.heads)
-    with left:
-        layer_key, head_key, kind_key = f"{key}_layer", f"{key}_head", f"{key}_kind"
+    layer_key, head_key, kind_key = f"{key}_layer", f"{key}_head", f"{key}_kind"
 
-        def clicked(point: Mapping) -> None:
-            data = point.get("customdata") if point else None
-            if isinstance(data, list | tuple) and len(data) >= 3:
-                st.session_state[layer_key], st.session_state[head_key], st.session_state[kind_key] = data[:3]
+    def clicked(point: Mapping) -> None:
+        data = point.get("customdata") if point else None
+        if isinstance(data, list | tuple) and len(data) >= 3:
+            st.session_state[layer_key], st.session_state[head_key], st.session_state[kind_key] = data[:3]
 
-        chart(
-            figures.head_grids(split.heads, "share of the logit", "Each head's direct share"),
-            f"{key}_grid",
-            on_click=clicked,
-        )
-    chart(figures.part_bars(split.names, split.values, title="The largest parts"), f"{key}_bars", right_column)
+    # one under the other, each the page's width: side by side, a grid of 2 kinds x 4 heads had no room for its numbers
+    grid = figures.head_grids(split.heads, "share of the logit", "Each head's direct share")
+    chart(grid, f"{key}_grid", on_click=clicked)
+    chart(figures.part_bars(split.names, split.values, title="The largest parts"), f"{key}_bars")
     n_layers, n_heads = split.heads[kinds[-1]].shape
     kind = kinds[min(st.session_state.get(kind_key, len(kinds) - 1), len(kinds) - 1)]
     layer = st.session_state.get(layer_key, split.first_layer)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from explorer import ablate, attribution, lens, trace
+from explorer.figures.experiments import part_bars
 from models import induction, registry
 from models.ablation import AblationError, Head
 
@@ -218,3 +219,13 @@ def test_the_lens_first_read_is_the_embedding_through_the_output_layer(induction
     model = induction_model.model
     first = model.generator(model.decoder.final_norm(out.decoder.embeddings))[0].double().softmax(-1)
     np.testing.assert_allclose(read.top_probabilities[0, :, 0], first.max(-1).values.numpy(), rtol=1e-12)
+
+
+def test_part_bars_leave_room_for_every_number():
+    values = np.array([4.2, 1.5, -0.06, 0.01, -2.0])
+    figure = part_bars(["a", "b", "c", "d", "e"], values)
+    low, high = figure.layout.xaxis.range
+    shown = np.array(figure.data[0].x)
+    assert sorted(shown) == sorted(values)
+    assert low < shown.min() - 0.1 * np.ptp(values) and high > shown.max() + 0.1 * np.ptp(values)
+    assert list(figure.data[0].text) == [f"{v:+.2f}" for v in shown]
