@@ -45,7 +45,16 @@ guess = predict(question, options, (*sidebar, "layer_predictions"), "layer_predi
 if guess is None:
     stop()
 first = next((i for i, r in enumerate(found.target_rank[:, position]) if r == 1), len(found.reads))
-st.success(markdown_literal(f"It first ranks first {'at' if first < len(found.reads) else ''} {options[first]}."))
+if first < len(found.reads):
+    st.success(markdown_literal(f"It first ranks first in the row {options[first]}."))
+else:
+    last_rank = int(found.target_rank[-1, position])
+    st.warning(
+        markdown_literal(
+            f"It never ranks first, not even at the output (rank {last_rank} there): the model gets this position "
+            "wrong."
+        )
+    )
 chart(
     figures.rank_lines(found.reads, found.target_rank[:, position], found.target_probability[:, position], target),
     "layer_predictions_rank",

@@ -140,3 +140,34 @@ def test_a_moved_map_is_drawn_with_its_difference():
     clean_map = clean.attention("decoder_self").weights[layer, head]
     np.testing.assert_allclose(array(before["data"][0]["z"]), clean_map, rtol=1e-6)
     np.testing.assert_allclose(array(difference["data"][0]["z"]), expected - clean_map, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("text", "ranks_first"),
+    [
+        (TEXTS["induction"], True),  # a clean repeat: the right word comes to the top in layer 2
+        # the examples run together and cut at 32 tokens: no clean repeat, the last counted row is wrong
+        (" ".join(" ".join(registry.load("induction").task.examples).split() * 2), False),
+    ],
+)
+def test_layer_predictions_step_names_where_the_right_token_first_ranks_first(text, ranks_first):
+    at = new_app("layer_predictions")
+    at.query_params["model"] = "induction"
+    at.query_params["text"] = text
+    at.run()
+    guess = next(s for s in at.selectbox if s.key.startswith("layer_predictions_predict_guess"))
+    guess.set_value(0).run()
+    at.button(key="layer_predictions_predict_reveal").click().run()
+    assert not at.exception
+    loaded = registry.load("induction")
+    run = trace.run(loaded, text, loaded.max_tokens)
+    answer = ablate.answer(loaded, run)
+    found = lens.lens(loaded, answer)
+    position = max(i for i, c in enumerate(answer.counted) if c)
+    ranks = found.target_rank[:, position]
+    assert (ranks == 1).any() == ranks_first
+    if ranks_first:
+        first = int(np.argmax(ranks == 1))
+        assert f"It first ranks first in the row {found.reads[first]}." in text_of(at)
+    else:
+        assert f"It never ranks first, not even at the output (rank {int(ranks[-1])} there)" in text_of(at)
