@@ -171,6 +171,14 @@ def lens_map(reads: Sequence[str], positions: Sequence[str], top: Sequence[Seque
     return figure
 
 
+def rank_ticks(worst: int) -> list[int]:
+    """Ranks to mark on a log axis from 1 to `worst`: 1, 2, 5, 10, 20, 50, ... and `worst` itself (a 1-2-5 tick
+    too close to it to read beside it is left out)."""
+    ticks = [m * 10**e for e in range(len(str(worst)) + 1) for m in (1, 2, 5) if m * 10**e <= worst]
+    ticks = [t for t in ticks if t == worst or t * 1.4 < worst]
+    return sorted({*ticks, worst})
+
+
 def rank_lines(reads: Sequence[str], rank: np.ndarray, probability: np.ndarray, target: str) -> go.Figure:
     """The right answer's rank (log scale, 1 at the top) and probability after each read, for one position."""
     y_reads = [html.escape(r, quote=False) for r in reads]
@@ -179,7 +187,11 @@ def rank_lines(reads: Sequence[str], rank: np.ndarray, probability: np.ndarray, 
     figure.add_trace(
         go.Scatter(x=y_reads, y=probability, mode="lines+markers", name="probability", showlegend=False), 1, 2
     )
-    figure.update_yaxes(type="log", autorange="reversed", row=1, col=1)
+    worst = max(int(np.nanmax(rank)), 1) if len(rank) else 1
+    ticks = rank_ticks(worst)
+    # log scale from rank 1 (top) down to the worst rank: every tick a whole rank, named in full (not Plotly's 2, 5)
+    top, bottom = np.log10(0.8), np.log10(worst * 1.25)
+    figure.update_yaxes(type="log", range=[bottom, top], tickvals=ticks, ticktext=[str(t) for t in ticks], row=1, col=1)
     figure.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
     figure.update_xaxes(tickangle=-45, automargin=True)
     figure.update_layout(

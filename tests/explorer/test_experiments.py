@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from explorer import ablate, attribution, lens, trace
-from explorer.figures.experiments import part_bars
+from explorer.figures.experiments import part_bars, rank_lines
 from models import induction, registry
 from models.ablation import AblationError, Head
 
@@ -229,3 +229,13 @@ def test_part_bars_leave_room_for_every_number():
     assert sorted(shown) == sorted(values)
     assert low < shown.min() - 0.1 * np.ptp(values) and high > shown.max() + 0.1 * np.ptp(values)
     assert list(figure.data[0].text) == [f"{v:+.2f}" for v in shown]
+
+
+def test_rank_axis_names_whole_ranks_from_1_to_the_worst():
+    rank = np.array([37, 35, 13, 1, 1])
+    figure = rank_lines(["a", "b", "c", "d", "e"], rank, rank / 100.0, "x")
+    axis = figure.layout.yaxis
+    assert list(axis.tickvals) == [1, 2, 5, 10, 20, 37] and list(axis.ticktext) == ["1", "2", "5", "10", "20", "37"]
+    low, high = axis.range  # reversed: the worst rank at the bottom, rank 1 at the top
+    assert 10**high < 1 and 10**low > 37
+    np.testing.assert_array_equal(figure.data[0].y, rank)
