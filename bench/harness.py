@@ -36,6 +36,7 @@ CHROMIUM_ARGS = [
 # Every wait on the browser has this limit: generous, since a busy 2-core machine can be many times slower than an
 # idle one. A wait ends as soon as what it waits for is there; the limit only says when to give up.
 TIMEOUT_MS = 300_000
+OPEN_MS = 15_000  # a dropdown's list shows this soon after its click, or the click is tried again
 
 # Counts the app's finished script runs as the server announces them: every message on the app's websocket is a
 # ForwardMsg (protobuf); one whose field 6 (script_finished) is set ends a run. A run too quick to show on screen
@@ -226,9 +227,22 @@ def open_page(page, title: str) -> None:
 
 def reveal(page) -> None:
     """Answer a lesson step's predict-then-reveal question with its first option, and reveal the answer."""
-    page.get_by_test_id("stMain").get_by_role("combobox", name="Your class's answer").click()
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: PLC0415 -- as chromium(): test tools
+
+    box = page.get_by_test_id("stMain").get_by_role("combobox", name="Your class's answer")
+    option = page.get_by_role("option").first
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:  # a click that lands while the page is being redrawn can leave the list shut: open it again
+        box.click()
+        try:
+            option.wait_for(timeout=OPEN_MS)
+            break
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
+            page.keyboard.press("Escape")
     with rerun(page):
-        page.get_by_role("option").first.click()
+        option.click()
     with rerun(page):
         page.get_by_role("button", name=re.compile("^Reveal")).click()
 

@@ -58,7 +58,7 @@ class Norm:
 
 def layer_norm(x: np.ndarray, module: torch.nn.LayerNorm) -> Norm:
     """LayerNorm written out with the module's own gamma, beta and eps."""
-    row = torch.from_numpy(np.ascontiguousarray(x, np.float32))
+    row = torch.from_numpy(np.array(x, np.float32))  # a copy: a read-only array (a cached trace's) warns in torch
     mean = row.mean()
     variance = row.var(unbiased=False)
     normalized = (row - mean) / torch.sqrt(variance + module.eps)
@@ -242,7 +242,7 @@ def embedding(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> E
 @torch.inference_mode()
 def feed_forward(module, x: np.ndarray) -> FeedForwardSteps:
     """Eq. (2) for one row with the layer's own W_1, b_1, W_2, b_2."""
-    row = torch.from_numpy(np.ascontiguousarray(x, np.float32))
+    row = torch.from_numpy(np.array(x, np.float32))  # a copy: a read-only array (a cached trace's) warns in torch
     hidden = row @ module.linear1.weight.T + module.linear1.bias  # (F,)
     activated = module.activation(hidden)
     output = activated @ module.linear2.weight.T + module.linear2.bias  # (D,)
