@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from explorer.pages._experiments import attribution_view
+from explorer.pages._readouts import attribution_view
 from explorer.pages._shared import intro, page_header
 
 page_header()

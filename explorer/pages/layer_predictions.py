@@ -8,7 +8,7 @@ import streamlit as st
 from explorer import cached, state
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
-from explorer.pages._experiments import lens_chart
+from explorer.pages._readouts import lens_chart
 from explorer.pages._shared import (
     chart,
     current_trace,

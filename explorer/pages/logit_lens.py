@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from explorer.pages._experiments import lens_view
+from explorer.pages._readouts import lens_view
 from explorer.pages._shared import page_header
 
 page_header()

@@ -1,0 +1,160 @@
+"""The read-outs' views, shared by their Explore pages and the lesson's step 13: the logit lens (each sub-layer's
+state through the output matrix) and direct logit attribution (which part wrote a logit)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import streamlit as st
+
+from explorer import ablate, cached, output, state
+from explorer.figures import experiments as figures
+from explorer.figures.decoding import mark_row
+from explorer.figures.heatmap import head_heatmap
+from explorer.pages._shared import KIND_NAMES, chart, current_trace, needs_decoder, sidebar_loaded
+
+
+def _sidebar():
+    return state.sidebar(st.session_state)
+
+
+def lens_chart(found, key: str, present_height: int | None = None) -> None:
+    """The logit lens as one map: reads down, positions across, each cell the top next token and its probability."""
+    chart(
+        figures.lens_map(
+            found.reads,
+            found.positions,
+            [[r[0] for r in read] for read in found.top_tokens],
+            found.top_probabilities[..., 0],
+        ),
+        f"{key}_map",
+        present_height=present_height,
+    )
+
+
+def lens_view(key: str = "lens") -> None:
+    """Every layer's and sub-layer's state read through the output layer."""
+    loaded = sidebar_loaded()
+    current_trace()  # first: a sentence the model cannot read says so on every page
+    needs_decoder(loaded)
+    found = cached.get_lens(*_sidebar())
+    norm = "the final LayerNorm and then " if found.final_norm else ""
+    st.markdown(
+        f"Each row reads the decoder's state after one sub-layer through {norm}the output matrix, as if the model "
+        "stopped there; each cell is the most likely next token then, coloured by its probability. The bottom row "
+        "is the model's own output."
+    )
+    own = sum(row[0] == token for row, token in zip(found.top_tokens[0], found.positions, strict=True))
+    if output.output_matrix(loaded).target_embedding and own > len(found.positions) / 2:
+        st.caption(
+            f"The embedding row names the position's own token at {own} of {len(found.positions)} positions: this "
+            "model's output matrix is its token embedding matrix (tied, section 3.4), and a token's embedding scores "
+            "highest against itself."
+        )
+    lens_chart(found, key)
+    answer = cached.get_answer(*_sidebar())
+    position = pick_row(found.positions, answer, f"{key}_position")
+    target = found.targets[position]
+    chart(
+        figures.rank_lines(found.reads, found.target_rank[:, position], found.target_probability[:, position], target),
+        f"{key}_rank",
+    )
+    st.dataframe(
+        [
+            {
+                "read": r,
+                **{
+                    f"{k + 1}.": f"{found.top_tokens[i][position][k]} ({found.top_probabilities[i, position, k]:.0%})"
+                    for k in range(found.top_probabilities.shape[-1])
+                },
+            }
+            for i, r in enumerate(found.reads)
+        ],
+        hide_index=True,
+        width="stretch",
+    )
+
+
+def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int:
+    """A decoder row, by default the last one whose right answer counts."""
+    counted = [i for i, c in enumerate(answer.counted) if c] or [len(positions) - 1]
+    default = counted[-1]
+    if key not in st.session_state or st.session_state[key] >= len(positions):
+        st.session_state[key] = default
+    return st.selectbox(
+        "Position (the row that predicts the next token)",
+        range(len(positions)),
+        format_func=lambda i: f"{i}: {positions[i]} -> {_target(answer, i)}",
+        key=key,
+    )
+
+
+def _target(answer: ablate.Answer, row: int) -> str:
+    loaded = sidebar_loaded()
+    assert answer.targets is not None
+    return loaded.target_vocabulary.id_to_token(answer.targets[row])
+
+
+def attribution_view(key: str = "attribution") -> None:
+    """One logit split into the embedding, each head, each feed-forward; a grid linked to the head's map."""
+    loaded = sidebar_loaded()
+    current_trace()  # first: a sentence the model cannot read says so on every page
+    needs_decoder(loaded)
+    answer = cached.get_answer(*_sidebar())
+    found = cached.get_lens(*_sidebar())
+    position = pick_row(found.positions, answer, f"{key}_position")
+    right = answer.targets[position]
+    predicted_token = found.top_tokens[-1][position][0]
+    predicted = loaded.target_vocabulary.token_to_id(predicted_token)
+    choices = {right: f"the right answer: {_target(answer, position)}"}
+    if predicted is not None and predicted != right:
+        choices[predicted] = f"the model's prediction: {predicted_token}"
+    token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")
+    split = cached.get_attribution(*_sidebar(), position, token)
+    st.metric(f"Logit of {split.token} at position {position}", f"{split.logit:.3f}")
+    st.caption(f"The parts below add up to {split.total:.4f}.")
+    if not split.exact_all_layers:
+        st.info(
+            "This model is post-LN, as in the paper: every sub-layer ends in LayerNorm(x + Sublayer(x)), so what a "
+            "head in an earlier layer writes reaches the output only after every later LayerNorm has re-centred it "
+            "and divided it by the spread of the whole sum, and every later sub-layer has read it. So only the last "
+            "layer is split: its input (everything below, as one part), its heads and its feed-forward, through its "
+            "own LayerNorms with their scales frozen at this run's. Blank cells: layers that cannot be separated."
+        )
+    kinds = list(split.heads)
+    layer_key, head_key, kind_key = f"{key}_layer", f"{key}_head", f"{key}_kind"
+
+    def clicked(point: Mapping) -> None:
+        data = point.get("customdata") if point else None
+        if isinstance(data, list | tuple) and len(data) >= 3:
+            st.session_state[layer_key], st.session_state[head_key], st.session_state[kind_key] = data[:3]
+
+    # one under the other, each the page's width: side by side, a grid of 2 kinds x 4 heads had no room for its numbers
+    grid = figures.head_grids(split.heads, "share of the logit", "Each head's direct share")
+    chart(grid, f"{key}_grid", on_click=clicked)
+    chart(figures.part_bars(split.names, split.values, title="The largest parts"), f"{key}_bars")
+    n_layers, n_heads = split.heads[kinds[-1]].shape
+    kind = kinds[min(st.session_state.get(kind_key, len(kinds) - 1), len(kinds) - 1)]
+    layer = st.session_state.get(layer_key, split.first_layer)
+    head = st.session_state.get(head_key)
+    if layer >= n_layers or head is None or head >= n_heads:  # nothing clicked yet: the largest head of the last kind
+        layer = split.first_layer
+        head = int(np.nanargmax(np.abs(split.heads[kinds[-1]][layer])))
+    forced = cached.get_forced_trace(*_sidebar())
+    queries, keys = forced.tokens_for(kind)
+    figure = head_heatmap(
+        forced.attention(kind).weights[layer, head],
+        queries,
+        keys,
+        f"{KIND_NAMES[kind]}, layer {layer + 1}, head {head + 1}",
+    )
+    if kind == "encoder_self":  # its rows are the source's tokens, not the decoder positions a logit is read at
+        st.caption(
+            "Click a head in the grid to see its map. An encoder head's rows are the source's tokens; it reaches "
+            f"position {position}'s logit through the cross-attention."
+        )
+    else:
+        st.caption(f"Click a head in the grid to see its map. Outlined: row {position}, whose logit is split.")
+        figure = mark_row(figure, position, len(keys))
+    chart(figure, f"{key}_map")
