@@ -246,21 +246,14 @@ def moved_maps(run, outcome: ablate.Outcome, key: str) -> None:
         key=f"{key}_moved",
     )
     queries, keys = run.tokens_for(head.kind)
-    left, right = st.columns(2)
-    chart(
-        head_heatmap(
-            run.attention(head.kind).weights[head.layer, head.head], queries, keys, "Every head on", narrow=True
-        ),
-        f"{key}_map_before",
-        left,
-    )
+    before = run.attention(head.kind).weights[head.layer, head.head]
     after = outcome.weights[head.kind][head.layer, head.head]
+    left, right = st.columns(2)
+    chart(head_heatmap(before, queries, keys, "Every head on", narrow=True), f"{key}_map_before", left)
     chart(head_heatmap(after, queries, keys, "Heads off", narrow=True), f"{key}_map_after", right)
     st.caption("Where the attention moved: red, more weight with the heads off; blue, less.")
-    before = run.attention(head.kind).weights[head.layer, head.head]
-    chart(
-        head_heatmap(after - before, queries, keys, "Heads off minus every head on", diverging=True), f"{key}_moved_map"
-    )
+    difference = head_heatmap(after - before, queries, keys, "Heads off minus every head on", diverging=True)
+    chart(difference, f"{key}_moved_map")
 
 
 def effect_name(effects: ablate.Effects) -> str:
