@@ -3,7 +3,7 @@ every head (the read-outs, logit lens and attribution, are in _readouts)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import streamlit as st
@@ -173,6 +173,24 @@ def whole_layer(shapes: Mapping[str, tuple[int, int]]) -> None:
     )
 
 
+def named_heads(heads: Iterable[Head], shapes: Mapping[str, tuple[int, int]]) -> str:
+    """Heads named layer by layer: "layer 2, head 3", "layer 2, heads 1 and 3", "every head of layer 2", with the
+    attention kind after each layer when the model has several."""
+    by_layer: dict[tuple[str, int], list[int]] = {}
+    for head in sorted(heads, key=lambda h: (list(shapes).index(h.kind), h.layer, h.head)):
+        by_layer.setdefault((head.kind, head.layer), []).append(head.head + 1)
+    parts = []
+    for (kind, layer), numbers in by_layer.items():
+        if len(numbers) == shapes[kind][1] and len(numbers) > 1:
+            text = f"every head of layer {layer + 1}"
+        elif len(numbers) == 1:
+            text = f"layer {layer + 1}, head {numbers[0]}"
+        else:
+            text = f"layer {layer + 1}, heads {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+        parts.append(text if len(shapes) == 1 else f"{text} ({figures.KIND_TITLES[kind]})")
+    return "; ".join(parts)
+
+
 def right_means(outcome: ablate.Outcome) -> tuple[float, float]:
     """The right answer's mean probability over the counted rows: every head on, and with the heads off."""
     assert outcome.before is not None and outcome.after is not None
@@ -185,8 +203,7 @@ def right_means(outcome: ablate.Outcome) -> tuple[float, float]:
 
 def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
     """Before and after: the output, the right answer's probability and loss per row, and the maps that moved."""
-    off = ", ".join(label(h, len(ablate.model_shapes(loaded))) for h in outcome.heads)
-    st.subheader(f"With {off} off")
+    st.subheader(f"With {named_heads(outcome.heads, ablate.model_shapes(loaded))} off")
     if outcome.cosine is not None:
         st.metric("Sentence embedding: cosine to the clean one (1 = unchanged)", f"{outcome.cosine:.4f}")
     else:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from explorer import ablate, attribution, lens, trace
-from explorer.pages._experiments import HEADS, LAYER
+from explorer.pages._experiments import HEADS, LAYER, named_heads
 from models import registry
 from models.ablation import Head
 from tests.app import new_app
@@ -71,7 +71,19 @@ def test_a_whole_layer_goes_off_at_once():
     assert not at.exception
     assert at.multiselect(key=HEADS).value == ["cross:2.1", "cross:2.2", "cross:2.3", "cross:2.4"]
     assert at.selectbox(key=LAYER).value is None  # a picker: the selection says what is off
-    assert "With layer 2, head 1 (cross-attention), layer 2, head 2" in text_of(at)
+    assert "With every head of layer 2 (cross-attention) off" in text_of(at)
+
+
+def test_heads_off_are_named_layer_by_layer():
+    shapes = {"encoder_self": (2, 4), "decoder_self": (2, 4), "cross": (2, 4)}
+    heads = [Head("cross", 1, 0), Head("encoder_self", 0, 2), Head("cross", 1, 2), Head("encoder_self", 1, 1)]
+    assert named_heads(heads, shapes) == (
+        "layer 1, head 3 (encoder self-attention); layer 2, head 2 (encoder self-attention); "
+        "layer 2, heads 1 and 3 (cross-attention)"
+    )
+    assert named_heads([Head("decoder_self", 1, h) for h in range(4)], {"decoder_self": (2, 4)}) == (
+        "every head of layer 2"
+    )
 
 
 def test_every_head_off_is_refused():
