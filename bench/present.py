@@ -28,7 +28,8 @@ MEASURE = """() => {
 }"""
 
 
-ANSWERED = ("scores", "turn_off", "layer_predictions")  # steps whose figure comes once the class's answer is revealed
+# steps whose figure comes once the class's answer is revealed
+ANSWERED = ("scores", "why_attention", "turn_off", "layer_predictions")
 
 
 def measure(browser, url: str, path: Path, answer: bool = False) -> dict:

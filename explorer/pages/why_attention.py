@@ -8,7 +8,7 @@ import streamlit as st
 from explorer import cached, complexity, state
 from explorer.figures.complexity import operations
 from explorer.figures.labels import markdown_literal
-from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict
+from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, stop
 
 page_header()
 loaded = cached.model(st.session_state[state.MODEL])
@@ -34,22 +34,21 @@ guess = predict(
     "why_predict",
     reveal="Reveal the answer",  # arithmetic on n and d: not something the model answers
 )
-if guess is not None:
-    said = (
-        f" Your class said {options[guess].lower()}: {'right' if guess == answer else 'not so'}." if guess >= 0 else ""
+if guess is None:  # table 1 answers the question: it comes with the answer, as every step's figure does
+    stop()
+said = f" Your class said {options[guess].lower()}: {'right' if guess == answer else 'not so'}." if guess >= 0 else ""
+if answer == 2:
+    verdict = "the same number: n = d"
+else:
+    ratio = max(ops_self, ops_recurrent) / min(ops_self, ops_recurrent)
+    winner = "self-attention" if answer == 0 else "the recurrent layer"
+    verdict = f"{winner} does {ratio:.3g} times fewer (n/d = {n}/{d})"
+st.success(
+    markdown_literal(
+        f"Self-attention: n²·d = {n}²·{d} = {ops_self:,} operations. Recurrent: n·d² = {n}·{d}² = "
+        f"{ops_recurrent:,}. So {verdict}.{said}"
     )
-    if answer == 2:
-        verdict = "the same number: n = d"
-    else:
-        ratio = max(ops_self, ops_recurrent) / min(ops_self, ops_recurrent)
-        winner = "self-attention" if answer == 0 else "the recurrent layer"
-        verdict = f"{winner} does {ratio:.3g} times fewer (n/d = {n}/{d})"
-    st.success(
-        markdown_literal(
-            f"Self-attention: n²·d = {n}²·{d} = {ops_self:,} operations. Recurrent: n·d² = {n}·{d}² = "
-            f"{ops_recurrent:,}. So {verdict}.{said}"
-        )
-    )
+)
 
 st.subheader("Table 1 for this sentence")
 rows = complexity.table(n, d)

@@ -114,6 +114,10 @@ def test_why_attention_table_is_table_1_for_this_sentence(model, minilm, transla
     max_tokens = 128 if model == "minilm" else 32
     n = len(trace.run(loaded, text, max_tokens, encoder_only=True).source_tokens)
     d = loaded.model.config.d_model
+    assert not at.dataframe and not at.get("plotly_chart")  # table 1 answers the question: only once revealed
+    box = guess_box(at, "why_predict")
+    box.set_value(0).run()  # self-attention: right while n < d
+    at.button(key="why_predict_reveal").click().run()
     frame = table(at)
     assert list(frame["operations"]) == [n * n * d, n * d * d, 3 * n * d * d, 4 * n * d]
     assert list(frame["steps"]) == [1, n, 1, 1]
@@ -124,9 +128,6 @@ def test_why_attention_table_is_table_1_for_this_sentence(model, minilm, transla
     assert fig["layout"]["shapes"][0]["x0"] == d
     assert list(array(fig["data"][0]["y"])[:3]) == [d, 4 * d, 9 * d]
 
-    box = guess_box(at, "why_predict")
-    box.set_value(0).run()  # self-attention: right while n < d
-    at.button(key="why_predict_reveal").click().run()
     (said,) = at.success
     assert n < d and f"= {n * n * d:,} operations" in plain(said.value) and f"= {n * d * d:,}." in plain(said.value)
     assert "Your class said self-attention: right." in plain(said.value)

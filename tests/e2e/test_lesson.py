@@ -92,7 +92,7 @@ def test_presenter_mode_sets_large_text_and_folds_the_sidebar(server, page):
 
 def test_in_presenter_mode_each_steps_first_figure_fits_on_the_first_screen(server, page):
     """At 1600 x 900 with ?present=1, every step that opens on a figure has it whole on the first screen (Why attention
-    opens on table 1, Train on its settings: they are left out)."""
+    opens on table 1 once the class has answered, Train on its settings: they are left out)."""
     from bench.present import MEASURE
 
     page.set_viewport_size({"width": 1600, "height": 900})
