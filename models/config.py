@@ -25,10 +25,19 @@ class TransformerConfig:
     n_encoder_layers: int = 6  # 0 = decoder only (GPT-2 family): the decoder's layers have no cross-attention
     n_decoder_layers: int = 6  # 0 = encoder only (BERT family)
     max_len: int = 512
-    positional: Literal["sinusoidal", "learned"] = "sinusoidal"
+    # sinusoids added to the embedding (the paper), learned rows added (BERT, GPT-2), or rotary: nothing added, each
+    # query/key pair turned by an angle that grows with the position (Su et al. 2021; the Llama family)
+    positional: Literal["sinusoidal", "learned", "rotary"] = "sinusoidal"
+    rope_theta: float = 10000.0  # rotary's base: pair i turns by position * rope_theta^(-2i/d_head)
     activation: str = "relu"  # one of ACTIVATIONS
+    gated_ffn: bool = False  # down(act(gate x) * up x) (SwiGLU with SiLU; Shazeer 2020) instead of eq. (2)
+    norm: Literal["layer", "rms"] = "layer"  # LayerNorm, or RMSNorm (no mean, no bias; Zhang & Sennrich 2019)
     norm_first: bool = False  # post-LN as in the paper and BERT; pre-LN in GPT-2
     layer_norm_eps: float = 1e-5  # BERT uses 1e-12
+    n_kv_heads: int | None = None  # grouped-query attention: fewer key/value heads, each shared; None = n_heads
+    qkv_bias: bool = True  # biases of W_Q, W_K, W_V (the Llama family has none; Qwen2 has them)
+    out_bias: bool = True  # bias of W_O
+    ffn_bias: bool = True  # biases of the feed-forward's linear layers
     dropout: float = 0.1
     scale_embeddings: bool = True  # the paper multiplies embeddings by sqrt(d_model); BERT does not
     type_vocab_size: int = 0  # BERT's segment (token-type) embeddings; 0 = none
@@ -45,8 +54,14 @@ class TransformerConfig:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.n_encoder_layers < 0 or self.n_decoder_layers < 0 or self.n_encoder_layers + self.n_decoder_layers < 1:
             raise ValueError("a Transformer needs at least one encoder or decoder layer")
-        if self.positional not in ("sinusoidal", "learned"):
+        if self.positional not in ("sinusoidal", "learned", "rotary"):
             raise ValueError(f"unknown positional encoding {self.positional!r}")
+        if self.positional == "rotary" and self.d_head % 2:
+            raise ValueError(f"rotary positions turn pairs of dimensions: d_head={self.d_head} is odd")
+        if self.norm not in ("layer", "rms"):
+            raise ValueError(f"unknown norm {self.norm!r}; choose layer or rms")
+        if self.n_heads % self.key_value_heads:
+            raise ValueError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.key_value_heads}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {self.activation!r}; choose from {', '.join(ACTIVATIONS)}")
         if self.share_embeddings and self.tgt_vocab_size not in (None, self.vocab_size):
@@ -55,6 +70,11 @@ class TransformerConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def key_value_heads(self) -> int:
+        """How many key/value heads each attention has (fewer than n_heads under grouped-query attention)."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     @property
     def is_encoder_decoder(self) -> bool:

@@ -11,6 +11,8 @@ from models import family as families
 from models.config import TransformerConfig
 from models.tokenize import WordPieceTokenizer
 
+REFERENCE_CLASS = "BertModel"  # transformers' class for the same folder (models.reference)
+
 # Checkpoint keys we know and deliberately do not use: the pooler and pre-training heads sit on top of the
 # encoder, and position_ids is a buffer of 0..max_len-1.
 IGNORED_PREFIXES = ("pooler.", "cls.", "embeddings.position_ids")
@@ -147,6 +149,6 @@ def load_tokenizer(folder: Path) -> WordPieceTokenizer:
     return WordPieceTokenizer.from_folder(folder)
 
 
-def family(config: TransformerConfig) -> families.Family:
+def family(config: TransformerConfig, tokenizer: object = None) -> families.Family:
     """A BERT-family folder's descriptor: pretrained weights read with WordPiece."""
     return families.for_config(config, "BERT family", "pretrained", **families.WORDPIECE_MARKS)

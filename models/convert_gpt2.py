@@ -18,6 +18,8 @@ from models.config import ACTIVATIONS, TransformerConfig
 from models.convert_bert import ConversionError
 from models.tokenize import ByteLevelTokenizer
 
+REFERENCE_CLASS = "GPT2LMHeadModel"  # transformers' class for the same folder (models.reference)
+
 # buffers some checkpoints carry: the causal mask (attn.bias, attn.masked_bias), rebuilt here from the length
 IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 
@@ -144,6 +146,6 @@ def load_tokenizer(folder: Path) -> ByteLevelTokenizer:
     return ByteLevelTokenizer.from_folder(folder)
 
 
-def family(config: TransformerConfig) -> families.Family:
+def family(config: TransformerConfig, tokenizer: object = None) -> families.Family:
     """A GPT-2-family folder's descriptor: pretrained weights read with byte-level BPE."""
     return families.for_config(config, "GPT-2 family", "pretrained", **families.BYTE_BPE_MARKS)

@@ -38,14 +38,15 @@ def _attend(
     v: Float[Tensor, "B H Tk Dh"],
     mask: Bool[Tensor, "#B 1 1 Tk"] | None,
     patch: HeadPatch | None = None,
+    offset: int = 0,
 ) -> Float[Tensor, "B 1 D"]:
-    """MultiHeadAttention.forward for one query against given keys and values, by the same operations."""
-    q = attention.split_heads(attention.w_q(x_q))  # (B, H, 1, Dh)
+    """MultiHeadAttention.forward for one query (at position `offset`) against given keys and values, by the same
+    operations."""
+    q, _ = attention.queries(x_q, offset)  # (B, H, 1, Dh)
     heads, _, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, 1, Dh)
     if patch is not None:  # heads turned off: replaced before W_O, as in MultiHeadAttention.forward
         heads = patch.apply(heads)
-    b, _, tq, _ = heads.shape
-    return attention.w_o(heads.transpose(1, 2).reshape(b, tq, attention.n_heads * attention.d_head))  # (B, 1, D)
+    return attention.combine_heads(heads)  # (B, 1, D)
 
 
 def _step(
@@ -62,11 +63,13 @@ def _step(
     def attend(name: str, attention: MultiHeadAttention, h: Tensor) -> tuple[Tensor, None]:
         patch = (patches or {}).get(name)
         if name == "self_attn":
-            k = torch.cat([cache.self_k, attention.split_heads(attention.w_k(h))], dim=2)  # (B, H, t, Dh)
-            v = torch.cat([cache.self_v, attention.split_heads(attention.w_v(h))], dim=2)  # (B, H, t, Dh)
+            position = cache.self_k.size(2)  # the newest position's index: rotary turns its query and key by it
+            new_k, new_v, _ = attention.keys_values(h, position)  # (B, H, 1, Dh)
+            k = torch.cat([cache.self_k, new_k], dim=2)  # (B, H, t, Dh)
+            v = torch.cat([cache.self_v, new_v], dim=2)  # (B, H, t, Dh)
             grown.append(LayerCache(k, v, cache.memory_k, cache.memory_v))
             # the newest position is the last row of the causal mask: it may see every position so far, so no mask
-            return _attend(attention, h, k, v, None, patch), None
+            return _attend(attention, h, k, v, None, patch, position), None
         assert cache.memory_k is not None and cache.memory_v is not None
         return _attend(attention, h, cache.memory_k, cache.memory_v, memory_mask, patch), None
 
@@ -97,8 +100,8 @@ def generate(
     for layer in model.decoder.layers:
         cross = layer.cross_attn
         empty = memory.new_zeros(src.size(0), cross.n_heads, 0, cross.d_head)  # (B, H, 0, Dh)
-        memory_k = cross.split_heads(cross.w_k(memory))  # (B, H, S, Dh): once, not once per step
-        caches.append(LayerCache(empty, empty, memory_k, cross.split_heads(cross.w_v(memory))))
+        memory_k, memory_v, _ = cross.keys_values(memory)  # (B, H, S, Dh): once, not once per step
+        caches.append(LayerCache(empty, empty, memory_k, memory_v))
     tgt = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for _ in range(min(max_len, model.config.max_len - 1)):

@@ -45,3 +45,33 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, length: int) -> Float[Tensor, "T D"]:
         return self.weight[:length]
+
+
+def rotary_frequencies(d_head: int, base: float) -> Float[Tensor, " Dh2"]:
+    """theta_i = base^(-2i/d_head), i = 0 .. d_head/2 - 1: the angle pair i turns by per position (Su et al. 2021;
+    the paper's sinusoid frequencies, 10000^(-2i/d_model), with the model's own base and the head's width)."""
+    # computed in float32 from integer exponents, as Hugging Face's Llama does, so the angles round alike
+    return 1.0 / (base ** (torch.arange(0, d_head, 2, dtype=torch.int64).float() / d_head))
+
+
+def rotate(x: Float[Tensor, "B H T Dh"], cos: Float[Tensor, "T Dh2"], sin: Float[Tensor, "T Dh2"]) -> Tensor:
+    """Turn each pair (x_i, x_{i + Dh/2}) by its angle: RoPE in the half-split layout Hugging Face's Llama uses."""
+    x1, x2 = x.chunk(2, dim=-1)  # (B, H, T, Dh/2) each
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+class RotaryPositions(nn.Module):
+    """Rotary positions: nothing is added to the embedding; every query and key is turned by position x theta_i, so
+    q . k depends on the two tokens and on their distance only. Tables of cos and sin up to max_len, not parameters."""
+
+    def __init__(self, max_len: int, d_head: int, base: float) -> None:
+        super().__init__()
+        self.base = base
+        angles = torch.arange(max_len).float()[:, None] * rotary_frequencies(d_head, base)[None, :]  # (T, Dh/2)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: Float[Tensor, "B H T Dh"], offset: int = 0) -> Float[Tensor, "B H T Dh"]:
+        """x's rows turned by the angles of positions offset .. offset + T - 1."""
+        t = x.size(-2)
+        return rotate(x, self.cos[offset : offset + t], self.sin[offset : offset + t])

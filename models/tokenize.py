@@ -41,14 +41,14 @@ class _FileTokenizer:
     def vocab_size(self) -> int:
         return self._tokenizer.get_vocab_size()
 
-    def _read(self, text: str, max_tokens: int, least: int, which: str, unreadable: str):
+    def _read(self, text: str, max_tokens: int, least: int, which: str, unreadable: str, markers: bool = False):
         """The text's tokens without markers (the shared tokenizer's settings untouched), after the checks every
         tokenizer makes: a text to read, `least` tokens allowed (`which` names them), and at least one token."""
         if not isinstance(text, str) or not text.strip():
             raise TokenizeError("the text is empty: type a sentence")
         if max_tokens < least:
             raise TokenizeError(f"max tokens must be at least {least}{which}, not {max_tokens}")
-        enc = self._tokenizer.encode(text, add_special_tokens=False)
+        enc = self._tokenizer.encode(text, add_special_tokens=markers)
         if not enc.ids:
             raise TokenizeError(f"the text has no tokens this model knows{unreadable}")
         return enc
@@ -101,18 +101,40 @@ class WordPieceTokenizer(_FileTokenizer):
 
 
 class ByteLevelTokenizer(_FileTokenizer):
-    """GPT-2's byte-level BPE: no marker tokens around the text, a word's first token starts with 'Ġ' (its space)."""
+    """GPT-2's byte-level BPE: no marker tokens around the text, a word's first token starts with 'Ġ' (its space).
+    with_markers: the markers the tokenizer's own template adds (a Llama folder's <s>), as transformers adds them."""
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, with_markers: bool = False) -> None:
         super().__init__(tokenizer)
-        self.end_token = "<|endoftext|>"
-        self.end_id = tokenizer.token_to_id(self.end_token)
+        self.with_markers = with_markers
+
+    @property
+    def specials(self) -> tuple[str, ...]:
+        """The tokenizer's own marker tokens (<|endoftext|>, <s>, <|im_start|>, ...)."""
+        added = self._tokenizer.get_added_tokens_decoder().values()
+        return tuple(token.content for token in added if token.special)
 
     @classmethod
-    def from_folder(cls, folder: Path) -> ByteLevelTokenizer:
+    def from_vocabulary(
+        cls, tokens: list[str], merges: list[str], specials: list[int], with_markers: bool = False
+    ) -> ByteLevelTokenizer:
+        """A byte-level BPE from its tokens (id order), merges ("a b", in rank order) and the ids of its marker
+        tokens, as a GGUF file stores them; the same pre-tokenizer and decoder as GPT-2's."""
+        from tokenizers import AddedToken, decoders, models, pre_tokenizers
+
+        vocab = {token: i for i, token in enumerate(tokens)}
+        pairs = [tuple(merge.split(" ", 1)) for merge in merges]
+        built = Tokenizer(models.BPE(vocab, pairs, fuse_unk=False, byte_fallback=False))
+        built.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+        built.decoder = decoders.ByteLevel()
+        built.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in specials])
+        return cls(built, with_markers)
+
+    @classmethod
+    def from_folder(cls, folder: Path, with_markers: bool = False) -> ByteLevelTokenizer:
         """tokenizer.json when present, else vocab.json + merges.txt."""
         if (folder / "tokenizer.json").is_file():
-            return cls(Tokenizer.from_file(str(folder / "tokenizer.json")))
+            return cls(Tokenizer.from_file(str(folder / "tokenizer.json")), with_markers)
         if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
             from tokenizers.implementations import ByteLevelBPETokenizer
 
@@ -123,7 +145,7 @@ class ByteLevelTokenizer(_FileTokenizer):
     def encode(self, text: str, max_tokens: int) -> Encoding:
         """The text's tokens, cut to max_tokens with the number of tokens cut recorded (no markers added, as
         transformers' GPT-2 tokenizer adds none)."""
-        enc = self._read(text, max_tokens, 1, "", "")
+        enc = self._read(text, max_tokens, 1, "", "", self.with_markers)
         return Encoding(
             ids=tuple(enc.ids[:max_tokens]),
             tokens=tuple(enc.tokens[:max_tokens]),

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from models.ablation import Ablation
 from models.attention import AttentionInternals, HeadPatch, MultiHeadAttention
 from models.config import TransformerConfig
-from models.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from models.positional import LearnedPositionalEmbedding, RotaryPositions, SinusoidalPositionalEncoding
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,11 @@ class Embeddings(nn.Module):
         self.d_model = config.d_model
         self.scale = math.sqrt(config.d_model) if config.scale_embeddings else 1.0
         self.token = nn.Embedding(vocab_size, config.d_model)
+        # rotary positions add nothing here: they turn each layer's queries and keys instead
+        self.position: nn.Module | None = None
         if config.positional == "sinusoidal":
-            self.position: nn.Module = SinusoidalPositionalEncoding(config.max_len, config.d_model)
-        else:
+            self.position = SinusoidalPositionalEncoding(config.max_len, config.d_model)
+        elif config.positional == "learned":
             self.position = LearnedPositionalEmbedding(config.max_len, config.d_model)
         self.token_type = nn.Embedding(config.type_vocab_size, config.d_model) if config.type_vocab_size else None
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.embedding_norm else None
@@ -111,7 +113,8 @@ class Embeddings(nn.Module):
         if self.token_type is not None:
             types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
             x = x + self.token_type(types)
-        x = x + self.position(length)  # (T, D) broadcast over B
+        if self.position is not None:
+            x = x + self.position(length)  # (T, D) broadcast over B
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)
@@ -141,37 +144,107 @@ def activation(name: str) -> nn.Module:
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, eq. (2); GELU instead of ReLU for the BERT and GPT-2 families."""
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, eq. (2); GELU instead of ReLU for the BERT and GPT-2 families; gated
+    (the Llama family's SwiGLU): W_2 (SiLU(x W_gate) * x W_1), the activated gate scaling each unit of x W_1."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.linear1 = nn.Linear(config.d_model, config.d_ff)
-        self.linear2 = nn.Linear(config.d_ff, config.d_model)
+        self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.ffn_bias)  # the "up" projection when gated
+        self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.ffn_bias)  # "down"
+        self.gate = nn.Linear(config.d_model, config.d_ff, bias=config.ffn_bias) if config.gated_ffn else None
         self.activation_name = config.activation
         self.activation = activation(config.activation)
         self.dropout = nn.Dropout(config.dropout)
 
+    def hidden(self, x: Float[Tensor, "... D"]) -> Float[Tensor, "... F"]:
+        """What W_2 reads: act(x W_1 + b_1), or act(x W_gate) * x W_1 when gated."""
+        if self.gate is None:
+            return self.activation(self.linear1(x))
+        return self.activation(self.gate(x)) * self.linear1(x)
+
     def forward(self, x: Float[Tensor, "B T D"]) -> Float[Tensor, "B T D"]:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return self.linear2(self.dropout(self.hidden(x)))
 
 
-class ResidualNorm(nn.LayerNorm):
-    """Residual connection and LayerNorm around a sub-layer (section 3.1): post-LN as in the paper, or pre-LN."""
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019): LayerNorm without the mean and without a bias."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def norm_layer(config: TransformerConfig) -> nn.Module:
+    """The config's norm over d_model: LayerNorm (the paper, BERT, GPT-2) or RMSNorm (the Llama family)."""
+    if config.norm == "rms":
+        return RMSNorm(config.d_model, config.layer_norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+
+def attention_layer(config: TransformerConfig, rotary: RotaryPositions | None = None) -> MultiHeadAttention:
+    """One multi-head attention as the config describes it (key/value heads, biases); rotary for self-attention."""
+    return MultiHeadAttention(
+        config.d_model,
+        config.n_heads,
+        config.dropout,
+        config.key_value_heads,
+        config.qkv_bias,
+        config.out_bias,
+        rotary,
+    )
+
+
+def rotary_positions(config: TransformerConfig) -> RotaryPositions | None:
+    """The rotary tables a model with rotary positions shares between its layers' self-attentions; None otherwise."""
+    if config.positional != "rotary":
+        return None
+    return RotaryPositions(config.max_len, config.d_head, config.rope_theta)
+
+
+class Residual:
+    """Residual connection and norm around a sub-layer (section 3.1): post-LN as in the paper, or pre-LN. Mixed
+    into the norm module itself, so the norm's weights keep their names (norm1.weight)."""
+
+    norm_first: bool
+    dropout: nn.Dropout
+    forward: Callable[[Tensor], Tensor]  # the norm's own
+
+    def normed_input(self, x: Tensor) -> Tensor:
+        """What the sub-layer reads: x itself (post-LN) or Norm(x) (pre-LN)."""
+        return self.forward(x) if self.norm_first else x
+
+    def combine(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        """Norm(x + Sublayer(x)) for post-LN; x + Sublayer(Norm(x)) for pre-LN."""
+        if self.norm_first:
+            return x + self.dropout(sublayer_out)
+        return self.forward(x + self.dropout(sublayer_out))
+
+
+class ResidualNorm(Residual, nn.LayerNorm):
+    """A sub-layer's residual connection with LayerNorm."""
 
     def __init__(self, config: TransformerConfig) -> None:
-        super().__init__(config.d_model, eps=config.layer_norm_eps)
+        nn.LayerNorm.__init__(self, config.d_model, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
         self.norm_first = config.norm_first
 
-    def normed_input(self, x: Tensor) -> Tensor:
-        """What the sub-layer reads: x itself (post-LN) or LayerNorm(x) (pre-LN)."""
-        return super().forward(x) if self.norm_first else x
 
-    def combine(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
-        """LayerNorm(x + Sublayer(x)) for post-LN; x + Sublayer(LayerNorm(x)) for pre-LN."""
-        if self.norm_first:
-            return x + self.dropout(sublayer_out)
-        return super().forward(x + self.dropout(sublayer_out))
+class ResidualRMSNorm(Residual, RMSNorm):
+    """A sub-layer's residual connection with RMSNorm."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        RMSNorm.__init__(self, config.d_model, config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.norm_first = config.norm_first
+
+
+def residual_norm(config: TransformerConfig) -> ResidualNorm | ResidualRMSNorm:
+    """The residual connection and norm of one sub-layer, with the config's norm."""
+    return ResidualRMSNorm(config) if config.norm == "rms" else ResidualNorm(config)
 
 
 # one layer's heads turned off, by its sub-layer module name ("self_attn", "cross_attn"); one entry per layer of a stack
@@ -200,7 +273,7 @@ def run_sublayers(layer: nn.Module, x: Float[Tensor, "B T D"], attend: Attend) -
     states: dict[str, Tensor] = {}
     attentions: dict[str, AttentionInternals | None] = {}
     for sub in layer.sublayers:
-        norm: ResidualNorm = getattr(layer, sub.norm)
+        norm: Residual = getattr(layer, sub.norm)
         h = norm.normed_input(x)
         if sub.module == "ffn":
             out = layer.ffn(h)
@@ -216,12 +289,12 @@ class EncoderLayer(nn.Module):
 
     sublayers = (Sublayer("self_attn", "norm1", "after_attn"), Sublayer("ffn", "norm2", "after_ffn"))
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, rotary: RotaryPositions | None = None) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.self_attn = attention_layer(config, rotary)
         self.ffn = FeedForward(config)
-        self.norm1 = ResidualNorm(config)
-        self.norm2 = ResidualNorm(config)
+        self.norm1 = residual_norm(config)
+        self.norm2 = residual_norm(config)
 
     def forward(
         self, x: Float[Tensor, "B T D"], mask: Bool[Tensor, "#B 1 #T T"] | None, patches: Patches = None
@@ -236,14 +309,14 @@ class DecoderLayer(nn.Module):
     """Masked self-attention, encoder-decoder (cross) attention over the memory, then FFN (figure 1, right). In a
     decoder-only model (`cross=False`) the cross-attention and its norm2 are absent: norm3 is always the FFN's."""
 
-    def __init__(self, config: TransformerConfig, cross: bool = True) -> None:
+    def __init__(self, config: TransformerConfig, cross: bool = True, rotary: RotaryPositions | None = None) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
-        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout) if cross else None
+        self.self_attn = attention_layer(config, rotary)
+        self.cross_attn = attention_layer(config) if cross else None
         self.ffn = FeedForward(config)
-        self.norm1 = ResidualNorm(config)
-        self.norm2 = ResidualNorm(config) if cross else None
-        self.norm3 = ResidualNorm(config)
+        self.norm1 = residual_norm(config)
+        self.norm2 = residual_norm(config) if cross else None
+        self.norm3 = residual_norm(config)
         self.sublayers = (
             Sublayer("self_attn", "norm1", "after_self_attn"),
             *((Sublayer("cross_attn", "norm2", "after_cross_attn"),) if cross else ()),
@@ -287,8 +360,8 @@ class Stack(nn.Module):
         super().__init__()
         self.embeddings = Embeddings(config, vocab_size)
         self.layers = nn.ModuleList(layer() for _ in range(n_layers))
-        # pre-LN leaves the residual stream un-normalised, so the stack ends with one more LayerNorm
-        self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        # pre-LN leaves the residual stream un-normalised, so the stack ends with one more norm
+        self.final_norm = norm_layer(config) if config.norm_first else None
 
     def stack(
         self, embeddings: Float[Tensor, "B T D"], *context: Tensor | None, patches: StackPatches = None
@@ -310,7 +383,8 @@ class Encoder(Stack):
     """N identical encoder layers over the source embeddings (section 3.1)."""
 
     def __init__(self, config: TransformerConfig) -> None:
-        super().__init__(config, config.vocab_size, lambda: EncoderLayer(config), config.n_encoder_layers)
+        rotary = rotary_positions(config)
+        super().__init__(config, config.vocab_size, lambda: EncoderLayer(config, rotary), config.n_encoder_layers)
 
     def forward(
         self,
@@ -328,7 +402,9 @@ class Decoder(Stack):
 
     def __init__(self, config: TransformerConfig) -> None:
         cross = not config.is_decoder_only
-        super().__init__(config, config.target_vocab_size, lambda: DecoderLayer(config, cross), config.n_decoder_layers)
+        rotary = rotary_positions(config)  # one table for every layer (a buffer, not in the state dict)
+        layer = lambda: DecoderLayer(config, cross, rotary)  # noqa: E731
+        super().__init__(config, config.target_vocab_size, layer, config.n_decoder_layers)
 
     def forward(
         self,

@@ -12,32 +12,12 @@ from models import registry
 from models.convert_bert import ConversionError
 from models.greedy import Sampling, continue_text
 from models.pretrained import ModelFolderError, load_folder
-from models.reference import load_reference, run_reference
+from models.reference import load_reference
 from models.tokenize import ByteLevelTokenizer
-from models.transformer import Transformer
 from tests.gpt2_folder import END, make_gpt2_folder, train_tokenizer
+from tests.parity import assert_parity
 
 SENTENCE = "the cat sat on the mat and the dog sat on the rug."
-
-
-def assert_parity(ours: Transformer, reference, ids: torch.Tensor) -> None:
-    """Every attention weight and hidden state within 1e-5, and the same most likely next token at every position.
-    transformers' hidden states are the embeddings, layers 1..L-1's outputs, then ln_f of the last (our final norm)."""
-    with torch.inference_mode():
-        out = ours(ids)
-    ref = run_reference(reference, ids)
-    layers = out.decoder.layers
-    assert len(ref.attentions) == len(layers) and len(ref.hidden_states) == len(layers) + 1
-    for layer, theirs in zip(layers, ref.attentions, strict=True):
-        assert layer.self_attn.weights.shape == theirs.shape
-        torch.testing.assert_close(layer.self_attn.weights, theirs, atol=1e-5, rtol=0)
-    ours_states = [out.decoder.embeddings, *(layer.after_ffn for layer in layers[:-1]), out.decoder.output]
-    for mine, theirs in zip(ours_states, ref.hidden_states, strict=True):
-        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
-    torch.testing.assert_close(out.logits, ref.logits, atol=1e-4, rtol=0)
-    assert torch.equal(out.logits.argmax(-1), ref.logits.argmax(-1))
-    # the weights are far enough from uniform that a wrong mask, scale or split could not pass the 1e-5 bound
-    assert max(layer.self_attn.weights[..., 1:, :].max().item() for layer in layers) > 0.5
 
 
 SHAPES = [
@@ -81,7 +61,8 @@ def test_both_tokenizer_files_read_the_same_tokens(tmp_path):
         one, other = from_json.encode(text, 64), from_vocab.encode(text, 64)
         assert (one.ids, one.tokens, one.word_ids) == (other.ids, other.tokens, other.word_ids)
         assert from_json.decode(from_json.encode(text, 64).ids) == text
-    assert from_json.end_id == from_vocab.end_id == from_json.token_to_id(END)
+    assert from_json.token_to_id(END) == from_vocab.token_to_id(END) is not None
+    assert END in from_json.specials
 
 
 @pytest.mark.parametrize("settings", [{}, dict(n_embd=64, n_head=8, n_layer=3, tie=False, activation="gelu")])
@@ -99,7 +80,7 @@ def test_greedy_continuation_is_transformers_generate(tmp_path, settings):
                 max_new_tokens=min(steps, 24 - len(ids)),  # continue_text stops at max_len as well
                 do_sample=False,
                 eos_token_id=None,  # no early stop on <|endoftext|>: continue_text writes `steps` tokens
-                pad_token_id=tokenizer.end_id,
+                pad_token_id=tokenizer.token_to_id(END),
             )
         assert ours == generated[0, len(ids) :].tolist()
         assert len(ours) == min(steps, 24 - len(ids)) and len(set(ours)) > 1

@@ -1,0 +1,166 @@
+"""Hugging Face Llama-family checkpoint -> our decoder-only model: the config, a key map and one pure function.
+
+Llama is GPT-2's pre-norm decoder with four modern blocks, each a config choice of the same engine: RMSNorm instead of
+LayerNorm, rotary positions (nothing added to the embedding; queries and keys turned by position), a gated SiLU
+feed-forward (SwiGLU), and grouped-query attention (several query heads share one key/value head); no biases.
+SmolLM2-135M-Instruct is one, shipped as a GGUF file: models.gguf reads it into the same names this converter takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from models import family as families
+from models.config import ACTIVATIONS, TransformerConfig
+from models.convert_bert import ConversionError
+from models.tokenize import ByteLevelTokenizer
+
+REFERENCE_CLASS = "LlamaForCausalLM"  # transformers' class for the same folder (models.reference)
+
+# ours (under decoder.layers.{i}.) -> theirs (under model.layers.{i}.); nn.Linear both sides: no transposes
+LAYER_KEYS = {
+    "norm1": "input_layernorm",
+    "self_attn.w_q": "self_attn.q_proj",
+    "self_attn.w_k": "self_attn.k_proj",
+    "self_attn.w_v": "self_attn.v_proj",
+    "self_attn.w_o": "self_attn.o_proj",
+    "norm3": "post_attention_layernorm",
+    "ffn.gate": "mlp.gate_proj",
+    "ffn.linear1": "mlp.up_proj",
+    "ffn.linear2": "mlp.down_proj",
+}
+IGNORED_SUFFIXES = (".rotary_emb.inv_freq",)  # older checkpoints store rotary's frequencies; rebuilt from the config
+
+
+def _rope_theta(hf: Mapping[str, object]) -> float:
+    """rope_theta from config.json (older files) or its rope_parameters (transformers 5); only plain RoPE is run."""
+    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    if not isinstance(rope, dict):
+        raise ConversionError("config.json's rope_parameters is not an object")
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind not in ("default", None):
+        raise ConversionError(f"config.json asks for rope_type {kind!r}: only plain rotary positions are supported")
+    return float(rope.get("rope_theta", hf.get("rope_theta", 10000.0)))
+
+
+def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
+    """Our config from a Llama config.json (decoder-only, pre-norm RMSNorm, rotary, SwiGLU, grouped-query)."""
+    activation = str(hf.get("hidden_act", "silu"))
+    if activation not in ACTIVATIONS:
+        raise ConversionError(f"unsupported hidden_act {activation!r} ({', '.join(ACTIVATIONS)})")
+    try:
+        d_model, n_heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
+        head_dim = hf.get("head_dim")
+        if head_dim is not None and int(head_dim) * n_heads != d_model:
+            raise ConversionError(f"config.json's head_dim {head_dim} x {n_heads} heads is not hidden_size {d_model}")
+        bias = bool(hf.get("attention_bias", False))
+        return TransformerConfig(
+            vocab_size=int(hf["vocab_size"]),
+            d_model=d_model,
+            n_heads=n_heads,
+            n_kv_heads=int(hf.get("num_key_value_heads") or n_heads),
+            d_ff=int(hf["intermediate_size"]),
+            n_encoder_layers=0,
+            n_decoder_layers=int(hf["num_hidden_layers"]),
+            max_len=int(hf.get("max_position_embeddings", 2048)),
+            positional="rotary",
+            rope_theta=_rope_theta(hf),
+            activation=activation,
+            gated_ffn=True,
+            norm="rms",
+            norm_first=True,
+            layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+            dropout=0.0,
+            scale_embeddings=False,
+            tie_output=bool(hf.get("tie_word_embeddings", False)),
+            pad_id=None,
+            output_bias=False,
+            qkv_bias=bias,
+            out_bias=bias,
+            ffn_bias=bool(hf.get("mlp_bias", False)),
+        )
+    except KeyError as e:
+        raise ConversionError(f"config.json lacks {e.args[0]!r}") from None
+    except (TypeError, ValueError) as e:
+        raise ConversionError(f"config.json does not describe a Llama model: {e}") from None
+
+
+def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
+    """Rename a Llama state dict into ours, checking every key and shape; raises ConversionError listing every
+    problem."""
+    theirs = dict(checkpoint)
+    d, f, kv = config.d_model, config.d_ff, config.key_value_heads * config.d_head
+    problems: list[str] = []
+    used: set[str] = set()
+    converted: dict[str, Tensor] = {}
+
+    def take(name: str, shape: tuple[int, ...]) -> Tensor | None:
+        if name not in theirs:
+            problems.append(f"missing {name}")
+            return None
+        used.add(name)
+        if tuple(theirs[name].shape) != shape:
+            problems.append(f"{name} has shape {tuple(theirs[name].shape)}, expected {shape}")
+            return None
+        return theirs[name]
+
+    def put(ours: str, tensor: Tensor | None) -> None:
+        if tensor is not None:
+            converted[ours] = tensor
+
+    embedding = take("model.embed_tokens.weight", (config.vocab_size, d))
+    put("decoder.embeddings.token.weight", embedding)
+    if config.tie_output:
+        put("generator.weight", embedding)  # the output matrix is the token embedding (tied)
+        used.add("lm_head.weight")
+    else:
+        put("generator.weight", take("lm_head.weight", (config.vocab_size, d)))
+    shapes = {
+        "norm1": (d,),
+        "norm3": (d,),
+        "self_attn.w_q": (d, d),
+        "self_attn.w_k": (kv, d),
+        "self_attn.w_v": (kv, d),
+        "self_attn.w_o": (d, d),
+        "ffn.gate": (f, d),
+        "ffn.linear1": (f, d),
+        "ffn.linear2": (d, f),
+    }
+    has_bias = dict.fromkeys(("self_attn.w_q", "self_attn.w_k", "self_attn.w_v"), config.qkv_bias)
+    has_bias |= {"self_attn.w_o": config.out_bias} | dict.fromkeys(
+        ("ffn.gate", "ffn.linear1", "ffn.linear2"), config.ffn_bias
+    )
+    for i in range(config.n_decoder_layers):
+        ours, prefix = f"decoder.layers.{i}.", f"model.layers.{i}."
+        for mine, name in LAYER_KEYS.items():
+            put(f"{ours}{mine}.weight", take(f"{prefix}{name}.weight", shapes[mine]))
+            if has_bias.get(mine):
+                put(f"{ours}{mine}.bias", take(f"{prefix}{name}.bias", shapes[mine][:1]))
+    put("decoder.final_norm.weight", take("model.norm.weight", (d,)))
+    unexpected = sorted(k for k in theirs if k not in used and not k.endswith(IGNORED_SUFFIXES))
+    problems += [f"unexpected {k}" for k in unexpected]
+    if problems:
+        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
+        raise ConversionError(f"checkpoint does not fit the Llama decoder: {shown}")
+    return {k: v.to(torch.float32) for k, v in converted.items()}
+
+
+def load_tokenizer(folder: Path) -> ByteLevelTokenizer:
+    """The folder's tokenizer.json (byte-level BPE), with the markers its own template adds (a Llama tokenizer
+    starts the text with <s>)."""
+    return ByteLevelTokenizer.from_folder(folder, with_markers=True)
+
+
+def family(config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None) -> families.Family:
+    """A Llama-family model's descriptor: pretrained, read with byte-level BPE ('Ġ' starts a word) or a SentencePiece
+    vocabulary ('▁' starts a word), whichever its tokenizer spells."""
+    marks = dict(families.BYTE_BPE_MARKS)
+    if tokenizer is not None:
+        marks["specials"] = tokenizer.specials
+        if tokenizer.token_to_id("Ġthe") is None and tokenizer.token_to_id("▁the") is not None:
+            marks["word_start"] = "▁"
+    return families.for_config(config, "Llama family", "pretrained", **marks)

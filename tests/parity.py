@@ -1,0 +1,32 @@
+"""Parity of the from-scratch engine with transformers' eager forward, shared by every decoder family's tests."""
+
+from __future__ import annotations
+
+import torch
+
+from models.reference import run_reference
+from models.transformer import Transformer
+
+
+def assert_parity(ours: Transformer, reference, ids: torch.Tensor, atol: float = 1e-5, states: bool = True) -> None:
+    """Every attention weight and (with `states`) hidden state within `atol`, and the same most likely next token at
+    every position. transformers' hidden states are the embeddings, layers 1..L-1's outputs, then the final norm of
+    the last (our final norm)."""
+    with torch.inference_mode():
+        out = ours(ids)
+    ref = run_reference(reference, ids)
+    layers = out.decoder.layers
+    assert len(ref.attentions) == len(layers) and len(ref.hidden_states) == len(layers) + 1
+    for layer, theirs in zip(layers, ref.attentions, strict=True):
+        assert layer.self_attn.weights.shape == theirs.shape
+        torch.testing.assert_close(layer.self_attn.weights, theirs, atol=atol, rtol=0)
+    if not states:
+        assert torch.equal(out.logits.argmax(-1), ref.logits.argmax(-1))
+        return
+    ours_states = [out.decoder.embeddings, *(layer.after_ffn for layer in layers[:-1]), out.decoder.output]
+    for mine, theirs in zip(ours_states, ref.hidden_states, strict=True):
+        torch.testing.assert_close(mine, theirs, atol=atol, rtol=0)
+    torch.testing.assert_close(out.logits, ref.logits, atol=1e-4, rtol=0)
+    assert torch.equal(out.logits.argmax(-1), ref.logits.argmax(-1))
+    # the weights are far enough from uniform that a wrong mask, scale or split could not pass the 1e-5 bound
+    assert max(layer.self_attn.weights[..., 1:, :].max().item() for layer in layers) > 0.5
