@@ -24,6 +24,7 @@ from explorer.ablate import Answer
 from explorer.lens import run_on
 from models.attention import MultiHeadAttention
 from models.registry import LoadedModel
+from models.transformer import RMSNorm
 
 KIND_OF = {"self_attn": "decoder_self", "cross_attn": "cross"}
 SUBLAYER_NAMES = {"self_attn": "masked self-attention", "cross_attn": "cross-attention", "ffn": "feed-forward"}
@@ -55,12 +56,16 @@ def _head_parts(attention: MultiHeadAttention, heads: Tensor) -> Tensor:
     return torch.einsum("hd,ehd->he", heads.double(), w)  # (H, D)
 
 
-def _freeze(norm: torch.nn.LayerNorm, total: Tensor, parts: Tensor, constant: Tensor) -> tuple[Tensor, Tensor]:
+def _freeze(norm: torch.nn.Module, total: Tensor, parts: Tensor, constant: Tensor) -> tuple[Tensor, Tensor]:
     """A LayerNorm with its scale frozen at the one `total` (its real input) gives: each part is centred, divided
-    by that spread and multiplied by the gain; the constant gets the shift. Sum of parts + constant = LayerNorm(sum)."""
+    by that spread and multiplied by the gain; the constant gets the shift. Sum of parts + constant = LayerNorm(sum).
+    An RMSNorm (no bias) divides by the root mean square instead and takes no mean away."""
     total = total.double()
-    spread = torch.sqrt(total.var(unbiased=False) + norm.eps)
     gain = norm.weight.double()
+    if isinstance(norm, RMSNorm):
+        rms = torch.sqrt(total.pow(2).mean() + norm.eps)
+        return gain * parts / rms, gain * constant / rms
+    spread = torch.sqrt(total.var(unbiased=False) + norm.eps)
 
     def affine(x: Tensor) -> Tensor:
         return gain * (x - x.mean(-1, keepdim=True)) / spread
@@ -112,8 +117,9 @@ def attribute(loaded: LoadedModel, answer: Answer, position: int, token_id: int)
                     head_rows.append((KIND_OF[sub.module], index, h, len(rows)))
                     names.append(f"L{index + 1}.H{h + 1} {SUBLAYER_NAMES[sub.module]}")
                     rows.append(part)
-                names.append(f"layer {index + 1} {SUBLAYER_NAMES[sub.module]} bias (W_O's)")
-                rows.append(attention.w_o.bias.double())
+                if attention.w_o.bias is not None:
+                    names.append(f"layer {index + 1} {SUBLAYER_NAMES[sub.module]} bias (W_O's)")
+                    rows.append(attention.w_o.bias.double())
             if not pre_ln:  # LayerNorm(x + Sublayer(x)), its scale frozen at this run's
                 stacked = torch.stack(rows)
                 parts, constant = _freeze(norm, stacked.sum(0) + constant, stacked, constant)  # its input: x + out

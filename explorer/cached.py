@@ -157,7 +157,7 @@ def get_positions(model_name: str) -> dict:
 def _head_patterns(key: tuple, _loaded: registry.LoadedModel) -> str:
     token, position = positions.input_norms(_loaded)
     config = _loaded.model.config
-    smooth = config.positional == "sinusoidal" or positions.neighbour_cosine(positions.tables(_loaded)["learned"]) > 0.5
+    smooth = config.positional != "learned" or positions.neighbour_cosine(positions.tables(_loaded)["learned"]) > 0.5
     return wording.head_patterns(_loaded.family, token, position, smooth, config.scale_embeddings)
 
 

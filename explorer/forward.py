@@ -13,6 +13,7 @@ import torch
 
 from explorer.trace import Trace
 from models.registry import LoadedModel
+from models.transformer import RMSNorm
 
 STACKS = ("encoder", "decoder")
 # each sub-layer by the traced state after it (the layer's own order: models.transformer.run_sublayers), as figure 1
@@ -44,21 +45,35 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Norm:
-    """LayerNorm of one row: gamma * (x - mean) / sqrt(variance + eps) + beta (the variance divides by D)."""
+    """LayerNorm of one row: gamma * (x - mean) / sqrt(variance + eps) + beta (the variance divides by D); RMSNorm:
+    gamma * x / sqrt(mean(x^2) + eps), no mean taken away and no beta."""
 
     x: np.ndarray
-    mean: float
-    variance: float
+    mean: float  # 0 for RMSNorm (it takes no mean away)
+    variance: float  # RMSNorm: mean(x^2)
     eps: float
     normalized: np.ndarray  # (x - mean) / sqrt(variance + eps)
     gamma: np.ndarray
-    beta: np.ndarray
+    beta: np.ndarray | None  # None for RMSNorm
     output: np.ndarray
+    kind: str = "layer"  # "layer" or "rms"
+
+    @property
+    def name(self) -> str:
+        return "RMSNorm" if self.kind == "rms" else "LayerNorm"
 
 
-def layer_norm(x: np.ndarray, module: torch.nn.LayerNorm) -> Norm:
-    """LayerNorm written out with the module's own gamma, beta and eps."""
+def layer_norm(x: np.ndarray, module: torch.nn.Module) -> Norm:
+    """The module's norm written out with its own gamma (and beta) and eps: LayerNorm, or RMSNorm where the module
+    has no bias."""
     row = torch.from_numpy(np.array(x, np.float32))  # a copy: a read-only array (a cached trace's) warns in torch
+    if isinstance(module, RMSNorm):
+        mean_square = row.pow(2).mean()
+        normalized = row * torch.rsqrt(mean_square + module.eps)  # as models.transformer.RMSNorm computes it
+        output = module.weight * normalized
+        return Norm(
+            x, 0.0, float(mean_square), float(module.eps), _np(normalized), _np(module.weight), None, _np(output), "rms"
+        )
     mean = row.mean()
     variance = row.var(unbiased=False)
     normalized = (row - mean) / torch.sqrt(variance + module.eps)
@@ -84,8 +99,8 @@ class Embedding:
     row: np.ndarray  # the embedding table's row
     scale: float  # sqrt(d_model) in the paper (section 3.4); 1 for the BERT family
     scaled: np.ndarray
-    position_kind: str  # "sinusoidal" or "learned"
-    position: np.ndarray  # this position's row of the table
+    position_kind: str  # "sinusoidal", "learned" or "rotary"
+    position: np.ndarray | None  # this position's row of the table; None for rotary (nothing is added)
     token_type: np.ndarray | None  # BERT's segment embedding (type 0: one sentence)
     summed: np.ndarray
     norm: Norm | None  # BERT normalises the sum
@@ -98,11 +113,12 @@ class FeedForwardSteps:
     """FFN(x) = act(x W_1 + b_1) W_2 + b_2, eq. (2)."""
 
     x: np.ndarray
-    hidden: np.ndarray  # (F,) x W_1 + b_1
-    activation: str  # the config's name: "relu", "gelu", "gelu_new", ...
-    activated: np.ndarray  # (F,)
+    hidden: np.ndarray  # (F,) x W_1 + b_1 (gated: x W_gate, what the activation reads)
+    activation: str  # the config's name: "relu", "gelu", "gelu_new", "silu", ...
+    activated: np.ndarray  # (F,) what W_2 reads: act(hidden), times x W_up when gated
     off_share: float  # share of the d_ff units the activation switches off (output exactly 0 for ReLU, < 0 for GELU)
     output: np.ndarray  # (D,)
+    up: np.ndarray | None = None  # gated (SwiGLU): (F,) x W_up, scaled unit by unit by act(x W_gate)
 
 
 @dataclass(frozen=True)
@@ -178,15 +194,20 @@ class Projections:
 
 
 def head_projections(loaded: LoadedModel, kind: str, layer: int, head: int) -> Projections:
-    """The model's own projection matrices of one head: the columns of W^Q, W^K, W^V that head `head` owns."""
+    """The model's own projection matrices of one head: the columns of W^Q that head `head` owns, and of W^K, W^V
+    those of the key/value head it reads (its own, or the one its group shares). A model without biases: zeros."""
     module = _module(loaded, stack_of(kind)).layers[layer]
     attention = module.cross_attn if kind == "cross" else module.self_attn
-    cut = slice(head * attention.d_head, (head + 1) * attention.d_head)
-    # nn.Linear stores (out, in) and computes x W^T + b: head i's W is the transpose of its rows
-    found = [
-        (_np(linear.weight[cut]).T.copy(), _np(linear.bias[cut]))
-        for linear in (attention.w_q, attention.w_k, attention.w_v)
-    ]
+    d_head = attention.d_head
+    kv_head = head // (attention.n_heads // attention.n_kv_heads)
+
+    def cut(linear: torch.nn.Linear, index: int) -> tuple[np.ndarray, np.ndarray]:
+        rows = slice(index * d_head, (index + 1) * d_head)
+        bias = np.zeros(d_head, np.float32) if linear.bias is None else _np(linear.bias[rows])
+        # nn.Linear stores (out, in) and computes x W^T + b: head i's W is the transpose of its rows
+        return _np(linear.weight[rows]).T.copy(), bias
+
+    found = [cut(attention.w_q, head), cut(attention.w_k, kv_head), cut(attention.w_v, kv_head)]
     (w_q, b_q), (w_k, b_k), (w_v, b_v) = found
     return Projections(w_q, w_k, w_v, b_q, b_k, b_v)
 
@@ -218,8 +239,9 @@ def embedding(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> E
     if module.token_type is not None:
         token_type = _np(module.token_type.weight[0])
         summed = summed + module.token_type.weight[0]
-    position_row = module.position.table[position]
-    summed = summed + position_row
+    position_row = None if module.position is None else module.position.table[position]
+    if position_row is not None:  # rotary positions add nothing here
+        summed = summed + position_row
     norm = layer_norm(_np(summed), module.norm) if module.norm is not None else None
     kind = loaded.model.config.positional
     result = norm.output if norm is not None else _np(summed)
@@ -230,7 +252,7 @@ def embedding(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> E
         float(module.scale),
         scaled,
         kind,
-        _np(position_row),
+        None if position_row is None else _np(position_row),
         token_type,
         _np(summed),
         norm,
@@ -241,13 +263,25 @@ def embedding(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> E
 
 @torch.inference_mode()
 def feed_forward(module, x: np.ndarray) -> FeedForwardSteps:
-    """Eq. (2) for one row with the layer's own W_1, b_1, W_2, b_2."""
+    """Eq. (2) for one row with the layer's own W_1, b_1, W_2, b_2; gated (SwiGLU): W_2 (act(x W_gate) * x W_up)."""
     row = torch.from_numpy(np.array(x, np.float32))  # a copy: a read-only array (a cached trace's) warns in torch
-    hidden = row @ module.linear1.weight.T + module.linear1.bias  # (F,)
-    activated = module.activation(hidden)
-    output = activated @ module.linear2.weight.T + module.linear2.bias  # (D,)
+    up = None
+    if module.gate is None:
+        hidden = affine(row, module.linear1)  # (F,)
+        activated = module.activation(hidden)
+    else:
+        hidden, up = affine(row, module.gate), affine(row, module.linear1)  # (F,) each
+        activated = module.activation(hidden) * up
+    output = affine(activated, module.linear2)  # (D,)
     name = module.activation_name
-    return FeedForwardSteps(x, _np(hidden), name, _np(activated), float((hidden <= 0).float().mean()), _np(output))
+    off = float((hidden <= 0).float().mean())
+    return FeedForwardSteps(x, _np(hidden), name, _np(activated), off, _np(output), None if up is None else _np(up))
+
+
+def affine(row: torch.Tensor, linear: torch.nn.Linear) -> torch.Tensor:
+    """x W^T (+ b where the layer has a bias), as nn.Linear computes it."""
+    out = row @ linear.weight.T
+    return out if linear.bias is None else out + linear.bias
 
 
 def attention_output(trace: Trace, kind: str, layer: int, position: int, w_o) -> np.ndarray:
@@ -256,7 +290,7 @@ def attention_output(trace: Trace, kind: str, layer: int, position: int, w_o) ->
     heads = np.einsum("hk,hkd->hd", a.weights[layer, :, position], a.v[layer])  # (H, Dh)
     concat = torch.from_numpy(np.ascontiguousarray(heads.reshape(-1)))
     with torch.inference_mode():
-        return _np(concat @ w_o.weight.T + w_o.bias)
+        return _np(affine(concat, w_o))
 
 
 def _sublayer(name, x, norm_module, run, traced, traced_output=None) -> Sublayer:
@@ -298,7 +332,7 @@ def layer(loaded: LoadedModel, trace: Trace, stack: str, index: int, position: i
 
 @torch.inference_mode()
 def final_norm(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> Norm | None:
-    """Pre-LN stacks end with one more LayerNorm; post-LN stacks (the paper's) do not."""
+    """Pre-LN stacks end with one more norm; post-LN stacks (the paper's) do not."""
     module = _module(loaded, stack).final_norm
     if module is None:
         return None

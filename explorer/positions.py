@@ -27,9 +27,12 @@ def tables(loaded: LoadedModel) -> dict[str, np.ndarray]:
 
 def input_norms(loaded: LoadedModel) -> tuple[float, float]:
     """(token, position): the root-mean-square norm of a token's embedding as it enters the sum (x sqrt(d_model)
-    where the model scales it; over the whole vocabulary) and of a position's vector (over every position)."""
+    where the model scales it; over the whole vocabulary) and of a position's vector (over every position; 0 where
+    nothing is added, as with rotary positions)."""
     embeddings = text_embeddings(loaded)
     token = embeddings.token.weight.detach() * embeddings.scale
+    if embeddings.position is None:
+        return float(token.pow(2).sum(-1).mean().sqrt()), 0.0
     position = embeddings.position(embeddings.max_len).detach()
     return float(token.pow(2).sum(-1).mean().sqrt()), float(position.pow(2).sum(-1).mean().sqrt())
 

@@ -30,6 +30,15 @@ class AttentionTrace:
     weights: np.ndarray  # softmax rows; these are what the heatmaps draw
     heads: np.ndarray  # weights @ v per head
     output: np.ndarray  # (L, Tq, D) after concat and W_O
+    kv_heads: int = 0  # grouped-query attention: key/value heads, each shared by n_heads / kv_heads query heads
+    q_unrotated: np.ndarray | None = None  # rotary positions: q and k as projected, before they were turned
+    k_unrotated: np.ndarray | None = None
+
+    def sharing(self, head: int) -> tuple[int, ...]:
+        """The query heads (counted from 0) that read the same keys and values as `head`, itself included."""
+        group = self.n_heads // (self.kv_heads or self.n_heads)
+        first = head // group * group
+        return tuple(range(first, first + group))
 
     @property
     def scaled_scores(self) -> np.ndarray:
@@ -113,8 +122,19 @@ def _stack(layers: list[AttentionInternals]) -> AttentionTrace:
     mask = layers[0].mask
     tq, tk = layers[0].weights.shape[-2:]
     full_mask = np.ones((tq, tk), bool) if mask is None else mask[0, 0].expand(tq, tk).numpy().copy()
+    rotary = layers[0].q_unrotated is not None
     return AttentionTrace(
-        q, cat("k"), cat("v"), cat("raw_scores"), full_mask, cat("weights"), cat("heads"), cat("output")
+        q,
+        cat("k"),
+        cat("v"),
+        cat("raw_scores"),
+        full_mask,
+        cat("weights"),
+        cat("heads"),
+        cat("output"),
+        layers[0].kv_heads,
+        cat("q_unrotated") if rotary else None,
+        cat("k_unrotated") if rotary else None,
     )
 
 

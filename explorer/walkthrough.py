@@ -42,6 +42,9 @@ class HeadSteps:
     z: np.ndarray  # (Dh,) sum of weighted values: this head's output
     concat: np.ndarray  # (D,) every head's z side by side
     output: np.ndarray  # (D,) concat W_O: the attention sub-layer's output for this token
+    q_unrotated: np.ndarray | None = None  # rotary positions: (Dh,) x W_Q before q is turned by its position
+    k_unrotated: np.ndarray | None = None  # (Tk, Dh) before each key is turned by its own position
+    sharing: tuple[int, ...] = ()  # the query heads (from 0) that read the same keys and values, this one included
 
 
 def input_rows(
@@ -107,6 +110,9 @@ def steps(
         z=a.heads[layer, head, query],
         concat=a.heads[layer, :, query].reshape(-1),  # (H*Dh,) = (D,)
         output=a.output[layer, query],
+        q_unrotated=None if a.q_unrotated is None else a.q_unrotated[layer, head, query],
+        k_unrotated=None if a.k_unrotated is None else a.k_unrotated[layer, head],
+        sharing=a.sharing(head),
     )
 
 

@@ -175,6 +175,8 @@ def embedding_sum(config: TransformerConfig, stack: str = "encoder") -> str:
     token = "target token embedding" if stack == "decoder" and config.is_encoder_decoder else "token embedding"
     if config.scale_embeddings:
         token += f" x sqrt(d_model) (= x {math.sqrt(config.d_model):.4g})"
+    if config.positional == "rotary":  # nothing is added: each layer turns queries and keys by position instead
+        return f"{token} (rotary positions: nothing added)"
     terms = [token, "sinusoid (eq. PE)" if config.positional == "sinusoidal" else "learned position embedding"]
     if config.type_vocab_size:
         terms.insert(1, "token type embedding (type 0)")
@@ -186,15 +188,16 @@ def attention_input(config: TransformerConfig, kind: str, layer: int) -> str:
     """The row x an attention sub-layer projects to q (and, for self-attention, k and v), named as the model
     computes it: post-LN layers hand on LayerNorm(h + sublayer(h)); pre-LN layers hand on h + sublayer(LayerNorm(h))."""
     stack = "encoder" if kind == "encoder_self" else "decoder"
+    norm = norm_name(config)
     if kind == "cross":
         where = f"decoder layer {layer + 1} after masked self-attention"
         if config.norm_first:
-            return f"{where}: h + SelfAttn(LayerNorm(h)) (pre-LN: not yet normalised)"
+            return f"{where}: h + SelfAttn({norm}(h)) (pre-norm: not yet normalised)"
         return f"{where} and its Add & Norm: LayerNorm(h + SelfAttn(h)) (post-LN)"
     if layer == 0:
         return embedding_sum(config, stack)
     if config.norm_first:
-        return f"output of {stack} layer {layer}: h + FFN(LayerNorm(h)) (pre-LN: not yet normalised)"
+        return f"output of {stack} layer {layer}: h + FFN({norm}(h)) (pre-norm: not yet normalised)"
     return f"output of {stack} layer {layer}, after its last Add & Norm: LayerNorm(h + FFN(h)) (post-LN)"
 
 
@@ -214,10 +217,20 @@ def pre_ln_note(config: TransformerConfig) -> str:
     """Pre-LN sub-layers normalise their own input first, so q is projected from LayerNorm(x), not x."""
     if not config.norm_first:
         return ""
+    if config.norm == "rms":
+        return (
+            "This model is pre-norm: the sub-layer first takes RMSNorm(x) with its own gamma (no mean taken away, no "
+            "beta), and q, k and v are projected from that, not from x itself."
+        )
     return (
         "This model is pre-LN: the sub-layer first takes LayerNorm(x) with its own gamma and beta, and q, k and v are "
         "projected from that, not from x itself."
     )
+
+
+def norm_name(config: TransformerConfig) -> str:
+    """The norm the model's sub-layers use, as formulas name it."""
+    return "RMSNorm" if config.norm == "rms" else "LayerNorm"
 
 
 def run_length(task: str, steps: int, default: int) -> str:

@@ -80,20 +80,28 @@ def step_number(stem: str) -> str:
 
 def columns(config: TransformerConfig) -> list[Column]:
     """The encoder and, for an encoder-decoder, the decoder to its right, as figure 1 draws them."""
-    position = "+ sinusoidal positions" if config.positional == "sinusoidal" else "+ learned positions"
+    position = {
+        "sinusoidal": "+ sinusoidal positions",
+        "learned": "+ learned positions",
+        "rotary": "Rotary positions: q, k turned by position",
+    }[config.positional]
+    norm = "RMSNorm" if config.norm == "rms" else "LayerNorm"
     extra = ", token type, LayerNorm" if config.embedding_norm else ""
     scale = " × √d_model" if config.scale_embeddings else ""
-    ffn = f"Feed-forward {config.d_model} → {config.d_ff} → {config.d_model}"
+    gated = "Gated feed-forward (SwiGLU)" if config.gated_ffn else "Feed-forward"
+    ffn = f"{gated} {config.d_model} → {config.d_ff} → {config.d_model}"
     h = f"(h = {config.n_heads})"
+    if config.key_value_heads < config.n_heads:  # grouped-query attention
+        h = f"({config.n_heads} query heads, {config.key_value_heads} key/value heads)"
 
     def column(name: str, x: float, side: int, rows: list[tuple[str, str, str]], first: int, last: int, n: int):
         blocks = [Block(label, kind, x, _row_y(i, last + 1), stem) for i, (label, kind, stem) in enumerate(rows)]
         return Column(name, x, side, tuple(blocks), first, last, n)
 
     # pre-LN: each sub-layer reads LayerNorm(x) and its output is added to x (no norm after the addition)
-    add_norm = "Add (pre-LN: the LayerNorm comes before the sub-layer)" if config.norm_first else "Add & Norm"
+    add_norm = f"Add (pre-norm: the {norm} comes before the sub-layer)" if config.norm_first else "Add & Norm"
     if config.is_decoder_only:
-        final = "Final LayerNorm, then linear" if config.norm_first else "Linear"
+        final = f"Final {norm}, then linear" if config.norm_first else "Linear"
         return [
             column(
                 "Decoder-only",
@@ -346,10 +354,13 @@ def figure_one(config: TransformerConfig, title: str) -> go.Figure:
     )
     encoder_decoder = len(found) == 2
     top = max(block.y for column in found for block in column.blocks) + 0.5  # the highest box's top, and a margin
-    norm = "pre-LN" if config.norm_first else "post-LN"
+    norm = ("pre-norm RMSNorm" if config.norm == "rms" else "pre-LN") if config.norm_first else "post-LN"
+    heads = f"h = {config.n_heads}"
+    if config.key_value_heads < config.n_heads:
+        heads += f" sharing {config.key_value_heads} key/value heads"
     figure = go.Figure([_badges(found), _targets(found)])
     figure.update_layout(
-        title={"text": f"{title}: d_model = {config.d_model}, d_ff = {config.d_ff}, h = {config.n_heads}, {norm}"},
+        title={"text": f"{title}: d_model = {config.d_model}, d_ff = {config.d_ff}, {heads}, {norm}"},
         shapes=shapes,
         annotations=annotations,
         height=880 if encoder_decoder else round(600 + max(0.0, top - 7.4) * 60),

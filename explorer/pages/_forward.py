@@ -56,6 +56,12 @@ def focus(layer_picker: bool = True) -> Focus:
 
 
 def norm_text(norm: forward.Norm) -> None:
+    if norm.beta is None:
+        st.markdown(
+            f"RMSNorm (no mean taken away, no beta): mean(x^2) = `{norm.variance:.5f}`, eps = `{norm.eps:g}`; "
+            f"gamma = `{preview(norm.gamma)}`"
+        )
+        return
     st.markdown(
         f"LayerNorm: mean = `{norm.mean:.5f}`, variance = `{norm.variance:.5f}`, eps = `{norm.eps:g}`; "
         f"gamma = `{preview(norm.gamma)}`; beta = `{preview(norm.beta)}`"
@@ -75,6 +81,12 @@ def embedding(f: Focus, number: int = 1) -> None:
     if e.norm is not None:  # the BERT family
         st.latex(r"x = \mathrm{LayerNorm}\big(E[\text{id}] + P_{\text{learned}}[\text{pos}] + T[\text{type } 0]\big)")
         st.caption("BERT family: no sqrt(d_model) scale; a learned position row and the segment (token type 0) row.")
+    elif e.position is None:
+        st.latex(r"x = E[\text{id}]")
+        st.caption(
+            "Rotary positions: nothing is added to the embedding. Each layer turns its queries and keys by an angle "
+            "that grows with the position instead (see Positional encoding)."
+        )
     elif e.scale != 1.0:
         pos = r"PE_{\text{sinusoid}}" if e.position_kind == "sinusoidal" else r"P_{\text{learned}}"
         st.latex(
@@ -90,8 +102,9 @@ def embedding(f: Focus, number: int = 1) -> None:
     if e.token_type is not None:
         rows.append(e.token_type)
         names.append("token type 0 row")
-    rows += [e.position, e.summed]
-    names += [f"position {position} ({e.position_kind})", "sum"]
+    if e.position is not None:
+        rows += [e.position, e.summed]
+        names += [f"position {position} ({e.position_kind})", "sum"]
     if e.norm is not None:
         rows.append(e.norm.output)
         names.append("LayerNorm(sum)")
@@ -108,15 +121,18 @@ def layer(f: Focus, number: int = 2) -> None:
     config = loaded.model.config
     found = forward.layer(loaded, trace, stack, layer_index, position)
     st.subheader(f"{number}. {stack.capitalize()} layer {layer_index + 1}")
+    norm = r"\mathrm{RMSNorm}" if config.norm == "rms" else r"\mathrm{LayerNorm}"
     if config.norm_first:
-        st.latex(r"x' = x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x))\quad\text{(pre-LN)}")
+        st.latex(rf"x' = x + \mathrm{{Sublayer}}({norm}(x))\quad\text{{(pre-norm)}}")
     else:
-        st.latex(r"x' = \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))\quad\text{(post-LN, as in the paper)}")
+        st.latex(rf"x' = {norm}(x + \mathrm{{Sublayer}}(x))\quad\text{{(post-LN, as in the paper)}}")
     for i, step in enumerate(found.sublayers, start=1):
         st.markdown(f"**{i}. {step.name.capitalize()}**, then {'Add' if step.pre_norm is not None else 'Add & Norm'}")
         if step.pre_norm is not None:
             norm_text(step.pre_norm)
-        if step.ffn is not None:
+        if step.ffn is not None and step.ffn.up is not None:
+            gated_ffn(step.ffn, config, i)
+        elif step.ffn is not None:
             ffn = step.ffn
             act = "max(0, ·)" if ffn.activation == "relu" else "GELU"
             st.latex(
@@ -144,15 +160,39 @@ def layer(f: Focus, number: int = 2) -> None:
         names = ["x (entering)", f"{step.name} output", "x + output (residual)"]
         if step.post_norm is not None:
             rows.append(step.post_norm.output)
-            names.append("LayerNorm(x + output)")
+            names.append(f"{step.post_norm.name}(x + output)")
         chart(named_strips(rows, names, f"{step.name.capitalize()} and Add & Norm"), f"forward_sublayer_{i}")
         if step.post_norm is not None:
             norm_text(step.post_norm)
         st.caption(f"Result {forward.agreement(step.result, step.traced)}.")
     final = forward.final_norm(loaded, trace, stack, position)
     if final is not None:
-        st.markdown("**Final LayerNorm** (pre-LN stacks end with one):")
+        st.markdown(f"**Final {final.name}** (pre-norm stacks end with one):")
         norm_text(final)
+
+
+def gated_ffn(ffn: forward.FeedForwardSteps, config, i: int) -> None:
+    """The gated feed-forward (SwiGLU): the gate's activation scales each unit of the up projection."""
+    assert ffn.up is not None
+    st.latex(
+        rf"\mathrm{{FFN}}(x) = \big({activation_latex(ffn.activation)}(x W_{{gate}}) \odot x W_{{up}}\big) W_{{down}},"
+        rf"\quad W_{{gate}}, "
+        rf"W_{{up}} \in \mathbb{{R}}^{{{config.d_model} \times {config.d_ff}}}"
+    )
+    act = "SiLU(z) = z sigmoid(z)" if ffn.activation in ("silu", "swish") else f"{ffn.activation}(z)"
+    st.markdown(
+        f"Gated feed-forward: x W_gate = `{preview(ffn.hidden)}`; {act} is near 0 for negative z, so "
+        f"**{ffn.off_share:.1%}** of the {config.d_ff} units have a negative gate and pass little of x W_up on. "
+        f"x W_up = `{preview(ffn.up)}`."
+    )
+    chart(
+        named_strips(
+            [ffn.hidden, ffn.up, ffn.activated],
+            ["x W_gate", "x W_up", "act(x W_gate) * x W_up"],
+            "Hidden layer (d_ff)",
+        ),
+        f"forward_ffn_hidden_{i}",
+    )
 
 
 def movement(f: Focus, number: int = 3) -> None:

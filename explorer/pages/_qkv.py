@@ -106,11 +106,7 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
     W^K, W^V themselves first, then the row they multiply."""
     s, head = f.steps, f.steps.head
     config = cached.model(st.session_state[state.MODEL]).model.config
-    formula = (
-        rf"q = x W^Q_{{{head + 1}}} + b^Q_{{{head + 1}}},\; k_j = x_j W^K_{{{head + 1}}} + b^K_{{{head + 1}}},\;"
-        rf" v_j = x_j W^V_{{{head + 1}}} + b^V_{{{head + 1}}}"
-        rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{s.d_model} \times {s.d_head}}}"
-    )
+    formula = projection_formula(config, head, s.d_model, s.d_head)
     if matrices:
         st.subheader(f"{number}. The head's own W^Q, W^K, W^V")
         st.latex(formula)
@@ -128,8 +124,9 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
         )
         st.caption(
             "Each is a slice of the layer's d_model x d_model matrix: this head owns columns "
-            f"{head * s.d_head} to {(head + 1) * s.d_head - 1}. One colour scale for all three, clipped at the 99th "
-            "percentile of their entries."
+            f"{head * s.d_head} to {(head + 1) * s.d_head - 1}"
+            + (f" of W^Q; W^K and W^V are narrower ({sharing_text(s.sharing)})" if len(s.sharing) > 1 else "")
+            + ". One colour scale for all three, clipped at the 99th percentile of their entries."
         )
         number += 1
     st.subheader(f"{number}. The input row")
@@ -140,10 +137,45 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
     if not matrices:
         st.latex(formula)
     st.markdown(f"Keys and values come from {s.x_keys_source}. q = `{preview(s.q)}`")
-    st.caption("Each projection has a bias (b^Q, b^K, b^V): recomputing q as x W^Q alone is off by that bias.")
+    if config.qkv_bias:
+        st.caption("Each projection has a bias (b^Q, b^K, b^V): recomputing q as x W^Q alone is off by that bias.")
+    else:
+        st.caption("This model's projections have no bias: q is x W^Q alone.")
+    if len(s.sharing) > 1:
+        st.info(sharing_text(s.sharing) + ".")
+    if s.q_unrotated is not None:
+        st.markdown(
+            f"Rotary positions: q is x W^Q turned by its position ({s.query}); each key is turned by its own. "
+            f"Before turning, q = `{preview(s.q_unrotated)}`: each pair of dimensions keeps its length, only its "
+            "angle changes, so q . k_j depends on the two tokens and on how far apart they are."
+        )
+        chart(vector_strip(s.q_unrotated, [f.queries[s.query]], "x W^Q, before rotation"), "qkv_q_unrotated")
     chart(vector_strip(s.q, [f.queries[s.query]], "q"), "qkv_q")
     chart(vector_strip(s.k, f.keys, "K (one row per key)", f.shown), "qkv_k")
     chart(vector_strip(s.v, f.keys, "V (one row per key)", f.shown), "qkv_v")
+
+
+def projection_formula(config, head: int, d_model: int, d_head: int) -> str:
+    """The head's projections as LaTeX: with biases or without, turned by position where the model is rotary."""
+    n = head + 1
+
+    def term(name: str, x: str) -> str:
+        plain = rf"{x} W^{name}_{{{n}}}" + (rf" + b^{name}_{{{n}}}" if config.qkv_bias else "")
+        return rf"R_{{\text{{pos}}}}({plain})" if config.positional == "rotary" and name in "QK" else plain
+
+    return (
+        rf"q = {term('Q', 'x')},\; k_j = {term('K', 'x_j')},\; v_j = {term('V', 'x_j')}"
+        rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{d_model} \times {d_head}}}"
+    )
+
+
+def sharing_text(sharing: tuple[int, ...]) -> str:
+    """Which query heads share one key/value head (grouped-query attention), counted from 1."""
+    heads = ", ".join(str(h + 1) for h in sharing[:-1]) + f" and {sharing[-1] + 1}"
+    return (
+        f"Grouped-query attention: query heads {heads} share one key/value head, so they read the very same keys "
+        "and values and differ only in their queries"
+    )
 
 
 def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
