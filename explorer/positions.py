@@ -5,15 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
-from models.positional import sinusoidal_table
+from explorer.trace import Trace
+from models.positional import RotaryPositions, sinusoidal_table
 from models.registry import LoadedModel
 
 
 def text_embeddings(loaded: LoadedModel):
     """The embedding layer that reads the text: the encoder's, or a decoder-only model's decoder's."""
-    model = loaded.model
-    return (model.encoder if model.encoder is not None else model.decoder).embeddings
+    return text_embeddings_stack(loaded).embeddings
 
 
 def tables(loaded: LoadedModel) -> dict[str, np.ndarray]:
@@ -53,3 +54,44 @@ def sinusoid_curves(n_positions: int, d_model: int, dims: Sequence[int]) -> tupl
     dims = np.asarray(dims)
     angle = x[:, None] / 10000.0 ** (2 * (dims // 2) / d_model)  # (N, dims): pos / 10000^(2i/d_model)
     return x, np.where(dims % 2 == 0, np.sin(angle), np.cos(angle))
+
+
+def rotary(loaded: LoadedModel) -> RotaryPositions | None:
+    """The rotary tables the model's self-attention turns queries and keys with; None for a model that adds
+    positions to its embedding instead."""
+    layers = text_embeddings_stack(loaded).layers
+    return layers[0].self_attn.rotary
+
+
+def text_embeddings_stack(loaded: LoadedModel):
+    """The stack that reads the text: the encoder, or a decoder-only model's decoder."""
+    model = loaded.model
+    return model.encoder if model.encoder is not None else model.decoder
+
+
+def rotary_frequencies(loaded: LoadedModel) -> np.ndarray:
+    """theta_i, the angle pair i turns by per position (Dh/2,): the paper's sinusoid frequencies with this model's base
+    and head width, recovered from the model's own table (the angle at position 1)."""
+    table = rotary(loaded)
+    assert table is not None, "this model has no rotary positions"
+    return np.arctan2(table.sin[1].numpy(), table.cos[1].numpy()).astype(np.float64)
+
+
+@torch.inference_mode()
+def score_by_distance(
+    loaded: LoadedModel, result: Trace, kind: str, layer: int, head: int, query: int, key: int, distances: int
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """One head's query (at `query`) and key (at `key`) as the model projected them, before rotation, placed
+    0 .. distances - 1 positions apart and turned by the model's own tables: (distances, q . k / sqrt(d_k) at each,
+    the model's own scaled score for the pair in the text). Rotation makes the score depend on distance only."""
+    table = rotary(loaded)
+    attention = result.attention(kind)
+    assert table is not None and attention.q_unrotated is not None and attention.k_unrotated is not None
+    distances = min(distances, table.cos.shape[0])
+    q = torch.from_numpy(attention.q_unrotated[layer, head, query].copy())  # (Dh,)
+    k = torch.from_numpy(attention.k_unrotated[layer, head, key].copy())  # (Dh,)
+    turned_q = table(q.expand(1, 1, distances, -1))[0, 0]  # (N, Dh): q at positions 0 .. N-1
+    turned_k = table(k[None, None, None, :])[0, 0, 0]  # k at position 0: not turned
+    scores = (turned_q @ turned_k) * q.numel() ** -0.5  # (N,)
+    own = float(attention.scaled_scores[layer, head, query, key])
+    return np.arange(distances), scores.numpy().astype(np.float64), own

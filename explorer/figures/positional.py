@@ -11,20 +11,26 @@ from plotly.colors import qualitative
 PALETTE = qualitative.Plotly
 
 
-def curves(table: np.ndarray, dims: Sequence[int], smooth: tuple[np.ndarray, np.ndarray] | None = None) -> go.Figure:
+def curves(
+    table: np.ndarray,
+    dims: Sequence[int],
+    smooth: tuple[np.ndarray, np.ndarray] | None = None,
+    name: str = "dim",
+    y_title: str = "value",
+) -> go.Figure:
     """PE(pos, dim) over positions for the chosen dimensions (section 3.5): each pair of dims is one frequency.
     With `smooth` (x (N,), y (N, dims)), the formula between positions is drawn as the line and the table's own
     values as dots on it; the first len(dims) traces are always the table's."""
     positions = list(range(table.shape[0]))
     mode = "markers" if smooth is not None else "lines"
     data = [
-        go.Scatter(x=positions, y=table[:, d], mode=mode, name=f"dim {d}", legendgroup=str(d), marker={"size": 5})
+        go.Scatter(x=positions, y=table[:, d], mode=mode, name=f"{name} {d}", legendgroup=str(d), marker={"size": 5})
         for d in dims
     ]
     if smooth is not None:
         x, y = smooth
         data += [
-            go.Scatter(x=x, y=y[:, j], mode="lines", name=f"dim {d}", legendgroup=str(d), showlegend=False)
+            go.Scatter(x=x, y=y[:, j], mode="lines", name=f"{name} {d}", legendgroup=str(d), showlegend=False)
             for j, d in enumerate(dims)
         ]
     figure = go.Figure(
@@ -33,7 +39,7 @@ def curves(table: np.ndarray, dims: Sequence[int], smooth: tuple[np.ndarray, np.
             "height": 340,
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
             "xaxis": {"title": {"text": "position"}},
-            "yaxis": {"title": {"text": "value"}},
+            "yaxis": {"title": {"text": y_title}},
         },
     )
     if smooth is not None:  # a dim's dots and its line share a colour
@@ -72,3 +78,35 @@ def similarity(table: np.ndarray) -> np.ndarray:
 def similarity_heatmap(table: np.ndarray, title: str) -> go.Figure:
     hover = "position %{y} . position %{x}<br>cosine %{z:.3f}<extra></extra>"
     return _diverging(similarity(table), 1.0, title, hover, "position", scaleanchor="x")
+
+
+def distance_scores(distances: np.ndarray, scores: np.ndarray, actual: int, own: float, title: str) -> go.Figure:
+    """One query/key pair's scaled score as the distance between them grows (rotary positions), with the pair's
+    own distance in the text marked by the score the model computed there."""
+    return go.Figure(
+        data=[
+            go.Scatter(
+                x=distances,
+                y=scores,
+                mode="lines",
+                name="q . k / sqrt(d_k) at this distance",
+                hovertemplate="distance %{x}<br>score %{y:.4f}<extra></extra>",
+            ),
+            go.Scatter(
+                x=[actual],
+                y=[own],
+                mode="markers",
+                marker={"size": 11, "color": "crimson"},
+                name=f"in the text: {actual} apart",
+                hovertemplate="distance %{x}<br>the model's score %{y:.4f}<extra></extra>",
+            ),
+        ],
+        layout={
+            "title": {"text": title},
+            "height": 340,
+            "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+            "xaxis": {"title": {"text": "distance: query position - key position"}},
+            "yaxis": {"title": {"text": "scaled score"}, "automargin": True},
+            "legend": {"orientation": "h", "y": -0.25},
+        },
+    )

@@ -2,15 +2,106 @@
 
 from __future__ import annotations
 
+import html
+
+import numpy as np
 import streamlit as st
 
 from explorer import cached, state
+from explorer import positions as rotary_positions
 from explorer.figures import positional as figures
-from explorer.pages._shared import chart, intro, page_footer, page_header
-from explorer.positions import neighbour_cosine, sinusoid_curves
+from explorer.pages._shared import (
+    chart,
+    focus_start,
+    intro,
+    page_footer,
+    page_header,
+    pick_head,
+    pick_layer,
+    pick_token,
+)
+from explorer.positions import SAMPLES_PER_POSITION, neighbour_cosine, sinusoid_curves
 from explorer.wording import learned_positions
 
+ROTARY_PAIRS = (0, 1, 4, 8, 16)  # fast to slow: pair i turns by theta_i = base^(-2i/d_head) per position
+DISTANCES = 256  # how far apart the query and key are moved in the score-by-distance chart
+
+
+def rotary_page(model_name: str) -> None:
+    """Rotary positions (Su et al. 2021): nothing added; queries and keys turned by position, with this model's base."""
+    loaded = cached.model(model_name)
+    config = loaded.model.config
+    base, d_head = config.rope_theta, config.d_head
+    st.latex(
+        r"\begin{pmatrix} q'_i \\ q'_{i + d/2} \end{pmatrix} = \begin{pmatrix} \cos(pos\,\theta_i) & "
+        r"-\sin(pos\,\theta_i) \\ \sin(pos\,\theta_i) & \cos(pos\,\theta_i) \end{pmatrix}"
+        r" \begin{pmatrix} q_i \\ q_{i + d/2} \end{pmatrix},"
+        rf"\qquad \theta_i = {base:g}^{{-2i/{d_head}}}"
+    )
+    intro(
+        "The 2017 paper adds a sinusoid to each token embedding (section 3.5). This model adds nothing to the "
+        f"embedding: in every layer, each query and key is turned pair by pair ({d_head // 2} pairs of its {d_head} "
+        "dimensions) by an angle of position x theta_i (rotary positions, Su et al. 2021). The frequencies are the "
+        f"paper's sinusoid ones with this model's base, {base:g} instead of 10000, over one head's {d_head} "
+        "dimensions. A turn keeps each pair's length, so q . k depends on the two tokens and on how far apart "
+        "they are, not on where they sit."
+    )
+    theta = rotary_positions.rotary_frequencies(loaded)
+    left, right = st.columns(2)
+    shown = left.slider("Positions shown", 8, min(512, config.max_len), 64, key="positional_positions")
+    pairs = [i for i in ROTARY_PAIRS if i < len(theta)]
+    pairs = right.multiselect("Pairs (curves)", list(range(len(theta))), default=pairs, key="positional_pairs")
+    st.subheader("How far each pair has turned: cos(position x theta_i)")
+    if pairs:
+        x = np.linspace(0, shown - 1, (shown - 1) * SAMPLES_PER_POSITION + 1)
+        whole = np.cos(np.arange(shown)[:, None] * theta[None, :])
+        smooth = (x, np.cos(x[:, None] * theta[None, pairs]))
+        chart(figures.curves(whole, pairs, smooth, "pair", "cos(angle)"), "positional_curves")
+        slowest = 2 * np.pi / theta[max(pairs)]
+        st.caption(
+            f"Dots are whole positions. Pair 0 turns a full circle every {2 * np.pi / theta[0]:.1f} positions; "
+            f"pair {max(pairs)} every {slowest:,.0f}. The angles come from the model's own rotary table."
+        )
+    else:
+        st.info("Pick at least one pair to draw its curve.")
+    sidebar = state.sidebar(st.session_state)
+    result = cached.get_trace(*sidebar)
+    kind = result.kinds[0]
+    attention = result.attention(kind)
+    tokens = result.tokens_for(kind)[0]
+    st.subheader("One query and key, moved apart")
+    layer0, head0, _ = focus_start(kind)
+    a, b, c, d = st.columns(4)
+    layer = pick_layer(attention.n_layers, state.FOCUS_LAYER, a, layer0)
+    head = pick_head(attention.n_heads, state.FOCUS_HEAD, b, index=head0)
+    query = pick_token(tokens, "Query token", "positional_query", c, index=len(tokens) - 1)
+    key = pick_token(tokens, "Key token", "positional_key", d, index=0)
+    if key > query:
+        st.info("Under the causal mask a query sees only keys at or before it: pick a key no later than the query.")
+        return
+    distances, scores, own = rotary_positions.score_by_distance(
+        loaded, result, kind, layer, head, query, key, DISTANCES
+    )
+    title = (
+        f"Layer {layer + 1}, head {head + 1}: query {tokens[query]!r} and key {tokens[key]!r} placed 0 to "
+        f"{len(distances) - 1} positions apart"
+    )
+    chart(figures.distance_scores(distances, scores, query - key, own, html.escape(title)), "positional_distance")
+    at = scores[query - key] if query - key < len(scores) else float("nan")
+    st.caption(
+        f"The same two vectors (this head's q and k as projected, before turning) give a different score at every "
+        f"distance. In the text they are {query - key} apart: the curve gives {at:.4f} there, and the model's own "
+        f"score for the pair is {own:.4f} (float32 rounding aside, the same)."
+    )
+
+
 page_header("Positional encoding")
+model_name = st.session_state[state.MODEL]
+config = cached.model(model_name).model.config
+if config.positional == "rotary":
+    rotary_page(model_name)
+    page_footer()
+    st.stop()
 st.latex(
     r"PE_{(pos,\,2i)} = \sin\!\left(pos / 10000^{2i/d_{model}}\right) \qquad "
     r"PE_{(pos,\,2i+1)} = \cos\!\left(pos / 10000^{2i/d_{model}}\right)"
@@ -22,7 +113,6 @@ intro(
     "encoding. BERT- and GPT-2-family models instead learn one vector per position."
 )
 
-model_name = st.session_state[state.MODEL]
 tables = cached.get_positions(model_name)
 sinusoid = tables["sinusoidal"]
 max_len, d_model = sinusoid.shape
