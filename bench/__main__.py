@@ -1,4 +1,4 @@
-"""`python -m bench forward|figures|browser|load|memory [--json]`: benchmarks, never run as tests."""
+"""`python -m bench forward|startup|figures|browser|load|memory [--json]`: benchmarks, never run as tests."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ def main(argv: list[str] | None = None) -> int:
     forward.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     forward.add_argument("--repeats", type=int, default=25)
     forward.add_argument("--lengths", type=int, nargs="+", default=None, help="token counts (default 16 128 512)")
+    forward.add_argument("--models", nargs="+", default=["minilm"], help="registry keys transformers reads too")
+    startup = commands.add_parser("startup", help="a model's load time in a new process, again warm, and its memory")
+    startup.add_argument("--json", action="store_true")
+    startup.add_argument("--model", default="smollm2")
     figures = commands.add_parser("figures", help="text -> every figure of the attention and model-view pages")
     figures.add_argument("--json", action="store_true")
     figures.add_argument("--repeats", type=int, default=7)
@@ -42,8 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "forward":
         from bench import forward as bench_forward
 
-        rows = bench_forward.run(tuple(args.lengths or bench_forward.LENGTHS), repeats=args.repeats)
+        lengths = tuple(args.lengths or bench_forward.LENGTHS)
+        rows = [row for model in args.models for row in bench_forward.run(lengths, args.repeats, model=model)]
         print(json.dumps(rows) if args.json else bench_forward.table(rows))
+    elif args.command == "startup":
+        from bench import startup as bench_startup
+
+        summary = bench_startup.run(args.model)
+        print(json.dumps(summary) if args.json else bench_startup.table(summary))
     elif args.command == "figures":
         from bench import figures as bench_figures
 

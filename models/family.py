@@ -30,6 +30,10 @@ class Family:
     continuation: str = ""  # a token that continues the word before it begins with this mark (WordPiece: "##")
     specials: tuple[str, ...] = ()  # the tokenizer's own marker tokens
     task: str = ""  # a toy model's task name ("translate", "reverse", "induction"); "" for the others
+    norm: str = "layer"  # "layer" (LayerNorm: the paper, BERT, GPT-2) or "rms" (RMSNorm: the Llama family)
+    positional: str = "sinusoidal"  # "sinusoidal" or "learned" (added to the embedding), or "rotary" (q, k turned)
+    gated_ffn: bool = False  # SwiGLU: down(act(gate x) * up x)
+    shared_kv: bool = False  # grouped-query attention: query heads share key/value heads
 
     @property
     def causal(self) -> bool:
@@ -69,6 +73,11 @@ class Family:
         return self.origin != "random"
 
     @property
+    def norm_name(self) -> str:
+        """The norm as formulas name it: LayerNorm or RMSNorm."""
+        return "RMSNorm" if self.norm == "rms" else "LayerNorm"
+
+    @property
     def shape_name(self) -> str:
         """ "an encoder-only model (BERT family)", as a sentence names it."""
         article = "an" if self.shape[0] in "aeiou" else "a"
@@ -77,7 +86,13 @@ class Family:
 
 def for_config(config: TransformerConfig, name: str, origin: Origin, **marks) -> Family:
     """The descriptor of a model built from `config` (its shape and norm placement read from the config)."""
-    return Family(name, config.shape, origin, config.norm_first, **marks)
+    blocks = dict(
+        norm=config.norm,
+        positional=config.positional,
+        gated_ffn=config.gated_ffn,
+        shared_kv=config.key_value_heads < config.n_heads,
+    )
+    return Family(name, config.shape, origin, config.norm_first, **(blocks | marks))
 
 
 # how each tokenizer family spells its tokens

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,3 +153,23 @@ def cache_folder() -> Path:
     """Where dequantized weights are kept between processes: $EXPLORER_CACHE, else ~/.cache/attention-explorer."""
     root = os.environ.get("EXPLORER_CACHE") or str(Path.home() / ".cache" / "attention-explorer")
     return Path(root)
+
+
+def write_folder(found: GGUFModel, folder: Path) -> bool:
+    """Write what a GGUF file held as a model folder (config.json, model.safetensors, tokenizer.json), all at once:
+    into a new folder that is renamed into place, so no reader sees half of it. False (and nothing left behind) when
+    it cannot be written: the cache only saves time."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    partial = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
+    try:
+        partial.mkdir(parents=True, exist_ok=False)
+        (partial / "config.json").write_text(json.dumps(found.config, indent=1))
+        save_file({k: v.contiguous() for k, v in found.state.items()}, str(partial / "model.safetensors"))
+        found.tokenizer.save(partial / "tokenizer.json")
+        partial.rename(folder)
+        return True
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+        return False

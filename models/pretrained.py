@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from models import convert_bert, convert_gpt2, convert_llama, gguf
 from models.config import TransformerConfig
+from models.convert_bert import ConversionError
 from models.family import Family
 from models.tokenize import WordPieceTokenizer
 from models.transformer import Transformer
@@ -101,14 +102,25 @@ def assemble(
 
 
 def load_gguf(path: str | Path) -> tuple[Transformer, object, Family]:
-    """A GGUF file (weights dequantized to float32) through its family's own converter, as a folder would be."""
+    """A GGUF file (weights dequantized to float32) through its family's own converter, as a folder would be. The
+    first load writes what it read as a model folder under gguf.cache_folder(), named by the file's path, size and
+    time, so a new process reads that folder instead (seconds faster); a changed file gets a new folder."""
+    path = Path(path)
+    cached = gguf.cache_folder() / f"{path.stem}-{gguf.cache_key(path)}"
+    if (cached / "model.safetensors").is_file():
+        try:
+            return load_folder(cached)
+        except (ModelFolderError, ConversionError, OSError):
+            pass  # a cache left half-written or from another version: read the file itself again
     try:
         found = gguf.read(path)
     except gguf.GGUFError as e:
         raise ModelFolderError(str(e)) from None
-    module = family_module(found.config, Path(path))
+    module = family_module(found.config, path)
     config = module.config_from_hf(found.config)
-    return assemble(module, config, module.convert(found.state, config), found.tokenizer)
+    loaded = assemble(module, config, module.convert(found.state, config), found.tokenizer)
+    gguf.write_folder(found, cached)
+    return loaded
 
 
 def load_bert_folder(folder: str | Path) -> tuple[Transformer, WordPieceTokenizer]:

@@ -56,6 +56,10 @@ class _FileTokenizer:
     def token_to_id(self, token: str) -> int | None:
         return self._tokenizer.token_to_id(token)
 
+    def save(self, path: Path) -> None:
+        """Write the tokenizer as a tokenizer.json file."""
+        self._tokenizer.save(str(path))
+
     def id_to_token(self, token_id: int) -> str:
         token = self._tokenizer.id_to_token(token_id)
         return token if token is not None else f"[{token_id}]"

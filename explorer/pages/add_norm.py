@@ -6,7 +6,20 @@ from explorer.pages import _forward
 from explorer.pages._shared import intro, page_footer, page_header, sidebar_family
 
 page_header()
-if sidebar_family().norm_first:
+family = sidebar_family()
+if family.norm == "rms":
+    intro(
+        "This model is pre-norm with RMSNorm: each sub-layer reads RMSNorm(x) (x divided by its root mean square, "
+        "times a learned gain: no mean taken away and no bias, unlike LayerNorm), and its output is added back to the "
+        "vector that entered it (the residual connection), with nothing after the addition: x + "
+        "Sublayer(RMSNorm(x)). Then a gated feed-forward network (SwiGLU), the same for every position: two "
+        "projections to d_ff numbers, one passed through SiLU and used as a gate on the other, then narrowed back. "
+        "That is one layer; the stack repeats it N times and ends with one more RMSNorm."
+        if family.gated_ffn
+        else "This model is pre-norm with RMSNorm: each sub-layer reads RMSNorm(x), and its output is added back to "
+        "the vector that entered it: x + Sublayer(RMSNorm(x)). The stack ends with one more RMSNorm."
+    )
+elif family.norm_first:
     intro(
         "This model is pre-LN (as GPT-2): each sub-layer reads LayerNorm(x), and its output is added back to the "
         "vector that entered it (the residual connection), with no LayerNorm after the addition: x + "

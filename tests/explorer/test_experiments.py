@@ -35,6 +35,12 @@ def gpt2(gpt2_folder):
     return registry.build(spec)
 
 
+@pytest.fixture(scope="module")
+def llama(llama_folder):
+    (spec,) = registry.folder_specs(f"tiny-llama={llama_folder}")
+    return registry.build(spec)
+
+
 def right_answer_probability(outcome: ablate.Outcome) -> tuple[float, float]:
     """The right answer's mean probability over the counted rows, (clean, with the heads off)."""
     counted = np.array(outcome.answer.counted)
@@ -118,11 +124,12 @@ def test_effects_batched_equal_each_head_turned_off_alone(reverse):
     assert grid[1, 2] == effects.change[effects.heads.index(Head("cross", 1, 2))]
 
 
-@pytest.mark.parametrize("key", ["translate", "reverse", "induction", "paper-random", "gpt2"])
+@pytest.mark.parametrize("key", ["translate", "reverse", "induction", "paper-random", "gpt2", "llama", "smollm2"])
 def test_the_lens_last_read_is_the_models_own_output(request, key):
-    fixture = {"induction": "induction_model", "paper-random": "paper_random", "gpt2": "gpt2"}.get(key, key)
+    fixture = {"induction": "induction_model", "paper-random": "paper_random"}.get(key, key)
     loaded = request.getfixturevalue(fixture)
-    text = {"paper-random": "Thinking Machines", "induction": REPEATED, "gpt2": GPT2_TEXT}.get(key, loaded.example)
+    texts = {"paper-random": "Thinking Machines", "induction": REPEATED, "gpt2": GPT2_TEXT, "llama": GPT2_TEXT}
+    text = texts.get(key, loaded.example)
     run = trace.run(loaded, text)
     answer = ablate.answer(loaded, run)
     read = lens.lens(loaded, answer)
@@ -153,7 +160,10 @@ def attribution_cases(loaded, answer: ablate.Answer) -> list[tuple[int, int]]:
     return cases
 
 
-@pytest.mark.parametrize("key,text", [("induction", REPEATED), ("gpt2", GPT2_TEXT)])
+@pytest.mark.parametrize(
+    "key,text",
+    [("induction", REPEATED), ("gpt2", GPT2_TEXT), ("llama", GPT2_TEXT), ("smollm2", registry.NEXT_WORD_EXAMPLES[1])],
+)
 def test_attribution_of_a_pre_ln_model_splits_the_logit_exactly(request, key, text):
     loaded = request.getfixturevalue({"induction": "induction_model"}.get(key, key))
     answer = ablate.answer(loaded, trace.run(loaded, text))
@@ -166,7 +176,9 @@ def test_attribution_of_a_pre_ln_model_splits_the_logit_exactly(request, key, te
         assert found.first_layer == 0 and found.exact_all_layers
         assert found.heads["decoder_self"].shape == (n_layers, n_heads)
         assert not np.isnan(found.heads["decoder_self"]).any()
-        assert len(found.names) == len(found.values) == 1 + n_layers * (n_heads + 2) + 1
+        # embedding, per layer every head (and W_O's bias where the model has one) and the FFN, then the constant
+        bias = loaded.model.config.out_bias
+        assert len(found.names) == len(found.values) == 1 + n_layers * (n_heads + 1 + bias) + 1
 
 
 def test_attribution_of_the_post_ln_translate_model_splits_the_last_layer(translate):

