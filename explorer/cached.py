@@ -314,7 +314,9 @@ def get_start(model_name: str, text: str, max_tokens: int, kind: str):
     if wording.opens_on_alignment(model(model_name).family, kind):
         find = functools.partial(starting.aligned_link, weights, queries, keys)
     else:
-        find = functools.partial(starting.best_link, weights, queries, keys, self_attention=kind != "cross")
+        # a decoder-only text's first token is content, and the sink of its heads: links to it do not count
+        sink = kind == "decoder_self" and model(model_name).family.shape == "decoder-only"
+        find = functools.partial(starting.best_link, weights, queries, keys, self_attention=kind != "cross", sink=sink)
     return store().get(_key("start", model_name, text, max_tokens, kind), find)
 
 

@@ -44,10 +44,13 @@ class Link:
     weight: float
 
 
-def _allowed(queries: Sequence[str], keys: Sequence[str], self_attention: bool) -> np.ndarray:
+def _allowed(queries: Sequence[str], keys: Sequence[str], self_attention: bool, sink: bool = False) -> np.ndarray:
     """(Tq, Tk) True where a query -> key link counts toward the score; in a sentence too short for links beyond
-    NEAR (two words), any content key other than the query itself."""
+    NEAR (two words), any content key other than the query itself. `sink`: the first key never counts (a causal
+    model's heads park the weight they do not need on the first token, whatever it is)."""
     allowed = np.outer([is_content(q) for q in queries], [is_content(k) for k in keys])
+    if sink and len(keys) > NEAR + 2:
+        allowed[:, 0] = False
     if self_attention:
         distance = np.abs(np.arange(len(queries))[:, None] - np.arange(len(keys))[None, :])
         far = allowed & (distance > NEAR)
@@ -61,10 +64,12 @@ def links(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], self
     return np.where(allowed, weights, 0.0).max(axis=(-2, -1), initial=0.0)
 
 
-def best_link(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], self_attention: bool = True) -> Link:
+def best_link(
+    weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], self_attention: bool = True, sink: bool = False
+) -> Link:
     """The head with the highest link score and that link; ties go to the earliest layer and head. With no content
     link at all (a sentence of markers), layer 1 head 1 and its first content query (or position 0)."""
-    allowed = _allowed(queries, keys, self_attention)
+    allowed = _allowed(queries, keys, self_attention, sink)
     masked = np.where(allowed, weights, 0.0)  # (L, H, Tq, Tk)
     if not allowed.any():
         content = [i for i, q in enumerate(queries) if is_content(q)]

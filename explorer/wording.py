@@ -329,9 +329,16 @@ def length_note(n_words: int, max_words: int) -> str:
     )
 
 
-def attention_formula(kind: str) -> str:
-    """A_i (LaTeX) for an attention kind: decoder self-attention adds the causal mask M before the softmax."""
-    scores = r"\frac{(Q W^Q_i + b^Q_i)(K W^K_i + b^K_i)^\top}{\sqrt{d_k}}"
+def attention_formula(kind: str, config: TransformerConfig | None = None) -> str:
+    """A_i (LaTeX) for an attention kind: decoder self-attention adds the causal mask M before the softmax; with the
+    model's config, without biases where it has none and with queries and keys turned by position (rotary)."""
+    bias = config is None or config.qkv_bias
+    q, k = (r"Q W^Q_i + b^Q_i", r"K W^K_i + b^K_i") if bias else (r"Q W^Q_i", r"K W^K_i")
+    if config is not None and config.positional == "rotary":
+        q, k = rf"R_{{\text{{pos}}}}({q})", rf"R_{{\text{{pos}}}}({k})"
+    elif bias:
+        q, k = f"({q})", f"({k})"
+    scores = rf"\frac{{{q}\,{k}^\top}}{{\sqrt{{d_k}}}}"
     if kind != "decoder_self":
         return rf"A_i = \mathrm{{softmax}}\!\left({scores}\right)"
     return (

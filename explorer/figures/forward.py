@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from explorer.figures.labels import escape_tokens
 
 MAX_TICKS = 40  # token ticks past this are thinned
+MAX_PATH_TICKS = 25  # a token's path through more steps than this names layers, not each sub-layer
 
 
 def preview(vector: np.ndarray, shown: int = 8) -> str:
@@ -57,6 +58,12 @@ def token_path(norms: np.ndarray, cosine: np.ndarray, input_norm: float, names: 
     """One token through the stack: its norm after every sub-layer, and its cosine to the layer's input."""
     labels = ["input", *step_names(names, norms.shape[0])]
     x = list(range(len(labels)))
+    ticks = x
+    if len(labels) > MAX_PATH_TICKS:  # a deep stack: name every k-th layer at its first sub-layer, not every step
+        n_sub = norms.shape[1]
+        every = -(-norms.shape[0] // (MAX_PATH_TICKS // 2))
+        ticks = [0, *range(1, len(labels), n_sub * every)]
+        labels = ["input", *(f"layer {(i - 1) // n_sub + 1}" for i in ticks[1:])]
     figure = go.Figure(
         [
             go.Scatter(x=x, y=[input_norm, *norms.ravel()], name="norm |x|", mode="lines+markers"),
@@ -67,7 +74,7 @@ def token_path(norms: np.ndarray, cosine: np.ndarray, input_norm: float, names: 
         title={"text": f"Token {escape_tokens([repr(token)])[0]} through the stack"},
         height=400,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        xaxis={"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -45, "automargin": True},
+        xaxis={"tickmode": "array", "tickvals": ticks, "ticktext": labels, "tickangle": -45, "automargin": True},
         yaxis={"title": {"text": "norm"}, "showgrid": False},
         yaxis2={"title": {"text": "cosine"}, "overlaying": "y", "side": "right", "range": [-1, 1.05], "dtick": 0.5},
         legend={"orientation": "h", "y": -0.45},
@@ -82,11 +89,20 @@ def movement_heatmap(values: np.ndarray, names: Sequence[str], tokens: Sequence[
     labels = escape_tokens(tokens)
     every = max(1, -(-n_tokens // MAX_TICKS))
     ticks = list(range(0, n_tokens, every))
+    z = values.reshape(n_layers * n_sub, n_tokens)
+    # a real model moves a few cells (the first token's, in a middle layer) hundreds of times more than the rest: past
+    # 3x the 99th percentile, the colours stop there so the rest can be told apart (hover still gives every number)
+    top, high = float(np.nanmax(z)), float(np.nanpercentile(z, 99))
+    clipped = high > 0 and top > 3 * high
+    if clipped:
+        title += f" (colours stop at the 99th percentile, {high:.3g}; the largest is {top:.3g})"
     figure = go.Figure(
         go.Heatmap(
-            z=values.reshape(n_layers * n_sub, n_tokens),
+            z=z,
             x=list(range(n_tokens)),
             y=list(range(len(rows))),
+            zmin=0 if clipped else None,
+            zmax=high if clipped else None,
             colorscale="Viridis",
             customdata=np.array([labels] * len(rows)),
             hovertemplate="%{customdata} (%{x})<br>row %{y}<br>%{z:.4f}<extra></extra>",
@@ -94,7 +110,7 @@ def movement_heatmap(values: np.ndarray, names: Sequence[str], tokens: Sequence[
     )
     figure.update_layout(
         title={"text": title},
-        height=max(220, 22 * len(rows) + 140),
+        height=max(220, (22 if len(rows) <= 30 else 14) * len(rows) + 140),
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"tickmode": "array", "tickvals": ticks, "ticktext": [labels[i] for i in ticks], "tickangle": -60},
         yaxis={"tickmode": "array", "tickvals": list(range(len(rows))), "ticktext": rows, "autorange": "reversed"},

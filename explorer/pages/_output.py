@@ -21,6 +21,8 @@ from models.tokenize import TokenizeError
 SHOWN = 10  # most probable tokens drawn per position
 SHOWN_WORDS = 40  # the target and the prediction written out in full up to this many tokens
 
+TEXT_SHOWN = 80  # characters of the text shown before a decoded continuation
+
 
 @dataclass(frozen=True)
 class Scored:
@@ -220,6 +222,13 @@ def sampling(s: Scored, number: int = 3) -> None:
         model_name, text, max_tokens, method, float(sample_t), int(top_k), float(top_p), int(seed)
     )
     st.text(f"Sampled ({method}):  {' '.join(sampled.tokens)}\nGreedy:            {written}")
+    decode = getattr(cached.model(model_name).tokenizer, "decode", None)
+    if trace.decoder_only and decode is not None:  # byte-level tokens read back as the text they spell
+        greedy_ids = cached.get_sampled(model_name, text, max_tokens, "greedy", 1.0, 1, 1.0, 0).ids
+        ending = text[-TEXT_SHOWN:] if len(text) <= TEXT_SHOWN else "..." + text[-TEXT_SHOWN:]
+        shown = f"As text ({method}):  {ending}[{decode(sampled.ids)}]"
+        st.text(f"{shown}\nAs text (greedy):  {ending}[{decode(greedy_ids)}]")
+        st.caption("The text's last characters, then in brackets what the model wrote, decoded from its tokens.")
     if sampled.tokens != greedy:
         st.caption("This output differs from greedy decoding. The same seed and settings always write it again.")
     st.dataframe(

@@ -22,7 +22,9 @@ st.markdown(
 )
 
 chosen = pick_attention("head")
-st.latex(attention_formula(chosen.kind))  # decoder self-attention adds its mask
+st.latex(
+    attention_formula(chosen.kind, cached.model(st.session_state[state.MODEL]).model.config)
+)  # decoder self-attention adds its mask
 attention = chosen.attention
 # the sentence's starting head (cached.get_start) and its link's query token highlighted: at word level, its word
 start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)

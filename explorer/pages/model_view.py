@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import state
+from explorer import cached, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, model_view
 from explorer.pages._shared import (
@@ -32,7 +32,9 @@ intro(
 )
 
 chosen = pick_attention("qkv")  # the lesson's focus: the kind, layer and head the other steps show
-st.latex(attention_formula(chosen.kind))  # decoder self-attention adds its mask
+st.latex(
+    attention_formula(chosen.kind, cached.model(st.session_state[state.MODEL]).model.config)
+)  # decoder self-attention adds its mask
 attention = chosen.attention
 layer0, head0, _ = focus_start(chosen.kind)
 left, right = st.columns(2)
