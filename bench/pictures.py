@@ -1,7 +1,7 @@
 """The README's pictures: the first 1600 x 900 screen of the Overview, three lesson steps and presenter mode, on the
-toy translation model, drawn by a live app in headless Chromium.
+toy translation model, and SmolLM2 completing a sentence, drawn by a live app in headless Chromium.
 
-`python -m bench.pictures [--out docs/pictures]`"""
+`python -m bench.pictures [--out docs/pictures] [--only NAME ...]`"""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ PICTURES = {
     "model_view": f"/model_view?{QUERY}",
     "decoding": f"/decoding?{QUERY}",
     "presenter": f"/query_key_value?{QUERY}&present=1",
+    # a real language model completes a sentence: SmolLM2's next-token distribution after "The capital of France is"
+    "real_model": "/final_linear?" + urllib.parse.urlencode({"model": "smollm2", "text": "The capital of France is"}),
 }
 MAX_BYTES = 400_000  # the repository carries these files: a larger one is saved with a 256-colour palette
 
@@ -56,11 +58,13 @@ def picture(browser, url: str, path: Path, answer: bool = False) -> int:
     return path.stat().st_size
 
 
-def run(out: Path) -> list[Path]:
+def run(out: Path, only: tuple[str, ...] = ()) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with harness.app_server() as url, harness.chromium() as browser:
         for name, address in PICTURES.items():
+            if only and name not in only:
+                continue
             path = out / f"{name}.png"
             size = picture(browser, url + address, path, name in ANSWERED)
             print(f"{path}  {size / 1000:.0f} KB  {address}", flush=True)
@@ -71,4 +75,6 @@ def run(out: Path) -> list[Path]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=harness.ROOT / "docs" / "pictures")
-    run(parser.parse_args().out)
+    parser.add_argument("--only", nargs="+", default=(), help="these pictures only, by name")
+    args = parser.parse_args()
+    run(args.out, tuple(args.only))

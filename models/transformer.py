@@ -429,13 +429,19 @@ class Transformer(nn.Module):
         self.generator: nn.Linear | None = None
         if self.decoder is not None:
             self.generator = nn.Linear(config.d_model, config.target_vocab_size, bias=config.output_bias)
-            if config.tie_output:
-                # section 3.4: the target embedding and the pre-softmax linear layer share one matrix
-                self.generator.weight = self.decoder.embeddings.token.weight
-            if config.share_embeddings and self.encoder is not None:
-                # one matrix for both embedding layers (and the generator when tied)
-                self.encoder.embeddings.token.weight = self.decoder.embeddings.token.weight
+        self.tie()
         self.reset_parameters()
+
+    def tie(self) -> None:
+        """Share the matrices the config says are one (again after a load that assigned new tensors)."""
+        if self.decoder is None or self.generator is None:
+            return
+        if self.config.tie_output:
+            # section 3.4: the target embedding and the pre-softmax linear layer share one matrix
+            self.generator.weight = self.decoder.embeddings.token.weight
+        if self.config.share_embeddings and self.encoder is not None:
+            # one matrix for both embedding layers (and the generator when tied)
+            self.encoder.embeddings.token.weight = self.decoder.embeddings.token.weight
 
     def reset_parameters(self) -> None:
         """Xavier-uniform for matrices (as in the reference implementations of the paper), zero biases."""

@@ -13,23 +13,21 @@ from explorer.figures.labels import escape_tokens, position_label
 def distribution_bars(
     tokens: Sequence[str],
     model: np.ndarray,
-    target: np.ndarray,
+    target: np.ndarray | None,
     title: str,
     model_name: str = "model",
     smoothed: bool = True,
 ) -> go.Figure:
     """Chosen tokens of the vocabulary: the model's probability and the target's (label-smoothed, or one-hot when
-    the model trains without smoothing), side by side."""
+    the model trains without smoothing), side by side; no target (None): the model's bars alone."""
     target_name = "target (label-smoothed)" if smoothed else "target (the right token)"
     labels = escape_tokens(tokens)
     y = list(range(len(labels)))
     hover = {"customdata": labels, "hovertemplate": "%{customdata}<br>%{x:.5f}<extra></extra>"}
-    figure = go.Figure(
-        [
-            go.Bar(x=model, y=y, orientation="h", name=model_name, marker={"color": "#1f77b4"}, **hover),
-            go.Bar(x=target, y=y, orientation="h", name=target_name, marker={"color": "#2ca02c"}, **hover),
-        ]
-    )
+    bars = [go.Bar(x=model, y=y, orientation="h", name=model_name, marker={"color": "#1f77b4"}, **hover)]
+    if target is not None:
+        bars.append(go.Bar(x=target, y=y, orientation="h", name=target_name, marker={"color": "#2ca02c"}, **hover))
+    figure = go.Figure(bars)
     figure.update_layout(
         title={"text": title},
         barmode="group",

@@ -99,7 +99,8 @@ def columns(config: TransformerConfig) -> list[Column]:
         return Column(name, x, side, tuple(blocks), first, last, n)
 
     # pre-LN: each sub-layer reads LayerNorm(x) and its output is added to x (no norm after the addition)
-    add_norm = f"Add (pre-norm: the {norm} comes before the sub-layer)" if config.norm_first else "Add & Norm"
+    pre = "pre-norm" if config.norm == "rms" else "pre-LN"
+    add_norm = f"Add ({pre}: the {norm} comes before the sub-layer)" if config.norm_first else "Add & Norm"
     if config.is_decoder_only:
         final = f"Final {norm}, then linear" if config.norm_first else "Linear"
         return [

@@ -3,6 +3,7 @@ and sampling; the loss against the right answer)."""
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,6 +130,32 @@ def loss(s: Scored, number: int = 1) -> None:
             f"numbered as on the Decoding page: {scored.decoder_input[0]!r} is 0, so step i writes position i."
         )
     st.caption(markdown_literal(text))
+
+
+def next_after_text(s: Scored, number: int = 1) -> int:
+    """A decoder-only text: what the model predicts after its last token (no right answer: the text ends there);
+    returns the next section's number."""
+    trace = s.trace
+    if not trace.decoder_only or trace.top_tokens is None or trace.top_probabilities is None:
+        return number
+    last = trace.source_tokens[-1]
+    st.subheader(f"{number}. After the whole text: the next token")
+    chart(
+        distribution_bars(
+            trace.top_tokens[-1],
+            trace.top_probabilities[-1],
+            None,
+            html.escape(f"After {position_label(len(trace.source_tokens) - 1, last)!r}: softmax(logits), top {SHOWN}"),
+        ),
+        "output_next",
+        present_height=380,
+    )
+    best, p = trace.top_tokens[-1][0], float(trace.top_probabilities[-1][0])
+    st.caption(
+        f"The text ends here, so no token is right or wrong: the model's most likely next token is {best!r} "
+        f"(p = {p:.2f}). Below, every earlier position, where the text itself says what came next."
+    )
+    return number + 1
 
 
 def one_step(s: Scored, number: int = 2) -> None:

@@ -13,6 +13,7 @@ intro(
     "word; dividing the logits by a temperature, or sampling, writes other outputs."
 )
 scored = _output.scored(box="none")  # the loss step scores typed targets
-_output.one_step(scored, number=1)
-_output.sampling(scored, number=2)
+number = _output.next_after_text(scored, number=1)  # a decoder-only text: what comes after it
+_output.one_step(scored, number=number)
+_output.sampling(scored, number=number + 1)
 page_footer()

@@ -103,3 +103,16 @@ def test_each_step_says_what_the_paper_did_and_what_this_model_does(smollm2):
     at = new_app("positional")
     at.query_params["model"] = "translate"
     assert "2017 paper:" not in text_of(at.run())
+
+
+def test_final_linear_shows_what_comes_after_the_text(smollm2):
+    at = opened("final_linear")
+    first = spec(at.get("plotly_chart")[0])
+    result = trace.run(smollm2, TEXT, smollm2.max_tokens)
+    bars = first["data"][0]
+    assert len(first["data"]) == 1  # no target: the text ends here
+    assert first["layout"]["yaxis"]["ticktext"][0] == "ĠParis" == result.top_tokens[-1][0]
+    np.testing.assert_allclose(array(bars["x"]), result.top_probabilities[-1], rtol=1e-6)
+    words = text_of(at)
+    assert "the model's most likely next token is 'ĠParis' (p = 0.77)" in words
+    assert "As text (greedy):  The capital of France is[ Paris" in words

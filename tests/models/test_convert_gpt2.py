@@ -92,11 +92,11 @@ def rewrite_config(folder, **changes):
 
 
 def test_a_model_type_the_engine_does_not_have_is_named_with_the_supported_ones(tmp_path):
-    folder = make_gpt2_folder(tmp_path / "llama")
-    rewrite_config(folder, model_type="llama")
-    with pytest.raises(ModelFolderError, match=r"model_type 'llama'; supported: bert, gpt2$"):
+    folder = make_gpt2_folder(tmp_path / "mistral")
+    rewrite_config(folder, model_type="mistral")
+    with pytest.raises(ModelFolderError, match=r"model_type 'mistral'; supported: bert, gpt2, llama$"):
         load_folder(folder)
-    with pytest.raises(ModelFolderError, match="model_type 'llama'"):
+    with pytest.raises(ModelFolderError, match="model_type 'mistral'"):
         load_reference(folder)
 
 

@@ -51,6 +51,8 @@ def test_tiny_random_llama_matches_transformers(tmp_path, settings):
     )
     assert config.rope_theta == settings.get("rope_theta", 10000.0)
     assert model.decoder.embeddings.position is None  # nothing is added to the embedding
+    # a tied output matrix is the embedding's own parameter (one matrix), an untied one is not
+    assert (model.generator.weight is model.decoder.embeddings.token.weight) == settings.get("tie", False)
     assert not any(name.endswith("bias") for name, _ in model.named_parameters())
     reference = load_reference(folder)
     assert type(reference).__name__ == "LlamaForCausalLM"
