@@ -97,8 +97,16 @@ def page_header(title: str | None = None) -> None:
     else:
         _step_links(page, *st.columns(2))
         st.header(heading)
-    if changed := then_and_now.line(cached.model(st.session_state[state.MODEL]), page.stem):
-        st.caption(changed)
+        if changed := then_and_now_line():  # presenter mode: folded with the introduction (intro)
+            st.caption(changed)
+
+
+def then_and_now_line() -> str:
+    """What the 2017 paper did at this lesson step and what the sidebar's model does instead ("" where the same)."""
+    page = this_page()
+    if page is None or page.step is None:
+        return ""
+    return then_and_now.line(cached.model(st.session_state[state.MODEL]), page.stem)
 
 
 INTRO_BOX = "intro_box"  # this run's folded introduction, where about_heads adds its note in presenter mode
@@ -110,6 +118,8 @@ def intro(text: str) -> None:
     if presenting():
         box = st.session_state[INTRO_BOX] = st.expander("What this step shows", icon=":material/info:")
         box.markdown(text)
+        if changed := then_and_now_line():
+            box.caption(changed)
     else:
         st.markdown(text)
 
