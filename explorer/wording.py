@@ -345,3 +345,8 @@ def attention_formula(kind: str, config: TransformerConfig | None = None) -> str
         rf"A_i = \mathrm{{softmax}}\!\left({scores} + M\right),\qquad M_{{qk}} = \begin{{cases}} 0 & k \le q \\ "
         r"-\infty & k > q \end{cases}"
     )
+
+
+def head_output(config: TransformerConfig) -> str:
+    """A head's output in words' formula: A_i (V W^V_i + b^V_i), without the bias where the model has none."""
+    return "A_i (V W^V_i + b^V_i)" if config.qkv_bias else "A_i V W^V_i"

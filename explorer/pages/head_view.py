@@ -10,10 +10,11 @@ from explorer import cached, state
 from explorer.callbacks import focus_token, head_label
 from explorer.figures.head_view import WINDOW, head_view, window_start
 from explorer.pages._shared import chart, pick_attention, pick_layer, pick_token
-from explorer.wording import attention_formula
+from explorer.wording import attention_formula, head_output
 
 st.header("Head view")
-st.caption("The lines draw one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i).")
+config = cached.model(st.session_state[state.MODEL]).model.config
+st.caption(f"The lines draw one head's attention weights A_i; the head's output is {head_output(config)}.")
 st.markdown(
     "Queries on the left, keys on the right. A line's opacity is the attention weight, its colour the head; each "
     "query shows its strongest keys (weights under 0.05 are left out). Click a head in the legend to hide it, or "

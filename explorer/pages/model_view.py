@@ -20,11 +20,12 @@ from explorer.pages._shared import (
     pick_layer,
     sidebar_family,
 )
-from explorer.wording import attention_formula, model_view_hint
+from explorer.wording import attention_formula, head_output, model_view_hint
 
 page_header("Model view")
 intro(
-    "Each thumbnail draws one head's attention weights A_i; the head's output is A_i (V W^V_i + b^V_i). Every head "
+    "Each thumbnail draws one head's attention weights A_i; the head's output is "
+    f"{head_output(cached.model(st.session_state[state.MODEL]).model.config)}. Every head "
     "of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
     f"attention (queries down, keys across). {model_view_hint(sidebar_family())} Thumbnails are "
     f"averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and each is scaled to its own maximum, so a nearly "

@@ -41,7 +41,15 @@ def test_every_page_opens_for_smollm2(smollm2, page):
         return
     words = text_of(at)
     # nothing a Llama model does not have: no encoder, no sinusoid or learned table added, no LayerNorm, no biases
-    for wrong in ("encoder-only", "BERT family", "Each projection has a bias", "LayerNorm(x)", "pre-LN (as GPT-2)"):
+    wrongs = (
+        "encoder-only",
+        "BERT family",
+        "Each projection has a bias",
+        "LayerNorm(x)",
+        "pre-LN (as GPT-2)",
+        "+ b^V_i",
+    )
+    for wrong in wrongs:
         assert wrong not in words, (page, wrong)
 
 
