@@ -189,15 +189,16 @@ def attention_input(config: TransformerConfig, kind: str, layer: int) -> str:
     computes it: post-LN layers hand on LayerNorm(h + sublayer(h)); pre-LN layers hand on h + sublayer(LayerNorm(h))."""
     stack = "encoder" if kind == "encoder_self" else "decoder"
     norm = norm_name(config)
+    pre = "pre-norm" if config.norm == "rms" else "pre-LN"
     if kind == "cross":
         where = f"decoder layer {layer + 1} after masked self-attention"
         if config.norm_first:
-            return f"{where}: h + SelfAttn({norm}(h)) (pre-norm: not yet normalised)"
+            return f"{where}: h + SelfAttn({norm}(h)) ({pre}: not yet normalised)"
         return f"{where} and its Add & Norm: LayerNorm(h + SelfAttn(h)) (post-LN)"
     if layer == 0:
         return embedding_sum(config, stack)
     if config.norm_first:
-        return f"output of {stack} layer {layer}: h + FFN({norm}(h)) (pre-norm: not yet normalised)"
+        return f"output of {stack} layer {layer}: h + FFN({norm}(h)) ({pre}: not yet normalised)"
     return f"output of {stack} layer {layer}, after its last Add & Norm: LayerNorm(h + FFN(h)) (post-LN)"
 
 

@@ -27,7 +27,8 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_list_models(capsys):
     code, out, _ = run_cli(capsys, "export", "--list-models")
-    assert code == 0 and out.split() == ["minilm", "minilm-random", "paper-random", "translate", "reverse", "induction"]
+    keys = ["minilm", "smollm2", "minilm-random", "paper-random", "translate", "reverse", "induction"]
+    assert code == 0 and out.split() == keys
 
 
 def test_toy_model_export_gives_decoder_and_cross_attention_of_the_greedy_output(capsys):

@@ -12,6 +12,7 @@ from models.tokenize import WordPieceTokenizer
 def test_the_catalogue_is_the_built_in_models_then_the_environments_folders():
     assert list(registry.catalogue({})) == [
         "minilm",
+        "smollm2",
         "minilm-random",
         "paper-random",
         "translate",
