@@ -11,6 +11,7 @@ from models import family as families
 from models.config import TransformerConfig
 from models.tokenize import WordPieceTokenizer
 
+MODEL_TYPE = "bert"  # config.json's model_type this family reads
 REFERENCE_CLASS = "BertModel"  # transformers' class for the same folder (models.reference)
 
 # Checkpoint keys we know and deliberately do not use: the pooler and pre-training heads sit on top of the

@@ -18,6 +18,7 @@ from models.config import ACTIVATIONS, TransformerConfig
 from models.convert_bert import ConversionError
 from models.tokenize import ByteLevelTokenizer
 
+MODEL_TYPE = "gpt2"  # config.json's model_type this family reads
 REFERENCE_CLASS = "GPT2LMHeadModel"  # transformers' class for the same folder (models.reference)
 
 # buffers some checkpoints carry: the causal mask (attn.bias, attn.masked_bias), rebuilt here from the length

@@ -19,6 +19,7 @@ from models.config import ACTIVATIONS, TransformerConfig
 from models.convert_bert import ConversionError
 from models.tokenize import ByteLevelTokenizer
 
+MODEL_TYPE = "llama"  # config.json's model_type this family reads
 REFERENCE_CLASS = "LlamaForCausalLM"  # transformers' class for the same folder (models.reference)
 
 # ours (under decoder.layers.{i}.) -> theirs (under model.layers.{i}.); nn.Linear both sides: no transposes

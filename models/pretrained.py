@@ -3,7 +3,9 @@ chosen by config.json's model_type, and each family has one module for its conve
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from pathlib import Path
 from types import ModuleType
 
@@ -11,16 +13,29 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from models import convert_bert, convert_gpt2, convert_llama, gguf
+import models
+from models import gguf
 from models.config import TransformerConfig
 from models.convert_bert import ConversionError
 from models.family import Family
 from models.tokenize import WordPieceTokenizer
 from models.transformer import Transformer
 
-# config.json's model_type -> the family's module: config_from_hf, convert, load_tokenizer, family (a folder whose
-# config names no model_type is read as BERT, as all-MiniLM-L6-v2's older copies are)
-FAMILIES: dict[str, ModuleType] = {"bert": convert_bert, "gpt2": convert_gpt2, "llama": convert_llama}
+
+def _families() -> dict[str, ModuleType]:
+    """Every family module in models/ (convert_*.py), by the model_type it declares: adding a family is adding its
+    file (config_from_hf, convert, load_tokenizer, family, MODEL_TYPE, REFERENCE_CLASS)."""
+    found = {}
+    for info in pkgutil.iter_modules(models.__path__, "models."):
+        if info.name.rpartition(".")[2].startswith("convert_"):
+            module = importlib.import_module(info.name)
+            found[module.MODEL_TYPE] = module
+    return dict(sorted(found.items()))
+
+
+# config.json's model_type -> the family's module (a folder whose config names no model_type is read as BERT, as
+# all-MiniLM-L6-v2's older copies are)
+FAMILIES: dict[str, ModuleType] = _families()
 
 
 class ModelFolderError(ValueError):

@@ -22,10 +22,17 @@ def make_llama_folder(
     rope_theta: float = 10000.0,
     tie: bool = False,
     seed: int = 0,
+    family: str = "llama",
     **overrides,
 ) -> Path:
-    """A Llama folder at `path` (config.json, model.safetensors, tokenizer.json); overrides go to LlamaConfig."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """A Llama folder at `path` (config.json, model.safetensors, tokenizer.json); overrides go to LlamaConfig.
+    family="qwen2": a Qwen2 folder instead (Llama with biases on W_Q, W_K, W_V), built the same way."""
+    import transformers
+
+    LlamaConfig, LlamaForCausalLM = {  # noqa: N806 -- the classes, by family
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    }[family]
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)

@@ -65,6 +65,22 @@ def test_tiny_random_llama_matches_transformers(tmp_path, settings):
     assert_parity(model, reference, torch.randint(config.vocab_size, (2, config.max_len), generator=generator))
 
 
+@pytest.mark.parametrize("settings", [dict(heads=6, kv_heads=2), dict(heads=4, kv_heads=4, tie=True, seed=1)])
+def test_a_fourth_family_is_one_file_qwen2_matches_transformers(tmp_path, settings):
+    """Qwen2 (Llama with biases on W_Q, W_K, W_V) is models/convert_qwen2.py alone: found by its model_type."""
+    folder = make_llama_folder(tmp_path / "qwen2", family="qwen2", **settings)
+    model, tokenizer, family = load_folder(folder)
+    assert family.name == "Qwen2 family" and family.norm == "rms" and family.positional == "rotary"
+    attention = model.decoder.layers[0].self_attn
+    assert attention.w_q.bias is not None and attention.w_k.bias is not None and attention.w_o.bias is None
+    assert model.decoder.layers[0].ffn.linear1.bias is None
+    reference = load_reference(folder)
+    assert type(reference).__name__ == "Qwen2ForCausalLM"
+    assert_parity(model, reference, torch.tensor([tokenizer.encode(" ".join(CORPUS[:3]), 64).ids]))
+    generator = torch.Generator().manual_seed(settings.get("seed", 0))
+    assert_parity(model, reference, torch.randint(model.config.vocab_size, (2, 64), generator=generator))
+
+
 def test_internals_show_rotation_and_sharing(tmp_path):
     folder = make_llama_folder(tmp_path / "llama", heads=6, kv_heads=2)
     model, tokenizer, _ = load_folder(folder)
