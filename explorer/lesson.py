@@ -69,6 +69,8 @@ EXPLORE = (
 # The encoder-decoder a lesson on an encoder-only model is offered for the decoder's steps, and its sentence
 TRANSLATE = "translate"
 TRANSLATE_EXAMPLE = "the small red cat sees a big dog"
+REAL_MODEL = "smollm2"  # the lesson's real language model: every step, tokens to the loss, on one model
+REAL_EXAMPLE = "The capital of France is"
 MENUS = {"Lesson": (OVERVIEW, *STEPS), "Explore": EXPLORE}
 N_STEPS = len(STEPS)
 BY_STEM = {page.stem: page for pages in MENUS.values() for page in pages}

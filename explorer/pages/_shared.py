@@ -146,8 +146,19 @@ def needs_decoder(loaded) -> None:
         f"{markdown_literal(loaded.title)} is {loaded.family.shape_name}: it has no decoder and no output "
         "distribution, so this step has nothing to show. The toy translation model has both."
     )
-    offer_translation("Show this step with the toy translation model", "needs_decoder_translate")
+    left, right = st.columns(2)
+    with left:
+        offer_real_model("Show this step with a real language model (SmolLM2)", "needs_decoder_real")
+    with right:
+        offer_translation("Show this step with the toy translation model", "needs_decoder_translate")
     stop()
+
+
+def offer_real_model(label: str, key: str) -> None:
+    """One click to the lesson's real language model (SmolLM2-135M) on its example sentence."""
+    from explorer.callbacks import use_model  # callbacks imports this module
+
+    st.button(label, on_click=use_model, args=(lesson.REAL_MODEL, lesson.REAL_EXAMPLE), icon=":material/chat:", key=key)
 
 
 def offer_translation(label: str, key: str) -> None:

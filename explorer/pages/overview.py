@@ -10,7 +10,15 @@ import streamlit as st
 from explorer import cached, lesson, state
 from explorer.figures.labels import escape_tokens, markdown_literal
 from explorer.figures.overview import figure_one, open_clicked
-from explorer.pages._shared import chart, current_trace, intro, offer_translation, page_footer, page_header
+from explorer.pages._shared import (
+    chart,
+    current_trace,
+    intro,
+    offer_real_model,
+    offer_translation,
+    page_footer,
+    page_header,
+)
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here on the map; the steps show what the model reads
 TOKEN_SEPARATOR = " · "
@@ -58,6 +66,11 @@ if missing:
         )
     )
     offer_translation("Use the toy translation model", "overview_translate")
+if not (loaded.family.pretrained and loaded.family.shape == "decoder-only"):
+    offer_real_model(
+        "Take the lesson on a real language model: SmolLM2-135M predicts the next word of your sentence",
+        "overview_real",
+    )
 
 st.subheader("The steps")
 for page in lesson.STEPS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import lesson, positions, trace
+from explorer import lesson, positions, state, trace
 from models import registry
 from tests.app import new_app
 from tests.app.test_decoder_only import text_of
@@ -124,3 +124,18 @@ def test_final_linear_shows_what_comes_after_the_text(smollm2):
     words = text_of(at)
     assert "the model's most likely next token is 'ĠParis' (p = 0.77)" in words
     assert "As text (greedy):  The capital of France is[ Paris" in words
+
+
+def test_one_click_takes_the_lesson_to_the_real_model(smollm2):
+    at = new_app()  # the Overview, on the default model
+    at.run()
+    assert at.session_state[state.MODEL] != "smollm2"
+    at.button(key="overview_real").click().run()
+    assert not at.exception
+    assert at.session_state[state.MODEL] == "smollm2" and at.session_state[state.TEXT] == lesson.REAL_EXAMPLE
+    assert "a decoder-only model (Llama family)" in text_of(at)
+    assert "overview_real" not in [b.key for b in at.button]  # on the real model, nothing to offer
+    # a decoder step on MiniLM offers it too
+    at = opened("decoding", "minilm", "The cat sat on the mat")
+    at.button(key="needs_decoder_real").click().run()
+    assert not at.exception and at.session_state[state.MODEL] == "smollm2"
