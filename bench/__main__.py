@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     load = commands.add_parser("load", help="many browser sessions at once against streamlit run app.py")
     load.add_argument("--json", action="store_true")
     load.add_argument("--sessions", type=int, default=10)
+    load.add_argument("--model", default="minilm", help="the model every session opens on (its address names it)")
     load.add_argument("--seconds", type=float, default=60.0)
     load.add_argument("--sentences", type=int, default=None, help="stop each session after this many sentences")
     load.add_argument("--no-costs", action="store_true", help="skip the one-person CPU and memory measurements")
@@ -72,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "load":
         from bench import load as bench_load
 
-        summary = bench_load.run(args.sessions, args.seconds, args.sentences, not args.no_costs).summary()
+        report = bench_load.run(args.sessions, args.seconds, args.sentences, not args.no_costs, args.model)
+        summary = report.summary()
         print(json.dumps(summary) if args.json else bench_load.table(summary))
     elif args.command == "memory":
         from bench import memory as bench_memory

@@ -142,12 +142,14 @@ async def _act(page, action) -> None:
     await page.wait_for_function(harness.SETTLED, arg=before, timeout=WAIT_MS)
 
 
-async def _open(browser, url: str, report: Report):
-    """A new person opening the app on its first page, as a class does: a fresh browser context, the page drawn."""
+async def _open(browser, url: str, report: Report, model: str = ""):
+    """A new person opening the app on its first page, as a class does: a fresh browser context, the page drawn;
+    `model`: opened at an address naming that model (as a teacher's shared link does)."""
     context = await _context(browser)
     page = await context.new_page()
     start = time.perf_counter()
-    await _goto(page, url)  # people click on as soon as the menus are there, charts drawn or not
+    # people click on as soon as the menus are there, charts drawn or not
+    await _goto(page, f"{url}/?{urllib.parse.urlencode({'model': model})}" if model else url)
     report.open_latencies.append(time.perf_counter() - start)
     return context, page
 
@@ -246,7 +248,8 @@ async def _session(context, page, n: int, loaded, report: Report) -> None:
             if named is None:
                 report.errors.append(f"session {n} step {step}: no head named in the title {title!r}")
                 continue
-            weights = expected.encoder_self.weights[int(named[1]) - 1, int(named[2]) - 1]
+            kind = loaded.family.kinds[0]  # the heatmap opens on the model's first attention kind
+            weights = expected.attention(kind).weights[int(named[1]) - 1, int(named[2]) - 1]
             if not np.array_equal(z, weights):
                 worst = float(np.abs(z - weights).max())
                 report.mismatches.append(f"session {n} step {step}: max difference {worst:.3g} for {text!r}")
@@ -258,7 +261,7 @@ async def _session(context, page, n: int, loaded, report: Report) -> None:
         await context.close()
 
 
-async def _run(url: str, report: Report, loaded, costs: bool) -> Report:
+async def _run(url: str, report: Report, loaded, costs: bool, model: str = "") -> Report:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
@@ -267,7 +270,7 @@ async def _run(url: str, report: Report, loaded, costs: bool) -> Report:
             if costs:
                 report.costs = await _costs(browser, url, url.pid, loaded)
             # everyone opens the app at once, then everyone types for `seconds`
-            opened = await asyncio.gather(*(_open(browser, url, report) for _ in range(report.sessions)))
+            opened = await asyncio.gather(*(_open(browser, url, report, model) for _ in range(report.sessions)))
             server, (busy, idle), start = proc.cpu_seconds(url.pid), proc.machine_cpu_seconds(), time.monotonic()
             await asyncio.gather(
                 *(_session(context, page, n, loaded, report) for n, (context, page) in enumerate(opened))
@@ -283,18 +286,22 @@ async def _run(url: str, report: Report, loaded, costs: bool) -> Report:
 
 
 def run(
-    sessions: int = SESSIONS, seconds: float | None = SECONDS, sentences: int | None = None, costs: bool = False
+    sessions: int = SESSIONS,
+    seconds: float | None = SECONDS,
+    sentences: int | None = None,
+    costs: bool = False,
+    model: str = "minilm",
 ) -> Report:
     """Start the app on a free loopback port, drive it, stop it. Each session types until `seconds` have passed
     or it has typed `sentences` sentences, whichever comes first (None: no such bound; give at least one).
     `costs` first measures, one person at a time, the server's CPU per sentence and per picker change and its memory."""
     if seconds is None and sentences is None:
         raise ValueError("give seconds, sentences or both: the run must stop by itself")
-    loaded = registry.load("minilm")
+    loaded = registry.load(model)
     report = Report(sessions, seconds, sentences)
     with harness.app_server() as url, ThreadPoolExecutor(1) as worker:
         # a thread of its own: the caller may already run an event loop (Playwright's sync API under pytest)
-        return worker.submit(asyncio.run, _run(url, report, loaded, costs)).result()
+        return worker.submit(asyncio.run, _run(url, report, loaded, costs, model)).result()
 
 
 def table(summary: dict) -> str:

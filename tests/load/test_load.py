@@ -18,10 +18,11 @@ SENTENCES = 4  # each, typed while the others type theirs
 
 
 @pytest.mark.timeout(1800)
-def test_sessions_typing_at_once_each_get_the_single_user_result():
+@pytest.mark.parametrize("model", ["minilm", "smollm2"])  # an encoder, and a real 30-layer decoder
+def test_sessions_typing_at_once_each_get_the_single_user_result(model):
     if not Path(harness.CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed (make test installs it when run as root)")
-    report = load.run(sessions=SESSIONS, seconds=None, sentences=SENTENCES)
+    report = load.run(sessions=SESSIONS, seconds=None, sentences=SENTENCES, model=model)
     print(load.table(report.summary()))
     assert report.errors == [] and report.mismatches == []
     assert report.per_session == [SENTENCES] * SESSIONS  # every session typed every sentence and checked its figure
