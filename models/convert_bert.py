@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from torch import Tensor
@@ -40,6 +40,36 @@ LAYER_KEYS = {  # ours (under encoder.layers.{i}.) -> theirs (under encoder.laye
 
 class ConversionError(ValueError):
     """A checkpoint that does not fit the model: names every missing, unexpected or mis-shaped key."""
+
+
+class Checked:
+    """A checkpoint's tensors taken by name, each shape checked; every problem is collected and reported at once
+    (`finish`), so one message names all that is wrong with a file. Every family's converter reads through it."""
+
+    def __init__(self, theirs: Mapping[str, Tensor]) -> None:
+        self.theirs = theirs
+        self.used: set[str] = set()
+        self.problems: list[str] = []
+
+    def take(self, name: str, shape: tuple[int, ...]) -> Tensor | None:
+        """The tensor `name` if it is there with this shape; None (and the problem noted) otherwise."""
+        if name not in self.theirs:
+            self.problems.append(f"missing {name}")
+            return None
+        self.used.add(name)
+        tensor = self.theirs[name]
+        if tuple(tensor.shape) != shape:
+            self.problems.append(f"{name} has shape {tuple(tensor.shape)}, expected {shape}")
+            return None
+        return tensor
+
+    def finish(self, what: str, ignored: Callable[[str], bool] = lambda _name: False) -> None:
+        """Raise ConversionError naming every problem, and every key neither taken nor `ignored`, if there is one."""
+        unexpected = sorted(k for k in self.theirs if k not in self.used and not ignored(k))
+        problems = self.problems + [f"unexpected {k}" for k in unexpected]
+        if problems:
+            shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
+            raise ConversionError(f"checkpoint does not fit the {what}: {shown}")
 
 
 def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
@@ -95,26 +125,13 @@ def _normalise_key(key: str) -> str:
 
 def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
     """Rename a BERT state dict to ours, checking every key and shape; raises ConversionError listing problems."""
-    theirs = {_normalise_key(k): v for k, v in checkpoint.items()}
-    mapping = key_map(config.n_encoder_layers)
+    checked = Checked({_normalise_key(k): v for k, v in checkpoint.items()})
     expected_shapes = _expected_shapes(config)
-    problems: list[str] = []
     converted: dict[str, Tensor] = {}
-    for ours, name in mapping.items():
-        if name not in theirs:
-            problems.append(f"missing {name}")
-            continue
-        tensor = theirs[name]
-        if tuple(tensor.shape) != expected_shapes[ours]:
-            problems.append(f"{name} has shape {tuple(tensor.shape)}, expected {expected_shapes[ours]}")
-            continue
-        converted[ours] = tensor
-    used = set(mapping.values())
-    unexpected = sorted(k for k in theirs if k not in used and not k.startswith(IGNORED_PREFIXES))
-    problems += [f"unexpected {k}" for k in unexpected]
-    if problems:
-        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-        raise ConversionError(f"checkpoint does not fit the BERT encoder: {shown}")
+    for ours, name in key_map(config.n_encoder_layers).items():
+        if (tensor := checked.take(name, expected_shapes[ours])) is not None:
+            converted[ours] = tensor
+    checked.finish("BERT encoder", lambda k: k.startswith(IGNORED_PREFIXES))
     return converted
 
 

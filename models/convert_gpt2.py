@@ -15,7 +15,7 @@ from torch import Tensor
 
 from models import family as families
 from models.config import ACTIVATIONS, TransformerConfig
-from models.convert_bert import ConversionError
+from models.convert_bert import Checked, ConversionError
 from models.tokenize import ByteLevelTokenizer
 
 MODEL_TYPE = "gpt2"  # config.json's model_type this family reads
@@ -85,22 +85,10 @@ def _normalise_key(key: str) -> str:
 def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
     """Rename, transpose and split a GPT-2 state dict into ours, checking every key and shape; raises
     ConversionError listing every problem."""
-    theirs = {_normalise_key(k): v for k, v in checkpoint.items()}
+    checked = Checked({_normalise_key(k): v for k, v in checkpoint.items()})
+    take = checked.take
     d, f = config.d_model, config.d_ff
-    problems: list[str] = []
-    used: set[str] = set()
     converted: dict[str, Tensor] = {}
-
-    def take(name: str, shape: tuple[int, ...]) -> Tensor | None:
-        if name not in theirs:
-            problems.append(f"missing {name}")
-            return None
-        used.add(name)
-        tensor = theirs[name]
-        if tuple(tensor.shape) != shape:
-            problems.append(f"{name} has shape {tuple(tensor.shape)}, expected {shape}")
-            return None
-        return tensor
 
     embedding = take("wte.weight", (config.vocab_size, d))
     position = take("wpe.weight", (config.max_len, d))
@@ -108,7 +96,7 @@ def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict
         converted["decoder.embeddings.token.weight"] = embedding
         if config.tie_output:
             converted["generator.weight"] = embedding  # GPT-2's lm_head is the token embedding (tied)
-            used.add("lm_head.weight")
+            checked.used.add("lm_head.weight")
     if not config.tie_output and (head := take("lm_head.weight", (config.vocab_size, d))) is not None:
         converted["generator.weight"] = head
     if position is not None:
@@ -134,11 +122,7 @@ def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict
     final_weight, final_bias = take("ln_f.weight", (d,)), take("ln_f.bias", (d,))
     if final_weight is not None and final_bias is not None:
         converted["decoder.final_norm.weight"], converted["decoder.final_norm.bias"] = final_weight, final_bias
-    unexpected = sorted(k for k in theirs if k not in used and not k.endswith(IGNORED_SUFFIXES))
-    problems += [f"unexpected {k}" for k in unexpected]
-    if problems:
-        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-        raise ConversionError(f"checkpoint does not fit the GPT-2 decoder: {shown}")
+    checked.finish("GPT-2 decoder", lambda k: k.endswith(IGNORED_SUFFIXES))
     return {k: v.to(torch.float32) for k, v in converted.items()}
 
 

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from models import family as families
 from models.config import ACTIVATIONS, TransformerConfig
-from models.convert_bert import ConversionError
+from models.convert_bert import Checked, ConversionError
 from models.tokenize import ByteLevelTokenizer
 
 MODEL_TYPE = "llama"  # config.json's model_type this family reads
@@ -93,21 +93,10 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
 def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
     """Rename a Llama state dict into ours, checking every key and shape; raises ConversionError listing every
     problem."""
-    theirs = dict(checkpoint)
+    checked = Checked(checkpoint)
+    take = checked.take
     d, f, kv = config.d_model, config.d_ff, config.key_value_heads * config.d_head
-    problems: list[str] = []
-    used: set[str] = set()
     converted: dict[str, Tensor] = {}
-
-    def take(name: str, shape: tuple[int, ...]) -> Tensor | None:
-        if name not in theirs:
-            problems.append(f"missing {name}")
-            return None
-        used.add(name)
-        if tuple(theirs[name].shape) != shape:
-            problems.append(f"{name} has shape {tuple(theirs[name].shape)}, expected {shape}")
-            return None
-        return theirs[name]
 
     def put(ours: str, tensor: Tensor | None) -> None:
         if tensor is not None:
@@ -117,7 +106,7 @@ def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict
     put("decoder.embeddings.token.weight", embedding)
     if config.tie_output:
         put("generator.weight", embedding)  # the output matrix is the token embedding (tied)
-        used.add("lm_head.weight")
+        checked.used.add("lm_head.weight")
     else:
         put("generator.weight", take("lm_head.weight", (config.vocab_size, d)))
     shapes = {
@@ -142,11 +131,7 @@ def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict
             if has_bias.get(mine):
                 put(f"{ours}{mine}.bias", take(f"{prefix}{name}.bias", shapes[mine][:1]))
     put("decoder.final_norm.weight", take("model.norm.weight", (d,)))
-    unexpected = sorted(k for k in theirs if k not in used and not k.endswith(IGNORED_SUFFIXES))
-    problems += [f"unexpected {k}" for k in unexpected]
-    if problems:
-        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-        raise ConversionError(f"checkpoint does not fit the Llama decoder: {shown}")
+    checked.finish("Llama decoder", lambda k: k.endswith(IGNORED_SUFFIXES))
     return {k: v.to(torch.float32) for k, v in converted.items()}
 
 
