@@ -257,3 +257,34 @@ def test_gguf_cache_is_the_same_model_and_follows_the_file(tmp_path, monkeypatch
     os.utime(path, ns=(1, 1))  # the file changed: its cache is another folder
     load_gguf(path)
     assert len(list((tmp_path / "cache").iterdir())) == 2
+
+
+def test_a_tiny_gguf_file_reads_as_its_folder(tmp_path, monkeypatch):
+    """The GGUF reader on a file written here: W_Q and W_K un-permuted, the tokenizer rebuilt from the file's tokens and
+    merges; the model equals transformers' on the folder the file was written from."""
+    from models.pretrained import load_gguf
+    from tests.gguf_file import write_gguf
+
+    monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path / "cache"))
+    folder = make_llama_folder(tmp_path / "llama", heads=6, kv_heads=2, tie=False)
+    model, tokenizer, family = load_gguf(write_gguf(folder, tmp_path / "tiny.gguf"))
+    assert family.name == "Llama family" and model.config.key_value_heads == 2
+    _, folder_tokenizer, _ = load_folder(folder)
+    for text in CORPUS:
+        assert tokenizer.encode(text, 64) == folder_tokenizer.encode(text, 64)
+    reference = load_reference(folder)
+    assert_parity(model, reference, torch.tensor([tokenizer.encode(" ".join(CORPUS[:3]), 64).ids]))
+
+
+def test_a_gguf_of_another_architecture_is_named(tmp_path, monkeypatch):
+    from models.pretrained import ModelFolderError, load_gguf
+    from tests.gguf_file import write_gguf
+
+    monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path / "cache"))
+    path = write_gguf(make_llama_folder(tmp_path / "llama"), tmp_path / "phi.gguf", architecture="phi3")
+    with pytest.raises(ModelFolderError, match="holds a 'phi3' model; the engine reads GGUF files of the llama"):
+        load_gguf(path)
+    empty = tmp_path / "empty.gguf"
+    empty.touch()
+    with pytest.raises(ModelFolderError, match="cannot read .*empty.gguf as GGUF"):
+        load_gguf(empty)
