@@ -275,3 +275,18 @@ def test_ablation_method_needs_heads(capsys):
     assert code == 2 and out == "" and err == "error: --ablation needs --ablate: name the heads to turn off\n"
     code, _, err = run_cli(capsys, "export", "--model", "induction", "--example", "--ablate", "1.1", "--ablation", "x")
     assert code == 2 and err.count("\n") == 1 and "invalid choice" in err
+
+
+@pytest.mark.slow
+def test_smollm2_export_completes_the_capital_of_france(capsys, smollm2):
+    """A real language model in the export: the last next token is ' Paris', the attention is the model's own."""
+    text = "The capital of France is"
+    code, out, err = run_cli(capsys, "export", "--model", "smollm2", "--text", text)
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    assert doc["tokens"] == {"source": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]}
+    assert doc["next_tokens"][-1] == "ĠParis" and doc["logit_lens"][-1] == doc["next_tokens"]
+    expected = trace.run(smollm2, text).decoder_self.weights
+    drawn = np.array(doc["attention"]["decoder_self"])
+    assert drawn.shape == (30, 9, 5, 5)
+    np.testing.assert_allclose(drawn, expected, atol=1e-6)
