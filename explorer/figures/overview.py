@@ -83,7 +83,7 @@ def columns(config: TransformerConfig) -> list[Column]:
     position = {
         "sinusoidal": "+ sinusoidal positions",
         "learned": "+ learned positions",
-        "rotary": "Rotary positions: q, k turned by position",
+        "rotary": "No position added (rotary: every layer turns q, k)",
     }[config.positional]
     norm = "RMSNorm" if config.norm == "rms" else "LayerNorm"
     extra = ", token type, LayerNorm" if config.embedding_norm else ""

@@ -73,7 +73,7 @@ def embedding(f: Focus, number: int = 1) -> None:
     trace, loaded, stack, position = f.trace, f.loaded, f.stack, f.position
     config = loaded.model.config
     e = forward.embedding(loaded, trace, stack, position)
-    st.subheader(f"{number}. Token, id, embedding and position")
+    st.subheader(f"{number}. Token, id, embedding" + ("" if e.position is None else " and position"))
     st.markdown(
         f"Token {markdown_literal(repr(e.token))} at position {position} has id **{e.token_id}**: row {e.token_id} of "
         f"the {stack}'s embedding table ({config.d_model} values)."
@@ -153,7 +153,8 @@ def layer(f: Focus, number: int = 2) -> None:
             )
         else:
             st.markdown(
-                f"Multi-head attention output (Concat(head_1..head_h) W^O + b^O, from the model's own weights and "
+                f"Multi-head attention output (Concat(head_1..head_h) W^O{' + b^O' if config.out_bias else ''}, from "
+                "the model's own weights and "
                 f"values): `{preview(step.output)}`; {forward.agreement(step.output, step.traced_output)}."
             )
         rows = [step.x, step.output, step.residual]
@@ -161,7 +162,8 @@ def layer(f: Focus, number: int = 2) -> None:
         if step.post_norm is not None:
             rows.append(step.post_norm.output)
             names.append(f"{step.post_norm.name}(x + output)")
-        chart(named_strips(rows, names, f"{step.name.capitalize()} and Add & Norm"), f"forward_sublayer_{i}")
+        added = "Add & Norm" if step.post_norm is not None else "Add"  # pre-norm: nothing after the addition
+        chart(named_strips(rows, names, f"{step.name.capitalize()} and {added}"), f"forward_sublayer_{i}")
         if step.post_norm is not None:
             norm_text(step.post_norm)
         st.caption(f"Result {forward.agreement(step.result, step.traced)}.")

@@ -123,9 +123,15 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
             "qkv_matrices",
         )
         st.caption(
-            "Each is a slice of the layer's d_model x d_model matrix: this head owns columns "
-            f"{head * s.d_head} to {(head + 1) * s.d_head - 1}"
-            + (f" of W^Q; W^K and W^V are narrower ({sharing_text(s.sharing)})" if len(s.sharing) > 1 else "")
+            (
+                "Each is a slice of the layer's d_model x d_model matrix: this head owns columns "
+                f"{head * s.d_head} to {(head + 1) * s.d_head - 1}"
+                if len(s.sharing) == 1
+                else f"W^Q is columns {head * s.d_head} to {(head + 1) * s.d_head - 1} of the layer's d_model x "
+                f"d_model matrix; W^K and W^V are the {s.d_head} columns of key/value head "
+                f"{s.sharing[0] // len(s.sharing) + 1} in matrices of d_model x {s.d_model // len(s.sharing)} "
+                f"({sharing_text(s.sharing)})"
+            )
             + ". One colour scale for all three, clipped at the 99th percentile of their entries."
         )
         number += 1
@@ -140,7 +146,7 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
     if config.qkv_bias:
         st.caption("Each projection has a bias (b^Q, b^K, b^V): recomputing q as x W^Q alone is off by that bias.")
     else:
-        st.caption("This model's projections have no bias: q is x W^Q alone.")
+        st.caption("This model's projections have no bias (no b^Q, b^K, b^V).")
     if len(s.sharing) > 1:
         st.info(sharing_text(s.sharing) + ".")
     if s.q_unrotated is not None:
@@ -251,18 +257,19 @@ def heads(f: Focus, number: int = 4) -> None:
     chart(vector_strip(s.weighted_values, keys, "weight_j x v_j", shown), "qkv_weighted", present_height=300)
     chart(vector_strip(s.z, [f"z (head {s.head + 1})"], "z = sum_j weight_j v_j"), "qkv_z")
 
-    st.subheader(f"{number + 1}. Concatenate the heads and multiply by W_O")
+    st.subheader(f"{number + 1}. Concatenate the heads and multiply by W^O")
+    config = cached.model(st.session_state[state.MODEL]).model.config
+    bias = " + b^O" if config.out_bias else ""
     st.latex(
-        rf"\text{{MultiHead}} = \text{{Concat}}(z_1, \dots, z_{{{n_heads}}})\, W^O + b^O,"
+        rf"\text{{MultiHead}} = \text{{Concat}}(z_1, \dots, z_{{{n_heads}}})\, W^O{bias},"
         rf"\quad W^O \in \mathbb{{R}}^{{{s.d_model} \times {s.d_model}}}"
     )
     st.markdown(
         f"This head fills dimensions {s.head * s.d_head} to {(s.head + 1) * s.d_head - 1} of the concatenation."
     )
     chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), "qkv_concat")
-    config = cached.model(st.session_state[state.MODEL]).model.config
     after = "before the residual" if config.norm_first else "before the residual and LayerNorm"
-    chart(vector_strip(s.output, ["output"], f"After W_O ({after})"), "qkv_output")
+    chart(vector_strip(s.output, ["output"], f"After W^O ({after})"), "qkv_output")
 
 
 def download(f: Focus) -> None:

@@ -7,11 +7,16 @@ from explorer.pages._shared import intro, page_footer, page_header, sidebar_fami
 from explorer.wording import weights_origin
 
 page_header()
+family = sidebar_family()
+position = (
+    "this model adds no position to it: its layers turn queries and keys by position instead (the next step)"
+    if family.positional == "rotary"
+    else "the position it adds is the next step's subject"
+)
 intro(
     "The model cannot read text, only numbers: each token's id picks one row of a table of the model's weights, the "
-    f"embedding (d_model numbers per token; {weights_origin(sidebar_family())}). The rows below are "
-    "this token's, from the model's own table, step by step up to the vector that enters layer 1; the position it "
-    "adds is the next step's subject."
+    f"embedding (d_model numbers per token; {weights_origin(family)}). Below is this token's row, from the model's "
+    f"own table, step by step up to the vector that enters layer 1; {position}."
 )
 focus = _forward.focus(layer_picker=False)
 _forward.embedding(focus, number=1)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from explorer.pages import _qkv
-from explorer.pages._shared import intro, page_footer, page_header
+from explorer.pages._shared import intro, page_footer, page_header, sidebar_family
 
 page_header()
+own = (
+    "with its own W^Q and the keys and values of its group's shared W^K, W^V (grouped-query attention)"
+    if sidebar_family().shared_kv
+    else "with its own W^Q, W^K, W^V"
+)
 intro(
     "Each value is multiplied by its weight and the results are summed: that is the head's output z. Every head "
-    "of the layer does the same with its own W^Q, W^K, W^V, in parallel; their outputs are put side by side and "
-    "one more matrix, W^O, mixes them back to d_model numbers per token."
+    f"of the layer does the same {own}, in parallel; their outputs are put side by side and one more matrix, W^O, "
+    "mixes them back to d_model numbers per token."
 )
 focus = _qkv.focus()
 _qkv.heads(focus, number=1)

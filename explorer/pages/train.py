@@ -6,6 +6,7 @@ import streamlit as st
 
 from explorer import cached, state, training
 from explorer.figures.heatmap import head_heatmap
+from explorer.figures.labels import markdown_literal
 from explorer.figures.style import styled
 from explorer.figures.training import head_scores, loss_curve
 from explorer.pages._shared import chart, intro, page_footer, page_header, presenting
@@ -28,6 +29,14 @@ intro(
     "induction and previous-token scores beside the loss, which drops suddenly when the induction head forms. When "
     "it stops, your model joins the sidebar's model list."
 )
+sidebar_model = cached.model(st.session_state[state.MODEL])
+if sidebar_model.family.pretrained:  # this page trains a toy; the sidebar's model was trained elsewhere, at scale
+    st.info(
+        markdown_literal(
+            f"This page trains a small toy model here, not {sidebar_model.title}: that model was pretrained "
+            "elsewhere on a large corpus, with its own recipe; what follows describes the toy's."
+        )
+    )
 
 
 def publish(run: Run) -> None:

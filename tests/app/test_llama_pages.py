@@ -37,11 +37,15 @@ def test_every_page_opens_for_smollm2(smollm2, page):
     at = opened(page)
     assert not at.exception, (page, at.exception)
     assert not at.error, (page, [e.value for e in at.error])
-    if page == "train":
+    if page == "train":  # it trains a toy, and says that it is not the sidebar's model
+        assert "not SmolLM2-135M-Instruct (pretrained)" in text_of(at)
         return
     words = text_of(at)
     # nothing a Llama model does not have: no encoder, no sinusoid or learned table added, no LayerNorm, no biases
     wrongs = (
+        "W^O + b^O",
+        "the position it adds",
+        "with its own W^Q, W^K, W^V",
         "encoder-only",
         "BERT family",
         "Each projection has a bias",
