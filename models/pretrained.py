@@ -120,8 +120,8 @@ def assemble(
 
 def load_gguf(path: str | Path) -> tuple[Transformer, object, Family]:
     """A GGUF file (weights dequantized to float32) through its family's own converter, as a folder would be. The
-    first load writes what it read as a model folder under gguf.cache_folder(), named by the file's path, size and
-    time, so a new process reads that folder instead (seconds faster); a changed file gets a new folder."""
+    first load writes what it read as a model folder under gguf.cache_folder(), named by a hash of the file, so a new
+    process reads that folder instead (seconds faster); a changed file gets a new folder, and its old one goes."""
     path = Path(path)
     cached = gguf.cache_folder() / f"{path.stem}-{gguf.cache_key(path)}"
     if (cached / "model.safetensors").is_file():

@@ -254,9 +254,17 @@ def test_gguf_cache_is_the_same_model_and_follows_the_file(tmp_path, monkeypatch
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
     text = SENTENCES[2]
     assert tokenizer_again.encode(text, 64) == tokenizer.encode(text, 64) == smollm2.tokenizer.encode(text, 64)
-    os.utime(path, ns=(1, 1))  # the file changed: its cache is another folder
+    with open(path, "r+b") as f:  # the file changed (one byte of the last tensor's data): another folder
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 1]))
     load_gguf(path)
-    assert len(list((tmp_path / "cache").iterdir())) == 2
+    now = list((tmp_path / "cache").iterdir())
+    assert len(now) == 1 and now != written  # the old folder is gone: it is read no more
+    os.utime(path, ns=(1, 1))  # the same content, another time (a reinstall): the same folder
+    load_gguf(path)
+    assert list((tmp_path / "cache").iterdir()) == now
 
 
 def test_a_tiny_gguf_file_reads_as_its_folder(tmp_path, monkeypatch):
