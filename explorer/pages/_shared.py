@@ -161,6 +161,19 @@ def offer_real_model(label: str, key: str) -> None:
     st.button(label, on_click=use_model, args=(lesson.REAL_MODEL, lesson.REAL_EXAMPLE), icon=":material/chat:", key=key)
 
 
+def not_the_sidebar_model() -> None:
+    """The Train page trains a toy: say so when the sidebar holds a pretrained model (a function, so no page global
+    keeps the model alive)."""
+    loaded = cached.model(st.session_state[state.MODEL])
+    if loaded.family.pretrained:
+        st.info(
+            markdown_literal(
+                f"This page trains a small toy model here, not {loaded.title}: that model was pretrained elsewhere on "
+                "a large corpus, with its own recipe; what follows describes the toy's."
+            )
+        )
+
+
 def offer_translation(label: str, key: str) -> None:
     """One click to the lesson's encoder-decoder (the toy translation model) on its example sentence."""
     from explorer.callbacks import use_model  # callbacks imports this module

@@ -6,10 +6,9 @@ import streamlit as st
 
 from explorer import cached, state, training
 from explorer.figures.heatmap import head_heatmap
-from explorer.figures.labels import markdown_literal
 from explorer.figures.style import styled
 from explorer.figures.training import head_scores, loss_curve
-from explorer.pages._shared import chart, intro, page_footer, page_header, presenting
+from explorer.pages._shared import chart, intro, not_the_sidebar_model, page_footer, page_header, presenting
 from explorer.training import Run, Snapshot
 from explorer.wording import learning_rate_formula, optimiser_and_dropout, recipe_departures, run_length
 from models import tasks, train
@@ -29,14 +28,7 @@ intro(
     "induction and previous-token scores beside the loss, which drops suddenly when the induction head forms. When "
     "it stops, your model joins the sidebar's model list."
 )
-sidebar_model = cached.model(st.session_state[state.MODEL])
-if sidebar_model.family.pretrained:  # this page trains a toy; the sidebar's model was trained elsewhere, at scale
-    st.info(
-        markdown_literal(
-            f"This page trains a small toy model here, not {sidebar_model.title}: that model was pretrained "
-            "elsewhere on a large corpus, with its own recipe; what follows describes the toy's."
-        )
-    )
+not_the_sidebar_model()  # a pretrained model in the sidebar was trained elsewhere: this page trains a toy
 
 
 def publish(run: Run) -> None:
