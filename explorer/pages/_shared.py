@@ -109,6 +109,10 @@ def then_and_now_line() -> str:
     return then_and_now.line(cached.model(st.session_state[state.MODEL]), page.stem)
 
 
+# presenter mode fits a layer x head grid of up to this many layers on the first screen; a deeper one (SmolLM2's 30)
+# keeps its own height and scrolls, since squeezed into one screen each cell would be a few pixels
+PRESENT_LAYERS = 6
+
 INTRO_BOX = "intro_box"  # this run's folded introduction, where about_heads adds its note in presenter mode
 
 

@@ -8,6 +8,7 @@ from explorer import cached, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, model_view
 from explorer.pages._shared import (
+    PRESENT_LAYERS,
     chart,
     drill_to_pickers,
     focus_start,
@@ -32,7 +33,6 @@ intro(
     "uniform head looks as contrasty as a sharp one: the full-size map below keeps the 0-1 scale."
 )
 
-PRESENT_LAYERS = 6  # up to this many layers the grid fits the first screen in presenter mode
 chosen = pick_attention("qkv")  # the lesson's focus: the kind, layer and head the other steps show
 st.latex(
     attention_formula(chosen.kind, cached.model(st.session_state[state.MODEL]).model.config)
@@ -47,8 +47,6 @@ chart(
     model_view(chosen.weights, THUMBNAIL, selected=(layer, head)),
     "model_grid",
     on_click=drill_to_pickers(state.FOCUS_LAYER, state.FOCUS_HEAD),
-    # presenter mode fits a shallow stack on the first screen; a deep one (30 layers) keeps readable thumbnails and
-    # scrolls, since squeezed into one screen each would be a few pixels
     present_height=340 if attention.n_layers <= PRESENT_LAYERS else None,
 )
 

@@ -17,7 +17,16 @@ from explorer.pages._experiments import (
     right_means,
     show_outcome,
 )
-from explorer.pages._shared import current_trace, intro, page_footer, page_header, predict, sidebar_loaded, stop
+from explorer.pages._shared import (
+    PRESENT_LAYERS,
+    current_trace,
+    intro,
+    page_footer,
+    page_header,
+    predict,
+    sidebar_loaded,
+    stop,
+)
 
 SMALL_DROP = 0.05  # below this fall in the right answer's mean probability, no single head is needed much
 
@@ -50,7 +59,8 @@ if guess >= 0:
         markdown_literal(f"Your class picked {label(heads[guess], len(shapes))}: it ranks {place} of {len(heads)}.")
     )
 st.success(markdown_literal(f"The model needs {label(top, len(shapes))} most here."))
-effects_grid(loaded, effects, "turn_off", open_in_ablation(shapes), present_height=330)
+deep = max(layers for layers, _ in shapes.values()) > PRESENT_LAYERS  # a deep grid scrolls rather than shrinks
+effects_grid(loaded, effects, "turn_off", open_in_ablation(shapes), present_height=None if deep else 330)
 describe_effects(effects)
 outcome = cached.get_outcome(*sidebar, (top,), "zero")
 if outcome.cosine is None:

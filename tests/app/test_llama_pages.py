@@ -143,3 +143,15 @@ def test_one_click_takes_the_lesson_to_the_real_model(smollm2):
     at = opened("decoding", "minilm", "The cat sat on the mat")
     at.button(key="needs_decoder_real").click().run()
     assert not at.exception and at.session_state[state.MODEL] == "smollm2"
+
+
+def test_presenter_mode_keeps_a_deep_grid_readable(smollm2):
+    at = new_app("model_view")
+    at.query_params.update({"model": "smollm2", "text": TEXT, "present": "1"})
+    at.run()
+    height = spec(at.get("plotly_chart")[0])["layout"]["height"]
+    assert height >= 30 * 60  # 30 layers keep thumbnail rows of their own height, not 340 px for all
+    at = new_app("model_view")
+    at.query_params.update({"model": "minilm", "text": TEXT, "present": "1"})
+    at.run()
+    assert spec(at.get("plotly_chart")[0])["layout"]["height"] == 340  # 6 layers fit the first screen
