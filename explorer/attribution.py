@@ -23,8 +23,8 @@ from torch import Tensor
 from explorer.ablate import Answer
 from explorer.lens import run_on
 from models.attention import MultiHeadAttention
+from models.blocks import RMSNorm
 from models.registry import LoadedModel
-from models.transformer import RMSNorm
 
 KIND_OF = {"self_attn": "decoder_self", "cross_attn": "cross"}
 SUBLAYER_NAMES = {"self_attn": "masked self-attention", "cross_attn": "cross-attention", "ffn": "feed-forward"}

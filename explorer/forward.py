@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from explorer.trace import Trace
+from models.blocks import RMSNorm
 from models.registry import LoadedModel
-from models.transformer import RMSNorm
 
 STACKS = ("encoder", "decoder")
 # each sub-layer by the traced state after it (the layer's own order: models.transformer.run_sublayers), as figure 1
@@ -69,7 +69,7 @@ def layer_norm(x: np.ndarray, module: torch.nn.Module) -> Norm:
     row = torch.from_numpy(np.array(x, np.float32))  # a copy: a read-only array (a cached trace's) warns in torch
     if isinstance(module, RMSNorm):
         mean_square = row.pow(2).mean()
-        normalized = row * torch.rsqrt(mean_square + module.eps)  # as models.transformer.RMSNorm computes it
+        normalized = row * torch.rsqrt(mean_square + module.eps)  # as models.blocks.RMSNorm computes it
         output = module.weight * normalized
         return Norm(
             x, 0.0, float(mean_square), float(module.eps), _np(normalized), _np(module.weight), None, _np(output), "rms"

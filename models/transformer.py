@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from models.ablation import Ablation
 from models.attention import AttentionInternals, HeadPatch, MultiHeadAttention
+from models.blocks import FeedForward, Residual, attention_layer, norm_layer, residual_norm, rotary_positions
 from models.config import TransformerConfig
 from models.positional import LearnedPositionalEmbedding, RotaryPositions, SinusoidalPositionalEncoding
 
@@ -118,133 +119,6 @@ class Embeddings(nn.Module):
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)
-
-
-class QuickGELU(nn.Module):
-    """x * sigmoid(1.702 x): the sigmoid approximation of GELU that some configs name quick_gelu."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x * torch.sigmoid(1.702 * x)
-
-
-def activation(name: str) -> nn.Module:
-    """The module a config's activation name means: exact (erf) GELU for BERT's "gelu", the tanh approximation for
-    GPT-2's "gelu_new" (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), also spelt gelu_pytorch_tanh, gelu_fast)."""
-    modules: dict[str, Callable[[], nn.Module]] = {
-        "relu": nn.ReLU,
-        "gelu": nn.GELU,
-        "gelu_new": lambda: nn.GELU(approximate="tanh"),
-        "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
-        "gelu_fast": lambda: nn.GELU(approximate="tanh"),
-        "quick_gelu": QuickGELU,
-        "silu": nn.SiLU,
-        "swish": nn.SiLU,
-    }
-    return modules[name]()
-
-
-class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, eq. (2); GELU instead of ReLU for the BERT and GPT-2 families; gated
-    (the Llama family's SwiGLU): W_2 (SiLU(x W_gate) * x W_1), the activated gate scaling each unit of x W_1."""
-
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__()
-        self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.ffn_bias)  # the "up" projection when gated
-        self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.ffn_bias)  # "down"
-        self.gate = nn.Linear(config.d_model, config.d_ff, bias=config.ffn_bias) if config.gated_ffn else None
-        self.activation_name = config.activation
-        self.activation = activation(config.activation)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def hidden(self, x: Float[Tensor, "... D"]) -> Float[Tensor, "... F"]:
-        """What W_2 reads: act(x W_1 + b_1), or act(x W_gate) * x W_1 when gated."""
-        if self.gate is None:
-            return self.activation(self.linear1(x))
-        return self.activation(self.gate(x)) * self.linear1(x)
-
-    def forward(self, x: Float[Tensor, "B T D"]) -> Float[Tensor, "B T D"]:
-        return self.linear2(self.dropout(self.hidden(x)))
-
-
-class RMSNorm(nn.Module):
-    """x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019): LayerNorm without the mean and without a bias."""
-
-    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(d_model))
-        self.eps = eps
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-
-
-def norm_layer(config: TransformerConfig) -> nn.Module:
-    """The config's norm over d_model: LayerNorm (the paper, BERT, GPT-2) or RMSNorm (the Llama family)."""
-    if config.norm == "rms":
-        return RMSNorm(config.d_model, config.layer_norm_eps)
-    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-
-
-def attention_layer(config: TransformerConfig, rotary: RotaryPositions | None = None) -> MultiHeadAttention:
-    """One multi-head attention as the config describes it (key/value heads, biases); rotary for self-attention."""
-    return MultiHeadAttention(
-        config.d_model,
-        config.n_heads,
-        config.dropout,
-        config.key_value_heads,
-        config.qkv_bias,
-        config.out_bias,
-        rotary,
-    )
-
-
-def rotary_positions(config: TransformerConfig) -> RotaryPositions | None:
-    """The rotary tables a model with rotary positions shares between its layers' self-attentions; None otherwise."""
-    if config.positional != "rotary":
-        return None
-    return RotaryPositions(config.max_len, config.d_head, config.rope_theta)
-
-
-class Residual:
-    """Residual connection and norm around a sub-layer (section 3.1): post-LN as in the paper, or pre-LN. Mixed
-    into the norm module itself, so the norm's weights keep their names (norm1.weight)."""
-
-    norm_first: bool
-    dropout: nn.Dropout
-    forward: Callable[[Tensor], Tensor]  # the norm's own
-
-    def normed_input(self, x: Tensor) -> Tensor:
-        """What the sub-layer reads: x itself (post-LN) or Norm(x) (pre-LN)."""
-        return self.forward(x) if self.norm_first else x
-
-    def combine(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
-        """Norm(x + Sublayer(x)) for post-LN; x + Sublayer(Norm(x)) for pre-LN."""
-        if self.norm_first:
-            return x + self.dropout(sublayer_out)
-        return self.forward(x + self.dropout(sublayer_out))
-
-
-class ResidualNorm(Residual, nn.LayerNorm):
-    """A sub-layer's residual connection with LayerNorm."""
-
-    def __init__(self, config: TransformerConfig) -> None:
-        nn.LayerNorm.__init__(self, config.d_model, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.dropout)
-        self.norm_first = config.norm_first
-
-
-class ResidualRMSNorm(Residual, RMSNorm):
-    """A sub-layer's residual connection with RMSNorm."""
-
-    def __init__(self, config: TransformerConfig) -> None:
-        RMSNorm.__init__(self, config.d_model, config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.dropout)
-        self.norm_first = config.norm_first
-
-
-def residual_norm(config: TransformerConfig) -> ResidualNorm | ResidualRMSNorm:
-    """The residual connection and norm of one sub-layer, with the config's norm."""
-    return ResidualRMSNorm(config) if config.norm == "rms" else ResidualNorm(config)
 
 
 # one layer's heads turned off, by its sub-layer module name ("self_attn", "cross_attn"); one entry per layer of a stack
