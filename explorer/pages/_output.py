@@ -12,7 +12,8 @@ import streamlit as st
 from explorer import cached, decoding, output, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.output import distribution_bars, loss_bars
-from explorer.pages._shared import chart, current_trace, needs_decoder, predict, stop
+from explorer.pages._offers import needs_decoder
+from explorer.pages._shared import chart, current_trace, predict, stop
 from explorer.trace import Trace
 from explorer.wording import BEAM_SEARCH, length_note
 from explorer.wording import output_matrix as output_matrix_text

@@ -12,7 +12,8 @@ from explorer import ablate, cached, output, state
 from explorer.figures import experiments as figures
 from explorer.figures.decoding import mark_row
 from explorer.figures.heatmap import head_heatmap
-from explorer.pages._shared import KIND_NAMES, chart, current_trace, needs_decoder, sidebar_loaded
+from explorer.pages._offers import needs_decoder
+from explorer.pages._shared import KIND_NAMES, chart, current_trace, sidebar_loaded
 
 
 def _sidebar():

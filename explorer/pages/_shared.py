@@ -142,55 +142,6 @@ def stop() -> None:
     st.stop()
 
 
-def needs_decoder(loaded) -> None:
-    """On a decoder step with an encoder-only model: say so, offer the translation model in one click, stop."""
-    if loaded.family.next_token_head:
-        return
-    st.info(
-        f"{markdown_literal(loaded.title)} is {loaded.family.shape_name}: it has no decoder and no output "
-        "distribution, so this step has nothing to show. The toy translation model has both."
-    )
-    left, right = st.columns(2)
-    with left:
-        offer_real_model("Show this step with a real language model (SmolLM2)", "needs_decoder_real")
-    with right:
-        offer_translation("Show this step with the toy translation model", "needs_decoder_translate")
-    stop()
-
-
-def offer_real_model(label: str, key: str) -> None:
-    """One click to the lesson's real language model (SmolLM2-135M) on its example sentence."""
-    from explorer.callbacks import use_model  # callbacks imports this module
-
-    st.button(label, on_click=use_model, args=(lesson.REAL_MODEL, lesson.REAL_EXAMPLE), icon=":material/chat:", key=key)
-
-
-def not_the_sidebar_model() -> None:
-    """The Train page trains a toy: say so when the sidebar holds a pretrained model (a function, so no page global
-    keeps the model alive)."""
-    loaded = cached.model(st.session_state[state.MODEL])
-    if loaded.family.pretrained:
-        st.info(
-            markdown_literal(
-                f"This page trains a small toy model here, not {loaded.title}: that model was pretrained elsewhere on "
-                "a large corpus, with its own recipe; what follows describes the toy's."
-            )
-        )
-
-
-def offer_translation(label: str, key: str) -> None:
-    """One click to the lesson's encoder-decoder (the toy translation model) on its example sentence."""
-    from explorer.callbacks import use_model  # callbacks imports this module
-
-    st.button(
-        label,
-        on_click=use_model,
-        args=(lesson.TRANSLATE, lesson.TRANSLATE_EXAMPLE),
-        icon=":material/translate:",
-        key=key,
-    )
-
-
 def focus_start(kind: str) -> tuple[int, int, int]:
     """Where the lesson's focus opens for an attention kind on this sentence: (layer, head, query token), the
     strongest content link's (cached.get_start); every step that shows a layer, head or token starts there."""

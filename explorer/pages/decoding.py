@@ -11,16 +11,8 @@ from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.walkthrough import per_key_bars
 from explorer.heads import head_or_mean, head_title
-from explorer.pages._shared import (
-    chart,
-    current_trace,
-    intro,
-    needs_decoder,
-    page_footer,
-    page_header,
-    pick_layer_head,
-    predict,
-)
+from explorer.pages._offers import needs_decoder
+from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, pick_layer_head, predict
 from explorer.wording import length_note
 
 STEP = "decoding_step"

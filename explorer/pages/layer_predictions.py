@@ -8,18 +8,9 @@ import streamlit as st
 from explorer import cached, state
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
+from explorer.pages._offers import needs_decoder
 from explorer.pages._readouts import lens_chart
-from explorer.pages._shared import (
-    chart,
-    current_trace,
-    intro,
-    needs_decoder,
-    page_footer,
-    page_header,
-    predict,
-    sidebar_loaded,
-    stop,
-)
+from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, sidebar_loaded, stop
 
 page_header()
 loaded = sidebar_loaded()

@@ -10,15 +10,8 @@ import streamlit as st
 from explorer import cached, lesson, state
 from explorer.figures.labels import escape_tokens, markdown_literal
 from explorer.figures.overview import figure_one, open_clicked
-from explorer.pages._shared import (
-    chart,
-    current_trace,
-    intro,
-    offer_real_model,
-    offer_translation,
-    page_footer,
-    page_header,
-)
+from explorer.pages._offers import offer_real_model, offer_translation
+from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here on the map; the steps show what the model reads
 TOKEN_SEPARATOR = " · "

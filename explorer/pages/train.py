@@ -8,7 +8,8 @@ from explorer import cached, state, training
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
 from explorer.figures.training import head_scores, loss_curve
-from explorer.pages._shared import chart, intro, not_the_sidebar_model, page_footer, page_header, presenting
+from explorer.pages._offers import not_the_sidebar_model
+from explorer.pages._shared import chart, intro, page_footer, page_header, presenting
 from explorer.training import Run, Snapshot
 from explorer.wording import learning_rate_formula, optimiser_and_dropout, recipe_departures, run_length
 from models import tasks, train
