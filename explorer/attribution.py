@@ -131,7 +131,10 @@ def attribute(loaded: LoadedModel, answer: Answer, position: int, token_id: int)
     unembed = model.generator.weight[token_id].double()  # (D,)
     values = (torch.stack(rows) @ unembed).numpy()
     bias = 0.0 if model.generator.bias is None else float(model.generator.bias[token_id])
-    names.append("constant (LayerNorm shift, output bias)")
+    # what the constant holds: the LayerNorm's shift (an RMSNorm has none) and the output bias, where the model has them
+    has_bias = model.generator.bias is not None
+    held = [name for name, has in (("LayerNorm shift", model.config.norm == "layer"), ("output bias", has_bias)) if has]
+    names.append(f"constant ({', '.join(held)})" if held else "constant (0: no norm shift, no output bias)")
     values = np.append(values, float(constant @ unembed) + bias)
     for kind, index, h, row in head_rows:
         heads[kind][index, h] = values[row]

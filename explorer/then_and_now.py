@@ -68,8 +68,8 @@ def now(loaded: LoadedModel, stem: str) -> str:
         return f"{stacks} of {config.n_heads} heads"
     if stem == "decoding":
         return "decoder-only: it continues its own text, one token at a time" if family.shape == "decoder-only" else ""
-    if stem == "final_linear":
-        return "" if config.tie_output else "its own output matrix, not the embedding's"
+    if stem == "final_linear":  # an encoder has no output matrix at all (the step says so)
+        return "" if config.tie_output or not family.next_token_head else "its own output matrix, not the embedding's"
     return ""
 
 

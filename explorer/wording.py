@@ -337,7 +337,7 @@ def attention_formula(kind: str, config: TransformerConfig | None = None) -> str
     q, k = (r"Q W^Q_i + b^Q_i", r"K W^K_i + b^K_i") if bias else (r"Q W^Q_i", r"K W^K_i")
     if config is not None and config.positional == "rotary":
         q, k = rf"R_{{\text{{pos}}}}({q})", rf"R_{{\text{{pos}}}}({k})"
-    elif bias:
+    else:  # parenthesised, so the transpose applies to the whole term (and K W^K_i^T is no double superscript)
         q, k = f"({q})", f"({k})"
     scores = rf"\frac{{{q}\,{k}^\top}}{{\sqrt{{d_k}}}}"
     if kind != "decoder_self":

@@ -32,13 +32,6 @@ class AttentionInternals:
     k_unrotated: Float[Tensor, "B H Tk Dh"] | None = None
 
     @property
-    def kv_head_of(self) -> tuple[int, ...]:
-        """Which key/value head each query head reads (0, 0, 0, 1, 1, 1, ... under grouped-query attention)."""
-        h = self.q.size(1)
-        group = h // (self.kv_heads or h)
-        return tuple(i // group for i in range(h))
-
-    @property
     def scaled_scores(self) -> Float[Tensor, "B H Tq Tk"]:
         """q k^T / sqrt(d_k), by the same operation the forward used, so bit-identical to what softmax saw."""
         return scale(self.raw_scores, self.q.size(-1))

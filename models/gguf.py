@@ -4,13 +4,13 @@ folder holds: config.json's fields, a state dict under Hugging Face's names, and
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import importlib.util
 import json
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +51,9 @@ CONFIG_FIELDS = {
     "vocab_size": "vocab_size",
 }
 CONTROL = 3  # tokenizer.ggml.token_type of a marker token (<|im_start|>, ...)
+# llama.cpp's names of the pre-tokenizers that split text as GPT-2's byte-level regex does (SmolLM2's is "smollm");
+# others (Llama 3's, Qwen2's) split digits and words differently and would give other tokens
+PRE_TOKENIZERS = {None, "default", "gpt2", "smollm"}
 
 
 class GGUFError(ValueError):
@@ -100,7 +103,9 @@ def architecture(path: str | Path) -> str:
 
 
 def read(path: str | Path) -> GGUFModel:
-    """Read a Llama-architecture GGUF file, dequantizing every tensor to float32."""
+    """Read a Llama-architecture GGUF file, dequantizing every tensor to float32. Everything the engine would read
+    wrongly (another architecture, scaled rotary positions, another tokenizer or pre-tokenizer, missing metadata, a
+    quantization `gguf` cannot undo) is a GGUFError naming it, checked before any tensor is read."""
     from gguf import GGUFReader
     from gguf.quants import dequantize
 
@@ -111,14 +116,26 @@ def read(path: str | Path) -> GGUFModel:
     architecture = _field(reader, "general.architecture")
     if architecture != "llama":
         raise GGUFError(f"{path} holds a {architecture!r} model; the engine reads GGUF files of the llama architecture")
+    if _field(reader, "llama.rope.scaling.type") not in (None, "none"):
+        raise GGUFError(f"{path} scales its rotary positions, which is not supported")
+    if _field(reader, "tokenizer.ggml.model") != "gpt2":
+        raise GGUFError(f"{path}'s tokenizer is not a byte-level BPE (tokenizer.ggml.model is not 'gpt2')")
+    if _field(reader, "tokenizer.ggml.pre") not in PRE_TOKENIZERS:
+        pre = _field(reader, "tokenizer.ggml.pre")
+        raise GGUFError(
+            f"{path}'s pre-tokenizer {pre!r} is not supported ({', '.join(sorted(PRE_TOKENIZERS - {None}))})"
+        )
+    if _field(reader, "tokenizer.ggml.add_bos_token"):
+        raise GGUFError(f"{path}'s tokenizer starts every text with a marker, which is not supported")
+    tokens = _field(reader, "tokenizer.ggml.tokens")
+    missing = [f"llama.{f}" for f in CONFIG_FIELDS if f != "vocab_size" and _field(reader, f"llama.{f}") is None]
+    if tokens is None or missing:
+        raise GGUFError(f"{path} lacks {', '.join(missing or ['tokenizer.ggml.tokens'])}")
+    tokens = list(tokens)
     config: dict = {"model_type": "llama", "hidden_act": "silu"}
-    for field, name in CONFIG_FIELDS.items():
-        if (value := _field(reader, f"llama.{field}")) is not None:
-            config[name] = value
-    tokens = list(_field(reader, "tokenizer.ggml.tokens"))
-    config.setdefault("vocab_size", len(tokens))
-    names = {t.name for t in reader.tensors}
-    config["tie_word_embeddings"] = "output.weight" not in names
+    config |= {name: _field(reader, f"llama.{field}") for field, name in CONFIG_FIELDS.items()}
+    config["vocab_size"] = config["vocab_size"] or len(tokens)
+    config["tie_word_embeddings"] = "output.weight" not in {t.name for t in reader.tensors}
     heads = {part: int(_field(reader, f"llama.{field}")) for part, field in PERMUTED.items()}
     patterns = {re.compile(re.escape(g).replace(r"\{i\}", r"(\d+)") + "$"): h for g, h in LLAMA_KEYS.items()}
     state: dict[str, Tensor] = {}
@@ -126,7 +143,12 @@ def read(path: str | Path) -> GGUFModel:
         match, hf_name = next(((m, h) for p, h in patterns.items() if (m := p.match(tensor.name))), (None, ""))
         if match is None:
             raise GGUFError(f"{path} holds a tensor the Llama family does not have: {tensor.name}")
-        weight = dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
+        try:
+            weight = dequantize(tensor.data, tensor.tensor_type)
+        except NotImplementedError:
+            raise GGUFError(
+                f"{path}: {tensor.name} is stored as {tensor.tensor_type.name}, which gguf cannot read"
+            ) from None
         part = tensor.name.split(".")[-2]
         if part in PERMUTED:
             weight = unpermute(weight, heads[part])
@@ -135,11 +157,6 @@ def read(path: str | Path) -> GGUFModel:
     kinds = _field(reader, "tokenizer.ggml.token_type") or []
     specials = [i for i, kind in enumerate(kinds) if kind == CONTROL]
     merges = list(_field(reader, "tokenizer.ggml.merges") or [])
-    if _field(reader, "tokenizer.ggml.model") != "gpt2":
-        raise GGUFError(f"{path}'s tokenizer is not a byte-level BPE (tokenizer.ggml.model is not 'gpt2')")
-    add_bos = bool(_field(reader, "tokenizer.ggml.add_bos_token"))
-    if add_bos:
-        raise GGUFError(f"{path}'s tokenizer starts every text with a marker, which is not supported")
     tokenizer = ByteLevelTokenizer.from_vocabulary(tokens, merges, specials)
     return GGUFModel(config, state, tokenizer)
 
@@ -168,19 +185,23 @@ def write_folder(found: GGUFModel, folder: Path) -> bool:
     from safetensors.torch import save_file
 
     folder = Path(folder)
-    partial = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
+    partial = None
     try:
-        partial.mkdir(parents=True, exist_ok=False)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         (partial / "config.json").write_text(json.dumps(found.config, indent=1))
         save_file({k: v.contiguous() for k, v in found.state.items()}, str(partial / "model.safetensors"))
         found.tokenizer.save(partial / "tokenizer.json")
+        shutil.rmtree(folder, ignore_errors=True)  # one that could not be read (the caller read the file instead)
         partial.rename(folder)
-    except OSError:
-        shutil.rmtree(partial, ignore_errors=True)
+    except Exception:  # noqa: BLE001 -- a full disk raises OSError, SafetensorError or tokenizers' bare Exception
+        if partial is not None:
+            shutil.rmtree(partial, ignore_errors=True)
         return False
     # the same file's older versions (another content, another format) are read no more: their folders go
-    stem = folder.name.rpartition("-")[0]
-    for old in folder.parent.glob(f"{glob.escape(stem)}-*"):
-        if old != folder and old.is_dir():
+    stem, _, _ = folder.name.rpartition("-")
+    same_file = re.compile(re.escape(stem) + "-[0-9a-f]{16}")
+    for old in folder.parent.iterdir():
+        if old != folder and old.is_dir() and same_file.fullmatch(old.name):
             shutil.rmtree(old, ignore_errors=True)
     return True

@@ -111,8 +111,9 @@ def assemble(
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelFolderError(f"tokenizer has {tokenizer.vocab_size} tokens but config.json says {config.vocab_size}")
     model = Transformer(config)
-    # assign: the model keeps the converted tensors instead of copying them into its own (no second copy in memory)
-    model.load_state_dict(state, strict=True, assign=True)
+    # assign: the model keeps the converted tensors instead of copying them into its own (no second copy in memory);
+    # in float32, whatever the file stored (a half-precision folder would otherwise give a half-precision model)
+    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True, assign=True)
     model.tie()  # assigning gave tied matrices separate parameters: one again
     model.eval().requires_grad_(False)
     return model, tokenizer, module.family(config, tokenizer)

@@ -153,8 +153,10 @@ def next_after_text(s: Scored, number: int = 1) -> int:
     )
     best, p = trace.top_tokens[-1][0], float(trace.top_probabilities[-1][0])
     st.caption(
-        f"The text ends here, so no token is right or wrong: the model's most likely next token is {best!r} "
-        f"(p = {p:.2f}). Below, every earlier position, where the text itself says what came next."
+        markdown_literal(
+            f"The text ends here, so no token is right or wrong: the model's most likely next token is {best!r} "
+            f"(p = {p:.2f}). Below, every earlier position, where the text itself says what came next."
+        )
     )
     return number + 1
 
@@ -227,8 +229,10 @@ def sampling(s: Scored, number: int = 3) -> None:
     """Another way to write: sample with a temperature, top-k or top-p, next to greedy's output."""
     trace, scored = s.trace, s.scored
     model_name, text, max_tokens = state.sidebar(st.session_state)
+    greedy_ids: tuple[int, ...] = ()
     if trace.decoder_only:
-        greedy = cached.get_sampled(model_name, text, max_tokens, "greedy", 1.0, 1, 1.0, 0).tokens
+        greedy_run = cached.get_sampled(model_name, text, max_tokens, "greedy", 1.0, 1, 1.0, 0)
+        greedy, greedy_ids = greedy_run.tokens, greedy_run.ids
         written = " ".join(greedy)
         st.subheader(f"{number}. Continue the text: greedy or sampling")
         st.caption(
@@ -252,7 +256,6 @@ def sampling(s: Scored, number: int = 3) -> None:
     st.text(f"Sampled ({method}):  {' '.join(sampled.tokens)}\nGreedy:            {written}")
     decode = getattr(cached.model(model_name).tokenizer, "decode", None)
     if trace.decoder_only and decode is not None:  # byte-level tokens read back as the text they spell
-        greedy_ids = cached.get_sampled(model_name, text, max_tokens, "greedy", 1.0, 1, 1.0, 0).ids
         ending = text[-TEXT_SHOWN:] if len(text) <= TEXT_SHOWN else "..." + text[-TEXT_SHOWN:]
         shown = f"As text ({method}):  {ending}[{decode(sampled.ids)}]"
         st.text(f"{shown}\nAs text (greedy):  {ending}[{decode(greedy_ids)}]")

@@ -98,7 +98,7 @@ def page_header(title: str | None = None) -> None:
         _step_links(page, *st.columns(2))
         st.header(heading)
         if changed := then_and_now_line():  # presenter mode: folded with the introduction (intro)
-            st.caption(changed)
+            st.caption(markdown_literal(changed))
 
 
 def then_and_now_line() -> str:
@@ -123,7 +123,7 @@ def intro(text: str) -> None:
         box = st.session_state[INTRO_BOX] = st.expander("What this step shows", icon=":material/info:")
         box.markdown(text)
         if changed := then_and_now_line():
-            box.caption(changed)
+            box.caption(markdown_literal(changed))
     else:
         st.markdown(text)
 

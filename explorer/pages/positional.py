@@ -48,7 +48,8 @@ def rotary_page(model_name: str) -> None:
     )
     theta = rotary_positions.rotary_frequencies(loaded)
     left, right = st.columns(2)
-    shown = left.slider("Positions shown", 8, min(512, config.max_len), 64, key="positional_positions")
+    most = min(512, config.max_len)
+    shown = left.slider("Positions shown", min(8, most), most, min(64, most), key="positional_positions")
     pairs = [i for i in ROTARY_PAIRS if i < len(theta)]
     pairs = right.multiselect("Pairs (curves)", list(range(len(theta))), default=pairs, key="positional_pairs")
     st.subheader("How far each pair has turned: cos(position x theta_i)")

@@ -251,3 +251,22 @@ def test_rank_axis_names_whole_ranks_from_1_to_the_worst():
     low, high = axis.range  # reversed: the worst rank at the bottom, rank 1 at the top
     assert 10**high < 1 and 10**low > 37
     np.testing.assert_array_equal(figure.data[0].y, rank)
+
+
+def test_a_grouped_heads_projections_are_its_shared_key_value_heads(llama):
+    """forward.head_projections under grouped-query attention: W^Q is the head's own, W^K and W^V its group's shared
+    key/value head's, so the layer's normalised input times them gives the keys and values the head read."""
+    from explorer import forward
+
+    run = trace.run(llama, GPT2_TEXT)
+    attention = run.decoder_self
+    layer = llama.model.decoder.layers[1]
+    x = torch.from_numpy(run.decoder_states["after_ffn"][0].copy())  # layer 2's input, (T, D)
+    with torch.inference_mode():
+        h = layer.norm1(x).numpy()  # pre-norm: what the attention reads
+    for head in range(attention.n_heads):
+        w = forward.head_projections(llama, "decoder_self", 1, head)
+        np.testing.assert_allclose(h @ w.w_q + w.b_q, attention.q_unrotated[1, head], atol=1e-5)
+        np.testing.assert_allclose(h @ w.w_k + w.b_k, attention.k_unrotated[1, head], atol=1e-5)
+        np.testing.assert_allclose(h @ w.w_v + w.b_v, attention.v[1, head], atol=1e-5)
+        assert attention.sharing(head) == tuple(range(head // 3 * 3, head // 3 * 3 + 3))  # 6 heads, 2 kv heads
