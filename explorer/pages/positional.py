@@ -76,7 +76,8 @@ def rotary_page(model_name: str) -> None:
     layer = pick_layer(attention.n_layers, state.FOCUS_LAYER, a, layer0)
     head = pick_head(attention.n_heads, state.FOCUS_HEAD, b, index=head0)
     query = pick_token(tokens, "Query token", "positional_query", c, index=len(tokens) - 1)
-    key = pick_token(tokens, "Key token", "positional_key", d, index=0)
+    # the previous token: the first is where many heads park their weight (a sink), nearly flat at any distance
+    key = pick_token(tokens, "Key token", "positional_key", d, index=max(0, len(tokens) - 2))
     if key > query:
         st.info("Under the causal mask a query sees only keys at or before it: pick a key no later than the query.")
         return

@@ -78,7 +78,8 @@ def test_positional_page_shows_rotary_positions(smollm2):
     result = trace.run(smollm2, TEXT, smollm2.max_tokens)
     layer = at.selectbox(key="qkv_layer").value
     head = at.selectbox(key="qkv_head").value
-    query, key = len(result.source_tokens) - 1, 0
+    query = len(result.source_tokens) - 1
+    key = query - 1  # the page opens on the previous token
     own = result.decoder_self.scaled_scores[layer, head, query, key]
     assert distance[1]["x"] == [query - key] and distance[1]["y"][0] == pytest.approx(float(own))
     assert array(distance[0]["y"])[query - key] == pytest.approx(float(own), abs=1e-4)
