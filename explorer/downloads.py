@@ -11,14 +11,44 @@ import html
 import io
 import json
 import os
+import re
 import shutil
+import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
-import plotly.io as pio
 
 from explorer.figures.clicks import CLICKS
+from explorer.figures.style import TEXT
+
+# Streamlit's chart theme, light (what the browser fills in for its "streamlit" template's placeholder colours):
+# white paper and plot, no vertical grid, a faint horizontal one, its fonts and its colour sequences
+STREAMLIT_FONT = '"Source Sans Pro", "Source Sans", sans-serif'
+GRID = "#e6eaf1"
+CATEGORICAL = ["#0068c9", "#83c9ff", "#ff2b2b", "#ffabab", "#29b09d", "#7defa1", "#ff8700", "#ffd16a", "#6d3fc0"]
+SEQUENTIAL = ["#e4f5ff", "#c7ebff", "#a6dcff", "#83c9ff", "#60b4ff", "#3d9df3", "#1c83e1", "#0068c9", "#0054a3"]
+DIVERGING = ["#7d353b", "#bd4043", "#ff4b4b", "#ff8c8c", "#ffc7c7", "#a6dcff", "#60b4ff", "#1c83e1", "#0054a3"]
+
+
+def _scale(colours: list[str]) -> list[list]:
+    return [[i / (len(colours) - 1), c] for i, c in enumerate(colours)]
+
+
+SCREEN = go.layout.Template(
+    layout={
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "font": {"family": STREAMLIT_FONT, "color": TEXT},
+        "title": {"x": 0.01, "xanchor": "left"},
+        "colorway": CATEGORICAL,
+        "colorscale": {"sequential": _scale(SEQUENTIAL), "diverging": _scale(DIVERGING)},
+        "xaxis": {"showgrid": False, "zeroline": False, "gridcolor": GRID, "automargin": True},
+        "yaxis": {"gridcolor": GRID, "zerolinecolor": GRID, "automargin": True},
+    },
+    data={"heatmap": [{"colorscale": _scale(SEQUENTIAL)}], "bar": [{"marker": {"line": {"width": 0}}}]},
+)
 
 SYSTEM_CHROMIUM = "/usr/bin/chromium"
 PNG_SCALE = 2  # twice the on-screen size: sharp in slides
@@ -26,6 +56,62 @@ PNG_SCALE = 2  # twice the on-screen size: sharp in slides
 
 class ExportError(RuntimeError):
     """The PNG could not be drawn (no Chromium, or kaleido failed)."""
+
+
+SENTENCE_CHARS = 60  # of the sentence in a title; a file name holds fewer (NAME_SENTENCE)
+NAME_SENTENCE = 32
+NAME_CHARS = 120
+CONTEXT_PX = 14  # the title's second line (model, view, sentence): smaller than the title
+SUBTITLE_PX = 30  # a PNG with the title's second line is this much taller: the plot keeps its size
+
+
+@dataclass(frozen=True)
+class About:
+    """What a download shows besides its figure: the model (its key, and its title as the sidebar names it), the
+    sentence, the view's picks ("layer 2", "head 3"), and a title for a figure that has none of its own."""
+
+    model: str = ""
+    model_title: str = ""
+    sentence: str = ""
+    view: tuple[str, ...] = ()
+    title: str = ""
+
+
+def shortened(text: str, most: int) -> str:
+    """One line of at most `most` characters, cut at a word with an ellipsis."""
+    line = " ".join(text.split())
+    if len(line) <= most:
+        return line
+    cut = line[: most - 1].rsplit(" ", 1)[0] if " " in line[: most - 1] else line[: most - 1]
+    return cut.rstrip() + "…"
+
+
+def context(about: About) -> str:
+    """The plain line a download's title carries: model · layer · head · "sentence"."""
+    parts = [about.model_title or about.model, *about.view]
+    if about.sentence.strip():
+        parts.append(f"“{shortened(about.sentence, SENTENCE_CHARS)}”")
+    return " · ".join(p for p in parts if p)
+
+
+def _plain_text(markup: str) -> str:
+    """A Plotly label as text: tags dropped, entities unescaped."""
+    return html.unescape(re.sub(r"<[^>]*>", " ", markup or "")).strip()
+
+
+def _slug(text: str) -> str:
+    """ASCII letters, digits and hyphens only: safe in a file name on every system."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return re.sub(r"[^A-Za-z0-9]+", "-", ascii_text).strip("-").lower()
+
+
+def file_name(stem: str, about: About | None, extension: str) -> str:
+    """`stem_model_layer-2_head-3_the-sentence.ext`, safe characters only, at most NAME_CHARS before the extension."""
+    parts = [stem]
+    if about is not None:
+        parts += [about.model, *about.view, shortened(about.sentence, NAME_SENTENCE).rstrip("…")]
+    name = "_".join(s for s in map(_slug, parts) if s)[:NAME_CHARS].strip("-_") or "figure"
+    return f"{name}.{extension}"
 
 
 def _plain(values: object) -> list:
@@ -55,13 +141,43 @@ def _ticks(figure: go.Figure, trace: object, axis: str) -> dict:
     }
 
 
-def records(figure: go.Figure) -> dict:
-    """{"title", "traces": [{"name", "type", "x", "y", "z"?}]}: every trace's data as drawn."""
-    traces = []
-    for i, trace in enumerate(figure.data):
-        if trace.meta == CLICKS:  # invisible click targets: nothing drawn, nothing to download
+def _axis_title(figure: go.Figure, trace: object, axis: str) -> str:
+    """The title of the axis a trace is drawn on, as plain text ('' when it has none)."""
+    anchor = getattr(trace, f"{axis}axis", None) or axis
+    layout_axis = figure.layout[f"{axis}axis{anchor[1:]}"]
+    return _plain_text(layout_axis.title.text) if layout_axis is not None else ""
+
+
+def _value_name(trace: object) -> str:
+    """What a heatmap's cells hold: its colour bar's title."""
+    colorbar = getattr(trace, "colorbar", None)
+    return _plain_text(colorbar.title.text) if colorbar is not None else ""
+
+
+def _subplot_titles(figure: go.Figure) -> dict[str, str]:
+    """x axis name -> the subplot title above it (make_subplots writes them as annotations over each domain)."""
+    found = {}
+    for annotation in figure.layout.annotations:
+        if annotation.xref != "paper" or annotation.yanchor != "bottom" or not annotation.text:
             continue
-        entry = {"name": html.unescape(trace.name or f"trace {i + 1}"), "type": trace.type}
+        for name in (n for n in figure.layout.to_plotly_json() if n.startswith("xaxis")):
+            axis = figure.layout[name]
+            if axis.domain and axis.domain[0] <= annotation.x <= axis.domain[1]:
+                found.setdefault("x" + name[5:], _plain_text(annotation.text))
+    return found
+
+
+def records(figure: go.Figure, title: str = "") -> dict:
+    """{"title", "traces": [{"name", "type", "x", "y", "z"?, "x_title", "y_title", "z_title"?}]}: every trace's data
+    as drawn; a trace without a name of its own is named by its subplot's title, else the figure's."""
+    traces = []
+    title = _plain_text(figure.layout.title.text) or title
+    drawn = [t for t in figure.data if t.meta != CLICKS]  # invisible click targets: nothing drawn to download
+    subplots = _subplot_titles(figure)
+    for i, trace in enumerate(drawn):
+        own = html.unescape(trace.name or "") or subplots.get(getattr(trace, "xaxis", None) or "x")
+        name = own or (title if len(drawn) == 1 and title else f"{title or trace.type} {i + 1}")
+        entry = {"name": name.strip(), "type": trace.type}
         for axis in ("x", "y", "z"):
             value = getattr(trace, axis, None)
             if value is not None:
@@ -69,23 +185,36 @@ def records(figure: go.Figure) -> dict:
                 ticks = _ticks(figure, trace, axis) if axis != "z" else {}
                 if ticks and all(not isinstance(v, list) for v in entry[axis]):
                     entry[axis] = [ticks.get(v, v) for v in entry[axis]]
+                axis_title = _value_name(trace) if axis == "z" else _axis_title(figure, trace, axis)
+                axis_title = axis_title or ("token" if ticks else "")  # an untitled axis of '3: the' labels
+                if axis_title:
+                    entry[f"{axis}_title"] = axis_title
         traces.append(entry)
-    title = figure.layout.title.text or ""
-    return {"title": html.unescape(title), "traces": traces}
+    return {"title": html.unescape(figure.layout.title.text or ""), "traces": traces}
 
 
-def to_json(figure: go.Figure) -> str:
-    return json.dumps(records(figure), ensure_ascii=False)
+def to_json(figure: go.Figure, about: About | None = None) -> str:
+    """The records, with what they show (model, sentence, view) when known."""
+    found = records(figure, about.title if about is not None else "")
+    if about is not None:
+        found = {**found, "model": about.model, "sentence": about.sentence, "view": list(about.view)}
+        found["title"] = found["title"] or about.title
+    return json.dumps(found, ensure_ascii=False)
 
 
-def to_csv(figure: go.Figure) -> str:
-    """Long form: one row per drawn value. Heatmaps give (trace, row, column, value); others (trace, x, y)."""
+def to_csv(figure: go.Figure, about: About | None = None) -> str:
+    """Long form: one row per drawn value, the columns named for what they hold (the axes' and the colour bar's
+    titles: query, key, weight). Heatmaps give (series, row, column, value); others (series, x, y)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    data = records(figure)["traces"]
-    if any("z" in t for t in data):
-        writer.writerow(("trace", "row", "column", "value"))
-        for t in data:
+    data = records(figure, about.title if about is not None else "")["traces"]
+    heatmaps = [t for t in data if "z" in t]
+    if heatmaps:
+        first = heatmaps[0]
+        writer.writerow(
+            ("series", first.get("y_title", "row"), first.get("x_title", "column"), first.get("z_title", "value"))
+        )
+        for t in heatmaps:
             z = t.get("z", [])
             xs = t.get("x") or list(range(len(z[0]) if z else 0))
             ys = t.get("y") or list(range(len(z)))
@@ -93,7 +222,9 @@ def to_csv(figure: go.Figure) -> str:
                 for column_label, value in zip(xs, row, strict=False):
                     writer.writerow((t["name"], row_label, column_label, value))
     else:
-        writer.writerow(("trace", "x", "y"))
+        first = data[0] if data else {}
+        value = first.get("y_title") or first.get("name") or "y"  # bars of q . k_j: the column is q . k_j
+        writer.writerow(("series", first.get("x_title", "x"), value))
         for t in data:
             xs, ys = t.get("x", []), t.get("y", [])
             xs = xs or list(range(len(ys)))
@@ -103,16 +234,31 @@ def to_csv(figure: go.Figure) -> str:
     return out.getvalue()
 
 
-def as_drawn(figure: go.Figure) -> go.Figure:
-    """A copy of the figure with Plotly's own template (no figure here sets one): importing Streamlit makes its chart
-    theme Plotly's default, which leaves colours, grid and tick labels to the browser's theme, so a file drawn with
-    it had black lines and missing labels."""
-    return go.Figure(figure).update_layout(template=pio.templates["plotly"])
+def as_drawn(figure: go.Figure, about: About | None = None) -> go.Figure:
+    """A copy of the figure as the screen draws it, and saying what it shows: Streamlit's chart theme written out
+    (SCREEN; the "streamlit" template importing Streamlit makes Plotly's default holds placeholder colours only the
+    browser fills in), no grid through a heatmap's cells, and `about` as the title's second line."""
+    drawn = go.Figure(figure).update_layout(template=SCREEN)
+    for trace in drawn.data:
+        if trace.type == "heatmap":  # gaps and NaN cells (masked, gutters) show the plot's white, no lines
+            for axis in ("x", "y"):
+                anchor = getattr(trace, f"{axis}axis", None) or axis
+                drawn.layout[f"{axis}axis{anchor[1:]}"].update(showgrid=False, zeroline=False)
+    if about is not None:
+        own = figure.layout.title.text or html.escape(about.title)
+        line = html.escape(context(about))
+        subtitle = {"text": line if own else "", "font": {"size": CONTEXT_PX}}
+        drawn.update_layout(title={"text": own or line, "subtitle": subtitle, "automargin": True})
+        if drawn.layout.title.y is None:
+            drawn.update_layout(title={"yref": "container", "y": 0.99, "yanchor": "top"})
+        drawn.layout.title.pad.b = max(drawn.layout.title.pad.b or 0, 16)  # the axis title below stays clear
+    return drawn
 
 
-def to_html(figure: go.Figure) -> str:
+def to_html(figure: go.Figure, about: About | None = None) -> str:
     """A standalone page with plotly.js embedded: opens offline, no CDN."""
-    return as_drawn(figure).to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    drawn = as_drawn(figure, about)
+    return drawn.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
 
 
 def chromium() -> str | None:
@@ -121,7 +267,7 @@ def chromium() -> str | None:
     return found or shutil.which("chromium")
 
 
-def to_png(figure: go.Figure) -> bytes:
+def to_png(figure: go.Figure, about: About | None = None) -> bytes:
     """The figure drawn by kaleido in the system Chromium; no MathJax, plotly.js from the installed package."""
     browser = chromium()
     if browser is None:
@@ -130,10 +276,10 @@ def to_png(figure: go.Figure) -> bytes:
     import kaleido  # noqa: PLC0415 -- imported on first use: it is only needed when someone asks for a PNG
 
     width = figure.layout.width or 900
-    height = figure.layout.height or 500
+    height = (figure.layout.height or 500) + (SUBTITLE_PX if about is not None else 0)
     try:
         return kaleido.calc_fig_sync(
-            as_drawn(figure),
+            as_drawn(figure, about),
             opts={"format": "png", "width": width, "height": height, "scale": PNG_SCALE},
             kopts={"mathjax": False},
         )

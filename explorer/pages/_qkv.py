@@ -16,6 +16,7 @@ from explorer.pages._shared import (
     Chosen,
     chart,
     focus_start,
+    kind_name,
     pick_attention,
     pick_head,
     pick_layer,
@@ -43,6 +44,13 @@ class Focus:
     @property
     def queries(self) -> tuple[str, ...]:
         return self.chosen.queries
+
+    @property
+    def view(self) -> tuple[str, ...]:
+        """What a download names: the kind, layer, head and query token ('query 3: cat')."""
+        s = self.steps
+        query = f"query {position_label(s.query, self.queries[s.query])}"
+        return (kind_name(s.kind), f"layer {s.layer + 1}", f"head {s.head + 1}", query)
 
 
 def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.ndarray | None:
@@ -121,6 +129,7 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
                 height=320 if presenting() else 420,
             ),
             "qkv_matrices",
+            view=f.view,
         )
         st.caption(
             (
@@ -155,10 +164,12 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
             f"Before turning, q = `{preview(s.q_unrotated)}`: each pair of dimensions keeps its length, only its "
             "angle changes, so q . k_j depends on the two tokens and on how far apart they are."
         )
-        chart(vector_strip(s.q_unrotated, [f.queries[s.query]], "x W^Q, before rotation"), "qkv_q_unrotated")
-    chart(vector_strip(s.q, [f.queries[s.query]], "q"), "qkv_q")
-    chart(vector_strip(s.k, f.keys, "K (one row per key)", f.shown), "qkv_k")
-    chart(vector_strip(s.v, f.keys, "V (one row per key)", f.shown), "qkv_v")
+        chart(
+            vector_strip(s.q_unrotated, [f.queries[s.query]], "x W^Q, before rotation"), "qkv_q_unrotated", view=f.view
+        )
+    chart(vector_strip(s.q, [f.queries[s.query]], "q"), "qkv_q", view=f.view)
+    chart(vector_strip(s.k, f.keys, "K (one row per key)", f.shown), "qkv_k", view=f.view)
+    chart(vector_strip(s.v, f.keys, "V (one row per key)", f.shown), "qkv_v", view=f.view)
 
 
 def projection_formula(config, head: int, d_model: int, d_head: int) -> str:
@@ -219,8 +230,12 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
             )
         )
     st.latex(formula)
-    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw", present_height=220)
-    chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown), "qkv_scaled")
+    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw", view=f.view, present_height=220)
+    chart(
+        per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown),
+        "qkv_scaled",
+        view=f.view,
+    )
     if not s.mask.all():
         hidden = int((~s.mask).sum())
         st.markdown(
@@ -228,10 +243,15 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
             "softmax the model replaces each hidden score by the lowest float32 number, -3.4e38 (in effect minus "
             "infinity), so they get weight exactly 0."
         )
-        chart(masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"), "qkv_masked")
+        chart(
+            masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"),
+            "qkv_masked",
+            view=f.view,
+        )
     chart(
         per_key_bars(s.weights, keys, "softmax weights (the model's)", s.mask, shown=shown),
         "qkv_weights",
+        view=f.view,
         present_height=300,
     )
 
@@ -246,7 +266,7 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
         what_if_bars = per_key_bars(
             s.weights, keys, "model (T = 1) vs what-if", s.mask, what_if, f"T = {temperature}", shown=shown
         )
-        chart(what_if_bars, "qkv_what_if")
+        chart(what_if_bars, "qkv_what_if", view=f.view)
 
 
 def heads(f: Focus, number: int = 4) -> None:
@@ -254,8 +274,10 @@ def heads(f: Focus, number: int = 4) -> None:
     s, keys, shown = f.steps, f.keys, f.shown
     n_heads = f.chosen.attention.n_heads
     st.subheader(f"{number}. Weight the values and sum: this head's output z")
-    chart(vector_strip(s.weighted_values, keys, "weight_j x v_j", shown), "qkv_weighted", present_height=300)
-    chart(vector_strip(s.z, [f"z (head {s.head + 1})"], "z = sum_j weight_j v_j"), "qkv_z")
+    chart(
+        vector_strip(s.weighted_values, keys, "weight_j x v_j", shown), "qkv_weighted", view=f.view, present_height=300
+    )
+    chart(vector_strip(s.z, [f"z (head {s.head + 1})"], "z = sum_j weight_j v_j"), "qkv_z", view=f.view)
 
     st.subheader(f"{number + 1}. Concatenate the heads and multiply by W^O")
     config = cached.model(st.session_state[state.MODEL]).model.config
@@ -267,9 +289,9 @@ def heads(f: Focus, number: int = 4) -> None:
     st.markdown(
         f"This head fills dimensions {s.head * s.d_head} to {(s.head + 1) * s.d_head - 1} of the concatenation."
     )
-    chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), "qkv_concat")
+    chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), "qkv_concat", view=f.view)
     after = "before the residual" if config.norm_first else "before the residual and LayerNorm"
-    chart(vector_strip(s.output, ["output"], f"After W^O ({after})"), "qkv_output")
+    chart(vector_strip(s.output, ["output"], f"After W^O ({after})"), "qkv_output", view=f.view)
 
 
 def download(f: Focus) -> None:

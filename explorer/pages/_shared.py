@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -353,10 +353,14 @@ def chart(
     name: str = "",
     on_click: Callable[[Mapping], None] | None = None,
     present_height: int | None = None,
+    view: Sequence[str] = (),
+    title: str = "",
     **options: object,
 ) -> object:
     """A Plotly chart and, under it, its downloads: server-side PNG, offline HTML, and its data as CSV and JSON
-    (each made only when clicked). `name` is the files' stem (default: the key). `on_click(point)` runs before the
+    (each made only when clicked), titled and named with the model, the sentence and `view` (the picks it shows:
+    "layer 2", "head 3"); `title` names a figure drawn without one. `name` is the files' stem (default: the key).
+    `on_click(point)` runs before the
     next run when a click target (figures.clicks) is clicked: it sets the pickers' keys (drill.py). `present_height`:
     a step's main figure is at most this tall in presenter mode, so that it fits on the first screen."""
     if present_height is not None and presenting() and (figure.layout.height or 450) > present_height:
@@ -377,16 +381,23 @@ def chart(
     else:
         chart_key = key
     event = container.plotly_chart(styled(figure, presenting()), key=chart_key, **options)
-    stem = name or key
+    about = downloads.About(
+        model=st.session_state[state.MODEL],
+        model_title=cached.described(st.session_state[state.MODEL]).title,
+        sentence=st.session_state[state.TEXT],
+        view=tuple(view),
+        title=title,
+    )
     files = (
-        ("PNG", "png", "image/png", lambda: downloads.to_png(figure)),
-        ("HTML (offline)", "html", "text/html", lambda: downloads.to_html(figure)),
-        ("CSV", "csv", "text/csv", lambda: downloads.to_csv(figure)),
-        ("JSON", "json", "application/json", lambda: downloads.to_json(figure)),
+        ("PNG", "png", "image/png", lambda: downloads.to_png(figure, about)),
+        ("HTML (offline)", "html", "text/html", lambda: downloads.to_html(figure, about)),
+        ("CSV", "csv", "text/csv", lambda: downloads.to_csv(figure, about)),
+        ("JSON", "json", "application/json", lambda: downloads.to_json(figure, about)),
     )
     with container.popover("Download", icon=":material/download:", key=f"{key}_download"):
         for label, extension, mime, make in files:
-            st.download_button(label, make, f"{stem}.{extension}", mime, key=f"{key}_{extension}", on_click="ignore")
+            named = downloads.file_name(name or key, about, extension)
+            st.download_button(label, make, named, mime, key=f"{key}_{extension}", on_click="ignore")
     return event
 
 

@@ -11,7 +11,7 @@ from explorer.callbacks import step_through
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import LAYER_CELLS, layer_heads
 from explorer.heads import MEAN, head_or_mean, head_title
-from explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
+from explorer.pages._shared import chart, drill_to_pickers, kind_name, pick_attention, pick_layer_head
 
 st.header("Attention heatmap")
 st.markdown(
@@ -43,7 +43,9 @@ st.caption(
 )
 figure = head_heatmap(weights, chosen.queries, chosen.keys, title, clickable=True)
 first_pieces = None if chosen.groups is None else tuple(word[0] for word in chosen.groups[0])
-chart(figure, "attention_heatmap", on_click=functools.partial(step_through, chosen.kind, first_pieces, layer, head))
+view = (kind_name(chosen.kind), *head_title(layer, head, attention.n_heads).split(", "))
+clicked = functools.partial(step_through, chosen.kind, first_pieces, layer, head)
+chart(figure, "attention_heatmap", on_click=clicked, view=view)
 
 st.subheader(f"All heads of layer {layer + 1}")
 st.caption(
@@ -54,4 +56,6 @@ chart(
     layer_heads(chosen.weights[layer], layer),
     "attention_layer_heads",
     on_click=drill_to_pickers(state.ATTENTION_LAYER, state.ATTENTION_HEAD),
+    view=view[:2],
+    title=f"All heads of layer {layer + 1}",
 )

@@ -13,6 +13,7 @@ from explorer.pages._shared import (
     drill_to_pickers,
     focus_start,
     intro,
+    kind_name,
     open_in_attention,
     page_footer,
     page_header,
@@ -48,11 +49,17 @@ chart(
     "model_grid",
     on_click=drill_to_pickers(state.FOCUS_LAYER, state.FOCUS_HEAD),
     present_height=340 if attention.n_layers <= PRESENT_LAYERS else None,
+    view=(kind_name(chosen.kind),),
+    title="Every layer and head",
 )
 
 title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
-chart(head_heatmap(chosen.weights[layer, head], chosen.queries, chosen.keys, title), "model_selected")
+chart(
+    head_heatmap(chosen.weights[layer, head], chosen.queries, chosen.keys, title),
+    "model_selected",
+    view=(kind_name(chosen.kind), f"layer {layer + 1}", f"head {head + 1}"),
+)
 if st.button("Open in the attention heatmap", key="model_open"):
     open_in_attention(chosen.kind, layer, head, chosen.groups is not None)
 page_footer()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import struct
 
 import numpy as np
@@ -84,7 +85,8 @@ def test_downloads_are_valid_files_holding_the_drawn_numbers(server, page, tmp_p
     n = len(TOKENS)
 
     name, png = download(page, "attention_heatmap", "PNG", tmp_path)
-    assert name == "attention_heatmap.png" and png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert re.fullmatch(r"attention-heatmap_minilm_encoder-self-attention_layer-2_head-3_[a-z0-9-]+\.png", name)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert width >= 900 and height >= 600
 
@@ -94,13 +96,14 @@ def test_downloads_are_valid_files_holding_the_drawn_numbers(server, page, tmp_p
 
     _, csv_bytes = download(page, "attention_heatmap", "CSV", tmp_path)
     rows = list(csv.reader(io.StringIO(csv_bytes.decode())))
-    assert rows[0] == ["trace", "row", "column", "value"] and len(rows) == 1 + n * n
+    assert rows[0] == ["series", "query (attending)", "key (attended to)", "weight"] and len(rows) == 1 + n * n
     assert rows[1 + 2 * n + 3][1:3] == ["2: <", "3: b"]  # literal tokens, not &lt;
 
     _, json_bytes = download(page, "attention_heatmap", "JSON", tmp_path)
     doc = json.loads(json_bytes)
     z = np.array(doc["traces"][0]["z"])
     assert doc["title"] == "Layer 2, head 3" and z.shape == (n, n)
+    assert doc["model"] == "minilm" and doc["view"] == ["encoder self-attention", "layer 2", "head 3"]
     np.testing.assert_allclose(z.sum(-1), 1.0, rtol=1e-5)
     np.testing.assert_array_equal(z.ravel(), np.array([float(r[3]) for r in rows[1:]]))
     assert doc["traces"][0]["x"][10] == "10: &"

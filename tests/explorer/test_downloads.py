@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import re
@@ -13,7 +14,9 @@ import plotly.graph_objects as go
 import pytest
 
 from explorer import downloads
+from explorer.figures.experiments import head_grids
 from explorer.figures.heatmap import head_heatmap
+from explorer.figures.model_view import layer_heads
 from explorer.figures.walkthrough import per_key_bars
 
 TOKENS = ["[CLS]", "<b>x</b>", "&amp;", "[SEP]"]
@@ -38,7 +41,8 @@ def test_json_holds_the_drawn_numbers_and_literal_tokens():
 def test_csv_has_one_row_per_cell():
     fig, weights = figure()
     rows = list(csv.reader(io.StringIO(downloads.to_csv(fig))))
-    assert rows[0] == ["trace", "row", "column", "value"]
+    assert rows[0] == ["series", "query (attending)", "key (attended to)", "weight"]  # named for what they hold
+    assert {r[0] for r in rows[1:]} == {"title"}  # the series is the figure's title as text, not "trace 1"
     assert len(rows) == 1 + 16
     by_cell = {(r[1], r[2]): float(r[3]) for r in rows[1:]}
     assert by_cell[("1: <b>x</b>", "2: &amp;")] == float(weights[1, 2])
@@ -47,8 +51,15 @@ def test_csv_has_one_row_per_cell():
 def test_csv_of_a_bar_chart_lists_x_and_y():
     fig = per_key_bars(np.array([0.25, 0.75], dtype=np.float32), ["a", "<br>"], "weights")
     rows = list(csv.reader(io.StringIO(downloads.to_csv(fig))))
-    assert rows[0] == ["trace", "x", "y"]
+    assert rows[0] == ["series", "token", "weights"]
     assert rows[1:] == [["weights", "0: a", "0.25"], ["weights", "1: <br>", "0.75"]]
+
+
+def test_csv_of_a_grid_of_subplots_names_each_series_by_its_subplot():
+    grids = {"encoder_self": np.ones((2, 2)), "cross": np.zeros((2, 2))}
+    rows = list(csv.reader(io.StringIO(downloads.to_csv(head_grids(grids, "change")))))
+    assert rows[0] == ["series", "row", "column", "change"]
+    assert {r[0] for r in rows[1:]} == {"encoder self-attention", "cross-attention"}
 
 
 def test_html_embeds_plotly_js_and_needs_no_network():
@@ -68,17 +79,71 @@ def test_png_is_drawn_by_the_system_chromium():
     fig, _ = figure()
     width, height = png_size(downloads.to_png(fig))
     assert (width, height) == (900 * downloads.PNG_SCALE, fig.layout.height * downloads.PNG_SCALE)
+    _, titled_height = png_size(downloads.to_png(fig, ABOUT))  # the title's second line adds room, not squeezes
+    assert titled_height == (fig.layout.height + downloads.SUBTITLE_PX) * downloads.PNG_SCALE
 
 
-def test_exports_draw_with_plotlys_template_not_streamlits_placeholders():
+def test_exports_draw_with_the_screens_theme_not_streamlits_placeholders():
     import plotly.io as pio
     import streamlit  # noqa: F401 -- as in the app: importing it makes its chart theme Plotly's default
-
-    from explorer.downloads import as_drawn
 
     assert pio.templates.default == "streamlit"
     figure = go.Figure(go.Scatter(y=[1, 2]))
     assert figure.layout.template.layout.colorway[0] == "#000001"  # filled in by the browser's theme only
-    drawn = as_drawn(figure)
-    assert drawn.layout.template.layout.colorway == pio.templates["plotly"].layout.colorway
+    drawn = downloads.as_drawn(figure)
+    assert drawn.layout.template.layout.colorway == tuple(downloads.CATEGORICAL)  # Streamlit's own, as on screen
     assert "#000001" not in downloads.to_html(figure)
+
+
+def test_exports_are_white_with_no_grid_through_heatmap_cells():
+    fig, _ = figure()
+    fig.update_layout(yaxis_showgrid=True)  # even a grid the figure asked for: it would cross the cells
+    drawn = downloads.as_drawn(fig).full_figure_for_development(warn=False)
+    assert drawn.layout.paper_bgcolor == drawn.layout.plot_bgcolor == "white"
+    assert drawn.layout.xaxis.showgrid is False and drawn.layout.yaxis.showgrid is False
+    assert drawn.layout.font.family == downloads.STREAMLIT_FONT
+    assert drawn.data[0].colorscale == fig.data[0].colorscale  # the figure's own scale, as on screen
+    bars = downloads.as_drawn(per_key_bars(np.array([0.5, 0.5], dtype=np.float32), ["a", "b"], "w"))
+    assert bars.full_figure_for_development(warn=False).layout.plot_bgcolor == "white"
+
+
+ABOUT = downloads.About(
+    model="minilm",
+    model_title="MiniLM <b>(pretrained)</b>",
+    sentence="The  <script>x</script> animal didn't cross the street because it was far too tired to go on at all",
+    view=("cross-attention", "layer 2", "head 3"),
+)
+
+
+def test_the_title_says_model_view_and_sentence_escaped_and_shortened():
+    fig, _ = figure()
+    title = downloads.as_drawn(fig, ABOUT).layout.title
+    assert title.text == "<i>title</i>"  # the figure's own title stays
+    line = title.subtitle.text
+    assert line.startswith("MiniLM &lt;b&gt;(pretrained)&lt;/b&gt; · cross-attention · layer 2 · head 3 · “The ")
+    assert "<script>" not in line and "&lt;script&gt;" in line
+    assert line.endswith("…”") and len(html.unescape(line)) < 140  # the sentence cut at a word
+    page = downloads.to_html(fig, ABOUT)
+    assert "head 3" in page and "<script>x</script>" not in page
+
+
+def test_a_figure_without_a_title_gets_the_one_the_page_gives():
+    about = downloads.About(model="minilm", model_title="MiniLM", sentence="a b", view=("layer 1",), title="All heads")
+    drawn = downloads.as_drawn(layer_heads(np.ones((2, 3, 3), dtype=np.float32)), about)
+    assert drawn.layout.title.text == "All heads" and drawn.layout.title.subtitle.text == "MiniLM · layer 1 · “a b”"
+    assert json.loads(downloads.to_json(layer_heads(np.ones((2, 3, 3))), about))["title"] == "All heads"
+
+
+def test_file_names_say_model_and_view_in_safe_characters():
+    name = downloads.file_name("attention_heatmap", ABOUT, "png")
+    assert name.startswith("attention-heatmap_minilm_cross-attention_layer-2_head-3_the-script-x-script")
+    assert re.fullmatch(r"[a-z0-9_-]+\.png", name) and len(name) <= downloads.NAME_CHARS + 4
+    hostile = downloads.About(model="../x", sentence="/etc/passwd\\ :*?<>| ünïcode 猫", view=("head 1",))
+    assert downloads.file_name("k", hostile, "csv") == "k_x_head-1_etc-passwd-unicode.csv"
+    assert downloads.file_name("k", downloads.About(), "csv") == "k.csv"
+
+
+def test_json_says_what_it_shows():
+    fig, _ = figure()
+    doc = json.loads(downloads.to_json(fig, ABOUT))
+    assert (doc["model"], doc["view"], doc["sentence"]) == ("minilm", list(ABOUT.view), ABOUT.sentence)
