@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, MutableMapping
 
 from explorer.trace import ATTENTION_KINDS as KINDS
@@ -106,6 +107,7 @@ URL_KEY = "key"  # a second token: the key token of the Find heads page
 URL_KIND = "kind"  # the attention kind a page shows (one of KINDS), for models with more than one
 URL_STEP = "step"  # the Decoding page's output step, numbered from 1 as shown
 URL_PRESENT = "present"  # presenter mode: ?present=1
+URL_OFF = "off"  # the heads turned off, as the pages write them: ?off=2.1,2.3 or ?off=cross:2.1 (from 1)
 URL_VIEW = "url_view"  # what the address asked for that the page's own pickers apply: {"layer": 0, ...}
 URL_PAGE = "url_page"  # the page the address opened; its pickers take URL_VIEW, other pages do not
 URL_USED = "url_used"  # widget keys already given their address value (once each)
@@ -113,6 +115,8 @@ PAGE = "page"  # the page drawn on this run
 SHOWN = "sidebar_shown"  # (model, text, max tokens) as the sidebar last drew them
 MAX_TEXT = 100_000  # the sidebar's max_chars: longer pastes are cut to the model's tokens with a warning
 URL_MAX_TEXT = 2000  # a longer sentence is not put in the address (servers refuse very long request lines)
+HEAD_ADDRESS = re.compile(r"(?:(?:encoder|decoder|cross):)?[0-9]{1,3}\.[0-9]{1,3}")  # a head as ?off= names it
+URL_MAX_HEADS = 1024  # heads named in an address at most (SmolLM2 has 270)
 
 
 def _number(params: Mapping[str, str], name: str, lowest: int, notices: list[str]) -> int | None:
@@ -126,7 +130,8 @@ def _number(params: Mapping[str, str], name: str, lowest: int, notices: list[str
 
 
 def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tuple[dict, list[str]]:
-    """What the address asks for, validated: ({model?, text?, layer?, head?, token?} from 0, notices); a notice
+    """What the address asks for, validated: ({model?, text?, layer?, head?, token?} from 0, off: the heads turned
+    off as written, notices); a notice
     names a model by its title, as the sidebar does."""
     notices: list[str] = []
     values: dict = {}
@@ -150,6 +155,15 @@ def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tupl
         number = _number(params, name, lowest, notices)
         if number is not None:
             values[name] = number
+    off = params.get(URL_OFF)
+    if off is not None:
+        heads = [h.strip() for h in off.split(",") if h.strip()]
+        values[URL_OFF] = [h for h in heads if HEAD_ADDRESS.fullmatch(h)]
+        if len(values[URL_OFF]) < len(heads) or len(heads) > URL_MAX_HEADS:
+            notices.append(
+                f"The address's heads to turn off {off[:40]!r} are not all like 2.1 or cross:2.1; using those that are."
+            )
+            values[URL_OFF] = values[URL_OFF][:URL_MAX_HEADS]
     kind = params.get(URL_KIND)
     if kind is not None:
         if kind in KINDS:

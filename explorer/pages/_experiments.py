@@ -103,9 +103,12 @@ def ablation_view(key: str = "ablation") -> None:
     kinds = len(shapes)
     run = current_trace()
     options = [address(h, kinds) for h in every_head(shapes)]
+    from_address(options, kinds)
     st.session_state[HEADS] = [a for a in st.session_state.get(HEADS, []) if a in options]
     method = pick_method(key)
     chosen = st.session_state[HEADS]
+    if chosen:  # a copied address turns the same heads off
+        st.query_params[state.URL_OFF] = ",".join(chosen)
     outcome = None
     problem = ""
     if chosen:
@@ -140,6 +143,21 @@ def ablation_view(key: str = "ablation") -> None:
         st.info("Pick at least one head to turn off: click its cell in the grid, or choose it above.")
         stop()
     show_outcome(loaded, run, outcome, key)
+
+
+def from_address(options: list[str], kinds: int) -> None:
+    """The heads the address turns off (?off=2.1,2.3), once, on the page it opened; a head this model lacks is
+    named in a notice."""
+    wanted = state.url_value(st.session_state, state.URL_OFF, HEADS)
+    if wanted is None:
+        return
+    st.session_state[HEADS] = list(dict.fromkeys(a for a in wanted if a in options))
+    missing = [a for a in wanted if a not in options]
+    if missing:
+        shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+        example = "cross:2.1" if kinds > 1 else "2.1"
+        notice = f"The address turns off heads this model does not have ({shown}); heads are named like {example}."
+        st.warning(markdown_literal(notice), icon=":material/link_off:")
 
 
 LAYER = "ablation_layer"  # the whole-layer picker's key

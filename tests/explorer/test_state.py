@@ -50,3 +50,11 @@ def test_address_values_go_to_the_pickers_of_the_opened_page_once():
     assert state.url_value(session, "layer", "model_layer") is None  # once
     # a model named without a sentence opens on its own example, not MiniLM's
     assert state.address(session) == {"model": "reverse", "text": registry.MODELS["reverse"].examples[0]}
+
+
+def test_heads_turned_off_are_read_as_written_and_bad_ones_named():
+    values, notices = state.read_url({"off": "2.1, cross:1.3,2.1"}, MODELS)
+    assert values == {"off": ["2.1", "cross:1.3", "2.1"]} and notices == []
+    values, notices = state.read_url({"off": "2.1,<b>,cross:x.1,9999.1"}, MODELS)
+    assert values == {"off": ["2.1"]}
+    assert len(notices) == 1 and "'2.1,<b>,cross:x.1,9999.1'" in notices[0]
