@@ -148,6 +148,12 @@ def _axis_title(figure: go.Figure, trace: object, axis: str) -> str:
     return _plain_text(layout_axis.title.text) if layout_axis is not None else ""
 
 
+def _common_word(labels: list) -> str:
+    """The word every label starts with ('layer' for 'layer 1', 'layer 2'), naming an untitled axis."""
+    words = {str(v).split(" ", 1)[0] for v in labels if isinstance(v, str) and " " in v}
+    return words.pop() if len(words) == 1 and all(isinstance(v, str) and " " in v for v in labels) else ""
+
+
 def _value_name(trace: object) -> str:
     """What a heatmap's cells hold: its colour bar's title."""
     colorbar = getattr(trace, "colorbar", None)
@@ -186,9 +192,11 @@ def records(figure: go.Figure, title: str = "") -> dict:
                 if ticks and all(not isinstance(v, list) for v in entry[axis]):
                     entry[axis] = [ticks.get(v, v) for v in entry[axis]]
                 axis_title = _value_name(trace) if axis == "z" else _axis_title(figure, trace, axis)
-                axis_title = axis_title or ("token" if ticks else "")  # an untitled axis of '3: the' labels
+                axis_title = axis_title or ("token" if ticks else "") or _common_word(entry[axis])
                 if axis_title:
                     entry[f"{axis}_title"] = axis_title
+            elif axis != "z" and _axis_title(figure, trace, axis):  # a heatmap's columns by position: 'dimension'
+                entry[f"{axis}_title"] = _axis_title(figure, trace, axis)
         traces.append(entry)
     return {"title": html.unescape(figure.layout.title.text or ""), "traces": traces}
 
@@ -251,7 +259,9 @@ def as_drawn(figure: go.Figure, about: About | None = None) -> go.Figure:
         drawn.update_layout(title={"text": own or line, "subtitle": subtitle, "automargin": True})
         if drawn.layout.title.y is None:
             drawn.update_layout(title={"yref": "container", "y": 0.99, "yanchor": "top"})
-        drawn.layout.title.pad.b = max(drawn.layout.title.pad.b or 0, 16)  # the axis title below stays clear
+        # the axis title below stays clear, and so do subplot titles (annotations just above the plots)
+        above = any(a.yref == "paper" and (a.y or 0) >= 1 for a in drawn.layout.annotations)
+        drawn.layout.title.pad.b = max(drawn.layout.title.pad.b or 0, 16 + (CONTEXT_PX + 12) * above)
     return drawn
 
 

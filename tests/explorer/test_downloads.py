@@ -17,7 +17,7 @@ from explorer import downloads
 from explorer.figures.experiments import head_grids
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import layer_heads
-from explorer.figures.walkthrough import per_key_bars
+from explorer.figures.walkthrough import per_key_bars, vector_strip
 
 TOKENS = ["[CLS]", "<b>x</b>", "&amp;", "[SEP]"]
 
@@ -58,8 +58,14 @@ def test_csv_of_a_bar_chart_lists_x_and_y():
 def test_csv_of_a_grid_of_subplots_names_each_series_by_its_subplot():
     grids = {"encoder_self": np.ones((2, 2)), "cross": np.zeros((2, 2))}
     rows = list(csv.reader(io.StringIO(downloads.to_csv(head_grids(grids, "change")))))
-    assert rows[0] == ["series", "row", "column", "change"]
+    assert rows[0] == ["series", "layer", "head", "change"]  # untitled axes named by their labels' word
     assert {r[0] for r in rows[1:]} == {"encoder self-attention", "cross-attention"}
+
+
+def test_csv_of_a_strip_names_its_positional_columns_by_the_axis_title():
+    rows = list(csv.reader(io.StringIO(downloads.to_csv(vector_strip(np.eye(2, 3), ["a", "b"], "K")))))
+    assert rows[0] == ["series", "token", "dimension", "value"]
+    assert rows[1:4] == [["K", "0: a", "0", "1.0"], ["K", "0: a", "1", "0.0"], ["K", "0: a", "2", "0.0"]]
 
 
 def test_html_embeds_plotly_js_and_needs_no_network():
@@ -118,6 +124,8 @@ ABOUT = downloads.About(
 def test_the_title_says_model_view_and_sentence_escaped_and_shortened():
     fig, _ = figure()
     title = downloads.as_drawn(fig, ABOUT).layout.title
+    grids = downloads.as_drawn(head_grids({"cross": np.ones((2, 2))}, "change"), ABOUT).layout.title
+    assert grids.pad.b > title.pad.b  # room for the subplot titles under the second line
     assert title.text == "<i>title</i>"  # the figure's own title stays
     line = title.subtitle.text
     assert line.startswith("MiniLM &lt;b&gt;(pretrained)&lt;/b&gt; · cross-attention · layer 2 · head 3 · “The ")
