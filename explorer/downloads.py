@@ -41,7 +41,7 @@ SCREEN = go.layout.Template(
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
         "font": {"family": STREAMLIT_FONT, "color": TEXT},
-        "title": {"x": 0.01, "xanchor": "left"},
+        "title": {"x": 0.01, "xanchor": "left", "font": {"size": 16, "weight": "bold"}},  # as Streamlit's heading
         "colorway": CATEGORICAL,
         "colorscale": {"sequential": _scale(SEQUENTIAL), "diverging": _scale(DIVERGING)},
         "xaxis": {"showgrid": False, "zeroline": False, "gridcolor": GRID, "automargin": True},

@@ -127,6 +127,8 @@ def ablation_view(key: str = "ablation") -> None:
         figures.head_grids(grids, "attention moved", marked=marked, diverging=False, number=".2f"),
         f"{key}_grid",
         on_click=_toggle(shapes),
+        view=(f"off {', '.join(chosen)}",) if chosen else (),
+        title="Attention moved with the outlined heads off",
     )
     whole_layer(shapes)
     st.multiselect(

@@ -108,6 +108,7 @@ def test_exports_are_white_with_no_grid_through_heatmap_cells():
     assert drawn.layout.paper_bgcolor == drawn.layout.plot_bgcolor == "white"
     assert drawn.layout.xaxis.showgrid is False and drawn.layout.yaxis.showgrid is False
     assert drawn.layout.font.family == downloads.STREAMLIT_FONT
+    assert (drawn.layout.title.font.size, drawn.layout.title.font.weight) == (16, "bold")  # Streamlit's bold heading
     assert drawn.data[0].colorscale == fig.data[0].colorscale  # the figure's own scale, as on screen
     bars = downloads.as_drawn(per_key_bars(np.array([0.5, 0.5], dtype=np.float32), ["a", "b"], "w"))
     assert bars.full_figure_for_development(warn=False).layout.plot_bgcolor == "white"
