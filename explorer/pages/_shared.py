@@ -381,13 +381,8 @@ def chart(
     else:
         chart_key = key
     event = container.plotly_chart(styled(figure, presenting()), key=chart_key, **options)
-    about = downloads.About(
-        model=st.session_state[state.MODEL],
-        model_title=cached.described(st.session_state[state.MODEL]).title,
-        sentence=st.session_state[state.TEXT],
-        view=tuple(view),
-        title=title,
-    )
+    model = st.session_state[state.MODEL]
+    about = downloads.About(model, cached.described(model).title, st.session_state[state.TEXT], tuple(view), title)
     files = (
         ("PNG", "png", "image/png", lambda: downloads.to_png(figure, about)),
         ("HTML (offline)", "html", "text/html", lambda: downloads.to_html(figure, about)),
