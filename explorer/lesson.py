@@ -90,3 +90,10 @@ def lacking(family: Family) -> tuple[Page, ...]:
     """The steps a model has nothing to show on: the decoder's (an output distribution, decoding, a loss), for a
     model without a next-token head (encoder-only)."""
     return () if family.next_token_head else tuple(page for page in STEPS if page.decoder)
+
+
+def before_decoder(stem: str | None) -> bool:
+    """Whether a page is a lesson step before the decoder's: an encoder-decoder's decoder tokens are not introduced
+    yet there, so such a step opens on the encoder's self-attention."""
+    page = BY_STEM.get(stem or "")
+    return page is not None and page.step is not None and 0 < page.step < BY_STEM["decoding"].step
