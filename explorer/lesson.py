@@ -39,7 +39,7 @@ _STEPS = (
     ("multi_head", "Weighted sum, heads and W^O", "call_merge", False),
     ("add_norm", "Add & Norm and feed-forward", "route", False),
     ("model_view", "The stack: every layer and head", "apps", False),
-    ("turn_off", "Turn a head off", "block", False),
+    ("turn_off", "Turn heads off: a layer, then one head", "block", False),
     ("why_attention", "Why attention", "table_chart", False),
     ("decoding", "Decoder: one output word at a time", "translate", True),
     ("final_linear", "Final linear, softmax and sampling", "functions", True),
