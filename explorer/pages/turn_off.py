@@ -45,6 +45,29 @@ def open_layer(heads: tuple[Head, ...], kinds: int) -> None:
     st.session_state[state.DRILL_TO] = ABLATION_PAGE
 
 
+def head_alone(head: Head, single: ablate.Outcome, layer_off: ablate.Outcome, name: str, kinds: int) -> None:
+    """Whether one head matters on its own here, from the run with the head that matters most turned off alone."""
+    if single.cosine is None:
+        before, after = right_means(single)
+        moves = f"moves the right answer's mean probability from {before:.1%} to {after:.1%}"
+        if before - after < SMALL_DROP:
+            st.info(
+                markdown_literal(
+                    f"No single head matters much here: the one that matters most, {label(head, kinds)}, alone only "
+                    f"{moves}. The model spreads the work over several heads."
+                )
+            )
+        else:
+            st.info(markdown_literal(f"One head matters on its own here: {label(head, kinds)} alone {moves}."))
+        return
+    st.info(
+        markdown_literal(
+            f"The head that matters most alone, {label(head, kinds)}, leaves the embedding's cosine to the clean "
+            f"one at {single.cosine:.4f} (the whole of {name} off: {layer_off.cosine:.4f})."
+        )
+    )
+
+
 page_header()
 loaded = sidebar_loaded()
 intro(
@@ -86,7 +109,15 @@ if guess >= 0:
 top = tuple(Head(kind, layer, h) for h in range(shapes[kind][1]))
 outcome = cached.get_outcome(*sidebar, top, "zero")
 name = layer_name(kind, layer, kinds)
-if outcome.cosine is None:
+if not loaded.family.learned:  # random weights: nothing was learned, so no layer or head has a job to lose
+    measure = "log-probability" if outcome.cosine is None else "cosine to the clean embedding"
+    st.success(
+        markdown_literal(
+            f"Turning off {name} moves the {measure} most (by {change:+.3f}). These weights are random: no layer "
+            "has learned a job, so this measures only how much each layer's random mixing changes the output."
+        )
+    )
+elif outcome.cosine is None:
     before, after = right_means(outcome)
     st.success(
         markdown_literal(
@@ -119,26 +150,8 @@ show_outcome(loaded, run, outcome, "turn_off_outcome")
 st.subheader("Each head turned off alone")
 effects = cached.get_effects(*sidebar, "zero")
 head, _ = effects.ranked()[0]
-single = cached.get_outcome(*sidebar, (head,), "zero")
-if single.cosine is None:
-    alone_before, alone_after = right_means(single)
-    moves = f"moves the right answer's mean probability from {alone_before:.1%} to {alone_after:.1%}"
-    if alone_before - alone_after < SMALL_DROP:
-        st.info(
-            markdown_literal(
-                f"No single head matters much here: the one that matters most, {label(head, kinds)}, alone only "
-                f"{moves}. The model spreads the work over several heads."
-            )
-        )
-    else:
-        st.info(markdown_literal(f"One head matters on its own here: {label(head, kinds)} alone {moves}."))
-else:
-    st.info(
-        markdown_literal(
-            f"The head that matters most alone, {label(head, kinds)}, leaves the embedding's cosine to the clean "
-            f"one at {single.cosine:.4f} (the whole of {name} off: {outcome.cosine:.4f})."
-        )
-    )
+if loaded.family.learned:  # random weights: said above
+    head_alone(head, cached.get_outcome(*sidebar, (head,), "zero"), outcome, name, kinds)
 deep = max(n_layers for n_layers, _ in shapes.values()) > PRESENT_LAYERS  # a deep grid scrolls rather than shrinks
 effects_grid(loaded, effects, "turn_off", open_in_ablation(shapes), present_height=None if deep else 330)
 describe_effects(effects)

@@ -171,6 +171,16 @@ def test_turn_off_step_asks_for_a_layer_and_shows_the_ablations_own_numbers(mode
     assert at.session_state[state.PAGE] == "ablation"
 
 
+def test_turn_off_step_on_random_weights_says_no_layer_has_a_job():
+    at = new_app("turn_off")
+    at.query_params["model"] = "paper-random"
+    reveal(at.run(), "turn_off_predict")
+    assert not at.exception
+    words = text_of(at)
+    assert "These weights are random: no layer has learned a job" in words
+    assert "The model needs" not in words and "spreads the work" not in words and "matters on its own" not in words
+
+
 def test_a_moved_map_is_drawn_with_its_difference():
     at = opened("ablation", "induction")
     at.multiselect(key=HEADS).set_value(["1.1", "1.2", "1.3", "1.4"]).run()  # layer 1 off: layer 2's maps move
