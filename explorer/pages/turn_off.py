@@ -22,6 +22,7 @@ from explorer.pages._experiments import (
 )
 from explorer.pages._shared import (
     PRESENT_LAYERS,
+    chart,
     current_trace,
     intro,
     page_footer,
@@ -32,6 +33,7 @@ from explorer.pages._shared import (
 )
 from models.ablation import Head
 
+MOST_BARS = 12  # layers drawn as bars (the most hurt); the table under them holds every layer
 SMALL_DROP = 0.05  # below this fall in the right answer's mean probability, no single head is needed much
 
 
@@ -103,9 +105,10 @@ if guess is None:
 found = cached.get_layer_effects(*sidebar)
 ranked = found.ranked()
 (kind, layer), change = ranked[0]
+said = ""
 if guess >= 0:
     place = [where for where, _ in ranked].index(layers[guess]) + 1
-    st.markdown(markdown_literal(f"Your class picked {options[guess]}: it ranks {place} of {len(layers)}."))
+    said = f" Your class picked {options[guess]}: it ranks {place} of {len(layers)}."
 top = tuple(Head(kind, layer, h) for h in range(shapes[kind][1]))
 outcome = cached.get_outcome(*sidebar, top, "zero")
 name = layer_name(kind, layer, kinds)
@@ -114,7 +117,7 @@ if not loaded.family.learned:  # random weights: nothing was learned, so no laye
     st.success(
         markdown_literal(
             f"Turning off {name} moves the {measure} most (by {change:+.3f}). These weights are random: no layer "
-            "has learned a job, so this measures only how much each layer's random mixing changes the output."
+            "has learned a job, so this measures only how much each layer's random mixing changes the output." + said
         )
     )
 elif outcome.cosine is None:
@@ -123,21 +126,34 @@ elif outcome.cosine is None:
         markdown_literal(
             f"The model needs {name} most: with its {len(top)} heads off, the right answer's log-probability falls "
             f"by {-change:.3f} (summed over its rows), and its mean probability from {before:.1%} to {after:.1%}."
+            + said
         )
     )
 else:
     st.success(
         markdown_literal(
             f"The model needs {name} most: with its {len(top)} heads off, the sentence embedding's cosine to the "
-            f"clean one falls to {outcome.cosine:.4f}."
+            f"clean one falls to {outcome.cosine:.4f}." + said
         )
     )
 column = "change in log p (summed)" if found.measure == "log_probability" else "change in cosine"
-st.dataframe(
-    [{"layer, all heads off": layer_name(k, i, kinds), column: round(c, 4)} for (k, i), c in ranked],
-    hide_index=True,
-    key="turn_off_layers",
+drawn = ranked[:MOST_BARS]
+chart(
+    figures.layer_bars(
+        [layer_name(k, i, kinds) for (k, i), _ in drawn],
+        [c for _, c in drawn],
+        column,
+        "Each layer, all its heads off at once",
+    ),
+    "turn_off_layers_chart",
+    present_height=260,
 )
+with st.expander(f"Every layer's change ({len(ranked)})" if len(ranked) > MOST_BARS else "Every layer's change"):
+    st.dataframe(
+        [{"layer, all heads off": layer_name(k, i, kinds), column: round(c, 4)} for (k, i), c in ranked],
+        hide_index=True,
+        key="turn_off_layers",
+    )
 st.button(
     f"Open {name} off on Turn heads off",
     on_click=open_layer,

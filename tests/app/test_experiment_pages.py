@@ -150,6 +150,9 @@ def test_turn_off_step_asks_for_a_layer_and_shows_the_ablations_own_numbers(mode
     clean = trace.run(loaded, TEXTS[model], loaded.max_tokens)
     found = ablate.layer_effects(loaded, ablate.answer(loaded, clean))
     assert list(at.dataframe[0].value.iloc[:, 1]) == [round(change, 4) for _, change in found.ranked()]
+    (bars,) = [spec(c) for c in at.get("plotly_chart") if c.key == "turn_off_layers_chart"]
+    drawn = array(bars["data"][0]["x"])
+    np.testing.assert_array_equal(drawn, [change for _, change in found.ranked()][: len(drawn)])
     (kind, layer), change = found.ranked()[0]
     heads = [Head(kind, layer, h) for h in range(shapes[kind][1])]
     outcome = ablate.outcome(loaded, clean, heads, "zero")
