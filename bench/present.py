@@ -29,7 +29,7 @@ MEASURE = """() => {
 
 
 # steps whose figure comes once the class's answer is revealed
-ANSWERED = ("scores", "why_attention", "turn_off", "layer_predictions")
+ANSWERED = ("tokens", "scores", "why_attention", "turn_off", "layer_predictions")
 
 
 def measure(browser, url: str, path: Path, answer: bool = False) -> dict:

@@ -222,6 +222,41 @@ def effects(loaded: LoadedModel, answer: Answer, means: dict[str, np.ndarray] | 
 
 
 @dataclass(frozen=True)
+class LayerEffects:
+    """Each layer of each attention kind with all its heads turned off together: its measure, and the clean run's
+    (`measure` as in Effects)."""
+
+    layers: tuple[tuple[str, int], ...]  # (kind, layer) of each value
+    values: np.ndarray  # (N,) the measure with that layer's heads off
+    clean: float
+    measure: str
+    where: str
+
+    @property
+    def change(self) -> np.ndarray:
+        """(N,) how the measure moved with each layer off: negative where it hurt."""
+        return self.values - self.clean
+
+    def ranked(self) -> list[tuple[tuple[str, int], float]]:
+        """Layers by their effect, the one whose heads' removal hurt most first."""
+        order = np.argsort(self.change, kind="stable")
+        return [(self.layers[i], float(self.change[i])) for i in order]
+
+
+def layer_effects(loaded: LoadedModel, answer: Answer) -> LayerEffects:
+    """Every layer's heads turned off together (zero ablation), one batch row per layer, measured as effects()."""
+    every, layers = ablation.each_layer(model_shapes(loaded))
+    if answer.measured_by_embedding:
+        clean_embedding = torch.from_numpy(sentence_embedding(loaded, answer))
+        values = _measure(loaded, answer, every, clean_embedding)
+        return LayerEffects(tuple(layers), values, 1.0, "cosine", "the sentence embedding with every head on")
+    counted = np.array(answer.counted)
+    clean = float(_measure(loaded, answer, None)[0][counted].sum())
+    values = _measure(loaded, answer, every)[:, counted].sum(-1)
+    return LayerEffects(tuple(layers), values, clean, "log_probability", answer.where)
+
+
+@dataclass(frozen=True)
 class Outcome:
     """One ablation's run beside the clean one: the outputs, the right answer's probability and loss per row
     (before, after), and the attention maps downstream, run on the same input so they can be compared."""

@@ -363,6 +363,15 @@ def get_effects(model_name: str, text: str, max_tokens: int, method: str) -> abl
     )
 
 
+def get_layer_effects(model_name: str, text: str, max_tokens: int) -> ablate.LayerEffects:
+    """Every layer's heads turned off together (zero ablation), in batched forwards."""
+    loaded, answer = model(model_name), get_answer(model_name, text, max_tokens)
+    return store().get(
+        _key("layer_effects", model_name, text, max_tokens),
+        lambda: _compute("Turning off each layer's heads...", lambda: ablate.layer_effects(loaded, answer)),
+    )
+
+
 def get_outcome(model_name: str, text: str, max_tokens: int, heads: tuple, method: str) -> ablate.Outcome:
     """The sentence run again with these heads off, beside the clean run (AblationError for a bad request)."""
     loaded = model(model_name)

@@ -39,7 +39,7 @@ _STEPS = (
     ("multi_head", "Weighted sum, heads and W^O", "call_merge", False),
     ("add_norm", "Add & Norm and feed-forward", "route", False),
     ("model_view", "The stack: every layer and head", "apps", False),
-    ("turn_off", "Turn a head off", "block", False),
+    ("turn_off", "Turn heads off: a layer, then one head", "block", False),
     ("why_attention", "Why attention", "table_chart", False),
     ("decoding", "Decoder: one output word at a time", "translate", True),
     ("final_linear", "Final linear, softmax and sampling", "functions", True),
@@ -90,3 +90,10 @@ def lacking(family: Family) -> tuple[Page, ...]:
     """The steps a model has nothing to show on: the decoder's (an output distribution, decoding, a loss), for a
     model without a next-token head (encoder-only)."""
     return () if family.next_token_head else tuple(page for page in STEPS if page.decoder)
+
+
+def before_decoder(stem: str | None) -> bool:
+    """Whether a page is a lesson step before the decoder's: an encoder-decoder's decoder tokens are not introduced
+    yet there, so such a step opens on the encoder's self-attention."""
+    page = BY_STEM.get(stem or "")
+    return page is not None and page.step is not None and 0 < page.step < BY_STEM["decoding"].step

@@ -141,6 +141,18 @@ def each_head(
     return Ablation(off, means, len(heads)), heads
 
 
+def each_layer(
+    model_shapes: Mapping[str, tuple[int, int]], means: Mapping[str, Tensor] | None = None
+) -> tuple[Ablation, list[tuple[str, int]]]:
+    """One batch row per layer of each attention kind, every head of that layer turned off together: (the ablation,
+    the (kind, layer) of each row)."""
+    layers = [(kind, layer) for kind, (n_layers, _) in model_shapes.items() for layer in range(n_layers)]
+    off = {kind: torch.zeros(len(layers), *shape, dtype=torch.bool) for kind, shape in model_shapes.items()}
+    for row, (kind, layer) in enumerate(layers):
+        off[kind][row, layer, :] = True
+    return Ablation(off, means, len(layers)), layers
+
+
 def rows(ablation: Ablation, start: int, stop: int) -> Ablation:
     """Batch rows [start, stop) of an ablation (a batched forward in chunks)."""
     return Ablation({kind: off[start:stop] for kind, off in ablation.off.items()}, ablation.means, stop - start)

@@ -181,7 +181,7 @@ def pairs(task: Task, n: int, seed: int, split: str = "heldout") -> list[Pair]:
 
 REVERSE_WORDS = (
     *("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett", "kilo", "lima"),
-    *("mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor", "whiskey"),
+    *("mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uncle", "victor", "whiskey"),
     *("xray", "yankee", "zulu", "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"),
 )
 

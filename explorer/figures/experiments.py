@@ -229,3 +229,33 @@ def part_bars(names: Sequence[str], values: np.ndarray, most: int = 16, title: s
         **({"title": titled(html.escape(title, quote=False))} if title else {}),
     )
     return figure
+
+
+def layer_bars(names: Sequence[str], changes: np.ndarray, axis: str, title: str) -> go.Figure:
+    """Layers turned off whole, in the order given (the most hurt first, drawn on top): how the measure moved."""
+    changes = np.asarray(changes, dtype=float)
+    labels = [html.escape(name, quote=False) for name in names]
+    figure = go.Figure(
+        go.Bar(
+            x=changes,
+            y=list(range(len(labels))),
+            orientation="h",
+            marker_color=["#b2182b" if v < 0 else "#2166ac" for v in changes],
+            customdata=labels,
+            hovertemplate="%{customdata}<br>%{x:.4f}<extra></extra>",
+            text=[f"{v:+.3g}" for v in changes],
+            textposition="outside",
+            cliponaxis=False,
+        )
+    )
+    low, high = min(0.0, float(changes.min(initial=0))), max(0.0, float(changes.max(initial=0)))
+    room = 0.2 * (high - low or 1.0)  # each bar's number sits past its end
+    figure.update_layout(
+        height=28 * len(labels) + 110,
+        margin={"l": 10, "r": 40, "t": 40, "b": 10},
+        title=titled(html.escape(title, quote=False)),
+        xaxis={"title": {"text": html.escape(axis, quote=False)}, "zeroline": True, "range": [low - room, high + room]},
+        # numeric rows with tick text: two layers never merge; reversed, so the first (most hurt) is on top
+        yaxis={"tickvals": list(range(len(labels))), "ticktext": labels, "autorange": "reversed", "automargin": True},
+    )
+    return figure

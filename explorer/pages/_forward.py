@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from explorer import cached, forward, state
+from explorer import cached, forward, lesson, state
 from explorer.callbacks import stack_to_kind
 from explorer.figures.forward import movement_heatmap, named_strips, preview, token_path
 from explorer.figures.labels import markdown_literal
@@ -38,6 +38,8 @@ def focus(layer_picker: bool = True) -> Focus:
     kind = st.session_state.get(state.FOCUS_KIND, first)
     if kind not in loaded.family.kinds:  # another model's kind
         kind = first
+    elif state.at_start(st.session_state, state.FOCUS_KIND) and lesson.before_decoder(st.session_state.get(state.PAGE)):
+        kind = first  # an Explore page's starting cross-attention: the lesson's decoder comes later
     stack = forward.stack_of(kind)
     if len(stacks) > 1:
         st.session_state["forward_stack"] = stack  # the focus decides; the radio's change moves the focus

@@ -231,7 +231,8 @@ def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross
     family = sidebar_family()
     # the kinds from the model, before any run: encoder self-attention is drawn without decoding first
     kinds = list(family.kinds)
-    default = "cross" if cross and "cross" in kinds and family.trained_here else kinds[0]
+    opening = cross and not lesson.before_decoder(st.session_state.get(state.PAGE))  # no decoder token before its step
+    default = "cross" if opening and "cross" in kinds and family.trained_here else kinds[0]
     key = f"{prefix}_kind"
     # before the layer, head and token pickers read the address: the kind decides how many of each there are
     _from_address(key, state.URL_KIND, kinds, default, kind_name)

@@ -133,7 +133,9 @@ else:
 # past NARROW keys: the keys this step sees (the strongest NARROW of them when it sees more) and an overview line;
 # the masked ones are left out, so every count is of visible keys
 seen = int(current.visible.sum())
-self_keys = slice(None) if not long_output else slice(0, seen)
+# before the class's answer is revealed the later positions are left out too: their labels name the word asked for
+cut = long_output or not revealed
+self_keys = slice(None) if not cut else slice(0, seen)
 self_shown = walkthrough.strongest_keys(current.self_weights[self_keys], NARROW, keep=(index,))
 chart(
     per_key_bars(
@@ -148,7 +150,9 @@ chart(
     self_col,
 )
 hidden = len(current.target_tokens) - seen
-if not long_output:
+if not (revealed or long_output):
+    self_col.caption("This step sees the positions drawn; the later ones appear once the class's answer is revealed.")
+elif not long_output:
     later = "text" if only else "output"
     self_col.caption(f"Grey positions are later in the {later}: the causal mask hides them (weight 0).")
 else:

@@ -8,7 +8,7 @@ import streamlit as st
 from explorer import cached, forward, state, tokens_view
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.tokens import SHOWN, token_boxes
-from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict
+from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, stop
 
 page_header()
 intro(
@@ -45,7 +45,10 @@ else:
         "tokens_predict",
         reveal="Reveal the count",
     )
-    if guess is not None:
+    if guess is None:  # the boxes and the count under them answer the question: they come with the answer
+        st.caption("The tokens and their ids appear once the class's answer is revealed.")
+        stop()
+    else:
         said = ""
         if guess >= 0:
             right = options[guess] == counts.tokens

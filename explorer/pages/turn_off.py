@@ -1,16 +1,19 @@
-"""Lesson step: turn a head off. Predict which head the model needs most, then see every head's effect and the run
-with the most needed one off."""
+"""Lesson step: turn heads off. Predict which layer the model needs most (all its heads off at once), see the run
+without it, then every head turned off alone."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from explorer import ablate, cached, state
+from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
 from explorer.pages._experiments import (
+    ABLATION_PAGE,
+    HEADS,
+    address,
     describe_effects,
     effects_grid,
-    every_head,
     label,
     measured,
     open_in_ablation,
@@ -19,6 +22,7 @@ from explorer.pages._experiments import (
 )
 from explorer.pages._shared import (
     PRESENT_LAYERS,
+    chart,
     current_trace,
     intro,
     page_footer,
@@ -27,50 +31,145 @@ from explorer.pages._shared import (
     sidebar_loaded,
     stop,
 )
+from models.ablation import Head
 
+MOST_BARS = 12  # layers drawn as bars (the most hurt); the table under them holds every layer
 SMALL_DROP = 0.05  # below this fall in the right answer's mean probability, no single head is needed much
+
+
+def layer_name(kind: str, layer: int, kinds: int) -> str:
+    return f"layer {layer + 1}" if kinds == 1 else f"layer {layer + 1} ({figures.KIND_TITLES[kind]})"
+
+
+def open_layer(heads: tuple[Head, ...], kinds: int) -> None:
+    """The button's on_click: those heads turned off on the Turn heads off page."""
+    st.session_state[HEADS] = [address(h, kinds) for h in heads]
+    st.session_state[state.DRILL_TO] = ABLATION_PAGE
+
+
+def head_alone(head: Head, single: ablate.Outcome, layer_off: ablate.Outcome, name: str, kinds: int) -> None:
+    """Whether one head matters on its own here, from the run with the head that matters most turned off alone."""
+    if single.cosine is None:
+        before, after = right_means(single)
+        moves = f"moves the right answer's mean probability from {before:.1%} to {after:.1%}"
+        if before - after < SMALL_DROP:
+            st.info(
+                markdown_literal(
+                    f"No single head matters much here: the one that matters most, {label(head, kinds)}, alone only "
+                    f"{moves}. The model spreads the work over several heads."
+                )
+            )
+        else:
+            st.info(markdown_literal(f"One head matters on its own here: {label(head, kinds)} alone {moves}."))
+        return
+    st.info(
+        markdown_literal(
+            f"The head that matters most alone, {label(head, kinds)}, leaves the embedding's cosine to the clean "
+            f"one at {single.cosine:.4f} (the whole of {name} off: {layer_off.cosine:.4f})."
+        )
+    )
+
 
 page_header()
 loaded = sidebar_loaded()
 intro(
-    "The maps so far show where each head looks; they do not say what the model needs. Turn a head off (replace "
-    "what it writes, just before W^O, by zero) and run the sentence again: if the output gets worse, the model "
-    f"was using that head. Measured by {measured(loaded)}."
+    "The maps so far show where each head looks; they do not say what the model needs. Turn heads off (replace "
+    "what they write, just before W^O, by zero) and run the sentence again: if the output gets worse, the model "
+    "was using them. A model often spreads a job over a layer's heads, so this step turns off a whole layer's heads "
+    f"at once first, then each head alone. Measured by {measured(loaded)}."
 )
 run = current_trace()
 sidebar = state.sidebar(st.session_state)
 shapes = ablate.model_shapes(loaded)
-heads = every_head(shapes)
+kinds = len(shapes)
+layers = [(kind, layer) for kind, (n_layers, _) in shapes.items() for layer in range(n_layers)]
 if loaded.family.has_source:
-    question = "Which head, turned off alone, breaks the output most?"
+    question = (
+        "Which layer, all its heads turned off at once, costs the right output most? Ranked by how far the right "
+        "answer's log-probability falls, summed over its words."
+    )
 elif loaded.family.next_token_head:
-    question = "Which head, turned off alone, hurts the next-word predictions most?"
+    question = (
+        "Which layer, all its heads turned off at once, hurts the next-word predictions most? Ranked by how far the "
+        "log-probability of the right next words falls, summed over the rows that count."
+    )
 else:
-    question = "Which head, turned off alone, moves the sentence embedding most?"
-guess = predict(question, [label(h, len(shapes)) for h in heads], (*sidebar, "turn_off"), "turn_off_predict")
+    question = (
+        "Which layer, all its heads turned off at once, moves the sentence embedding most? Ranked by how far its "
+        "cosine to the clean embedding falls."
+    )
+options = [layer_name(kind, layer, kinds) for kind, layer in layers]
+guess = predict(question, options, (*sidebar, "turn_off_layer"), "turn_off_predict")
 if guess is None:
     stop()
-effects = cached.get_effects(*sidebar, "zero")
-ranked = effects.ranked()
-top, change = ranked[0]
+found = cached.get_layer_effects(*sidebar)
+ranked = found.ranked()
+(kind, layer), change = ranked[0]
+said = ""
 if guess >= 0:
-    place = [h for h, _ in ranked].index(heads[guess]) + 1
-    st.markdown(
-        markdown_literal(f"Your class picked {label(heads[guess], len(shapes))}: it ranks {place} of {len(heads)}.")
+    place = [where for where, _ in ranked].index(layers[guess]) + 1
+    said = f" Your class picked {options[guess]}: it ranks {place} of {len(layers)}."
+top = tuple(Head(kind, layer, h) for h in range(shapes[kind][1]))
+outcome = cached.get_outcome(*sidebar, top, "zero")
+name = layer_name(kind, layer, kinds)
+if not loaded.family.learned:  # random weights: nothing was learned, so no layer or head has a job to lose
+    measure = "log-probability" if outcome.cosine is None else "cosine to the clean embedding"
+    st.success(
+        markdown_literal(
+            f"Turning off {name} moves the {measure} most (by {change:+.3f}). These weights are random: no layer "
+            "has learned a job, so this measures only how much each layer's random mixing changes the output." + said
+        )
     )
-st.success(markdown_literal(f"The model needs {label(top, len(shapes))} most here."))
-deep = max(layers for layers, _ in shapes.values()) > PRESENT_LAYERS  # a deep grid scrolls rather than shrinks
+elif outcome.cosine is None:
+    before, after = right_means(outcome)
+    st.success(
+        markdown_literal(
+            f"The model needs {name} most: with its {len(top)} heads off, the right answer's log-probability falls "
+            f"by {-change:.3f} (summed over its rows), and its mean probability from {before:.1%} to {after:.1%}."
+            + said
+        )
+    )
+else:
+    st.success(
+        markdown_literal(
+            f"The model needs {name} most: with its {len(top)} heads off, the sentence embedding's cosine to the "
+            f"clean one falls to {outcome.cosine:.4f}." + said
+        )
+    )
+column = "change in log p (summed)" if found.measure == "log_probability" else "change in cosine"
+drawn = ranked[:MOST_BARS]
+chart(
+    figures.layer_bars(
+        [layer_name(k, i, kinds) for (k, i), _ in drawn],
+        [c for _, c in drawn],
+        column,
+        "Each layer, all its heads off at once",
+    ),
+    "turn_off_layers_chart",
+    present_height=260,
+)
+with st.expander(f"Every layer's change ({len(ranked)})" if len(ranked) > MOST_BARS else "Every layer's change"):
+    st.dataframe(
+        [{"layer, all heads off": layer_name(k, i, kinds), column: round(c, 4)} for (k, i), c in ranked],
+        hide_index=True,
+        key="turn_off_layers",
+    )
+st.button(
+    f"Open {name} off on Turn heads off",
+    on_click=open_layer,
+    args=(top, kinds),
+    icon=":material/block:",
+    key="turn_off_open_layer",
+)
+show_outcome(loaded, run, outcome, "turn_off_outcome")
+
+st.subheader("Each head turned off alone")
+effects = cached.get_effects(*sidebar, "zero")
+head, _ = effects.ranked()[0]
+if loaded.family.learned:  # random weights: said above
+    head_alone(head, cached.get_outcome(*sidebar, (head,), "zero"), outcome, name, kinds)
+deep = max(n_layers for n_layers, _ in shapes.values()) > PRESENT_LAYERS  # a deep grid scrolls rather than shrinks
 effects_grid(loaded, effects, "turn_off", open_in_ablation(shapes), present_height=None if deep else 330)
 describe_effects(effects)
-outcome = cached.get_outcome(*sidebar, (top,), "zero")
-if outcome.cosine is None:
-    before, after = right_means(outcome)
-    if before - after < SMALL_DROP:
-        st.info(
-            f"Even this head, turned off alone, moves the right answer's mean probability only from {before:.1%} "
-            f"to {after:.1%}: the model does not depend on any one head here. Turn off a whole layer on the Turn "
-            "heads off page to see what its heads do together."
-        )
-show_outcome(loaded, run, outcome, "turn_off_outcome")
-st.page_link("explorer/pages/ablation.py", label="Turn any heads off yourself", icon=":material/block:")
+st.page_link(ABLATION_PAGE, label="Turn any heads off yourself", icon=":material/block:")
 page_footer()

@@ -21,3 +21,11 @@ def new_app(page: str | None = None) -> AppTest:
     if page is not None:
         at.switch_page(f"explorer/pages/{page}.py")
     return at
+
+
+def reveal(at: AppTest, key: str, choice: int = 0) -> AppTest:
+    """Answer a predict-then-reveal question (`key` as the page passes it to predict) and reveal: the page as a class
+    sees it after the answer."""
+    (box,) = [s for s in at.selectbox if s.key.startswith(f"{key}_guess_")]
+    box.set_value(choice).run()
+    return at.button(key=f"{key}_reveal").click().run()

@@ -9,7 +9,7 @@ import pytest
 from explorer import induction as explorer_induction
 from explorer import lesson, output, state, trace, walkthrough
 from models import induction, registry, train
-from tests.app import new_app
+from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec
 
 pytestmark = pytest.mark.slow
@@ -75,7 +75,7 @@ def test_overview_draws_a_decoder_only_stack(gpt2):
 
 
 def test_tokens_step_explains_the_word_start_mark(gpt2):
-    at = opened("tokens")
+    at = reveal(opened("tokens"), "tokens_predict")
     words = text_of(at)
     assert "Ġ stands for the space before a word" in words
     assert "fixed list" not in words
@@ -194,7 +194,7 @@ def test_training_induction_draws_each_heads_scores_rising_as_the_head_forms():
 
 
 def test_byte_level_tokens_are_counted_by_their_words(gpt2):
-    at = opened("tokens")
+    at = reveal(opened("tokens"), "tokens_predict")
     assert "10 words became" in text_of(at)  # a 'Ġ' token's span starts on its space, not its word
 
 

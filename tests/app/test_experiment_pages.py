@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import ablate, attribution, lens, trace
-from explorer.pages._experiments import HEADS, LAYER, named_heads
+from explorer import ablate, attribution, lens, state, trace
+from explorer.pages._experiments import HEADS, LAYER, address, named_heads
 from models import registry
 from models.ablation import Head
-from tests.app import new_app
+from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec
 
 pytestmark = pytest.mark.slow
@@ -121,10 +121,7 @@ def test_logit_lens_and_attribution_are_the_model_s():
 
 
 def test_turn_off_step_says_when_no_single_head_is_needed():
-    at = opened("turn_off", "translate")
-    guess = next(s for s in at.selectbox if s.key.startswith("turn_off_predict_guess"))
-    guess.set_value(0).run()
-    at.button(key="turn_off_predict_reveal").click().run()
+    at = reveal(opened("turn_off", "translate"), "turn_off_predict")
     assert not at.exception
     loaded = registry.load("translate")
     clean = trace.run(loaded, TEXTS["translate"], loaded.max_tokens)
@@ -134,7 +131,57 @@ def test_turn_off_step_says_when_no_single_head_is_needed():
     before = found.before.right_probabilities()[counted].mean()
     after = found.after.right_probabilities()[counted].mean()
     assert before - after < 0.05  # the translator spreads its alignment over layer 2's cross heads
-    assert f"only from {before:.1%} to {after:.1%}" in text_of(at)
+    assert f"alone only moves the right answer's mean probability from {before:.1%} to {after:.1%}" in text_of(at)
+
+
+@pytest.mark.parametrize("model", list(TEXTS))
+def test_turn_off_step_asks_for_a_layer_and_shows_the_ablations_own_numbers(model):
+    at = opened("turn_off", model)
+    loaded = registry.load(model)
+    shapes = ablate.model_shapes(loaded)
+    (box,) = [s for s in at.selectbox if s.key.startswith("turn_off_predict_guess_")]
+    assert len(box.options) == sum(n_layers for n_layers, _ in shapes.values())  # one option per layer
+    assert not at.dataframe and not at.get("plotly_chart")  # the answer waits for the class
+    question = text_of(at)
+    ranks_by = "cosine" if model == "minilm" else "log-probability"
+    assert "Ranked by how far" in question and ranks_by in question
+    reveal(at, "turn_off_predict")
+    assert not at.exception
+    clean = trace.run(loaded, TEXTS[model], loaded.max_tokens)
+    found = ablate.layer_effects(loaded, ablate.answer(loaded, clean))
+    assert list(at.dataframe[0].value.iloc[:, 1]) == [round(change, 4) for _, change in found.ranked()]
+    (bars,) = [spec(c) for c in at.get("plotly_chart") if c.key == "turn_off_layers_chart"]
+    drawn = array(bars["data"][0]["x"])
+    np.testing.assert_array_equal(drawn, [change for _, change in found.ranked()][: len(drawn)])
+    (kind, layer), change = found.ranked()[0]
+    heads = [Head(kind, layer, h) for h in range(shapes[kind][1])]
+    outcome = ablate.outcome(loaded, clean, heads, "zero")
+    said = plain(at.success[0].value)
+    if outcome.cosine is not None:
+        assert change == pytest.approx(outcome.cosine - 1, abs=1e-6)
+        assert f"falls to {outcome.cosine:.4f}" in said
+    else:
+        counted = np.array(outcome.answer.counted)
+        before, after = (s.right_probabilities()[counted] for s in (outcome.before, outcome.after))
+        assert change == pytest.approx(np.log(after).sum() - np.log(before).sum(), abs=1e-4)  # the same run, twice
+        assert f"falls by {-change:.3f}" in said and f"from {before.mean():.1%} to {after.mean():.1%}" in said
+    if model == "translate":  # the striking result: the last cross-attention layer off, the translation falls apart
+        assert (kind, layer) == ("cross", 1) and after.mean() < 0.2 < 0.9 < before.mean()
+        assert "**Heads off:** " + " ".join(outcome.written) in " ".join(plain(m.value) for m in at.markdown)
+    at.button(key="turn_off_open_layer").click().run()  # that layer, already off, on Turn heads off
+    assert not at.exception
+    assert at.multiselect(key=HEADS).value == [address(h, len(shapes)) for h in heads]
+    assert at.session_state[state.PAGE] == "ablation"
+
+
+def test_turn_off_step_on_random_weights_says_no_layer_has_a_job():
+    at = new_app("turn_off")
+    at.query_params["model"] = "paper-random"
+    reveal(at.run(), "turn_off_predict")
+    assert not at.exception
+    words = text_of(at)
+    assert "These weights are random: no layer has learned a job" in words
+    assert "The model needs" not in words and "spreads the work" not in words and "matters on its own" not in words
 
 
 def test_a_moved_map_is_drawn_with_its_difference():

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from streamlit.testing.v1 import AppTest
 
 from explorer import lesson
-from tests.app import new_app
+from tests.app import new_app, reveal
 from tests.figdata import spec
 from tests.hostile import NAMED, TEXT, assert_literal
 
@@ -21,6 +21,8 @@ def visit_every_page(at: AppTest, text: str) -> None:
     at.sidebar.text_area[0].set_value(text).run()
     for page in PAGES:
         at.switch_page(f"explorer/pages/{page}.py").run()
+        if page == "tokens" and any(s.key.startswith("tokens_predict_guess_") for s in at.selectbox):
+            reveal(at, "tokens_predict")  # the tokens are drawn once the count is revealed
         assert not at.exception, (page, text, [e.value for e in at.exception])
         for chart in at.get("plotly_chart"):
             assert_literal(spec(chart))

@@ -132,6 +132,43 @@ def test_decoding_can_ask_the_class_for_each_word_before_it_is_written():
     assert plain(at.subheader[0].value).endswith("writes '?'")
 
 
+@pytest.mark.parametrize(
+    ("model", "text", "index"),
+    [("translate", SENTENCE, 2), ("induction", "alpha bravo seven kilo alpha bravo seven kilo", 5)],
+)
+def test_decoding_hides_the_asked_word_in_every_chart_until_it_is_revealed(model, text, index):
+    import html
+
+    from explorer import decoding, trace
+    from models import registry
+    from tests.app import reveal
+
+    at = opened("decoding", model=model, text=text, step=str(index + 1))
+    at.toggle(key="decoding_ask").set_value(True).run()
+    loaded = registry.load(model)
+    result = trace.run(loaded, text, loaded.max_tokens)
+    step = decoding.step(result, index, result.decoder_self.n_layers - 1)  # the page opens on the last layer's mean
+    escaped = [html.escape(t) for t in result.target_tokens]
+
+    def shown() -> str:
+        parts = [*at.markdown, *at.caption, *at.info, *at.success, *at.subheader, *at.text]
+        return plain(" ".join(str(p.value) for p in parts)) + " ".join(c.proto.spec for c in at.get("plotly_chart"))
+
+    def self_attention_keys() -> list[str]:
+        (bars,) = [spec(c) for c in at.get("plotly_chart") if c.key == "decoding_self"]
+        return list(bars["data"][0]["customdata"])
+
+    assert self_attention_keys() == escaped[: index + 1]  # the positions this step reads, none after it
+    if loaded.family.has_source:  # a decoder-only model's own text repeats its words: only the chart can tell
+        assert step.chosen not in shown() and result.target_tokens[index + 1] not in shown()
+    reveal(at, "decoding_predict")
+    assert f"writes {step.chosen!r}" in shown() or f"predicts {position_label(index + 1, step.chosen)!r}" in shown()
+    if len(result.target_tokens) <= 16:  # a longer output's chart draws only the positions this step sees
+        assert self_attention_keys() == escaped
+    else:
+        assert self_attention_keys() == escaped[: index + 1]
+
+
 def test_loss_step_asks_whether_a_wrong_answer_costs_more_then_shows_both_losses():
     from explorer import cached
 

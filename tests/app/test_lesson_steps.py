@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from explorer import forward, state, trace
 from explorer.figures.tokens import SHOWN
 from models import registry
-from tests.app import new_app
+from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec
 
 # pieces (token ##ization, em ##bed ##ding ##s), an [UNK] and more tokens than the figure draws
@@ -48,7 +48,7 @@ def table(at: AppTest):
 
 
 def test_tokens_page_shows_the_ids_the_model_read(minilm):
-    at = opened("tokens", text=LONG)
+    at = reveal(opened("tokens", text=LONG), "tokens_predict")
     expected = trace.run(minilm, LONG, 128, encoder_only=True)
     ids = forward.token_ids(minilm, expected, "encoder")
     frame = table(at)
@@ -83,10 +83,34 @@ def test_tokens_reveal_gives_the_true_count_after_a_guess(minilm):
     assert str(n) in box.options and len(box.options) == 4
 
 
+def page_text(at: AppTest) -> str:
+    """Everything the page shows in words: its text elements and every figure's data and labels."""
+    parts = [*at.markdown, *at.caption, *at.info, *at.warning, *at.success, *at.subheader, *at.text]
+    words = plain(" ".join(str(p.value) for p in parts))
+    return words + " ".join(c.proto.spec for c in at.get("plotly_chart")) + str([f.value for f in at.dataframe])
+
+
+@pytest.mark.parametrize(("model", "text"), [("minilm", LONG), ("translate", None)])
+def test_tokens_are_hidden_until_the_count_is_revealed(model, text, minilm, translate):
+    loaded = {"minilm": minilm, "translate": translate}[model]
+    at = opened("tokens", model, text)
+    expected = trace.run(loaded, text or loaded.example, loaded.max_tokens, encoder_only=True).source_tokens
+    n = len(expected)
+    words = page_text(at)
+    assert not at.get("plotly_chart") and not at.dataframe
+    assert f"became {n} tokens" not in words and f"reads {n} tokens" not in words
+    assert expected[-1] not in words  # the end marker ([SEP], <eos>): no token is drawn or named yet
+    assert "appear once the class's answer is revealed" in words
+    reveal(at, "tokens_predict")
+    words = page_text(at)
+    assert f"became {n} tokens" in words and f"The model reads {n} tokens" in words and expected[-1] in words
+    assert at.get("plotly_chart") and at.dataframe
+
+
 def test_tokens_page_outlines_the_focused_token():
     at = new_app("tokens")
     at.session_state[state.FOCUS_TOKEN] = 3
-    at.run()
+    reveal(at.run(), "tokens_predict")
     shapes = spec(at.get("plotly_chart")[0])["layout"]["shapes"]
     assert [s["line"]["width"] for s in shapes].index(4) == 3
     assert any("focused token, 3: " in plain(c.value) for c in at.caption)
@@ -97,7 +121,7 @@ def test_tokens_page_outlines_the_focused_token():
 
 
 def test_tokens_page_for_the_toy_word_vocabulary(translate):
-    at = opened("tokens", "translate")
+    at = reveal(opened("tokens", "translate"), "tokens_predict")
     expected = trace.run(translate, translate.example, 32, encoder_only=True)
     frame = table(at)
     assert list(frame["id"]) == forward.token_ids(translate, expected, "encoder")

@@ -21,7 +21,7 @@ GPT2 = ("folder:tiny-gpt2", "the cat sat on the mat because it was tired")
 # steps that draw no figure before someone acts: training waits for its button
 NO_FIGURE = {"train"}
 # steps that ask the class first and draw their figure once the answer is revealed
-ASKS_FIRST = {"scores", "why_attention", "turn_off", "layer_predictions"}
+ASKS_FIRST = {"tokens", "scores", "why_attention", "turn_off", "layer_predictions"}
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,7 @@ def test_in_presenter_mode_each_steps_first_figure_fits_on_the_first_screen(serv
         address = f"{server}/{'' if step is lesson.OVERVIEW else step.stem}{ADDRESS[1:]}&present=1"
         page.goto(address, timeout=TIMEOUT_MS)
         page.wait_for_function(SETTLED, arg=0, timeout=TIMEOUT_MS)
-        if step.stem in ("scores", "turn_off", "layer_predictions"):  # these wait for the class's answer
+        if step.stem in ("tokens", "scores", "turn_off", "layer_predictions"):  # these wait for the class's answer
             reveal(page)
         page.wait_for_function(CHARTS_DRAWN, timeout=TIMEOUT_MS)
         page.wait_for_function(LARGE_TEXT, timeout=TIMEOUT_MS)  # the run's end: its style sheet applied

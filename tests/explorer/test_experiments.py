@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from explorer import ablate, attribution, lens, trace
-from explorer.figures.experiments import part_bars, rank_lines
+from explorer.figures.experiments import layer_bars, part_bars, rank_lines
 from models import induction, registry
 from models.ablation import AblationError, Head
 
@@ -270,3 +270,32 @@ def test_a_grouped_heads_projections_are_its_shared_key_value_heads(llama):
         np.testing.assert_allclose(h @ w.w_k + w.b_k, attention.k_unrotated[1, head], atol=1e-5)
         np.testing.assert_allclose(h @ w.w_v + w.b_v, attention.v[1, head], atol=1e-5)
         assert attention.sharing(head) == tuple(range(head // 3 * 3, head // 3 * 3 + 3))  # 6 heads, 2 kv heads
+
+
+def test_layer_bars_keep_the_order_given_most_hurt_on_top_and_escape_names():
+    names = ["layer 2 (cross-attention)", "<b>layer</b> 1", "layer 2 (cross-attention)"]
+    changes = np.array([-45.2, -10.7, 0.3])
+    figure = layer_bars(names, changes, "change in log p", "Each layer off")
+    (bars,) = figure.data
+    np.testing.assert_array_equal(bars.x, changes)
+    assert list(bars.y) == [0, 1, 2]  # numeric rows: the two same names stay two bars
+    ticks = figure.layout.yaxis.ticktext
+    assert list(ticks) == ["layer 2 (cross-attention)", "&lt;b&gt;layer&lt;/b&gt; 1", names[2]]
+    assert figure.layout.yaxis.autorange == "reversed"
+    assert list(bars.marker.color) == ["#b2182b", "#b2182b", "#2166ac"]
+
+
+def test_each_layers_effect_equals_that_layer_turned_off_alone():
+    loaded = registry.load("induction")
+    run = trace.run(loaded, loaded.example, loaded.max_tokens)
+    answer = ablate.answer(loaded, run)
+    found = ablate.layer_effects(loaded, answer)
+    shapes = ablate.model_shapes(loaded)
+    assert found.layers == (("decoder_self", 0), ("decoder_self", 1)) and found.measure == "log_probability"
+    for (kind, layer), change in zip(found.layers, found.change, strict=True):
+        outcome = ablate.outcome(loaded, run, [Head(kind, layer, h) for h in range(shapes[kind][1])], "zero")
+        counted = np.array(answer.counted)
+        alone = np.log(outcome.after.right_probabilities()[counted]).sum()
+        clean = np.log(outcome.before.right_probabilities()[counted]).sum()
+        assert change == pytest.approx(alone - clean, abs=1e-4)
+    assert found.ranked()[0][0] == ("decoder_self", 0)  # the previous-token layer: the induction heads need it

@@ -131,6 +131,23 @@ def test_each_head_in_one_batch_equals_each_head_run_alone(request, key, mean):
     torch.testing.assert_close(part, batched[2:5], rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("key", ["translate", "induction"])
+@torch.inference_mode()
+def test_each_layer_in_one_batch_equals_that_layers_heads_turned_off_together(request, key):
+    loaded = request.getfixturevalue(key)
+    model, shapes = loaded.model, ablation.shapes(loaded.model.config)
+    every, layers = ablation.each_layer(shapes)
+    assert layers == [(kind, layer) for kind, (n, _) in shapes.items() for layer in range(n)] and every.rows == len(
+        layers
+    )
+    args = inputs(loaded, TRANSLATE if key == "translate" else loaded.example)
+    batched = model(*(a.expand(len(layers), -1) for a in args), ablation=every).logits
+    for row, (kind, layer) in enumerate(layers):
+        heads = [Head(kind, layer, h) for h in range(shapes[kind][1])]
+        alone = model(*args, ablation=ablation.heads_off(heads, shapes)).logits[0]
+        torch.testing.assert_close(batched[row], alone, rtol=0, atol=1e-5)
+
+
 def test_greedy_decoding_with_heads_off_is_the_edited_models(translate):
     model, shapes = translate.model, ablation.shapes(translate.model.config)
     src = inputs(translate, TRANSLATE)[0]

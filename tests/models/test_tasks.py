@@ -177,3 +177,59 @@ def test_induction_encoding_starts_with_bos_and_has_no_end_marker():
         vocabulary.encode("alpha brav alpha", 32)
     with pytest.raises(tasks.TokenizeError, match="at least 2"):
         vocabulary.encode("alpha", 1)
+
+
+# words a class reads as statistics or machine learning, not as a word of the task ("uniform uniform uniform"); the
+# translator's nouns ("train") read as the sentence's things and are not listed
+ML_WORDS = frozenset(
+    [
+        "uniform",
+        "normal",
+        "gaussian",
+        "mean",
+        "median",
+        "mode",
+        "random",
+        "sample",
+        "bias",
+        "weight",
+        "weights",
+        "loss",
+        "gradient",
+        "softmax",
+        "logit",
+        "variance",
+        "sigma",
+        "lambda",
+        "epsilon",
+        "beta",
+        "gamma",
+        "token",
+        "attention",
+        "layer",
+        "head",
+        "probability",
+        "entropy",
+        "noise",
+        "label",
+        "batch",
+        "epoch",
+        "dropout",
+        "norm",
+    ]
+)
+
+
+@pytest.mark.parametrize("name", list(tasks.TASKS))
+def test_no_vocabulary_word_reads_as_a_statistics_or_ml_term(name):
+    task = tasks.get(name)
+    words = set(task.source.known) | set(task.target.known)
+    assert not words & ML_WORDS, sorted(words & ML_WORDS)
+
+
+def test_the_shipped_checkpoints_keep_the_tasks_vocabularies_and_ids():
+    from models import train
+
+    for name in tasks.TASKS:
+        _, task, record = train.load(name)  # raises when the stored vocabulary differs from the task's
+        assert record["source_vocabulary"] == list(task.source.words)
