@@ -54,6 +54,10 @@ def back_to_sentence() -> None:
     state.back_to_sentence(st.session_state)
 
 
+def keep_example() -> None:
+    st.session_state.pop(state.ASIDE, None)
+
+
 def example_label(example: str) -> str:
     return example or "choose..."
 

@@ -72,7 +72,7 @@ def cannot_read(error: TokenizeError) -> None:
 def put_aside_notice() -> None:
     """While the model's example stands in for a typed sentence it could not read: say so, and offer the sentence
     back in one click."""
-    from explorer.callbacks import back_to_sentence  # callbacks imports the shared helpers
+    from explorer.callbacks import back_to_sentence, keep_example  # callbacks imports the shared helpers
 
     typed = state.aside(st.session_state)
     if typed is None:
@@ -89,3 +89,5 @@ def put_aside_notice() -> None:
     left.info(why, icon=":material/swap_horiz:")
     left.caption("Your sentence: " + markdown_literal(repr(typed[:SHOWN_CHARACTERS]) + cut))
     right.button("Back to your sentence", on_click=back_to_sentence, icon=":material/undo:", key="aside_back")
+    # the teacher goes on with the example: this notice leaves every page (the sentence with it)
+    right.button("Keep the example", on_click=keep_example, icon=":material/close:", type="tertiary", key="aside_keep")

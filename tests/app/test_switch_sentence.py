@@ -96,6 +96,20 @@ def test_a_switch_between_toys_keeps_the_sentence_put_aside(translate):
     assert at.sidebar.text_area[0].value == "a sentence nobody trained a toy on"
 
 
+def test_keeping_the_example_takes_the_notice_off_every_page():
+    at = new_app("tokens").run()
+    at.sidebar.text_area[0].set_value("a sentence nobody trained a toy on").run()
+    switch(at, "translate")
+    assert [b.key for b in at.button if (b.key or "").startswith("aside_")] == ["aside_back", "aside_keep"]
+    at.button(key="aside_keep").click().run()
+    example = registry.load("translate").example
+    for page in ("tokens", "attention"):
+        at.switch_page(f"explorer/pages/{page}.py").run()
+        assert [b.key for b in at.button if (b.key or "").startswith("aside_")] == [] and not at.exception
+        assert not any("cannot read" in i.value for i in at.info)
+        assert at.sidebar.text_area[0].value == example
+
+
 def test_an_example_is_not_put_aside():
     """The sidebar's example of one model gives way to the next model's: nothing typed, nothing to go back to."""
     at = new_app("attention").run()
