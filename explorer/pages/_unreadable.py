@@ -55,8 +55,8 @@ def cannot_read(error: TokenizeError) -> None:
     words = loaded.tokenizer.known
     st.markdown(words_known(error, unknown=False))  # the message above names the others
     st.caption(
-        f"{markdown_literal(loaded.title)} reads only the {len(words)} words of its training sentences (listed below; "
-        "each word is lower-cased and each punctuation mark is a word): change the others, or use its example."
+        f"{markdown_literal(loaded.title)} reads only the {len(words)} words of its own vocabulary (listed below), "
+        "lower-cased, and splits each punctuation mark off as a word: change the others, or use its example."
     )
     st.button(
         f"Use this model's example: {markdown_literal(loaded.example)}",
