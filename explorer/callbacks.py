@@ -94,13 +94,20 @@ def change_model() -> None:
 
 
 def use_model(key: str, text: str = "") -> None:
-    """One click to another model (the lesson offers the translation model) on `text`, or its first example."""
+    """One click to another model (the lesson offers the translation model) on `text`, or its first example; a typed
+    sentence it replaces is put aside (state.put_aside)."""
+    old, _ = loadable(st.session_state[state.MODEL])
     new, _ = loadable(key)
     if new is None:
         return
     state.keep(st.session_state, state.MODEL, key)
     st.session_state[state.EXAMPLE] = ""
-    state.keep(st.session_state, state.TEXT, text if text and new.can_read(text) else new.example)
+    shown, current = text if text and new.can_read(text) else new.example, st.session_state[state.TEXT]
+    typed = state.aside(st.session_state) is not None or current not in (old.examples if old is not None else ())
+    if typed and current.strip() and current != shown:  # a typed sentence is kept: "Back to your sentence"
+        state.put_aside(st.session_state, shown)
+    else:
+        state.keep(st.session_state, state.TEXT, shown)
     if st.session_state[state.MAX_TOKENS] > new.max_tokens:
         state.keep(st.session_state, state.MAX_TOKENS, new.max_tokens)
 

@@ -81,7 +81,7 @@ def put_aside_notice() -> None:
     error = reading_error(loaded, typed)
     why = markdown_literal(f"{loaded.title} cannot read your sentence, so it shows its own example.")
     if error is None:
-        why = "The sentence box holds this model's example; your sentence is kept."
+        why = "The sentence box holds one of this model's examples; your sentence is kept."
     elif isinstance(error, UnknownWordError):
         why += " " + words_known(error)
     cut = "…" if len(typed) > SHOWN_CHARACTERS else ""

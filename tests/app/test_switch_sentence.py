@@ -133,3 +133,15 @@ def test_every_page_names_the_words_known_and_offers_the_example(model):
         assert_literal(knows[0])
         assert plain(at.button(key="unreadable_example").label).endswith(loaded.example), page
         assert at.expander[0].label == f"The {len(loaded.tokenizer.known)} words this model knows", page
+
+
+def test_the_lessons_offer_of_the_translator_keeps_a_typed_sentence():
+    """A decoder step on MiniLM offers the translator on the lesson's sentence: the typed one is put aside, not lost."""
+    at = new_app("decoding").run()
+    at.sidebar.text_area[0].set_value(TYPED).run()
+    at.button(key="needs_decoder_translate").click().run()
+    assert at.sidebar.selectbox(key=state.widget(state.MODEL)).value == lesson.TRANSLATE
+    assert at.sidebar.text_area[0].value == lesson.TRANSLATE_EXAMPLE
+    assert "cannot read your sentence" in plain(at.info[0].value)
+    at.button(key="aside_back").click().run()
+    assert at.sidebar.text_area[0].value == TYPED and not at.exception
