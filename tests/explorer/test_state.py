@@ -50,3 +50,20 @@ def test_address_values_go_to_the_pickers_of_the_opened_page_once():
     assert state.url_value(session, "layer", "model_layer") is None  # once
     # a model named without a sentence opens on its own example, not MiniLM's
     assert state.address(session) == {"model": "reverse", "text": registry.MODELS["reverse"].examples[0]}
+
+
+def test_a_sentence_put_aside_comes_back_while_its_example_stands_in():
+    session = {state.TEXT: "my own sentence"}
+    state.put_aside(session, "first example")
+    assert session[state.TEXT] == session[state.widget(state.TEXT)] == "first example"
+    assert state.aside(session) == "my own sentence"
+    state.put_aside(session, "second example")  # another model's example: the typed sentence is still the one kept
+    assert state.aside(session) == "my own sentence"
+    state.back_to_sentence(session)
+    assert session[state.TEXT] == session[state.widget(state.TEXT)] == "my own sentence"
+    assert state.aside(session) is None and state.ASIDE not in session
+    state.put_aside(session, "first example")
+    session[state.TEXT] = "typed again"  # a new sentence typed: nothing to go back to, and no going back
+    assert state.aside(session) is None
+    state.back_to_sentence(session)
+    assert session[state.TEXT] == "typed again"
