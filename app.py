@@ -19,6 +19,7 @@ memo.limit_malloc_arenas()  # before the sessions' script threads allocate: they
 from explorer import cached, lesson, state  # noqa: E402
 from explorer.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
 from explorer.figures.labels import markdown_literal  # noqa: E402
+from explorer.pages._unreadable import put_aside_notice  # noqa: E402
 from models import registry  # noqa: E402
 
 PAGES = Path(__file__).parent / "explorer" / "pages"
@@ -144,6 +145,7 @@ del loaded
 st.query_params.from_dict(state.address(st.session_state))  # the address now names what is shown
 for notice in notices:
     st.warning(markdown_literal(notice), icon=":material/link_off:")
+put_aside_notice()  # the model's example stands in for a sentence it cannot read: one click back to it
 if st.session_state[state.PRESENT]:  # a fixed style sheet, no user text in it
     st.html(PRESENTER_CSS)
 st.session_state[state.SHOWN] = state.sidebar(st.session_state)

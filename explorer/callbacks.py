@@ -37,7 +37,25 @@ def bound(key: str) -> dict:
 
 def use_example() -> None:
     if st.session_state[state.EXAMPLE]:
+        st.session_state.pop(state.ASIDE, None)  # an example chosen: nothing to go back to
         state.keep(st.session_state, state.TEXT, st.session_state[state.EXAMPLE])
+
+
+def use_own_example() -> None:
+    """The sidebar's model's first example in place of a sentence it cannot read, which "Back to your sentence"
+    brings back."""
+    loaded, _ = loadable(st.session_state[state.MODEL])
+    if loaded is not None:
+        st.session_state[state.EXAMPLE] = ""
+        state.put_aside(st.session_state, loaded.example)
+
+
+def back_to_sentence() -> None:
+    state.back_to_sentence(st.session_state)
+
+
+def keep_example() -> None:
+    st.session_state.pop(state.ASIDE, None)
 
 
 def example_label(example: str) -> str:
@@ -53,7 +71,9 @@ def loadable(key: str) -> tuple[registry.LoadedModel | None, str]:
 
 
 def change_model() -> None:
-    """An example of the old model that the new one cannot read becomes the new one's; max tokens shrinks to fit."""
+    """A sentence the new model cannot read gives way to its example: the old model's example at once, a typed
+    sentence put aside (state.put_aside: the page offers it back), and a sentence put aside comes back to a model
+    that can read it. Max tokens shrinks to fit."""
     old, _ = loadable(st.session_state[state.MODEL])
     st.session_state[state.MODEL] = st.session_state[state.widget(state.MODEL)]
     st.session_state[state.EXAMPLE] = ""
@@ -61,20 +81,33 @@ def change_model() -> None:
     if new is None:
         return
     examples = old.examples if old is not None else ()
-    if st.session_state[state.TEXT] in examples and not new.can_read(st.session_state[state.TEXT]):
-        state.keep(st.session_state, state.TEXT, new.example)
+    text, typed = st.session_state[state.TEXT], state.aside(st.session_state)
+    if typed is not None and new.can_read(typed):
+        state.back_to_sentence(st.session_state)
+    elif not new.can_read(text):
+        if text in examples and typed is None:  # nothing typed to go back to
+            state.keep(st.session_state, state.TEXT, new.example)
+        elif text.strip():  # a class switching models wants to see this one at work; the page offers the sentence back
+            state.put_aside(st.session_state, new.example)
     if st.session_state[state.MAX_TOKENS] > new.max_tokens:
         state.keep(st.session_state, state.MAX_TOKENS, new.max_tokens)
 
 
 def use_model(key: str, text: str = "") -> None:
-    """One click to another model (the lesson offers the translation model) on `text`, or its first example."""
+    """One click to another model (the lesson offers the translation model) on `text`, or its first example; a typed
+    sentence it replaces is put aside (state.put_aside)."""
+    old, _ = loadable(st.session_state[state.MODEL])
     new, _ = loadable(key)
     if new is None:
         return
     state.keep(st.session_state, state.MODEL, key)
     st.session_state[state.EXAMPLE] = ""
-    state.keep(st.session_state, state.TEXT, text if text and new.can_read(text) else new.example)
+    shown, current = text if text and new.can_read(text) else new.example, st.session_state[state.TEXT]
+    typed = state.aside(st.session_state) is not None or current not in (old.examples if old is not None else ())
+    if typed and current.strip() and current != shown:  # a typed sentence is kept: "Back to your sentence"
+        state.put_aside(st.session_state, shown)
+    else:
+        state.keep(st.session_state, state.TEXT, shown)
     if st.session_state[state.MAX_TOKENS] > new.max_tokens:
         state.keep(st.session_state, state.MAX_TOKENS, new.max_tokens)
 

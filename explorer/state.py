@@ -14,6 +14,8 @@ MAX_TOKENS = "max_tokens"
 
 TRAINED = "trained_models"  # key -> LoadedModel trained on the Train page: this session's only
 EXAMPLE = "sidebar_example"  # the sidebar's example picker: choosing one sets TEXT
+# (a typed sentence the model could not read, the model's example put in its place): "Back to your sentence"
+ASIDE = "sentence_aside"
 
 # The attention heatmap's pickers (keyed by its prefix): other pages open it on a head by setting them.
 ATTENTION = "attention"
@@ -98,6 +100,28 @@ def restore_focus(session: MutableMapping) -> None:
 def keep(session: MutableMapping, key: str, value: object) -> None:
     """Set a persistent key and its sidebar widget together (only before the widget is drawn, or in a callback)."""
     session[key] = session[widget(key)] = value
+
+
+def put_aside(session: MutableMapping, example: str) -> None:
+    """The sentence becomes `example`; the one it replaces is kept for back_to_sentence (only in a callback). A
+    sentence already put aside stays the one kept while an example stands in its place."""
+    typed = aside(session)
+    session[ASIDE] = (session[TEXT] if typed is None else typed, example)
+    keep(session, TEXT, example)
+
+
+def aside(session: MutableMapping) -> str | None:
+    """The sentence put aside, while the example put in its place is still the sentence (else None)."""
+    kept = session.get(ASIDE)
+    return kept[0] if kept is not None and session[TEXT] == kept[1] else None
+
+
+def back_to_sentence(session: MutableMapping) -> None:
+    """The sentence put aside comes back (only in a callback)."""
+    typed = aside(session)
+    session.pop(ASIDE, None)
+    if typed is not None:
+        keep(session, TEXT, typed)
 
 
 # The shareable address: /<page>?model=...&text=...&layer=...&head=...&token=... (layer and head numbered from 1

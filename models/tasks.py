@@ -31,10 +31,12 @@ HELDOUT_SHARE = 10  # one source in ten belongs to the held-out split
 
 
 class UnknownWordError(TokenizeError):
-    """Words outside a task's vocabulary, each with the closest words that are in it."""
+    """Words outside a task's vocabulary, each with the closest words that are in it; `known`: the text's other words,
+    the ones the vocabulary has (each once, in the order typed)."""
 
-    def __init__(self, suggestions: dict[str, list[str]]) -> None:
+    def __init__(self, suggestions: dict[str, list[str]], known: tuple[str, ...] = ()) -> None:
         self.suggestions = suggestions
+        self.known = known
         parts = []
         for word, close in suggestions.items():
             hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
@@ -80,7 +82,8 @@ class Vocabulary:
         found = [(m.group().lower(), m.span()) for m in WORD.finditer(text)]
         unknown = dict.fromkeys(w for w, _ in found if w not in self._ids or w in SPECIALS)
         if unknown:
-            raise UnknownWordError({w: self.close_words(w) for w in unknown})
+            known = tuple(dict.fromkeys(w for w, _ in found if w not in unknown))
+            raise UnknownWordError({w: self.close_words(w) for w in unknown}, known)
         return found
 
     def encode(self, text: str, max_tokens: int) -> Encoding:

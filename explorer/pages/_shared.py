@@ -13,10 +13,10 @@ from explorer import analysis, cached, downloads, drill, lesson, starting, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
 from explorer.heads import MEAN, MEAN_NAME
+from explorer.pages._unreadable import cannot_read
 from explorer.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
 from explorer.wording import NOT_EXPLANATION, starting_note
 from models.family import Family
-from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
 
 KIND_NAMES = {
@@ -194,11 +194,7 @@ def current_trace(kind: str | None = None) -> Trace:
         sidebar = state.sidebar(st.session_state)
         result = cached.get_trace(*sidebar) if kind is None else cached.get_trace_for(*sidebar, kind)
     except TokenizeError as e:
-        st.info(markdown_literal(str(e)))
-        if isinstance(e, UnknownWordError):
-            words = cached.model(st.session_state[state.MODEL]).tokenizer.known
-            with st.expander(f"The {len(words)} words this model knows"):
-                st.text(", ".join(words))
+        cannot_read(e)
         stop()
     unknown = unknown_pieces(result)
     if unknown:

@@ -12,6 +12,7 @@ from explorer.figures.labels import escape_tokens, markdown_literal
 from explorer.figures.overview import figure_one, open_clicked
 from explorer.pages._offers import offer_real_model, offer_translation
 from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header
+from explorer.pages._unreadable import cannot_read, reading_error
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here on the map; the steps show what the model reads
 TOKEN_SEPARATOR = " · "
@@ -39,8 +40,8 @@ if loaded.can_read(text):
         + TOKEN_SEPARATOR.join(markdown_literal(token) for token in tokens[:SHOWN_TOKENS])
         + more
     )
-else:
-    st.caption("This model cannot read the sidebar's sentence (each step's page says why); the map needs none.")
+elif error := reading_error(loaded, text):  # the map below needs no sentence
+    cannot_read(error)
 
 # functools.partial of a module's function: a callback defined here would keep this script's globals alive
 chart(

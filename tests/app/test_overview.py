@@ -214,5 +214,7 @@ def test_the_sentence_and_its_tokens_are_shown_literally():
 
 def test_a_sentence_the_model_cannot_read_still_gets_the_map():
     at = opened("translate", "zebras juggle quietly")  # words the toy model does not know
-    assert any("cannot read" in c.value for c in at.caption)
+    assert "'zebras'" in plain(at.info[0].value)  # which words it does not know, and that it knows none
+    assert any(plain(m.value) == "It knows none of the 3 words typed." for m in at.markdown)
+    assert plain(at.button(key="unreadable_example").label).endswith(registry.load("translate").example)
     assert at.get("plotly_chart") and len(at.get("page_link")) == lesson.N_STEPS + 2

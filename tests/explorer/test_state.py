@@ -58,3 +58,20 @@ def test_heads_turned_off_are_read_as_written_and_bad_ones_named():
     values, notices = state.read_url({"off": "2.1,<b>,cross:x.1,9999.1"}, MODELS)
     assert values == {"off": ["2.1"]}
     assert len(notices) == 1 and "'2.1,<b>,cross:x.1,9999.1'" in notices[0]
+
+
+def test_a_sentence_put_aside_comes_back_while_its_example_stands_in():
+    session = {state.TEXT: "my own sentence"}
+    state.put_aside(session, "first example")
+    assert session[state.TEXT] == session[state.widget(state.TEXT)] == "first example"
+    assert state.aside(session) == "my own sentence"
+    state.put_aside(session, "second example")  # another model's example: the typed sentence is still the one kept
+    assert state.aside(session) == "my own sentence"
+    state.back_to_sentence(session)
+    assert session[state.TEXT] == session[state.widget(state.TEXT)] == "my own sentence"
+    assert state.aside(session) is None and state.ASIDE not in session
+    state.put_aside(session, "first example")
+    session[state.TEXT] = "typed again"  # a new sentence typed: nothing to go back to, and no going back
+    assert state.aside(session) is None
+    state.back_to_sentence(session)
+    assert session[state.TEXT] == "typed again"

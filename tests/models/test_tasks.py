@@ -125,6 +125,7 @@ def test_unknown_words_are_named_with_close_suggestions():
     with pytest.raises(tasks.UnknownWordError) as info:
         vocabulary.encode("the smal cat sees a dogg", 32)
     assert info.value.suggestions["smal"][0] == "small"
+    assert info.value.known == ("the", "cat", "sees", "a")  # the typed words it does know, each once, as typed
     assert "dog" in info.value.suggestions["dogg"]
     message = str(info.value)
     assert "'smal'" in message and "did you mean 'small'" in message and "'dogg'" in message
