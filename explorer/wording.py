@@ -50,10 +50,13 @@ def starting_note(family: Family, kind: str) -> str:
     )
 
 
-def head_patterns(family: Family, token_norm: float, position_norm: float, smooth: bool, scaled: bool) -> str:
+def head_patterns(
+    family: Family, parts: dict[str, float], cosine: float, smooth: bool, scaled: bool, formula: str = ""
+) -> str:
     """What the heads of this model can be expected to show: learned patterns only where weights were learned; for
-    random weights, how much of layer 1's input is position (`token_norm`, `position_norm`: the RMS norms of a
-    token's embedding as summed and of a position's vector; `smooth`: neighbouring positions' vectors are alike)."""
+    random weights, which term dominates layer 1's input (`parts`: each summed term's RMS norm, positions.input_parts;
+    `cosine`: the layer-1 inputs' mean pairwise cosine, positions.input_cosine; `smooth`: neighbouring positions'
+    vectors are alike; `formula`: what enters layer 1, embedding_sum)."""
     if family.pretrained and family.causal:
         return (
             "Pretrained heads learn different patterns: some look at the previous token, many put most of their "
@@ -77,27 +80,55 @@ def head_patterns(family: Family, token_norm: float, position_norm: float, smoot
             "learn need not appear."
         )
     text = "Random, untrained weights: no head has learned anything, so no pattern here says anything about words."
-    share = position_norm**2 / (position_norm**2 + token_norm**2)
-    if share < 0.5:
+    total = sum(norm**2 for norm in parts.values())
+    largest = max(parts, key=parts.get)
+    share = parts[largest] ** 2 / total
+    if share < 0.5 and cosine < 0.5:
         return f"{text} What structure there is comes from random projections of the tokens: chance."
-    token = "a token's embedding x sqrt(d_model)" if scaled else "a token's embedding"
-    positions = "the paper's sinusoids" if smooth else "one random vector per position"
+    names = {
+        "token": "a token's embedding x sqrt(d_model)" if scaled else "a token's embedding",
+        "position": f"a position's vector ({'the sinusoids' if smooth else 'one random vector per position'})",
+        "token type": "the token-type row (the same row for every token)",
+    }
+    norms = "; ".join(f"{names[name]} {norm:.3g}" for name, norm in parts.items())
+    if largest == "token type":
+        effect = (
+            "a row every token shares, so the inputs of different tokens at different positions point almost the same "
+            f"way (mean cosine {cosine:.2f}): the maps start from nearly identical rows, whatever the sentence"
+        )
+    elif largest == "position":
+        effect = (
+            "where tokens sit, so a map's pattern comes mostly from position: two different sentences of the same "
+            f"length get much the same maps (mean cosine between inputs of different tokens: {cosine:.2f})"
+        )
+    else:
+        effect = f"the token itself (mean cosine between inputs of different tokens: {cosine:.2f})"
     return (
-        f"{text} Not all of it is chance, though: position ({positions}) is {share:.0%} of what enters layer 1 (a "
-        f"position's vector has norm {position_norm:.3g}, {token} {token_norm:.3g}), so a map's pattern comes "
-        "mostly from where tokens sit: two different sentences of the same length get much the same maps."
+        f"{text} Not all of it is chance, though. What enters layer 1 is {formula}; the norms of what is summed: "
+        f"{norms}. The largest, {names[largest]}, is {share:.0%} of the sum's squared norm: {effect}. These "
+        "proportions come from how the random weights were drawn (their initialisation), not from the trained model "
+        "of this shape."
     )
 
 
-def learned_positions(learned: float, sinusoid: float) -> str:
-    """What a learned position table shows, from the mean cosine between neighbouring positions' vectors in it
-    (`learned`) and in the paper's sinusoids of the same size (`sinusoid`)."""
+def learned_positions(family: Family, learned: float, sinusoid: float) -> str:
+    """What a learned position table shows: where its weights came from (the family descriptor), and the mean cosine
+    between neighbouring positions' vectors in it (`learned`) and in the paper's sinusoids of the same size
+    (`sinusoid`)."""
     measured = f"mean cosine between positions i and i + 1: {learned:.2f}; the sinusoids' {sinusoid:.2f}"
+    if not family.learned:
+        return (
+            f"The learned table is read from the model's weights, here {weights_origin(family)} ({measured}). "
+            "Nothing tells this model that position 5 is next to position 6 until training does."
+        )
     if learned > 0.5:
-        return f"The learned table is read from the model's weights: training made neighbours similar ({measured})."
+        return (
+            f"The learned table is read from the model's weights, {weights_origin(family)}: training made neighbours "
+            f"similar ({measured})."
+        )
     return (
-        f"The learned table is read from the model's weights, here random: neighbouring positions are unrelated "
-        f"({measured}). Nothing tells this model that position 5 is next to position 6 until training does."
+        f"The learned table is read from the model's weights, {weights_origin(family)}: training left neighbouring "
+        f"positions unlike each other ({measured})."
     )
 
 
@@ -351,3 +382,12 @@ def attention_formula(kind: str, config: TransformerConfig | None = None) -> str
 def head_output(config: TransformerConfig) -> str:
     """A head's output in words' formula: A_i (V W^V_i + b^V_i), without the bias where the model has none."""
     return "A_i (V W^V_i + b^V_i)" if config.qkv_bias else "A_i V W^V_i"
+
+
+def ffn_activation(name: str) -> str:
+    """What the feed-forward's activation does to the d_ff numbers, as a clause: only ReLU switches some off."""
+    if name == "relu":
+        return "sets the negative ones to zero (ReLU)"
+    if name in ("silu", "swish"):
+        return "passes each through SiLU (x times sigmoid(x): negative ones shrink towards zero, none is cut off)"
+    return "passes each through GELU (negative ones shrink towards zero, none is cut off)"
