@@ -382,12 +382,3 @@ def attention_formula(kind: str, config: TransformerConfig | None = None) -> str
 def head_output(config: TransformerConfig) -> str:
     """A head's output in words' formula: A_i (V W^V_i + b^V_i), without the bias where the model has none."""
     return "A_i (V W^V_i + b^V_i)" if config.qkv_bias else "A_i V W^V_i"
-
-
-def ffn_activation(name: str) -> str:
-    """What the feed-forward's activation does to the d_ff numbers, as a clause: only ReLU switches some off."""
-    if name == "relu":
-        return "sets the negative ones to zero (ReLU)"
-    if name in ("silu", "swish"):
-        return "passes each through SiLU (x times sigmoid(x): negative ones shrink towards zero, none is cut off)"
-    return "passes each through GELU (negative ones shrink towards zero, none is cut off)"

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import state, wording
+from explorer import model_words, state, wording
 from models import registry, train
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -136,7 +136,7 @@ def test_the_feed_forward_switches_numbers_off_only_where_its_activation_is_relu
         at = page("add_norm", model)
         texts[model] = " ".join(m.value for m in at.markdown)
         activation = registry.load(model).model.config.activation
-        assert wording.ffn_activation(activation) in texts[model], model
+        assert model_words.ffn_activation(activation) in texts[model], model
         assert "switches some off" not in texts[model], model
     assert "sets the negative ones to zero (ReLU)" in texts["translate"]
     assert registry.load("minilm").model.config.activation != "relu"
