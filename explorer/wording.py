@@ -21,6 +21,9 @@ NOT_EXPLANATION = (
 )
 
 
+FOLDER_HEADS = "These weights come from a folder that does not say whether they were trained: if they were, "
+
+
 def weights_origin(family: Family) -> str:
     """Where the sidebar's model's weights come from, as a sentence's clause: a table or matrix of them is "learned"
     only when it was."""
@@ -28,6 +31,8 @@ def weights_origin(family: Family) -> str:
         return "learned in pre-training"
     if family.trained_here:
         return "learned by training on its toy task"
+    if family.from_folder:
+        return "read from a folder that does not say whether they were trained"
     return "random: this model is untrained, so nothing in them is learned yet"
 
 
@@ -57,16 +62,18 @@ def head_patterns(
     random weights, which term dominates layer 1's input (`parts`: each summed term's RMS norm, positions.input_parts;
     `cosine`: the layer-1 inputs' mean pairwise cosine, positions.input_cosine; `smooth`: neighbouring positions'
     vectors are alike; `formula`: what enters layer 1, embedding_sum)."""
-    if family.pretrained and family.causal:
+    heads = FOLDER_HEADS + "its heads" if family.from_folder else "Pretrained heads"
+    random = " Random weights would show none of this." if family.from_folder else ""
+    if (family.pretrained or family.from_folder) and family.causal:
         return (
-            "Pretrained heads learn different patterns: some look at the previous token, many put most of their "
-            "weight on the first token (a sink for attention a head does not need), and some copy from earlier in "
-            "the text (induction heads: see Head statistics)."
+            f"{heads} learn different patterns: some look at the previous token, many put most of their weight on "
+            "the first token (a sink for attention a head does not need), and some copy from earlier in the text "
+            f"(induction heads: see Head statistics).{random}"
         )
-    if family.pretrained:
+    if family.pretrained or family.from_folder:
         return (
-            "Pretrained heads learn different patterns: some look at the previous token, some at punctuation or "
-            "[SEP], some spread broadly."
+            f"{heads} learn different patterns: some look at the previous token, some at punctuation or [SEP], some "
+            f"spread broadly.{random}"
         )
     if family.trained_here and not family.has_encoder:
         return (
@@ -116,6 +123,8 @@ def learned_positions(family: Family, learned: float, sinusoid: float) -> str:
     between neighbouring positions' vectors in it (`learned`) and in the paper's sinusoids of the same size
     (`sinusoid`)."""
     measured = f"mean cosine between positions i and i + 1: {learned:.2f}; the sinusoids' {sinusoid:.2f}"
+    if family.from_folder:
+        return f"The learned table is read from the model's weights, {weights_origin(family)} ({measured})."
     if not family.learned:
         return (
             f"The learned table is read from the model's weights, here {weights_origin(family)} ({measured}). "
@@ -144,16 +153,17 @@ def scaling_note(d_head: int, scaled_std: float) -> str:
 
 def model_view_hint(family: Family) -> str:
     """What to look for in the grid of every head, for this model."""
-    if family.pretrained and family.causal:
+    look = FOLDER_HEADS + "look" if family.from_folder else "Look"
+    if (family.pretrained or family.from_folder) and family.causal:
         return (
-            "Look for a line just below the diagonal (previous token), a bright first column (the first token as a "
-            "sink for attention a head does not need), and stripes parallel to the diagonal when the text repeats "
+            f"{look} for a line just below the diagonal (previous token), a bright first column (the first token as "
+            "a sink for attention a head does not need), and stripes parallel to the diagonal when the text repeats "
             "(induction heads)."
         )
-    if family.pretrained:
+    if family.pretrained or family.from_folder:
         return (
-            "Look for a bright diagonal (attend to self), a line just below it (previous token), or a bright first or "
-            "last column ([CLS] or [SEP] acting as a sink for attention a head does not need)."
+            f"{look} for a bright diagonal (attend to self), a line just below it (previous token), or a bright first "
+            "or last column ([CLS] or [SEP] acting as a sink for attention a head does not need)."
         )
     if family.trained_here and not family.has_encoder:
         return (

@@ -8,7 +8,7 @@ from explorer import cached, state, training
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
 from explorer.figures.training import head_scores, loss_curve
-from explorer.model_words import recipe_summary
+from explorer.model_words import loss_name, recipe_summary
 from explorer.pages._offers import not_the_sidebar_model
 from explorer.pages._shared import chart, intro, page_footer, page_header, presenting
 from explorer.training import Run, Snapshot
@@ -145,7 +145,8 @@ if run is not None and run.running:
     while run.running and not run.finished:
         run.advance_for(REFRESH_SECONDS)
         last = run.trainer.history[-1]
-        bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
+        loss = loss_name(run.trainer.recipe.label_smoothing)
+        bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: {loss} {last.loss:.3f}")
         with live_curve.container():
             smoothed = run.trainer.recipe.label_smoothing > 0
             st.plotly_chart(

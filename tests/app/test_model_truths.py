@@ -225,3 +225,16 @@ def test_a_random_models_own_output_is_not_called_the_right_answer():
     assert "Right answer" not in text and model_words.ZERO_ABLATION in text
     at.radio(key="ablation_method").set_value("mean").run()
     assert model_words.ZERO_ABLATION not in words(at)
+
+
+def test_a_model_folder_is_not_called_pretrained_when_it_does_not_say(gpt2_folder, monkeypatch):
+    # the test's GPT-2 folder holds random weights, saved as any trained folder would be: nothing on screen may call
+    # them pretrained (or random: the folder does not say), while the shipped MiniLM stays pretrained
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: f"tiny-gpt2={gpt2_folder}"}))
+    loaded = registry.load("folder:tiny-gpt2")
+    assert loaded.family.origin == "from a folder" and not loaded.family.pretrained and not loaded.family.learned
+    assert "Pretrained" not in loaded.description and registry.load("minilm").family.pretrained
+    text = " ".join(captions(at_page(page, "folder:tiny-gpt2", INDUCTION)) for page in ("attention", "positional"))
+    assert "Pretrained heads" not in text and "learned in pre-training" not in text and "untrained" not in text
+    assert "does not say whether they were trained: if they were, its heads learn" in text
+    assert "read from a folder that does not say whether they were trained (mean cosine" in text
