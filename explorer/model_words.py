@@ -84,13 +84,13 @@ def lens_intro(family: Family) -> str:
             "The output layer reads only the last state. What if it read an earlier one? In this pre-norm model each "
             "sub-layer adds its output to the same residual stream, and the stack ends in a final "
             f"{family.norm_name}, so every intermediate state can be put through that final norm and the output "
-            "matrix: the logit lens shows when the right next token comes to the top."
+            "matrix: the logit lens shows when the next token comes to the top."
         )
     return (
         "The output layer reads only the last state. What if it read an earlier one? This model is post-LN, as in the "
         "paper: each sub-layer ends in LayerNorm(x + Sublayer(x)), so there is no final norm and no residual stream "
         "that runs untouched to the output, but every state is already normalised. The logit lens puts each one "
-        "through the output matrix as it is, and shows when the right next token comes to the top."
+        "through the output matrix as it is, and shows when the next token comes to the top."
     )
 
 

@@ -55,6 +55,13 @@ def starting_note(family: Family, kind: str) -> str:
     )
 
 
+SHORT_NAMES = {
+    "token": "the token's embedding",
+    "position": "the position's vector",
+    "token type": "the token-type row",
+}
+
+
 def head_patterns(
     family: Family, parts: dict[str, float], cosine: float, smooth: bool, scaled: bool, formula: str = ""
 ) -> str:
@@ -112,7 +119,7 @@ def head_patterns(
         effect = f"the token itself (mean cosine between inputs of different tokens: {cosine:.2f})"
     return (
         f"{text} Not all of it is chance, though. What enters layer 1 is {formula}; the norms of what is summed: "
-        f"{norms}. The largest, {names[largest]}, is {share:.0%} of the sum's squared norm: {effect}. These "
+        f"{norms}. The largest, {SHORT_NAMES[largest]}, is {share:.0%} of the sum's squared norm: {effect}. These "
         "proportions come from how the random weights were drawn (their initialisation), not from the trained model "
         "of this shape."
     )

@@ -123,8 +123,8 @@ def loss(s: Scored, number: int = 1) -> None:
     )
     if trace.decoder_only:
         text = (
-            "The loss of the text itself, as in training: step i reads the text's tokens 0 .. i - 1 (the causal mask "
-            "hides the rest) and should write its token i. Every position is scored in one forward pass."
+            f"The {name} of the text itself, as in training: step i reads the text's tokens 0 .. i - 1 (the causal "
+            "mask hides the rest) and should write its token i. Every position is scored in one forward pass."
         )
     else:
         text = (
