@@ -45,6 +45,11 @@ class Scored:
 TARGET = "output_target"
 
 
+def recipe_of(loaded: LoadedModel) -> tuple[float, bool]:
+    """(the label smoothing the model trains with, whether its weights are random: no loss has trained them)."""
+    return output.epsilon_for(loaded), loaded.family.origin == "random"
+
+
 def target_box() -> str:
     """The Target box: the output to score (empty: the right answer)."""
     return st.text_input(

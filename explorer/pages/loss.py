@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, model_words, output, state
+from explorer import cached, model_words, state
 from explorer.pages import _output
 from explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
-epsilon = output.epsilon_for(cached.model(st.session_state[state.MODEL]))
-intro(model_words.loss_intro(epsilon))
+intro(model_words.loss_intro(*_output.recipe_of(cached.model(st.session_state[state.MODEL]))))
 scored = _output.scored(box="later")  # the loss and its figure first, the box to type another target under them
 _output.wrong_answer(scored)
 _output.loss(scored, number=1)

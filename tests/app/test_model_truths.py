@@ -161,6 +161,7 @@ def test_each_loss_has_its_own_name_defined_where_first_shown():
     assert labels == ["Mean label-smoothed loss", "Floor for this vocabulary", "Mean -log p(right token)"]
     assert "trains on the label-smoothed loss (section 5.4)" in words(at)
     assert at.subheader[0].value.startswith("1. The label-smoothed loss against")
+    assert "This untrained model would train on the label-smoothed loss" in words(at_page("loss", "paper-random"))
     at = at_page("loss", "induction", INDUCTION)  # no smoothing: the cross-entropy, and no smoothed loss anywhere
     assert [m.label for m in at.metric][0] == "Mean cross-entropy"
     assert "label-smoothed" not in words(at).lower() and "trains on the cross-entropy" in words(at)
