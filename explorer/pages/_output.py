@@ -296,9 +296,12 @@ def wrong_answer(s: Scored) -> None:
     model_name, text, max_tokens = state.sidebar(st.session_state)
     options = ["It goes up", "It goes down", "It stays about the same (within 1%)"]
     name = model_words.loss_name(s.scored.epsilon)
+    # a reordering of the model's own greedy output is no more wrong than that output is right
+    known = s.right == "right"
+    other_order = "a wrong answer, the same words" if known else "the same words"
     guess = predict(
-        f"The mean {name} against {s.where} is {s.scored.mean:.4f}. Score the same model against a wrong answer, the "
-        f"same words in another order: {' '.join(wrong)!r}. Will the {name} go up or down?",
+        f"The mean {name} against {s.where} is {s.scored.mean:.4f}. Score the same model against {other_order} in "
+        f"another order: {' '.join(wrong)!r}. Will the {name} go up or down?",
         options,
         (model_name, text, max_tokens, s.where, s.scored.mean),
         "loss_predict",
@@ -317,7 +320,8 @@ def wrong_answer(s: Scored) -> None:
     )
     st.success(
         markdown_literal(
-            f"Against the wrong answer the mean {name} is {other.mean:.4f}, against {s.where} {s.scored.mean:.4f}: "
+            f"Against {'the wrong answer' if known else 'the reordered words'} the mean {name} is {other.mean:.4f}, "
+            f"against {s.where} {s.scored.mean:.4f}: "
             f"{options[answer].lower().removeprefix('it ')} ({change:+.4f}).{said}"
         )
     )

@@ -239,3 +239,14 @@ def test_a_model_folder_is_not_called_pretrained_when_it_does_not_say(gpt2_folde
     assert "Pretrained heads" not in text and "learned in pre-training" not in text and "untrained" not in text
     assert "does not say whether they were trained: if they were, its heads learn" in text
     assert "read from a folder that does not say whether they were trained (mean cosine" in text
+
+
+def test_the_loss_question_calls_a_reordering_wrong_only_against_a_right_answer():
+    def question(text: str) -> str:
+        at = at_page("loss", "translate", text)
+        return plain(next(m.value for m in at.markdown if "Predict first" in m.value))
+
+    assert "against a wrong answer, the same words in another order" in question(TRANSLATE)
+    outside = question("dog the sees")  # outside the task's grammar: scored against the model's own output
+    assert "the model's own greedy output" in outside and "wrong answer" not in outside
+    assert "against the same words in another order" in outside
