@@ -40,7 +40,7 @@ def lens_view(key: str = "lens") -> None:
     current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
     found = cached.get_lens(*_sidebar())
-    norm = "the final LayerNorm and then " if found.final_norm else ""
+    norm = f"the final {loaded.family.norm_name} and then " if found.final_norm else ""
     st.markdown(
         f"Each row reads the decoder's state after one sub-layer through {norm}the output matrix, as if the model "
         "stopped there; each cell is the most likely next token then, coloured by its probability. The bottom row "

@@ -250,3 +250,11 @@ def test_the_loss_question_calls_a_reordering_wrong_only_against_a_right_answer(
     outside = question("dog the sees")  # outside the task's grammar: scored against the model's own output
     assert "the model's own greedy output" in outside and "wrong answer" not in outside
     assert "against the same words in another order" in outside
+
+
+def test_the_readouts_name_a_llama_models_final_rmsnorm(llama_folder, monkeypatch):
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: f"tiny-llama={llama_folder}"}))
+    assert registry.load("folder:tiny-llama").family.norm == "rms"
+    for page in ("logit_lens", "layer_predictions", "attribution"):
+        text = words(at_page(page, "folder:tiny-llama", "the cat sat on the mat"))
+        assert "final RMSNorm" in text and "LayerNorm" not in text, page
