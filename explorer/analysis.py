@@ -37,7 +37,7 @@ STATISTIC_NAMES = {  # what the page calls each statistic
     "distance": "mean distance",
     "previous": "previous token",
     "next": "next token",
-    "self": "same token",
+    "self": "same position",
     "cls": "[CLS] / <bos>",
     "sep": "[SEP] / <eos>",
     "punctuation": "punctuation",

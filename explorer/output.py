@@ -39,6 +39,15 @@ def epsilon_for(loaded: LoadedModel) -> float:
     return 0.0 if loaded.is_decoder_only else EPSILON
 
 
+GREEDY_TARGET = "the model's own greedy output (no right answer known)"
+
+
+def scored_token(where: str) -> str:
+    """What a scored token is called, from where the targets come from (target_for): "right", or "greedy" when no
+    right answer is known (a random model's own output is nothing to be right about)."""
+    return "greedy" if where == GREEDY_TARGET else "right"
+
+
 def text_target(loaded: LoadedModel) -> str:
     """Where a decoder-only model's target comes from."""
     return "the text itself (each token predicted from the ones before it)"
@@ -222,9 +231,7 @@ def target_for(loaded: LoadedModel, trace: Trace, text: str = "") -> tuple[list[
         return ids_of(loaded, right), "the task's right answer"
     assert trace.output_tokens is not None
     vocabulary = loaded.target_vocabulary
-    return [
-        vocabulary.token_to_id(t) for t in trace.output_tokens
-    ], "the model's own greedy output (no right answer known)"
+    return [vocabulary.token_to_id(t) for t in trace.output_tokens], GREEDY_TARGET
 
 
 def ids_of(loaded: LoadedModel, words: tuple[str, ...]) -> list[int]:

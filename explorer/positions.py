@@ -38,6 +38,37 @@ def input_norms(loaded: LoadedModel) -> tuple[float, float]:
     return float(token.pow(2).sum(-1).mean().sqrt()), float(position.pow(2).sum(-1).mean().sqrt())
 
 
+def input_parts(loaded: LoadedModel) -> dict[str, float]:
+    """The root-mean-square norm of each term summed into layer 1's input, as the model computes it: the token's
+    embedding (scaled where the model scales it), the position's vector (where one is added) and the token-type row
+    (type 0, the same row for every token; BERT)."""
+    embeddings = text_embeddings(loaded)
+    token, position = input_norms(loaded)
+    parts = {"token": token}
+    if embeddings.position is not None:
+        parts["position"] = position
+    if embeddings.token_type is not None:
+        parts["token type"] = float(embeddings.token_type.weight[0].detach().norm())
+    return parts
+
+
+INPUT_SAMPLE = 128  # token ids (at positions 0, 1, ...) whose layer-1 inputs input_cosine compares
+
+
+@torch.inference_mode()
+def input_cosine(loaded: LoadedModel) -> float:
+    """The mean cosine between the layer-1 inputs of different tokens at different positions, computed by the model's
+    own embedding layer (token type and embedding LayerNorm included): near 1, every input points the same way."""
+    embeddings = text_embeddings(loaded)
+    n = min(INPUT_SAMPLE, embeddings.max_len, embeddings.token.num_embeddings)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(embeddings.token.num_embeddings, (1, n), generator=generator)
+    x = embeddings(ids)[0]  # (T, D)
+    unit = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    cosines = unit @ unit.T
+    return float((cosines.sum() - cosines.diagonal().sum()) / (n * (n - 1)))
+
+
 def neighbour_cosine(table: np.ndarray) -> float:
     """The mean cosine between the vectors of neighbouring positions, i and i + 1."""
     unit = table / np.maximum(np.linalg.norm(table, axis=-1, keepdims=True), 1e-12)

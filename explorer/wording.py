@@ -21,6 +21,9 @@ NOT_EXPLANATION = (
 )
 
 
+FOLDER_HEADS = "These weights come from a folder that does not say whether they were trained: if they were, "
+
+
 def weights_origin(family: Family) -> str:
     """Where the sidebar's model's weights come from, as a sentence's clause: a table or matrix of them is "learned"
     only when it was."""
@@ -28,6 +31,8 @@ def weights_origin(family: Family) -> str:
         return "learned in pre-training"
     if family.trained_here:
         return "learned by training on its toy task"
+    if family.from_folder:
+        return "read from a folder that does not say whether they were trained"
     return "random: this model is untrained, so nothing in them is learned yet"
 
 
@@ -50,20 +55,32 @@ def starting_note(family: Family, kind: str) -> str:
     )
 
 
-def head_patterns(family: Family, token_norm: float, position_norm: float, smooth: bool, scaled: bool) -> str:
+SHORT_NAMES = {
+    "token": "the token's embedding",
+    "position": "the position's vector",
+    "token type": "the token-type row",
+}
+
+
+def head_patterns(
+    family: Family, parts: dict[str, float], cosine: float, smooth: bool, scaled: bool, formula: str = ""
+) -> str:
     """What the heads of this model can be expected to show: learned patterns only where weights were learned; for
-    random weights, how much of layer 1's input is position (`token_norm`, `position_norm`: the RMS norms of a
-    token's embedding as summed and of a position's vector; `smooth`: neighbouring positions' vectors are alike)."""
-    if family.pretrained and family.causal:
+    random weights, which term dominates layer 1's input (`parts`: each summed term's RMS norm, positions.input_parts;
+    `cosine`: the layer-1 inputs' mean pairwise cosine, positions.input_cosine; `smooth`: neighbouring positions'
+    vectors are alike; `formula`: what enters layer 1, embedding_sum)."""
+    heads = FOLDER_HEADS + "its heads" if family.from_folder else "Pretrained heads"
+    random = " Random weights would show none of this." if family.from_folder else ""
+    if (family.pretrained or family.from_folder) and family.causal:
         return (
-            "Pretrained heads learn different patterns: some look at the previous token, many put most of their "
-            "weight on the first token (a sink for attention a head does not need), and some copy from earlier in "
-            "the text (induction heads: see Head statistics)."
+            f"{heads} learn different patterns: some look at the previous token, many put most of their weight on "
+            "the first token (a sink for attention a head does not need), and some copy from earlier in the text "
+            f"(induction heads: see Head statistics).{random}"
         )
-    if family.pretrained:
+    if family.pretrained or family.from_folder:
         return (
-            "Pretrained heads learn different patterns: some look at the previous token, some at punctuation or "
-            "[SEP], some spread broadly."
+            f"{heads} learn different patterns: some look at the previous token, some at punctuation or [SEP], some "
+            f"spread broadly.{random}"
         )
     if family.trained_here and not family.has_encoder:
         return (
@@ -77,27 +94,57 @@ def head_patterns(family: Family, token_norm: float, position_norm: float, smoot
             "learn need not appear."
         )
     text = "Random, untrained weights: no head has learned anything, so no pattern here says anything about words."
-    share = position_norm**2 / (position_norm**2 + token_norm**2)
-    if share < 0.5:
+    total = sum(norm**2 for norm in parts.values())
+    largest = max(parts, key=parts.get)
+    share = parts[largest] ** 2 / total
+    if share < 0.5 and cosine < 0.5:
         return f"{text} What structure there is comes from random projections of the tokens: chance."
-    token = "a token's embedding x sqrt(d_model)" if scaled else "a token's embedding"
-    positions = "the paper's sinusoids" if smooth else "one random vector per position"
+    names = {
+        "token": "a token's embedding x sqrt(d_model)" if scaled else "a token's embedding",
+        "position": f"a position's vector ({'the sinusoids' if smooth else 'one random vector per position'})",
+        "token type": "the token-type row (the same row for every token)",
+    }
+    norms = "; ".join(f"{names[name]} {norm:.3g}" for name, norm in parts.items())
+    if largest == "token type":
+        effect = (
+            "a row every token shares, so the inputs of different tokens at different positions point almost the same "
+            f"way (mean cosine {cosine:.2f}): the maps start from nearly identical rows, whatever the sentence"
+        )
+    elif largest == "position":
+        effect = (
+            "where tokens sit, so a map's pattern comes mostly from position: two different sentences of the same "
+            f"length get much the same maps (mean cosine between inputs of different tokens: {cosine:.2f})"
+        )
+    else:
+        effect = f"the token itself (mean cosine between inputs of different tokens: {cosine:.2f})"
     return (
-        f"{text} Not all of it is chance, though: position ({positions}) is {share:.0%} of what enters layer 1 (a "
-        f"position's vector has norm {position_norm:.3g}, {token} {token_norm:.3g}), so a map's pattern comes "
-        "mostly from where tokens sit: two different sentences of the same length get much the same maps."
+        f"{text} Not all of it is chance, though. What enters layer 1 is {formula}; the norms of what is summed: "
+        f"{norms}. The largest, {SHORT_NAMES[largest]}, is {share:.0%} of the sum's squared norm: {effect}. These "
+        "proportions come from how the random weights were drawn (their initialisation), not from the trained model "
+        "of this shape."
     )
 
 
-def learned_positions(learned: float, sinusoid: float) -> str:
-    """What a learned position table shows, from the mean cosine between neighbouring positions' vectors in it
-    (`learned`) and in the paper's sinusoids of the same size (`sinusoid`)."""
+def learned_positions(family: Family, learned: float, sinusoid: float) -> str:
+    """What a learned position table shows: where its weights came from (the family descriptor), and the mean cosine
+    between neighbouring positions' vectors in it (`learned`) and in the paper's sinusoids of the same size
+    (`sinusoid`)."""
     measured = f"mean cosine between positions i and i + 1: {learned:.2f}; the sinusoids' {sinusoid:.2f}"
+    if family.from_folder:
+        return f"The learned table is read from the model's weights, {weights_origin(family)} ({measured})."
+    if not family.learned:
+        return (
+            f"The learned table is read from the model's weights, here {weights_origin(family)} ({measured}). "
+            "Nothing tells this model that position 5 is next to position 6 until training does."
+        )
     if learned > 0.5:
-        return f"The learned table is read from the model's weights: training made neighbours similar ({measured})."
+        return (
+            f"The learned table is read from the model's weights, {weights_origin(family)}: training made neighbours "
+            f"similar ({measured})."
+        )
     return (
-        f"The learned table is read from the model's weights, here random: neighbouring positions are unrelated "
-        f"({measured}). Nothing tells this model that position 5 is next to position 6 until training does."
+        f"The learned table is read from the model's weights, {weights_origin(family)}: training left neighbouring "
+        f"positions unlike each other ({measured})."
     )
 
 
@@ -113,16 +160,17 @@ def scaling_note(d_head: int, scaled_std: float) -> str:
 
 def model_view_hint(family: Family) -> str:
     """What to look for in the grid of every head, for this model."""
-    if family.pretrained and family.causal:
+    look = FOLDER_HEADS + "look" if family.from_folder else "Look"
+    if (family.pretrained or family.from_folder) and family.causal:
         return (
-            "Look for a line just below the diagonal (previous token), a bright first column (the first token as a "
-            "sink for attention a head does not need), and stripes parallel to the diagonal when the text repeats "
+            f"{look} for a line just below the diagonal (previous token), a bright first column (the first token as "
+            "a sink for attention a head does not need), and stripes parallel to the diagonal when the text repeats "
             "(induction heads)."
         )
-    if family.pretrained:
+    if family.pretrained or family.from_folder:
         return (
-            "Look for a bright diagonal (attend to self), a line just below it (previous token), or a bright first or "
-            "last column ([CLS] or [SEP] acting as a sink for attention a head does not need)."
+            f"{look} for a bright diagonal (attend to self), a line just below it (previous token), or a bright first "
+            "or last column ([CLS] or [SEP] acting as a sink for attention a head does not need)."
         )
     if family.trained_here and not family.has_encoder:
         return (

@@ -8,7 +8,9 @@ from typing import Literal
 
 from models.config import Shape, TransformerConfig
 
-Origin = Literal["pretrained", "random", "trained here"]
+# "from a folder": weights read from a folder the user named (or the Hugging Face cache), which does not say whether
+# they were ever trained (a folder of random weights looks the same)
+Origin = Literal["pretrained", "random", "trained here", "from a folder"]
 
 # the attention kinds each shape has, in the order pages offer them
 KINDS: dict[str, tuple[str, ...]] = {
@@ -69,8 +71,13 @@ class Family:
 
     @property
     def learned(self) -> bool:
-        """Whether the weights were learned at all (pretrained or trained here), not random."""
-        return self.origin != "random"
+        """Whether the weights are known to be learned (pretrained or trained here): not random, not a folder's."""
+        return self.origin in ("pretrained", "trained here")
+
+    @property
+    def from_folder(self) -> bool:
+        """Whether the weights were read from a folder that does not say where they came from."""
+        return self.origin == "from a folder"
 
     @property
     def norm_name(self) -> str:

@@ -184,7 +184,10 @@ def folder_specs(value: str) -> tuple[ModelSpec, ...]:
     specs = []
     for entry in filter(None, (e.strip() for e in value.split(";"))):
         name, _, folder = (part.strip() for part in entry.partition("="))
-        description = f"Pretrained weights from the local folder {folder}, in the from-scratch engine."
+        description = (
+            f"Weights from the local folder {folder} (it does not say whether they were trained), in the from-scratch "
+            "engine."
+        )
         specs.append(ModelSpec(f"folder:{name}", f"{name} (local folder)", description, "folder", folder))
     return tuple(specs)
 
@@ -257,8 +260,8 @@ def hf_cache_specs(environ: Mapping[str, str]) -> tuple[ModelSpec, ...]:
             continue
         if snapshot is not None and name:
             description = (
-                f"Pretrained weights of {name} from the local Hugging Face cache ({snapshot}), in the from-scratch "
-                "engine; nothing is downloaded."
+                f"Weights of {name} from the local Hugging Face cache ({snapshot}; it does not say whether they were "
+                "trained), in the from-scratch engine; nothing is downloaded."
             )
             specs.append(ModelSpec(f"hf:{name}", f"{name} (Hugging Face cache)", description, "folder", str(snapshot)))
     return tuple(specs)
@@ -319,6 +322,8 @@ def build(spec: ModelSpec) -> LoadedModel:
         return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described)
     if spec.weights == "folder":
         model, tokenizer, described = load_folder(spec.source or minilm_folder())
+        if spec.source:  # not the shipped MiniLM: a folder does not say where its weights came from
+            described = replace(described, origin="from a folder")
         examples = spec.examples
         return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, examples, described)
     # random weights read with MiniLM's WordPiece vocabulary, so any English sentence can be typed

@@ -179,8 +179,11 @@ def rank_ticks(worst: int) -> list[int]:
     return sorted({*ticks, worst})
 
 
-def rank_lines(reads: Sequence[str], rank: np.ndarray, probability: np.ndarray, target: str) -> go.Figure:
-    """The right answer's rank (log scale, 1 at the top) and probability after each read, for one position."""
+def rank_lines(
+    reads: Sequence[str], rank: np.ndarray, probability: np.ndarray, target: str, name: str = "the right answer"
+) -> go.Figure:
+    """The target's rank (log scale, 1 at the top) and probability after each read, for one position; `name`: what
+    the target is (the right answer, or the model's own greedy output where no right answer is known)."""
     y_reads = [html.escape(r, quote=False) for r in reads]
     figure = make_subplots(rows=1, cols=2, subplot_titles=["rank (1 = most likely)", "probability"])
     figure.add_trace(go.Scatter(x=y_reads, y=rank, mode="lines+markers", name="rank", showlegend=False), 1, 1)
@@ -197,7 +200,7 @@ def rank_lines(reads: Sequence[str], rank: np.ndarray, probability: np.ndarray, 
     figure.update_layout(
         height=420,
         margin={"l": 10, "r": 10, "t": 60, "b": 10},
-        title=titled(f"the right answer {html.escape(target, quote=False)} across the layers"),
+        title=titled(f"{html.escape(name, quote=False)} {html.escape(target, quote=False)} across the layers"),
     )
     return figure
 

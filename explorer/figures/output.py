@@ -44,7 +44,12 @@ MAX_TICKS = 64  # past this many steps the axis names every n-th step only (hove
 
 
 def loss_bars(
-    targets: Sequence[str], per_token: np.ndarray, nll: np.ndarray, floor: float, smoothed: bool = True
+    targets: Sequence[str],
+    per_token: np.ndarray,
+    nll: np.ndarray,
+    floor: float,
+    smoothed: bool = True,
+    token: str = "right",
 ) -> go.Figure:
     """Per decoding step: the loss (label-smoothed where the model trains so) and plain -log p(right token), with the
     loss's floor. Each step is labelled with the token it should write at its position (the start token is
@@ -52,11 +57,9 @@ def loss_bars(
     labels = escape_tokens([position_label(i + 1, t) for i, t in enumerate(targets)])
     x = list(range(len(labels)))
     hover = {"customdata": labels, "hovertemplate": "%{customdata}<br>%{y:.4f}<extra></extra>"}
-    bars = [go.Bar(x=x, y=nll, name="-log p(right token)", marker={"color": "#ff7f0e"}, **hover)]
+    bars = [go.Bar(x=x, y=nll, name=f"-log p({token} token)", marker={"color": "#ff7f0e"}, **hover)]
     if smoothed:  # without smoothing the loss is -log p itself: one bar says it
-        bars.insert(
-            0, go.Bar(x=x, y=per_token, name="label-smoothed cross-entropy", marker={"color": "#1f77b4"}, **hover)
-        )
+        bars.insert(0, go.Bar(x=x, y=per_token, name="label-smoothed loss", marker={"color": "#1f77b4"}, **hover))
     figure = go.Figure(bars)
     mean = float(np.mean(per_token))
     # the floor's label under its line, the mean's above: a trained model's mean sits just over the floor
@@ -77,7 +80,7 @@ def loss_bars(
             "tickangle": -45,
             "automargin": True,
         },
-        yaxis={"title": {"text": "loss (nats)", "standoff": 10}, "automargin": True, "rangemode": "tozero"},
+        yaxis={"title": {"text": "nats", "standoff": 10}, "automargin": True, "rangemode": "tozero"},
         legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
     )
     return figure

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import streamlit as st
 
-from explorer import ablate, cached, state
+from explorer import ablate, cached, model_words, output, state
 from explorer.figures import experiments as figures
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
@@ -91,6 +91,8 @@ def measured(loaded) -> str:
     """What turning heads off is measured by, for this model."""
     if not loaded.family.next_token_head:
         return "the sentence embedding (the mean of the last layer's states), by its cosine to the clean one"
+    if loaded.family.has_source and loaded.task is None:  # no task: no right answer to score against
+        return "the probability of the model's own greedy output, row by row (no right answer is known)"
     if loaded.family.has_source:
         return "the right answer's probability, row by row of the output"
     return "the probability of the right next tokens of the text (under the figures: which rows count)"
@@ -230,13 +232,17 @@ def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
         assert outcome.before is not None and outcome.after is not None
         counted = np.array(outcome.answer.counted)
         before, after = right_means(outcome)
+        token = output.scored_token(outcome.answer.where)  # "right", or "greedy" where no right answer is known
         left, right = st.columns(2)
-        left.metric("Right answer's mean probability", f"{after:.1%}", f"{after - before:+.1%} from {before:.1%}")
+        left.metric(f"The {token} token's mean probability", f"{after:.1%}", f"{after - before:+.1%} from {before:.1%}")
         loss_before, loss_after = outcome.before.nll[counted].mean(), outcome.after.nll[counted].mean()
         right.metric(
-            "Mean loss (-log p, nats)", f"{loss_after:.3f}", f"{loss_after - loss_before:+.3f}", delta_color="inverse"
+            f"Mean -log p({token} token), nats",
+            f"{loss_after:.3f}",
+            f"{loss_after - loss_before:+.3f}",
+            delta_color="inverse",
         )
-        st.caption(markdown_literal(f"Right answer: {outcome.answer.where}."))
+        st.caption(markdown_literal(f"Measured against {outcome.answer.where}. " + model_words.minus_log_p(token)))
         if outcome.written is not None:
             assert run.output_tokens is not None
             st.markdown("**Every head on:** " + markdown_literal(" ".join(run.output_tokens)))
@@ -247,17 +253,24 @@ def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
                 labels,
                 outcome.before.right_probabilities(),
                 outcome.after.right_probabilities(),
-                "p(right token)",
-                "The right token's probability at each row",
+                f"p({token} token)",
+                f"The {token} token's probability at each row",
             ),
             f"{key}_probability",
         )
         chart(
             figures.before_after(
-                labels, outcome.before.nll, outcome.after.nll, "loss (nats)", "Loss at each row", percent=False
+                labels,
+                outcome.before.nll,
+                outcome.after.nll,
+                f"-log p({token} token), nats",
+                f"-log p({token} token) at each row",
+                percent=False,
             ),
             f"{key}_loss",
         )
+    if outcome.method == "zero":
+        st.caption(model_words.ZERO_ABLATION)
     moved_maps(run, outcome, key)
 
 
@@ -317,7 +330,7 @@ def effects_view(key: str = "effects") -> None:
     shapes = ablate.model_shapes(loaded)
     method = pick_method(key)
     effects = cached.get_effects(*_sidebar(), method)
-    describe_effects(effects)
+    describe_effects(effects, method)
     st.caption("Click a head to turn it off on the Turn heads off page and see what changed.")
     effects_grid(loaded, effects, key, open_in_ablation(shapes))
     kinds = len(shapes)
@@ -328,7 +341,7 @@ def effects_view(key: str = "effects") -> None:
     st.dataframe(rows, hide_index=True, width="stretch", height=min(400, 36 * len(rows) + 40))
 
 
-def describe_effects(effects: ablate.Effects) -> None:
+def describe_effects(effects: ablate.Effects, method: str = "zero") -> None:
     if effects.measure == "cosine":
         st.markdown(
             "Each cell: the cosine between the sentence embedding with that head off and the clean one, minus 1 "
@@ -336,8 +349,10 @@ def describe_effects(effects: ablate.Effects) -> None:
         )
     else:
         st.markdown(
-            "Each cell: how the log-probability of the right answer changed when that head alone was off "
+            f"Each cell: how the log-probability of {effects.where} changed when that head alone was off "
             f"(summed over its rows; with every head on it is {effects.clean:.3f}). Negative (red): the head "
             "helped; near 0: the model did not need it here."
         )
-        st.caption(markdown_literal(f"Right answer: {effects.where}."))
+        st.caption(markdown_literal(f"Measured against {effects.where}."))
+    if method == "zero":
+        st.caption(model_words.ZERO_ABLATION)

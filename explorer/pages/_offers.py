@@ -58,3 +58,10 @@ def not_the_sidebar_model() -> None:
                 "a large corpus, with its own recipe; what follows describes the toy's."
             )
         )
+    elif loaded.family.from_folder:
+        st.info(
+            markdown_literal(
+                f"This page trains a small toy model here, not {loaded.title} (read from a folder); what follows "
+                "describes the toy's recipe."
+            )
+        )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from explorer import cached, decoding, output, state
+from explorer import cached, decoding, model_words, output, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.output import distribution_bars, loss_bars
 from explorer.pages._offers import needs_decoder
@@ -39,10 +39,15 @@ class Scored:
     def right(self) -> str:
         """What the scored token is called: the right one, or greedy's pick when no right answer is known (a
         random model's own output is nothing to be right about)."""
-        return "greedy" if self.where.startswith("the model's own greedy output") else "right"
+        return output.scored_token(self.where)
 
 
 TARGET = "output_target"
+
+
+def recipe_of(loaded: LoadedModel) -> tuple[float, bool]:
+    """(the label smoothing the model trains with, whether its weights are random: no loss has trained them)."""
+    return output.epsilon_for(loaded), loaded.family.origin == "random"
 
 
 def target_box() -> str:
@@ -50,7 +55,7 @@ def target_box() -> str:
     return st.text_input(
         "Target (leave empty for the right answer)",
         key=TARGET,
-        help="Type the output you want scored; the loss says how far the model is from writing it.",
+        help="Type the output you want scored: the loss and -log p say how far the model is from writing it.",
     )
 
 
@@ -81,28 +86,30 @@ def loss(s: Scored, number: int = 1) -> None:
     floor = output.loss_floor(scored.vocab_size, scored.epsilon)
     q_right = 1 - scored.epsilon + scored.epsilon / scored.vocab_size
     smoothed = scored.epsilon > 0
-    st.subheader(f"{number}. The loss against " + where)
+    st.subheader(f"{number}. The {model_words.loss_name(scored.epsilon)} against " + where)
     if len(scored.targets) <= SHOWN_WORDS:  # a longer text is read off the chart and the table
         written = " ".join(scored.predicted if trace.decoder_only else trace.output_tokens)
         said = "Model predicts:   " if trace.decoder_only else "Model wrote:      "  # next tokens, or its output
         st.text(f"Target:           {' '.join(scored.targets)}\n{said}{written}")
     m1, m2, m3 = st.columns(3)
-    m1.metric("Mean loss (label-smoothed)" if smoothed else "Mean loss (cross-entropy)", f"{scored.mean:.4f}")
+    name = model_words.loss_name(scored.epsilon)
+    m1.metric(f"Mean {name}", f"{scored.mean:.4f}")
     m2.metric("Floor for this vocabulary", f"{floor:.4f}")
     m3.metric(f"Mean -log p({s.right} token)", f"{float(scored.nll.mean()):.4f}")
-    figure = loss_bars(scored.targets, scored.per_token, scored.nll, floor, smoothed)
+    figure = loss_bars(scored.targets, scored.per_token, scored.nll, floor, smoothed, s.right)
     chart(figure, "output_loss", present_height=250)
     if smoothed:
         st.caption(
             f"Label smoothing eps = {scored.epsilon}: the target puts {q_right:.4f} on the right token and "
             f"{scored.epsilon / scored.vocab_size:.2e} on each of the other {scored.vocab_size - 1} tokens. "
-            "Cross-entropy against that target is smallest when the model predicts the target itself, so the loss "
-            f"cannot go below its entropy, {floor:.4f} nats, however well the model is trained."
+            "The label-smoothed loss is the cross-entropy against that target: smallest when the model predicts the "
+            f"target itself, so it cannot go below the target's entropy, {floor:.4f} nats, however well the model is "
+            f"trained. -log p({s.right} token) is the cross-entropy against the {s.right} token alone."
         )
     else:
         st.caption(
-            "No label smoothing (this model trains with plain cross-entropy): the loss at a position is -log p of the "
-            "right token, 0 only when the model gives it probability 1."
+            "No label smoothing (this model trains with plain cross-entropy): the cross-entropy at a position is "
+            f"-log p({s.right} token) itself, 0 only when the model gives that token probability 1."
         )
     right_p = scored.right_probabilities()
     st.dataframe(
@@ -114,15 +121,15 @@ def loss(s: Scored, number: int = 1) -> None:
             ],
             "most probable": list(scored.predicted),
             f"p({s.right} token)": right_p,
-            "loss": scored.per_token,
-            "-log p": scored.nll,
+            **({name: scored.per_token} if smoothed else {}),  # without smoothing it is the -log p column
+            f"-log p({s.right} token)": scored.nll,
         },
         hide_index=True,
     )
     if trace.decoder_only:
         text = (
-            "The loss of the text itself, as in training: step i reads the text's tokens 0 .. i - 1 (the causal mask "
-            "hides the rest) and should write its token i. Every position is scored in one forward pass."
+            f"The {name} of the text itself, as in training: step i reads the text's tokens 0 .. i - 1 (the causal "
+            "mask hides the rest) and should write its token i. Every position is scored in one forward pass."
         )
     else:
         text = (
@@ -217,12 +224,13 @@ def one_step(s: Scored, number: int = 2) -> None:
             matrix.bias_zero,
             matrix.decoder_only,
         )
-        + (" T = 1 is the model's own distribution (and the one the loss uses)." if temperature == 1.0 else "")
+        + (" T = 1 is the model's own distribution (the one training scores)." if temperature == 1.0 else "")
     )
     st.text(
         f"logit of {scored.targets[index]!r}: {logits[right]:.4f}   (highest: {logits.max():.4f}); "
-        f"p = {p[right]:.5f}; loss here {scored.per_token[index]:.4f}"
+        f"p = {p[right]:.5f}; -log p = {-np.log(max(p[right], 1e-300)):.4f}"
     )
+    st.caption(model_words.minus_log_p(s.right))
 
 
 def sampling(s: Scored, number: int = 3) -> None:
@@ -287,9 +295,13 @@ def wrong_answer(s: Scored) -> None:
         return
     model_name, text, max_tokens = state.sidebar(st.session_state)
     options = ["It goes up", "It goes down", "It stays about the same (within 1%)"]
+    name = model_words.loss_name(s.scored.epsilon)
+    # a reordering of the model's own greedy output is no more wrong than that output is right
+    known = s.right == "right"
+    other_order = "a wrong answer, the same words" if known else "the same words"
     guess = predict(
-        f"The mean loss against {s.where} is {s.scored.mean:.4f}. Score the same model against a wrong answer, the "
-        f"same words in another order: {' '.join(wrong)!r}. Will the loss go up or down?",
+        f"The mean {name} against {s.where} is {s.scored.mean:.4f}. Score the same model against {other_order} in "
+        f"another order: {' '.join(wrong)!r}. Will the {name} go up or down?",
         options,
         (model_name, text, max_tokens, s.where, s.scored.mean),
         "loss_predict",
@@ -308,7 +320,8 @@ def wrong_answer(s: Scored) -> None:
     )
     st.success(
         markdown_literal(
-            f"Against the wrong answer the mean loss is {other.mean:.4f}, against {s.where} {s.scored.mean:.4f}: "
+            f"Against {'the wrong answer' if known else 'the reordered words'} the mean {name} is {other.mean:.4f}, "
+            f"against {s.where} {s.scored.mean:.4f}: "
             f"{options[answer].lower().removeprefix('it ')} ({change:+.4f}).{said}"
         )
     )

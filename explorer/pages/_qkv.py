@@ -153,7 +153,10 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
         st.latex(formula)
     st.markdown(f"Keys and values come from {s.x_keys_source}. q = `{preview(s.q)}`")
     if config.qkv_bias:
-        st.caption("Each projection has a bias (b^Q, b^K, b^V): recomputing q as x W^Q alone is off by that bias.")
+        st.caption(
+            "This model's projections each have a bias (b^Q, b^K, b^V), which the paper's formulas do not write "
+            "(section 3.2.2: Q W^Q_i, no bias): recomputing q as x W^Q alone is off by that bias."
+        )
     else:
         st.caption("This model's projections have no bias (no b^Q, b^K, b^V).")
     if len(s.sharing) > 1:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 import streamlit as st
 
-from explorer import ablate, cached, output, state
+from explorer import ablate, cached, model_words, output, state
 from explorer.figures import experiments as figures
 from explorer.figures.decoding import mark_row
 from explorer.figures.heatmap import head_heatmap
@@ -40,7 +40,7 @@ def lens_view(key: str = "lens") -> None:
     current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
     found = cached.get_lens(*_sidebar())
-    norm = "the final LayerNorm and then " if found.final_norm else ""
+    norm = f"the final {loaded.family.norm_name} and then " if found.final_norm else ""
     st.markdown(
         f"Each row reads the decoder's state after one sub-layer through {norm}the output matrix, as if the model "
         "stopped there; each cell is the most likely next token then, coloured by its probability. The bottom row "
@@ -58,7 +58,13 @@ def lens_view(key: str = "lens") -> None:
     position = pick_row(found.positions, answer, f"{key}_position")
     target = found.targets[position]
     chart(
-        figures.rank_lines(found.reads, found.target_rank[:, position], found.target_probability[:, position], target),
+        figures.rank_lines(
+            found.reads,
+            found.target_rank[:, position],
+            found.target_probability[:, position],
+            target,
+            model_words.answer_name(answer.where),
+        ),
         f"{key}_rank",
     )
     st.dataframe(
@@ -108,7 +114,7 @@ def attribution_view(key: str = "attribution") -> None:
     right = answer.targets[position]
     predicted_token = found.top_tokens[-1][position][0]
     predicted = loaded.target_vocabulary.token_to_id(predicted_token)
-    choices = {right: f"the right answer: {_target(answer, position)}"}
+    choices = {right: f"{model_words.answer_name(answer.where)}: {_target(answer, position)}"}
     if predicted is not None and predicted != right:
         choices[predicted] = f"the model's prediction: {predicted_token}"
     token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")

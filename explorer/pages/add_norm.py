@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from explorer.model_words import ffn_activation
 from explorer.pages import _forward
-from explorer.pages._shared import intro, page_footer, page_header, sidebar_family
+from explorer.pages._shared import intro, page_footer, page_header, sidebar_family, sidebar_loaded
 
 page_header()
 family = sidebar_family()
+activation = ffn_activation(sidebar_loaded().model.config.activation)
 if family.norm == "rms":
     intro(
         "This model is pre-norm with RMSNorm: each sub-layer reads RMSNorm(x) (x divided by its root mean square, "
@@ -24,14 +26,14 @@ elif family.norm_first:
         "This model is pre-LN (as GPT-2): each sub-layer reads LayerNorm(x), and its output is added back to the "
         "vector that entered it (the residual connection), with no LayerNorm after the addition: x + "
         "Sublayer(LayerNorm(x)). Then a feed-forward network, the same for every position, widens each vector to "
-        "d_ff numbers, switches some off and narrows it back, the same way. That is one layer; the stack repeats it "
-        "N times and ends with one more LayerNorm."
+        f"d_ff numbers, {activation} and narrows it back, the same way. That is one layer; the stack repeats it N "
+        "times and ends with one more LayerNorm."
     )
 else:
     intro(
         "The attention output is added back to the vector that entered it (the residual connection) and normalised "
         "(LayerNorm): Add & Norm. Then a feed-forward network, the same for every position, widens each vector to "
-        "d_ff numbers, switches some off and narrows it back, again with Add & Norm. That is one layer; the stack "
+        f"d_ff numbers, {activation} and narrows it back, again with Add & Norm. That is one layer; the stack "
         "repeats it N times."
     )
 focus = _forward.focus()

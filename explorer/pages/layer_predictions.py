@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, state
+from explorer import cached, model_words, output, state
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
+from explorer.model_words import lens_intro, question_row
 from explorer.pages._offers import needs_decoder
 from explorer.pages._readouts import lens_chart
 from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, sidebar_loaded, stop
@@ -16,21 +17,19 @@ page_header()
 loaded = sidebar_loaded()
 current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(loaded)
-intro(
-    "The output layer reads only the last state. What if it read an earlier one? Each layer adds to the same "
-    "residual stream, so every intermediate state can be put through the final norm and the output matrix: the "
-    "logit lens shows when the right next token comes to the top."
-)
+intro(lens_intro(loaded.family))
 sidebar = state.sidebar(st.session_state)
 found = cached.get_lens(*sidebar)
 answer = cached.get_answer(*sidebar)
-rows = [i for i, c in enumerate(answer.counted) if c]
-position = rows[-1]
+position = question_row(answer, loaded.eos_id)
 target = found.targets[position]
-options = [*found.reads, "not even at the output"]
+known = output.scored_token(answer.where) == "right"
+# the model's own greedy token always ranks first at the output: "not even there" is offered only for a right answer
+options = [*found.reads, "not even at the output"] if known else list(found.reads)
+written = "the right next token is" if known else "the model's own greedy output (no right answer is known) writes"
 question = (
-    f"At position {position} ({found.positions[position]}) the right next token is {target}. After which sub-layer "
-    "does it first rank first?"
+    f"At position {position} ({found.positions[position]}) {written} {target}. After which sub-layer does it first "
+    "rank first?"
 )
 guess = predict(question, options, (*sidebar, "layer_predictions"), "layer_predictions_predict")
 if guess is None:
@@ -47,7 +46,13 @@ else:
         )
     )
 chart(
-    figures.rank_lines(found.reads, found.target_rank[:, position], found.target_probability[:, position], target),
+    figures.rank_lines(
+        found.reads,
+        found.target_rank[:, position],
+        found.target_probability[:, position],
+        target,
+        model_words.answer_name(answer.where),
+    ),
     "layer_predictions_rank",
     present_height=360,
 )

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
+from explorer import cached, model_words, output, state
 from explorer.pages import _output
 from explorer.pages._shared import page_header
 
 page_header("Output and loss")
+epsilon = output.epsilon_for(cached.model(st.session_state[state.MODEL]))
 st.markdown(
     "The decoder's last state for each position goes through the final linear layer (one logit per word of the "
-    "vocabulary) and a softmax. Training compares that distribution with the right next token, label-smoothed "
-    "(section 5.4), by cross-entropy: the loss."
+    "vocabulary) and a softmax. Training compares that distribution with the right next token, "
+    + model_words.training_target(epsilon)
+    + "."
 )
 scored = _output.scored()
 _output.loss(scored)

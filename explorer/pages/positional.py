@@ -143,5 +143,6 @@ if learned is not None:
             figures.similarity_heatmap(learned[:positions], "Learned: cosine(P_i, P_j)"),
             "positional_learned_similarity",
         )
-    st.caption(learned_positions(neighbour_cosine(learned), neighbour_cosine(sinusoid)))
+    family = cached.model(model_name).family
+    st.caption(learned_positions(family, neighbour_cosine(learned), neighbour_cosine(sinusoid)))
 page_footer()

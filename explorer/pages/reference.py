@@ -20,11 +20,11 @@ key = st.session_state[state.MODEL]
 folder = reference_view.folder_of(key)
 if folder is None:
     st.markdown(
-        "A model read from pretrained files runs through this project's from-scratch engine and through Hugging Face "
+        "A model read from Hugging Face files runs through this project's from-scratch engine and through Hugging Face "
         "`transformers` (eager attention), and the two are compared weight by weight."
     )
     st.info(
-        "Only models read from pretrained files (the pretrained MiniLM, or a local or Hugging Face cache folder) "
+        "Only models read from Hugging Face files (the pretrained MiniLM, or a local or Hugging Face cache folder) "
         "have a transformers twin here: pick one in the sidebar."
     )
     st.stop()

@@ -8,6 +8,7 @@ from explorer import cached, state, training
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
 from explorer.figures.training import head_scores, loss_curve
+from explorer.model_words import loss_name, recipe_summary
 from explorer.pages._offers import not_the_sidebar_model
 from explorer.pages._shared import chart, intro, page_footer, page_header, presenting
 from explorer.training import Run, Snapshot
@@ -21,8 +22,9 @@ REFRESH_SECONDS = 1.0  # train this long between screen updates: redrawing more 
 
 page_header("Train it yourself")
 intro(
-    "Train a small model from random weights on a toy task, with the paper's recipe (section 5: Adam with warm-up, "
-    "label smoothing, dropout). For the encoder-decoder tasks, watch the loss fall and, in the snapshots, the "
+    "Train a small model from random weights on a toy task, with the paper's optimiser (section 5: Adam with "
+    "warm-up) and each task's own label smoothing and dropout, listed under the task. For the encoder-decoder tasks, "
+    "watch the loss fall and, in the snapshots, the "
     "cross-attention of the last decoder layer: with enough steps it may line up into the task's alignment (for "
     "*reverse* the anti-diagonal, for *translate* the adjectives crossing behind their noun). For *induction*, a "
     "two-layer decoder-only model learns to predict the repeat of a random word sequence: watch each head's "
@@ -94,7 +96,7 @@ seed_col.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed", disabled=runnin
 st.text_input("Sentence to watch", key="train_probe", max_chars=500, disabled=running)
 task_name = st.session_state.train_task
 decoder_only = tasks.get(task_name).decoder_only
-st.caption(tasks.get(task_name).description)
+st.caption(tasks.get(task_name).description + " " + recipe_summary(task_name))
 st.caption(run_length(task_name, int(st.session_state.train_steps), default_steps(task_name)))
 st.caption(
     "Where this recipe departs from the paper's (section 5): "
@@ -143,7 +145,8 @@ if run is not None and run.running:
     while run.running and not run.finished:
         run.advance_for(REFRESH_SECONDS)
         last = run.trainer.history[-1]
-        bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: loss {last.loss:.3f}")
+        loss = loss_name(run.trainer.recipe.label_smoothing)
+        bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: {loss} {last.loss:.3f}")
         with live_curve.container():
             smoothed = run.trainer.recipe.label_smoothing > 0
             st.plotly_chart(

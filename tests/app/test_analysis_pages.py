@@ -103,4 +103,4 @@ def test_reference_page_explains_models_without_a_twin():
     at = new_app().run()
     at.sidebar.selectbox[0].set_value("reverse").run()
     at.switch_page("explorer/pages/reference.py").run()
-    assert "Only models read from pretrained files" in at.info[0].value and not at.exception
+    assert "Only models read from Hugging Face files" in at.info[0].value and not at.exception

@@ -48,7 +48,7 @@ def test_every_page_opens_for_smollm2(smollm2, page):
         "with its own W^Q, W^K, W^V",
         "encoder-only",
         "BERT family",
-        "Each projection has a bias",
+        "projections each have a bias",
         "LayerNorm(x)",
         "pre-LN (as GPT-2)",
         "+ b^V_i",

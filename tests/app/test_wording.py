@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import state, wording
+from explorer import model_words, state, wording
 from models import registry, train
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -116,3 +116,43 @@ def test_train_curve_draws_the_eq3_schedule_beside_the_loss():
     np.testing.assert_allclose(array(curve[2]["y"]), expected)
     np.testing.assert_allclose(array(curve[2]["y"])[:20], [p.lr for p in run.trainer.history])
     assert registry.MODELS  # the page leaves the registry as it was
+
+
+def test_learned_positions_say_where_the_weights_came_from_not_what_the_cosine_suggests():
+    from models.family import Family
+
+    random = Family("BERT family", "encoder-only", "random", False)
+    trained = Family("GPT-style, trained here", "decoder-only", "trained here", True)
+    # a random table whose neighbours happen to be alike is still random; a trained one unlike its neighbours, trained
+    assert "here random: this model is untrained" in wording.learned_positions(random, 0.9, 0.8)
+    assert "similar" not in wording.learned_positions(random, 0.9, 0.8)
+    low = wording.learned_positions(trained, 0.1, 0.8)
+    assert "learned by training on its toy task" in low and "random" not in low
+
+
+def test_the_feed_forward_switches_numbers_off_only_where_its_activation_is_relu():
+    texts = {}
+    for model in ("translate", "minilm", "induction"):
+        at = page("add_norm", model)
+        texts[model] = " ".join(m.value for m in at.markdown)
+        activation = registry.load(model).model.config.activation
+        assert model_words.ffn_activation(activation) in texts[model], model
+        assert "switches some off" not in texts[model], model
+    assert "sets the negative ones to zero (ReLU)" in texts["translate"]
+    assert registry.load("minilm").model.config.activation != "relu"
+    assert "GELU" in texts["minilm"] and "zero (ReLU)" not in texts["minilm"]
+
+
+def test_the_qkv_bias_caption_says_the_paper_writes_none():
+    for model in ("paper-random", "translate"):
+        at = page("qkv", model)
+        text = " ".join(c.value for c in at.caption)
+        assert registry.load(model).model.config.qkv_bias
+        assert "which the paper's formulas do not write" in text and "Each projection has a bias" not in text
+
+
+def test_the_statistic_of_the_querys_own_position_is_named_for_the_position():
+    # "self" measures the weight on the query's own position (the diagonal), whatever token stands there
+    at = page("statistics", "minilm")
+    box = at.selectbox(key="stats_statistic")
+    assert "same position" in box.options and "same token" not in box.options

@@ -56,7 +56,7 @@ def test_one_word_from_the_sidebar_to_the_loss_and_a_sampled_output(server, page
     open_app(page, f"{server}/output?{ADDRESS}")
     page.get_by_role("heading", name="Output and loss").wait_for(timeout=TIMEOUT_MS)
     page.get_by_text(re.compile(rf"Model wrote:\s+{GREEDY}")).wait_for(timeout=TIMEOUT_MS)
-    loss = page.get_by_test_id("stMetric").filter(has_text="Mean loss (label-smoothed)")
+    loss = page.get_by_test_id("stMetric").filter(has_text="Mean label-smoothed loss")
     assert float(loss.get_by_test_id("stMetricValue").text_content()) > 0
     assert page.get_by_test_id("stException").count() == 0
     screenshot(page, "output_translate")

@@ -1,0 +1,129 @@
+"""Sentences of the layer, output, loss and experiment steps whose truth depends on the model shown: its activation,
+its norm placement, its training recipe, whether a right answer is known (models.family, models.train)."""
+
+from __future__ import annotations
+
+from explorer.ablate import Answer
+from explorer.output import scored_token
+from models import train
+from models.family import Family
+
+
+def ffn_activation(name: str) -> str:
+    """What the feed-forward's activation does to the d_ff numbers, as a clause: only ReLU switches some off."""
+    if name == "relu":
+        return "sets the negative ones to zero (ReLU)"
+    if name in ("silu", "swish"):
+        return "passes each through SiLU (x times sigmoid(x): negative ones shrink towards zero, none is cut off)"
+    return "passes each through GELU (negative ones shrink towards zero, none is cut off)"
+
+
+ZERO_ABLATION = (
+    "Zero ablation writes what no head ever wrote: a head's output is never all zeros, so the layers after it read a "
+    "sum off its usual range, and part of the change can come from that rather than from the head's missing work. "
+    "Mean ablation (the head's average output) stays within the usual range."
+)
+
+
+def minus_log_p(token: str = "right") -> str:
+    """-log p of a scored token, defined where a page first shows it (the loss steps build on it)."""
+    return (
+        f"-log p({token} token): minus the natural log of the probability the model gives the {token} token, in "
+        "nats; 0 when that probability is 1, larger the less likely the model finds it (p = 0.5 gives 0.69)."
+    )
+
+
+def loss_name(epsilon: float) -> str:
+    """What the loss a model trains with is called on screen: "label-smoothed loss" (section 5.4) or, without
+    smoothing, "cross-entropy" (then equal to -log p of the right token)."""
+    return "label-smoothed loss" if epsilon > 0 else "cross-entropy"
+
+
+def training_target(epsilon: float) -> str:
+    """How training compares the model's distribution with the right next token, for a model trained with label
+    smoothing `epsilon` (explorer.output.epsilon_for)."""
+    if epsilon > 0:
+        return f"label-smoothed (eps = {epsilon:g}, section 5.4), by cross-entropy: the label-smoothed loss"
+    return "by cross-entropy, with no label smoothing (the paper's eps = 0.1): -log p of the right token"
+
+
+def loss_intro(epsilon: float, untrained: bool = False) -> str:
+    """The loss step's opening: the loss this model trains with, named and defined, beside step 9's -log p;
+    `untrained`: random weights, which no loss has trained yet (the recipe they would train with)."""
+    start = (
+        "Training needs one number that says how wrong the model is, at every position (teacher forcing: each "
+        "position reads the right words before it). "
+    )
+    model = "This untrained model would train" if untrained else "This model trains"
+    if epsilon > 0:
+        return start + (
+            f"{model} on the label-smoothed loss (section 5.4): the cross-entropy between its probabilities "
+            f"and a smoothed target that keeps 1 - eps of the weight on the right next word and spreads eps = "
+            f"{epsilon:g} over the whole vocabulary, so even a perfect model keeps a small loss. Beside it, "
+            "-log p(right token) of step 9 (Turn a head off): the cross-entropy against the right word alone."
+        )
+    return start + (
+        f"{model} on the cross-entropy between its probabilities and the right next word, without label "
+        "smoothing (the paper smooths with eps = 0.1): at each position it is -log p(right token), as on step 9 (Turn "
+        "a head off), so a perfect prediction scores 0."
+    )
+
+
+def recipe_summary(task: str) -> str:
+    """The regularisation a toy task's recipe trains with (models.train.RECIPES), beside the paper's."""
+    recipe = train.RECIPES[task]
+    smoothing = f"label smoothing eps = {recipe.label_smoothing:g}" if recipe.label_smoothing else "no label smoothing"
+    dropout = f"dropout {recipe.dropout:g}" if recipe.dropout else "no dropout"
+    loss = loss_name(recipe.label_smoothing)
+    return f"This task's recipe: {smoothing}, {dropout}; its loss curve is the {loss}."
+
+
+def lens_intro(family: Family) -> str:
+    """The logit lens's opening: how an intermediate state can be read as the output, true for the model's norm
+    placement (pre-LN: a residual stream and a final norm; post-LN: neither)."""
+    if family.norm_first:
+        return (
+            "The output layer reads only the last state. What if it read an earlier one? In this pre-norm model each "
+            "sub-layer adds its output to the same residual stream, and the stack ends in a final "
+            f"{family.norm_name}, so every intermediate state can be put through that final norm and the output "
+            "matrix: the logit lens shows when the next token comes to the top."
+        )
+    return (
+        "The output layer reads only the last state. What if it read an earlier one? This model is post-LN, as in the "
+        "paper: each sub-layer ends in LayerNorm(x + Sublayer(x)), so there is no final norm and no residual stream "
+        "that runs untouched to the output, but every state is already normalised. The logit lens puts each one "
+        "through the output matrix as it is, and shows when the next token comes to the top."
+    )
+
+
+def attribution_intro(family: Family) -> str:
+    """Logit attribution's opening: which parts one logit splits into, for the model's norm placement."""
+    if family.norm_first:
+        return (
+            "Which part of the model wrote the output? In this pre-norm model the last state is a sum of what the "
+            "embedding, every head (through its own slice of W^O) and every feed-forward added to the residual "
+            f"stream; read through the final {family.norm_name} (its scale frozen at this run's value) and the output "
+            "matrix, the logit of a token splits into one share per part."
+        )
+    return (
+        "Which part of the model wrote the output? This model is post-LN, as in the paper: each sub-layer ends in "
+        "LayerNorm(x + Sublayer(x)), with no final norm, so the last state is a sum only inside the last layer. Read "
+        "through the output matrix, with that layer's LayerNorm scales frozen at this run's values, the logit of a "
+        "token splits into the last layer's input (everything below, as one part), each of its heads and its "
+        "feed-forward."
+    )
+
+
+def question_row(answer: Answer, end_id: int | None) -> int:
+    """The row a lens question asks about: the last counted row whose token is not the end token (an encoder-decoder's
+    last row always writes <eos>, which says nothing about the sentence); the last counted row when every one is."""
+    assert answer.targets is not None
+    counted = [i for i, c in enumerate(answer.counted) if c]
+    words = [i for i in counted if answer.targets[i] != end_id]
+    return (words or counted)[-1]
+
+
+def answer_name(where: str) -> str:
+    """What a page calls the token a run is measured against: the right answer, or the model's own greedy output
+    where no right answer is known (explorer.output.target_for's `where`)."""
+    return "the right answer" if scored_token(where) == "right" else "the model's own greedy output"
