@@ -44,7 +44,7 @@ _STEPS = (
     ("decoding", "Decoder: one output word at a time", "translate", True),
     ("final_linear", "Final linear, softmax and sampling", "functions", True),
     ("layer_predictions", "Each layer's prediction", "layers", True),
-    ("loss", "The loss against the right answer", "trending_down", True),
+    ("loss", "The loss: the score training lowers", "trending_down", True),
     ("train", "Training", "model_training", False),
 )
 STEPS = tuple(Page(stem, title, icon, i, decoder) for i, (stem, title, icon, decoder) in enumerate(_STEPS, start=1))

@@ -163,7 +163,7 @@ def columns(config: TransformerConfig) -> list[Column]:
                     (add_norm, "norm", "add_norm"),
                     (f"Linear ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
                     ("Softmax: output probabilities", "output", "final_linear"),
-                    ("Loss vs the right answer", "loss", "loss"),
+                    ("Loss: what training lowers", "loss", "loss"),
                 ],
                 3,
                 8,

@@ -282,7 +282,7 @@ def moved_maps(run, outcome: ablate.Outcome, key: str) -> None:
     )
     if not ranked or ranked[0][0] < 1e-6:
         st.caption(
-            "No attention map changed: the heads you turned off feed no later attention on this input (a head's "
+            "No attention map changed: the heads turned off feed no later attention on this input (a head's "
             "own map never changes when it is turned off; only what it writes does)."
         )
         return

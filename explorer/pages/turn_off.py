@@ -83,7 +83,12 @@ sidebar = state.sidebar(st.session_state)
 shapes = ablate.model_shapes(loaded)
 kinds = len(shapes)
 layers = [(kind, layer) for kind, (n_layers, _) in shapes.items() for layer in range(n_layers)]
-if loaded.family.has_source:
+if loaded.family.has_source and loaded.task is None:  # no task: the model's own greedy output is what is scored
+    question = (
+        "Which layer, all its heads turned off at once, moves the model's own greedy output most? Ranked by how far "
+        "that output's log-probability falls, summed over its words."
+    )
+elif loaded.family.has_source:
     question = (
         "Which layer, all its heads turned off at once, costs the right output most? Ranked by how far the right "
         "answer's log-probability falls, summed over its words."
