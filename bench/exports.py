@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from bench.harness import ROOT
 from bench.inputs import text_of
-from explorer import downloads
+from explorer import downloads, lesson
 from models import registry
 
 PAGES = tuple(sorted(p.stem for p in (ROOT / "explorer" / "pages").glob("[!_]*.py") if p.stem != "train"))
@@ -36,7 +36,7 @@ def run(out: Path, models=MODELS, lengths=LENGTHS, only: tuple[str, ...] = ()) -
             at.sidebar.number_input[0].set_value(tokens).run()
             at.sidebar.text_area[0].set_value(text_of(loaded, tokens)).run()
             for name in only or PAGES:
-                at.switch_page(f"explorer/pages/{name}.py").run()
+                at.switch_page(lesson.script(name)).run()
                 for i, chart in enumerate(at.get("plotly_chart")):
                     spec = json.loads(chart.proto.spec)
                     spec["layout"].pop("template", None)  # Streamlit's chart theme: the Download draws without it

@@ -12,10 +12,9 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from explorer import cached, drill, state
+from explorer import cached, drill, lesson, state
 from explorer.compare import MINIMAL_PAIRS
 from explorer.heads import MEAN
-from explorer.pages._shared import QKV_PAGE
 from models import registry
 
 
@@ -135,7 +134,7 @@ def step_through(kind: str, first_pieces: tuple[int, ...] | None, layer: int, he
     state.choose(st.session_state, "qkv_layer", layer)
     state.choose(st.session_state, "qkv_head", 0 if head == MEAN else head)
     state.choose(st.session_state, state.QKV_QUERY, row if first_pieces is None else first_pieces[row])
-    st.session_state[state.DRILL_TO] = QKV_PAGE
+    st.session_state[state.DRILL_TO] = lesson.script("qkv")
 
 
 def stack_to_kind() -> None:

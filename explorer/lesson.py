@@ -77,6 +77,11 @@ BY_STEM = {page.stem: page for pages in MENUS.values() for page in pages}
 LESSON = (OVERVIEW, *STEPS)
 
 
+def script(stem: str) -> str:
+    """A page's script path, as st.page_link and st.switch_page take it: read from the table, never written out."""
+    return BY_STEM[stem].script
+
+
 def neighbours(stem: str) -> tuple[Page | None, Page | None]:
     """(previous, next) of a lesson page along the path; (None, None) for an Explore page."""
     page = BY_STEM.get(stem)

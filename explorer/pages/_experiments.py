@@ -8,14 +8,14 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import streamlit as st
 
-from explorer import ablate, cached, model_words, output, state
+from explorer import ablate, cached, lesson, model_words, output, state
 from explorer.figures import experiments as figures
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.pages._shared import chart, current_trace, sidebar_loaded, stop
 from models.ablation import AblationError, Head, parse
 
-ABLATION_PAGE = "explorer/pages/ablation.py"
+ABLATION_PAGE = lesson.script("ablation")
 HEADS = "ablation_heads"  # the heads turned off, as addresses ("2.1", "cross:2.1")
 SHORT = {"encoder_self": "encoder", "decoder_self": "decoder", "cross": "cross"}
 

@@ -393,8 +393,8 @@ def chart(
     return event
 
 
-ATTENTION_PAGE = "explorer/pages/attention.py"
-QKV_PAGE = "explorer/pages/qkv.py"
+ATTENTION_PAGE = lesson.script("attention")
+QKV_PAGE = lesson.script("qkv")
 
 
 def show_in_attention(kind: str, layer: int, head: int, words: bool = False) -> None:

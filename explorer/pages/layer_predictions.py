@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, model_words, output, state
+from explorer import cached, lesson, model_words, output, state
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
 from explorer.model_words import lens_intro, question_row
@@ -70,8 +70,8 @@ st.caption(
     )
 )
 chart(figures.part_bars(split.names, split.values), "layer_predictions_bars")
-st.page_link("explorer/pages/logit_lens.py", label="The logit lens at every position", icon=":material/layers:")
+st.page_link(lesson.script("logit_lens"), label="The logit lens at every position", icon=":material/layers:")
 st.page_link(
-    "explorer/pages/attribution.py", label="Logit attribution, linked to the maps", icon=":material/pie_chart:"
+    lesson.script("attribution"), label="Logit attribution, linked to the maps", icon=":material/pie_chart:"
 )
 page_footer()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, state, training
+from explorer import cached, lesson, state, training
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
 from explorer.figures.training import head_scores, loss_curve
@@ -171,7 +171,7 @@ if run is not None:
         f"'{st.session_state[state.TRAINED][run.key].title}'."
     )
     if st.button("Explore it in the other pages", on_click=explore, key="train_explore"):
-        st.switch_page("explorer/pages/decoding.py")  # the decoder's steps show a toy model best
+        st.switch_page(lesson.script("decoding"))  # the decoder's steps show a toy model best
     chart(loss_curve(*run.curve(), run.schedule(), run.trainer.recipe.label_smoothing > 0), "train_curve")
     if run.task.decoder_only:
         chart(head_scores(*run.head_scores()), "train_head_scores")
