@@ -8,9 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer import wording
 from explorer.trace import Trace
-from models.config import TransformerConfig
 
 # what the model writes over a masked score before the softmax (models.attention: finfo.min, not -inf, so a
 # fully masked row stays finite); the softmax turns it into exactly 0
@@ -47,16 +45,7 @@ class HeadSteps:
     sharing: tuple[int, ...] = ()  # the query heads (from 0) that read the same keys and values, this one included
 
 
-def input_rows(
-    trace: Trace, kind: str, layer: int, config: TransformerConfig | None = None
-) -> tuple[np.ndarray, str, str]:
-    """(rows queries are projected from, what they are, where keys/values come from) for a layer and kind; with the
-    model's config, what they are is named as that model computes them (wording.attention_input)."""
-    rows, what, keys_from = _input_rows(trace, kind, layer)
-    return rows, what if config is None else wording.attention_input(config, kind, layer), keys_from
-
-
-def _input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, str]:
+def input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, str]:
     if kind == "encoder_self":
         states = trace.encoder_states
         if layer == 0:
@@ -76,14 +65,13 @@ def _input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, s
     )
 
 
-def steps(
-    trace: Trace, kind: str, layer: int, head: int, query: int, config: TransformerConfig | None = None
-) -> HeadSteps:
-    """Read one head's computation for one query out of the trace (`config` names the input row per model)."""
+def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadSteps:
+    """Read one head's computation for one query out of the trace (x_query_source names the row as the trace holds
+    it; a page names it as the model computes it, wording.attention_input)."""
     a = trace.attention(kind)
     if not (0 <= layer < a.n_layers and 0 <= head < a.n_heads and 0 <= query < a.weights.shape[2]):
         raise IndexError(f"layer {layer}, head {head}, query {query} is outside this trace")
-    rows, rows_are, keys_from = input_rows(trace, kind, layer, config)
+    rows, rows_are, keys_from = input_rows(trace, kind, layer)
     weights = a.weights[layer, head, query]
     v = a.v[layer, head]
     weighted = weights[:, None] * v  # (Tk, Dh)

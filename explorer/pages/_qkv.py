@@ -3,6 +3,7 @@ key and value; scores, scale, mask and softmax; weighted sum, heads and W^O). Ev
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -100,7 +101,8 @@ def focus(keys_picker: bool = True) -> Focus:
     head = pick_head(chosen.attention.n_heads, state.FOCUS_HEAD, c2, index=head0)
     query = pick_token(chosen.queries, "Query token", state.FOCUS_TOKEN, c3, index=query0)
     config = cached.model(st.session_state[state.MODEL]).model.config
-    s = walkthrough.steps(chosen.trace, chosen.kind, layer, head, query, config)
+    s = walkthrough.steps(chosen.trace, chosen.kind, layer, head, query)
+    s = dataclasses.replace(s, x_query_source=wording.attention_input(config, chosen.kind, layer))  # as it computes
     return Focus(chosen, s, pick_keys(s, chosen.keys, chosen.kind) if keys_picker else None)
 
 

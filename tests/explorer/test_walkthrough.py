@@ -110,15 +110,13 @@ def test_nothing_masked_draws_no_minus_infinity(minilm_trace):
 
 
 def test_the_input_row_is_named_as_each_model_computes_it(minilm, translate, paper_random):
-    bert = walkthrough.steps(trace.run(minilm, "a dog"), "encoder_self", 0, 0, 1, minilm.model.config)
-    assert bert.x_query_source == (
+    assert wording.attention_input(minilm.model.config, "encoder_self", 0) == (
         "LayerNorm(token embedding + token type embedding (type 0) + learned position embedding)"
     )
-    toy = trace.run(translate, "the small red cat")
     d = translate.model.config.d_model
-    first = walkthrough.steps(toy, "decoder_self", 0, 0, 1, translate.model.config).x_query_source
+    first = wording.attention_input(translate.model.config, "decoder_self", 0)
     assert first == f"target token embedding x sqrt(d_model) (= x {d**0.5:.4g}) + sinusoid (eq. PE)"
-    later = walkthrough.steps(toy, "encoder_self", 1, 0, 1, translate.model.config).x_query_source
+    later = wording.attention_input(translate.model.config, "encoder_self", 1)
     assert later == "output of encoder layer 1, after its last Add & Norm: LayerNorm(h + FFN(h)) (post-LN)"
     assert "sqrt(d_model) (= x 22.63)" in wording.embedding_sum(paper_random.model.config)
     pre = TransformerConfig(vocab_size=10, d_model=16, n_heads=2, d_ff=32, norm_first=True)
