@@ -40,6 +40,7 @@ def distribution_bars(
     return figure
 
 
+FLOOR_LABEL_PX = 100  # the right margin: "floor 0.932" at 16 px (presenter mode) beside the plot
 MAX_TICKS = 64  # past this many steps the axis names every n-th step only (hover names each)
 
 
@@ -59,9 +60,10 @@ def loss_bars(
         )
     figure = go.Figure(bars)
     mean = float(np.mean(per_token))
-    # the floor's label under its line, the mean's above: a trained model's mean sits just over the floor
+    # the floor's label in the right margin beside its line, the mean's above its own: a trained model's mean sits
+    # just over the floor, and a floor of 0 (no smoothing) would put a label under the line on the token labels
     floor_line = {"dash": "dot", "color": "#2ca02c"}
-    figure.add_hline(y=floor, line=floor_line, annotation_text=f"floor {floor:.3f}", annotation_position="bottom right")
+    figure.add_hline(y=floor, line=floor_line, annotation_text=f"floor {floor:.3f}", annotation_position="right")
     mean_line = {"dash": "dash", "color": "#d62728"}
     figure.add_hline(y=mean, line=mean_line, annotation_text=f"mean {mean:.3f}", annotation_position="top right")
     figure.update_layout(
@@ -69,7 +71,7 @@ def loss_bars(
         barmode="group",
         height=420,
         # automargin grows the margins to fit tick labels and axis titles: an export keeps them whole and apart
-        margin={"l": 10, "r": 20, "t": 40, "b": 10, "pad": 4},
+        margin={"l": 10, "r": FLOOR_LABEL_PX, "t": 40, "b": 10, "pad": 4},
         xaxis={
             "tickmode": "array",
             "tickvals": x[:: max(1, -(-len(x) // MAX_TICKS))],
