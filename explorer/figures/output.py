@@ -31,7 +31,7 @@ def distribution_bars(
     figure.update_layout(
         title={"text": title},
         barmode="group",
-        height=max(260, 40 * len(labels) + 100),
+        height=max(260, BAR_PX * len(labels) + 100),
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"title": {"text": "probability"}, "range": [0, 1]},
         yaxis={"tickmode": "array", "tickvals": y, "ticktext": labels, "autorange": "reversed", "automargin": True},
@@ -40,6 +40,7 @@ def distribution_bars(
     return figure
 
 
+BAR_PX = 34  # a probability bar's row: two bars (model and target) and a 13 px label, 11 rows on the first screen
 FLOOR_LABEL_PX = 100  # the right margin: "floor 0.932" at 16 px (presenter mode) beside the plot
 MAX_TICKS = 64  # past this many steps the axis names every n-th step only (hover names each)
 
@@ -69,7 +70,7 @@ def loss_bars(
     figure.update_layout(
         title={"text": "Loss per step"},  # the ticks name what each step should write
         barmode="group",
-        height=420,
+        height=340,  # under the step's title, numbers and metrics on the first screen
         # automargin grows the margins to fit tick labels and axis titles: an export keeps them whole and apart
         margin={"l": 10, "r": FLOOR_LABEL_PX, "t": 40, "b": 10, "pad": 4},
         xaxis={
