@@ -25,8 +25,8 @@ from explorer.wording import attention_formula, head_output, model_view_hint
 
 page_header("Model view")
 intro(
-    "Every head of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
-    "attention weights A_i (queries down, keys across); the head's output is "
+    "The stack's heads, layers down and heads across: each thumbnail is one head's attention weights A_i "
+    "(queries down, keys across); the head's output is "
     f"{head_output(cached.model(st.session_state[state.MODEL]).model.config)}. {model_view_hint(sidebar_family())}"
 )
 
