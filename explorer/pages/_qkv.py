@@ -26,7 +26,7 @@ from explorer.pages._shared import (
 from explorer.wording import scaling_note
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
-RAW_PX = 220  # the raw scores' bars at most this tall: the scaled ones under them show the same keys again
+RAW_PX = 220  # the raw scores' bars at most this tall, as in presenter mode: the scaled ones under them follow
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,7 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
             )
         )
     raw = per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown)
-    # under the class's answer on the first screen (the overview line above the bars needs its own rows)
-    raw.update_layout(height=min(raw.layout.height, RAW_PX if shown is None else 300))
+    raw.update_layout(height=min(raw.layout.height, RAW_PX))  # under the class's answer on the first screen
     chart(raw, "qkv_raw")
     chart(per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown), "qkv_scaled")
     if not s.mask.all():

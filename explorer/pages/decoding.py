@@ -92,9 +92,10 @@ which = head_title(layer, head, n_heads)
 
 reads = position_label(index, current.target_tokens[index])
 ask = ask_col.toggle(
-    "Ask the class first: hide each word the decoder writes until it is revealed",
+    "Ask the class first",  # short: it shares a row with the pickers
     key="decoding_ask",
-    help="A question before every word: the class picks among the model's most probable words, then reveals.",
+    help="Hide each word the decoder writes until it is revealed: before every word the class picks among the "
+    "model's most probable words, then reveals.",
 )
 revealed = True
 if ask:
@@ -119,15 +120,16 @@ if ask:
 writes = position_label(index + 1, current.chosen) if revealed else "?"
 if only:
     following = trace.target_tokens[index + 1] if index + 1 < total else None
-    actual = f"; the text goes on with {following!r}" if following is not None and revealed else ""
+    # the heading on one line: what the text itself writes next goes beside the text so far
+    actual = f"   (the text goes on with {following!r})" if following is not None and revealed else ""
     st.subheader(
         markdown_literal(
-            f"Position {index + 1} of {total}: reads {reads!r} (and the tokens before it), predicts {writes!r}{actual}"
+            f"Position {index + 1} of {total}: reads {reads!r} (and the tokens before it), predicts {writes!r}"
         )
     )
     shown, so_far = st.columns([1, 2])  # one line
     shown.caption(f"Attention shown for {which}.")
-    so_far.text("The text up to here: " + " ".join(current.done_so_far))
+    so_far.text("The text up to here: " + " ".join(current.done_so_far) + actual)
 else:
     st.subheader(
         markdown_literal(
