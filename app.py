@@ -35,9 +35,10 @@ st.set_page_config(
 state.restore_focus(st.session_state)  # the lesson's focus outlives page switches
 
 
-# Presenter mode: body text 20 px (Streamlit's default is 16), headings to match, less padding above the page
+# Less padding above the page than Streamlit's 6rem: a step's first figure fits on a 900 px screen
+PAGE_CSS = "<style>.stMainBlockContainer { padding-top: 4.5rem; }</style>"
+# Presenter mode: body text 20 px (Streamlit's default is 16), headings to match
 PRESENTER_CSS = """<style>
-.stMainBlockContainer { padding-top: 4.5rem; }
 .stMainBlockContainer p, .stMainBlockContainer li, .stMainBlockContainer label,
 .stMainBlockContainer [data-testid="stCaptionContainer"], .stMainBlockContainer [data-testid="stPageLink"] span,
 .stMainBlockContainer button, .stMainBlockContainer input, .stMainBlockContainer [data-baseweb="select"] {
@@ -146,7 +147,8 @@ st.query_params.from_dict(state.address(st.session_state))  # the address now na
 for notice in notices:
     st.warning(markdown_literal(notice), icon=":material/link_off:")
 put_aside_notice()  # the model's example stands in for a sentence it cannot read: one click back to it
-if st.session_state[state.PRESENT]:  # a fixed style sheet, no user text in it
+st.html(PAGE_CSS)  # fixed style sheets, no user text in them
+if st.session_state[state.PRESENT]:
     st.html(PRESENTER_CSS)
 st.session_state[state.SHOWN] = state.sidebar(st.session_state)
 try:

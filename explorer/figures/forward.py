@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens
+from explorer.figures.labels import escape_tokens, strip_colorbar
 
 MAX_TICKS = 40  # token ticks past this are thinned
 MAX_PATH_TICKS = 25  # a token's path through more steps than this names layers, not each sub-layer
@@ -27,6 +27,7 @@ def named_strips(rows: Sequence[np.ndarray], names: Sequence[str], title: str) -
     limit = float(np.percentile(np.abs(z), 99)) or float(np.abs(z).max()) or 1.0
     labels = escape_tokens(names)
     y = list(range(len(labels)))
+    height = max(160, 26 * len(labels) + 90)
     figure = go.Figure(
         go.Heatmap(
             z=z,
@@ -35,13 +36,14 @@ def named_strips(rows: Sequence[np.ndarray], names: Sequence[str], title: str) -
             zmax=limit,
             zmid=0,
             colorscale="RdBu",
+            colorbar=strip_colorbar(limit, height, 50),
             customdata=np.array([[name] * z.shape[1] for name in labels]),
             hovertemplate="%{customdata}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
         )
     )
     figure.update_layout(
         title={"text": escape_tokens([title])[0]},
-        height=max(160, 26 * len(labels) + 90),
+        height=height,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         yaxis={"tickmode": "array", "tickvals": y, "ticktext": labels, "autorange": "reversed", "automargin": True},
         xaxis={"title": {"text": "dimension"}},

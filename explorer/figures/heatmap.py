@@ -21,6 +21,12 @@ NARROW_THINNED = 12  # past NARROW_TICKS the labels carry positions ('120: tired
 TICK_PX = 16  # a label's line height and gap: down the side, one label per this many pixels at most
 
 
+def fits_half_width(n_keys: int) -> bool:
+    """Whether a map names every one of `n_keys` keys drawn in half the page's width; past NARROW_TICKS a page draws
+    its maps one under another at full width instead, where up to MAX_TICKS keys are each named."""
+    return n_keys <= NARROW_TICKS
+
+
 def thinned(n: int, most: int = MAX_TICKS) -> list[int]:
     """Every k-th position of n, k the smallest step that names at most `most` of them (all when n <= most)."""
     step = max(1, -(-n // max(1, most)))

@@ -31,3 +31,16 @@ def position_label(i: int, token: str) -> str:
 
 def position_labels(labels: Sequence[str]) -> list[str]:
     return [position_label(i, label) for i, label in enumerate(labels)]
+
+
+COLORBAR_LABEL_PX = 24  # a colour bar's tick label at 16 px (presenter mode) and the gap to the next
+X_AXIS_PX = 45  # a strip chart's x axis under the plot: tick labels and the "dimension" title
+
+
+def strip_colorbar(limit: float, height: int, margins: int) -> dict:
+    """A thin strip chart's colour bar: its ends and 0 where the plot is tall enough for three labels, else its two
+    ends (Plotly's own ticks, every 0.5 or 1, overlap on a bar a few rows tall). `height` is the figure's, `margins`
+    its top and bottom margins together."""
+    plot = height - margins - X_AXIS_PX
+    values = [-limit, 0.0, limit] if plot >= 3 * COLORBAR_LABEL_PX else [-limit, limit]
+    return {"tickmode": "array", "tickvals": values, "ticktext": [f"{v:.2g}" for v in values]}

@@ -9,6 +9,29 @@ from explorer.figures.clicks import CLICK_LAYOUT, targets
 
 THUMBNAIL = 32  # cells per side of each head in the whole-model view
 LAYER_CELLS = 64  # cells per side when one layer's heads are shown as small multiples
+ROW_PX = 70  # a layer's row on screen where no size is asked for
+# The lesson's grid (step 8): each thumbnail as wide as the page allows (plot widths at 1600 x 900: the sidebar
+# open, and folded in presenter mode), at most THUMB_PX; past GRID_PX of rows (what the first screen has left under
+# the step's title and pickers) a window of layers is drawn
+PLOT_WIDTH_PX = {False: 1000, True: 1400}
+GRID_PX = {False: 400, True: 600}
+THUMB_PX = 160
+
+
+def thumbnail_px(n_heads: int, present: bool = False) -> int:
+    """A thumbnail's side in the lesson's grid: the plot's width shared by the heads, at most THUMB_PX."""
+    return int(min(THUMB_PX, PLOT_WIDTH_PX[present] // max(1, n_heads)))
+
+
+def layer_window(n_layers: int, layer: int, thumb_px: int, present: bool = False) -> range:
+    """The layers the lesson's grid draws: all of them when their rows fit GRID_PX, else the window that holds
+    `layer` among windows of equal size (6 layers: 1-3 and 4-6, not 1-5 and 6)."""
+    fit = max(1, GRID_PX[present] // thumb_px)
+    if n_layers <= fit:
+        return range(n_layers)
+    size = -(-n_layers // -(-n_layers // fit))  # as many windows as needed, as even as they come
+    first = min(layer // size * size, n_layers - size)
+    return range(first, first + size)
 
 
 def pool(weights: np.ndarray, size: int) -> np.ndarray:
@@ -38,10 +61,15 @@ def grid(weights: np.ndarray, size: int = THUMBNAIL) -> np.ndarray:
 
 
 def model_view(
-    weights: np.ndarray, size: int = THUMBNAIL, selected: tuple[int, int] | None = None, first_layer: int = 0
+    weights: np.ndarray,
+    size: int = THUMBNAIL,
+    selected: tuple[int, int] | None = None,
+    first_layer: int = 0,
+    row_px: int = ROW_PX,
 ) -> go.Figure:
     """All heads of all layers; each thumbnail is its head's attention (queries down, keys across), pooled. Each
-    thumbnail is a click target naming (layer, head); `first_layer` numbers the first row (one layer's heads)."""
+    thumbnail is a click target naming (layer, head); `first_layer` numbers the first row (one layer's heads, or a
+    window of layers); `row_px`: each layer's row this tall on screen (thumbnail_px)."""
     n_layers, n_heads, t_q, t_k = weights.shape
     s_q, s_k = min(size, t_q), min(size, t_k)  # the thumbnail size pool() produces
     shapes = []
@@ -70,7 +98,7 @@ def model_view(
         ],
         layout={
             **CLICK_LAYOUT,
-            "height": max(200, 70 * n_layers + 60),
+            "height": max(200, row_px * n_layers + 60),
             "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
             "shapes": shapes,
             "xaxis": {

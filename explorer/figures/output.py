@@ -31,7 +31,7 @@ def distribution_bars(
     figure.update_layout(
         title={"text": title},
         barmode="group",
-        height=max(260, 40 * len(labels) + 100),
+        height=max(260, BAR_PX * len(labels) + 100),
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"title": {"text": "probability"}, "range": [0, 1]},
         yaxis={"tickmode": "array", "tickvals": y, "ticktext": labels, "autorange": "reversed", "automargin": True},
@@ -40,6 +40,8 @@ def distribution_bars(
     return figure
 
 
+BAR_PX = 34  # a probability bar's row: two bars (model and target) and a 13 px label, 11 rows on the first screen
+FLOOR_LABEL_PX = 100  # the right margin: "floor 0.932" at 16 px (presenter mode) beside the plot
 MAX_TICKS = 64  # past this many steps the axis names every n-th step only (hover names each)
 
 
@@ -62,17 +64,18 @@ def loss_bars(
         bars.insert(0, go.Bar(x=x, y=per_token, name="label-smoothed loss", marker={"color": "#1f77b4"}, **hover))
     figure = go.Figure(bars)
     mean = float(np.mean(per_token))
-    # the floor's label under its line, the mean's above: a trained model's mean sits just over the floor
+    # the floor's label in the right margin beside its line, the mean's above its own: a trained model's mean sits
+    # just over the floor, and a floor of 0 (no smoothing) would put a label under the line on the token labels
     floor_line = {"dash": "dot", "color": "#2ca02c"}
-    figure.add_hline(y=floor, line=floor_line, annotation_text=f"floor {floor:.3f}", annotation_position="bottom right")
+    figure.add_hline(y=floor, line=floor_line, annotation_text=f"floor {floor:.3f}", annotation_position="right")
     mean_line = {"dash": "dash", "color": "#d62728"}
     figure.add_hline(y=mean, line=mean_line, annotation_text=f"mean {mean:.3f}", annotation_position="top right")
     figure.update_layout(
         title={"text": "Loss per step"},  # the ticks name what each step should write
         barmode="group",
-        height=420,
+        height=340,  # under the step's title, numbers and metrics on the first screen
         # automargin grows the margins to fit tick labels and axis titles: an export keeps them whole and apart
-        margin={"l": 10, "r": 20, "t": 40, "b": 10, "pad": 4},
+        margin={"l": 10, "r": FLOOR_LABEL_PX, "t": 40, "b": 10, "pad": 4},
         xaxis={
             "tickmode": "array",
             "tickvals": x[:: max(1, -(-len(x) // MAX_TICKS))],

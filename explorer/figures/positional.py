@@ -36,8 +36,8 @@ def curves(
     figure = go.Figure(
         data=data,
         layout={
-            "height": 340,
-            "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
+            "height": 300,  # under the step's formula, text and pickers on the first screen
+            "margin": {"l": 10, "r": 10, "t": 10, "b": 10},  # no title: the page's heading names it
             "xaxis": {"title": {"text": "position"}},
             "yaxis": {"title": {"text": y_title}},
         },

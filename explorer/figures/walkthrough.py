@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens, position_label
+from explorer.figures.labels import escape_tokens, position_label, strip_colorbar
 
 MAX_LABELS = 40  # rotated tick labels that fit side by side on a full-width chart without touching
 ROW = 18  # px per strip row: one 11 px tick label each
@@ -143,6 +143,7 @@ def vector_strip(
     labels = _labels(row_labels, subset)
     drawn = rows if subset is None else rows[subset]
     ticks = thinned(len(labels), MAX_LABELS)
+    height = max(140, ROW * len(labels) + 70)
     figure = go.Figure(
         go.Heatmap(
             z=drawn,
@@ -150,6 +151,7 @@ def vector_strip(
             zmax=limit,
             zmid=0,
             colorscale="RdBu",
+            colorbar=strip_colorbar(limit, height, 50),
             y=list(range(len(labels))),
             customdata=np.repeat(np.array(labels, dtype=object)[:, None], drawn.shape[1], axis=1),
             hovertemplate="%{customdata}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
@@ -157,7 +159,7 @@ def vector_strip(
     )
     figure.update_layout(
         title={"text": title if subset is None else f"{title}: {len(subset)} of {len(rows)} rows"},
-        height=max(140, ROW * len(labels) + 70),
+        height=height,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         yaxis={
             "tickmode": "array",

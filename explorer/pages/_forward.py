@@ -122,12 +122,13 @@ def layer(f: Focus, number: int = 2) -> None:
     trace, loaded, stack, position, layer_index = f.trace, f.loaded, f.stack, f.position, f.layer
     config = loaded.model.config
     found = forward.layer(loaded, trace, stack, layer_index, position)
-    st.subheader(f"{number}. {stack.capitalize()} layer {layer_index + 1}")
+    heading, equation = st.columns([1, 2], vertical_alignment="center")  # one line: the strips on the first screen
+    heading.subheader(f"{number}. {stack.capitalize()} layer {layer_index + 1}")
     norm = r"\mathrm{RMSNorm}" if config.norm == "rms" else r"\mathrm{LayerNorm}"
     if config.norm_first:
-        st.latex(rf"x' = x + \mathrm{{Sublayer}}({norm}(x))\quad\text{{(pre-norm)}}")
+        equation.latex(rf"x' = x + \mathrm{{Sublayer}}({norm}(x))\quad\text{{(pre-norm)}}")
     else:
-        st.latex(rf"x' = {norm}(x + \mathrm{{Sublayer}}(x))\quad\text{{(post-LN, as in the paper)}}")
+        equation.latex(rf"x' = {norm}(x + \mathrm{{Sublayer}}(x))\quad\text{{(post-LN, as in the paper)}}")
     for i, step in enumerate(found.sublayers, start=1):
         st.markdown(f"**{i}. {step.name.capitalize()}**, then {'Add' if step.pre_norm is not None else 'Add & Norm'}")
         if step.pre_norm is not None:

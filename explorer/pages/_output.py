@@ -171,7 +171,8 @@ def next_after_text(s: Scored, number: int = 1) -> int:
 def one_step(s: Scored, number: int = 2) -> None:
     """One position: the final linear layer's logits, the softmax, and a temperature to try."""
     scored, loaded = s.scored, s.loaded
-    st.subheader(f"{number}. One step: logits, softmax, temperature")
+    heading, equation = st.columns(2, vertical_alignment="center")  # one line: the bars on the first screen
+    heading.subheader(f"{number}. One step: logits and softmax")
     wrote = "should write" if s.right == "right" else "greedy wrote"
     step_col, temperature_col = st.columns([3, 2])
     steps = list(range(len(scored.targets)))
@@ -190,7 +191,7 @@ def one_step(s: Scored, number: int = 2) -> None:
     temperature = temperature_col.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")
     matrix = output.output_matrix(loaded)
     bias = "" if matrix.bias_zero is None else " + b"
-    st.latex(
+    equation.latex(
         rf"\text{{logits}} = h\, W^\top{bias},\qquad p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
     )
     logits = scored.logits[index]

@@ -28,6 +28,7 @@ from explorer.pages._shared import (
 from explorer.wording import scaling_note
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
+RAW_PX = 220  # the raw scores' bars at most this tall, as in presenter mode: the scaled ones under them follow
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,8 @@ def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.
     """Past ALL_KEYS keys: which keys the bars and strips draw (None: every key). Values never change."""
     if len(keys) <= walkthrough.ALL_KEYS:
         return None
-    # folded in presenter mode (the charts' titles say how many are drawn), so the figure fits on the screen
-    where = st.expander(f"Which of the {len(keys)} keys are drawn") if presenting() else st.container()
+    # folded (the charts' titles say how many are drawn), so the step's figure fits on the first screen
+    where = st.expander(f"Which of the {len(keys)} keys are drawn")
     left, middle, right = where.columns([2, 2, 3])
     window = left.radio(
         "Keys drawn",
@@ -85,7 +86,7 @@ def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.
         keep = (s.query,) if kind != "cross" else ()
         picked = walkthrough.strongest_keys(s.weights, n, keep=keep, visible=s.mask)
     if not presenting():  # the charts' titles say it too
-        st.caption(
+        where.caption(
             f"{len(keys)} keys: the charts draw {len(picked)} of them; the light line above each bar chart and the "
             "CSV download hold every key."
         )
@@ -118,8 +119,9 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
     config = cached.model(st.session_state[state.MODEL]).model.config
     formula = projection_formula(config, head, s.d_model, s.d_head)
     if matrices:
-        st.subheader(f"{number}. The head's own W^Q, W^K, W^V")
-        st.latex(formula)
+        heading, equation = st.columns([2, 3], vertical_alignment="center")  # one line: the figure on the screen
+        heading.subheader(f"{number}. The head's own W^Q, W^K, W^V")
+        equation.latex(formula)
         loaded = cached.model(st.session_state[state.MODEL])
         w = forward.head_projections(loaded, s.kind, s.layer, head)
         chart(
@@ -128,7 +130,7 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
                 [f"W^Q (head {head + 1})", f"W^K (head {head + 1})", f"W^V (head {head + 1})"],
                 f"Layer {s.layer + 1}, head {head + 1}: {s.d_model} rows (input dimensions) x {s.d_head} columns "
                 "(the head's)",
-                height=320 if presenting() else 420,
+                height=320,
             ),
             "qkv_matrices",
             view=f.view,
@@ -206,6 +208,7 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
     formula = r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head)
     if not ask:  # the lesson's step is titled so already
         st.subheader(f"{number}. Score, scale, mask, softmax")
+        st.latex(formula)
     else:
         visible = [j for j in range(len(keys)) if s.mask[j]]
         labels = [position_label(j, keys[j]) for j in visible]
@@ -224,7 +227,9 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
         best = int(np.argmax(s.weights))
         said = visible[guess] if guess >= 0 else None
         verdict = "right" if said == best else "not the model's choice"
-        st.success(
+        answer, equation = st.columns([3, 2], vertical_alignment="center")  # one row: the bars on the first screen
+        equation.latex(formula)
+        answer.success(
             markdown_literal(
                 f"The model gives {position_label(best, keys[best])!r} the most weight: {s.weights[best]:.4f}."
                 + (
@@ -234,8 +239,9 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
                 )
             )
         )
-    st.latex(formula)
-    chart(per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown), "qkv_raw", view=f.view, present_height=220)
+    raw = per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown)
+    raw.update_layout(height=min(raw.layout.height, RAW_PX))  # under the class's answer on the first screen
+    chart(raw, "qkv_raw", view=f.view)
     chart(
         per_key_bars(s.scaled_scores, keys, f"q . k_j / sqrt({s.d_head})", s.mask, shown=shown),
         "qkv_scaled",

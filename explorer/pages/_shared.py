@@ -96,9 +96,7 @@ def page_header(title: str | None = None) -> None:
         middle.header(heading)
     else:
         _step_links(page, *st.columns(2))
-        st.header(heading)
-        if changed := then_and_now_line():  # presenter mode: folded with the introduction (intro)
-            st.caption(markdown_literal(changed))
+        st.header(heading)  # what the paper did here instead is folded under the introduction (intro)
 
 
 def then_and_now_line() -> str:
@@ -117,15 +115,20 @@ INTRO_BOX = "intro_box"  # this run's folded introduction, where about_heads add
 
 
 def intro(text: str) -> None:
-    """A step's opening paragraph; in presenter mode folded away under the title (the teacher tells it), so the
-    step's figure fits on the first screen."""
+    """A step's opening paragraph, and what the 2017 paper did here instead folded under it (with what the heads can
+    show: about_heads), so the step's figure fits on the first screen; in presenter mode the paragraph is folded
+    too (the teacher tells it)."""
+    changed = then_and_now_line()
     if presenting():
         box = st.session_state[INTRO_BOX] = st.expander("What this step shows", icon=":material/info:")
         box.markdown(text)
-        if changed := then_and_now_line():
+        if changed:
             box.caption(markdown_literal(changed))
     else:
         st.markdown(text)
+        if changed:
+            box = st.session_state[INTRO_BOX] = st.expander("More on this step", icon=":material/info:")
+            box.caption(markdown_literal(changed))
 
 
 def page_footer() -> None:
@@ -212,11 +215,9 @@ def about_heads(kind: str, starting: bool = True) -> None:
     model_key = st.session_state[state.MODEL]
     notes = [cached.get_head_patterns(model_key), NOT_EXPLANATION]
     text = " ".join([*notes, starting_note(sidebar_family(), kind)] if starting else notes)
-    if presenting():  # folded into the step's introduction, or folded on its own
-        box = st.session_state.pop(INTRO_BOX, None) or st.expander("What these heads can show", icon=":material/info:")
-        box.caption(text)
-    else:
-        st.caption(text)
+    # folded into the step's introduction, or folded on its own: the figure comes first
+    box = st.session_state.pop(INTRO_BOX, None) or st.expander("What these heads can show", icon=":material/info:")
+    box.caption(text)
 
 
 def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross: bool = True) -> Chosen:
@@ -240,7 +241,7 @@ def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross
             format_func=KIND_NAMES.get,
             horizontal=True,
             key=key,
-            label_visibility="collapsed" if presenting() else "visible",  # the options name themselves
+            label_visibility="collapsed",  # the options name themselves
         )
         state.keep_focus(st.session_state, key, kind)
         st.query_params[state.URL_KIND] = kind

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import analysis, cached, state
-from explorer.figures.heatmap import head_heatmap
+from explorer.figures.heatmap import fits_half_width, head_heatmap
 from explorer.pages._shared import chart, pick_attention, pick_layer
 
 FLOW_MAX_TOKENS = 32  # one max-flow per (query, key) pair: about 0.3 s at 32 tokens and 6 layers, 2.5 s at 64
@@ -35,18 +35,21 @@ rolled = chosen.view(analysis.rollout(attention.weights[: layer + 1])[-1])
 queries, keys = chosen.queries, chosen.keys
 length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's cost grows with tokens, not words
 
-top = st.columns(2)  # two per row: three heatmaps side by side leave each too narrow to read
+# two per row (three side by side leave each too narrow to read) while every key's label fits half the page;
+# past that one under another, each key still named
+narrow = fits_half_width(len(keys))
+top = st.columns(2) if narrow else (st.container(), st.container())
 chart(
-    head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", narrow=True, stretched=True),
+    head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", narrow=narrow, stretched=True),
     "aggregate_raw",
     container=top[0],
 )
 chart(
-    head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", narrow=True, stretched=True),
+    head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", narrow=narrow, stretched=True),
     "aggregate_rollout",
     container=top[1],
 )
-bottom = st.columns(2)
+bottom = st.columns(2) if narrow else (st.container(), st.container())
 bottom[1].caption(
     "Reading them: raw attention is one layer's mixing only. Rollout follows it through every layer below, so "
     "weight drifts towards the tokens that many layers keep attending to. Flow asks how much could pass at most "
@@ -59,5 +62,6 @@ with bottom[0]:  # drawn last: the max-flows take a moment, and the other two ne
     flows = cached.get_flow(*state.sidebar(st.session_state), chosen.kind, layer)
     flows = chosen.view(flows)
     chart(
-        head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}", narrow=True, stretched=True), "aggregate_flow"
+        head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}", narrow=narrow, stretched=True),
+        "aggregate_flow",
     )

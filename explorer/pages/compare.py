@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from explorer import cached, compare, state
-from explorer.figures.heatmap import head_heatmap
+from explorer.figures.heatmap import fits_half_width, head_heatmap
 from explorer.figures.statistics import statistic_grid
 from explorer.heads import head_or_mean, head_title
 from explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
@@ -52,11 +52,13 @@ if max(len(chosen.queries), len(chosen.keys)) > OVERVIEW:
         f"Past {OVERVIEW} tokens each map shows means over blocks of tokens (hover names each block); the attention "
         "heatmap shows any head at full resolution."
     )
-columns = st.columns(2)
+# side by side while every key's label fits half the page; past that one under the other, each key still named
+narrow = fits_half_width(len(chosen.keys))
+columns = st.columns(2) if narrow else (st.container(), st.container())
 for column, key in zip(columns, TWINS, strict=True):
     title = f"{SHORT[key]}: {head_title(layer, head, n_heads)}"  # fits a half-width chart
     weight = head_or_mean(weights[key], layer, head)
-    figure = head_heatmap(weight, chosen.queries, chosen.keys, title, narrow=True, overview=OVERVIEW)
+    figure = head_heatmap(weight, chosen.queries, chosen.keys, title, narrow=narrow, overview=OVERVIEW)
     chart(figure, f"compare_{key}", column)
 st.subheader("Entropy of every head")
 st.caption(

@@ -7,7 +7,7 @@ import streamlit as st
 from explorer import cached, compare, starting, state
 from explorer.callbacks import pair_label, set_pair
 from explorer.compare import MINIMAL_PAIRS
-from explorer.figures.heatmap import head_heatmap
+from explorer.figures.heatmap import fits_half_width, head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.figures.statistics import statistic_grid
 from explorer.heads import head_or_mean, head_title
@@ -72,14 +72,16 @@ n_layers, n_heads = a.shape[:2]
 most = starting.largest(changed[0])
 layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=most[0], head=most[1])
 which = head_title(layer, head, n_heads)
-columns = st.columns(2)
+# side by side while every key's label fits half the page; past that one under the other, each key still named
+narrow = fits_half_width(max(len(labels_a), len(labels_b)))
+columns = st.columns(2) if narrow else (st.container(), st.container())
 chart(
-    head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", narrow=True, overview=OVERVIEW),
+    head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", narrow=narrow, overview=OVERVIEW),
     "compare_a",
     columns[0],
 )
 chart(
-    head_heatmap(head_or_mean(b, layer, head), labels_b, labels_b, f"B: {which}", narrow=True, overview=OVERVIEW),
+    head_heatmap(head_or_mean(b, layer, head), labels_b, labels_b, f"B: {which}", narrow=narrow, overview=OVERVIEW),
     "compare_b_map",
     columns[1],
 )

@@ -12,7 +12,16 @@ from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.walkthrough import per_key_bars
 from explorer.heads import head_or_mean, head_title
 from explorer.pages._offers import needs_decoder
-from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, pick_layer_head, predict
+from explorer.pages._shared import (
+    chart,
+    current_trace,
+    intro,
+    page_footer,
+    page_header,
+    pick_head,
+    pick_layer,
+    predict,
+)
 from explorer.wording import length_note
 
 STEP = "decoding_step"
@@ -74,15 +83,19 @@ index = st.session_state[STEP] - 1
 
 # the last layer and the mean over heads show the alignment most plainly, so they come first
 n_layers, n_heads = trace.decoder_self.n_layers, trace.decoder_self.n_heads
-layer, head = pick_layer_head(n_layers, n_heads, "decoding", mean=True, layer=n_layers - 1, head=n_heads)
+# one row with the class's question: the step's charts on the first screen
+layer_col, head_col, ask_col = st.columns(3, vertical_alignment="bottom")
+layer = pick_layer(n_layers, "decoding_layer", layer_col, n_layers - 1)
+head = pick_head(n_heads, "decoding_head", head_col, mean=True, index=n_heads)
 current = decoding.step(trace, index, layer, head)
 which = head_title(layer, head, n_heads)
 
 reads = position_label(index, current.target_tokens[index])
-ask = st.toggle(
-    "Ask the class first: hide each word the decoder writes until it is revealed",
+ask = ask_col.toggle(
+    "Ask the class first",  # short: it shares a row with the pickers
     key="decoding_ask",
-    help="A question before every word: the class picks among the model's most probable words, then reveals.",
+    help="Hide each word the decoder writes until it is revealed: before every word the class picks among the "
+    "model's most probable words, then reveals.",
 )
 revealed = True
 if ask:
@@ -107,22 +120,25 @@ if ask:
 writes = position_label(index + 1, current.chosen) if revealed else "?"
 if only:
     following = trace.target_tokens[index + 1] if index + 1 < total else None
-    actual = f"; the text goes on with {following!r}" if following is not None and revealed else ""
+    # the heading on one line: what the text itself writes next goes beside the text so far
+    actual = f"   (the text goes on with {following!r})" if following is not None and revealed else ""
     st.subheader(
         markdown_literal(
-            f"Position {index + 1} of {total}: reads {reads!r} (and the tokens before it), predicts {writes!r}{actual}"
+            f"Position {index + 1} of {total}: reads {reads!r} (and the tokens before it), predicts {writes!r}"
         )
     )
-    st.caption(f"Attention shown for {which}.")
-    st.text("The text up to here: " + " ".join(current.done_so_far))
+    shown, so_far = st.columns([1, 2])  # one line
+    shown.caption(f"Attention shown for {which}.")
+    so_far.text("The text up to here: " + " ".join(current.done_so_far) + actual)
 else:
     st.subheader(
         markdown_literal(
             f"Output word {index + 1} of {total}: reads {reads!r} (and the tokens before it), writes {writes!r}"
         )
     )
-    st.caption(f"Attention shown for decoder {which}.")
-    st.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
+    shown, so_far = st.columns([1, 2])  # one line
+    shown.caption(f"Attention shown for decoder {which}.")
+    so_far.text("Written so far: " + (" ".join(current.done_so_far) or "(nothing yet)"))
 
 long_output = len(current.target_tokens) > NARROW
 if only:

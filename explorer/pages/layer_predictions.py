@@ -71,7 +71,5 @@ st.caption(
 )
 chart(figures.part_bars(split.names, split.values), "layer_predictions_bars")
 st.page_link(lesson.script("logit_lens"), label="The logit lens at every position", icon=":material/layers:")
-st.page_link(
-    lesson.script("attribution"), label="Logit attribution, linked to the maps", icon=":material/pie_chart:"
-)
+st.page_link(lesson.script("attribution"), label="Logit attribution, linked to the maps", icon=":material/pie_chart:")
 page_footer()

@@ -12,8 +12,8 @@ from explorer.pages._shared import intro, page_footer, page_header
 page_header()
 intro(model_words.loss_intro(*_output.recipe_of(cached.model(st.session_state[state.MODEL]))))
 scored = _output.scored(box="later")  # the loss and its figure first, the box to type another target under them
-_output.wrong_answer(scored)
 _output.loss(scored, number=1)
+_output.wrong_answer(scored)  # under the figure: its question starts from the mean loss drawn there
 if scored.loaded.family.has_source:  # a decoder-only model's target is its own text
     _output.target_box()
 page_footer()

@@ -6,9 +6,8 @@ import streamlit as st
 
 from explorer import cached, state
 from explorer.figures.heatmap import head_heatmap
-from explorer.figures.model_view import THUMBNAIL, model_view
+from explorer.figures.model_view import THUMBNAIL, layer_window, model_view, thumbnail_px
 from explorer.pages._shared import (
-    PRESENT_LAYERS,
     chart,
     drill_to_pickers,
     focus_start,
@@ -20,37 +19,47 @@ from explorer.pages._shared import (
     pick_attention,
     pick_head,
     pick_layer,
+    presenting,
     sidebar_family,
 )
 from explorer.wording import attention_formula, head_output, model_view_hint
 
 page_header("Model view")
 intro(
-    "Each thumbnail draws one head's attention weights A_i; the head's output is "
-    f"{head_output(cached.model(st.session_state[state.MODEL]).model.config)}. Every head "
-    "of every layer at a glance: layers run down, heads across, and each thumbnail is that head's "
-    f"attention (queries down, keys across). {model_view_hint(sidebar_family())} Thumbnails are "
-    f"averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and each is scaled to its own maximum, so a nearly "
-    "uniform head looks as contrasty as a sharp one: the full-size map below keeps the 0-1 scale."
+    "The stack's heads, layers down and heads across: each thumbnail is one head's attention weights A_i "
+    "(queries down, keys across); the head's output is "
+    f"{head_output(cached.model(st.session_state[state.MODEL]).model.config)}. {model_view_hint(sidebar_family())}"
 )
 
 chosen = pick_attention("qkv")  # the lesson's focus: the kind, layer and head the other steps show
-st.latex(
+# the formula beside the pickers, the notes under the grid: the grid on the first screen
+equation, left, right = st.columns([3, 1, 1], vertical_alignment="center")
+equation.latex(
     attention_formula(chosen.kind, cached.model(st.session_state[state.MODEL]).model.config)
 )  # decoder self-attention adds its mask
 attention = chosen.attention
 layer0, head0, _ = focus_start(chosen.kind)
-left, right = st.columns(2)
 layer = pick_layer(attention.n_layers, state.FOCUS_LAYER, left, layer0)
 head = pick_head(attention.n_heads, state.FOCUS_HEAD, right, index=head0)
-st.caption("Click a thumbnail to see that head below; the button under it opens the head in the attention heatmap.")
+# thumbnails as large as the page's width allows; a deep stack (SmolLM2's 30 layers) shows a window of layers
+thumb = thumbnail_px(attention.n_heads, presenting())
+window = layer_window(attention.n_layers, layer, thumb, presenting())
 chart(
-    model_view(chosen.weights, THUMBNAIL, selected=(layer, head)),
+    model_view(chosen.weights[window.start : window.stop], THUMBNAIL, (layer, head), window.start, thumb),
     "model_grid",
     on_click=drill_to_pickers(state.FOCUS_LAYER, state.FOCUS_HEAD),
-    present_height=340 if attention.n_layers <= PRESENT_LAYERS else None,
     view=(kind_name(chosen.kind),),
-    title="Every layer and head",
+    title="Every layer and head" if len(window) == attention.n_layers else f"Layers {window.start + 1}-{window.stop}",
+)
+shown = (
+    ""
+    if len(window) == attention.n_layers
+    else f"Layers {window.start + 1}-{window.stop} of {attention.n_layers} (pick a layer to see its rows). "
+)
+st.caption(
+    f"{shown}Click a thumbnail to see that head below; the button under it opens the head in the attention heatmap. "
+    f"Thumbnails are averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and each is scaled to its own maximum, "
+    "so a nearly uniform head looks as contrasty as a sharp one: the full-size map below keeps the 0-1 scale."
 )
 
 title = f"Layer {layer + 1}, head {head + 1}"

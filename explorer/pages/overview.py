@@ -44,11 +44,15 @@ elif error := reading_error(loaded, text):  # the map below needs no sentence
     cannot_read(error)
 
 # functools.partial of a module's function: a callback defined here would keep this script's globals alive
+# at most this tall under the sentence and its tokens, so the whole map is on the first screen of 900 px
+map_px = 460 if loaded.family.shape == "encoder-only" else 470
+figure = figure_one(config, escape_tokens([loaded.title])[0])
+figure.update_layout(height=min(figure.layout.height, map_px))
 chart(
-    figure_one(config, escape_tokens([loaded.title])[0]),
+    figure,
     "overview_figure",
     on_click=functools.partial(open_clicked, st.session_state, state.DRILL_TO),
-    present_height=460 if loaded.family.shape == "encoder-only" else 560,
+    present_height=map_px,
 )
 
 missing = lesson.lacking(loaded.family)

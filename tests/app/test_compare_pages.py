@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from explorer import analysis, compare, starting, trace
 from explorer.compare import MINIMAL_PAIRS
 from explorer.figures.clicks import CLICKS
+from explorer.figures.labels import escape_tokens
 from explorer.heads import head_or_mean
 from models import registry
 from tests.app import new_app
@@ -178,3 +179,35 @@ def test_compare_sentences_with_an_encoder_decoder_draws_bs_encoder_from_its_own
         head_or_mean(a.encoder_self.weights - b.encoder_self.weights, layer, head),
         atol=1e-7,
     )
+
+
+TWENTY_WORDS = "the small cat sat on the warm mat and watched the big dog run across the green field every day"
+
+
+@pytest.mark.parametrize(
+    ("page", "maps"),
+    [
+        ("compare", ("compare_minilm", "compare_minilm-random")),
+        ("compare_sentences", ("compare_a", "compare_b_map")),
+        ("aggregation", ("aggregate_raw", "aggregate_rollout", "aggregate_flow")),
+    ],
+)
+def test_twenty_words_name_every_key_on_the_side_by_side_maps(minilm, page, maps):
+    """At 20 words (22 tokens with [CLS] and [SEP]) half the page has room for every other key's label only: the maps
+    go one under another at full width, each key named by its own token (they thin only past ~40 tokens)."""
+    assert len(TWENTY_WORDS.split()) == 20
+    at = opened(page, model="minilm", text=TWENTY_WORDS)
+    tokens = trace.run(minilm, TWENTY_WORDS, 128).source_tokens
+    assert len(tokens) == 22
+    if page == "compare_sentences":  # sentence B: the page's own twin of the sentence, as long
+        b_tokens = trace.run(minilm, at.text_input(key="compare_b").value, 128).source_tokens
+        assert len(b_tokens) > 20
+    figures = charts(at)
+    for key in maps:
+        keys = b_tokens if key == "compare_b_map" else tokens
+        axis = figures[key]["layout"]["xaxis"]
+        assert list(axis["ticktext"]) == escape_tokens(keys), key
+        assert len(axis["tickvals"]) == len(keys)
+    # the maps are drawn full width, not in two columns
+    in_columns = {c.key for column in at.columns for c in column.get("plotly_chart")}
+    assert not in_columns & set(maps), page

@@ -147,12 +147,18 @@ def test_one_click_takes_the_lesson_to_the_real_model(smollm2):
 
 
 def test_presenter_mode_keeps_a_deep_grid_readable(smollm2):
+    """Step 8 in presenter mode: thumbnails of 100 px or more (70 px rows were unreadable from the back of a room),
+    a window of layers that fits the first screen, holding the chosen layer, named in the caption."""
     at = new_app("model_view")
-    at.query_params.update({"model": "smollm2", "text": TEXT, "present": "1"})
+    at.query_params.update({"model": "smollm2", "text": TEXT, "present": "1", "layer": "17"})
     at.run()
-    height = spec(at.get("plotly_chart")[0])["layout"]["height"]
-    assert height >= 30 * 60  # 30 layers keep thumbnail rows of their own height, not 340 px for all
+    grid = spec(at.get("plotly_chart")[0])["layout"]
+    assert grid["height"] == 3 * 155 + 60  # SmolLM2's 9 heads across 1400 px: 155 px each, 3 layers at a time
+    assert list(grid["yaxis"]["ticktext"]) == ["layer 16", "layer 17", "layer 18"]
+    assert "Layers 16-18 of 30" in " ".join(c.value for c in at.caption)
     at = new_app("model_view")
     at.query_params.update({"model": "minilm", "text": TEXT, "present": "1"})
     at.run()
-    assert spec(at.get("plotly_chart")[0])["layout"]["height"] == 340  # 6 layers fit the first screen
+    grid = spec(at.get("plotly_chart")[0])["layout"]
+    rows = len(grid["yaxis"]["ticktext"])
+    assert (grid["height"] - 60) / rows >= 100 and grid["height"] <= 660  # MiniLM's 12 heads: 116 px, on the screen

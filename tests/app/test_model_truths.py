@@ -72,7 +72,7 @@ def test_model_view_asks_for_learned_patterns_only_where_weights_were_learned():
     for model in ("minilm", "minilm-random", "translate"):
         at = opened(model)
         at.switch_page("explorer/pages/model_view.py").run()
-        hints[model] = " ".join(m.value for m in at.markdown)
+        hints[model] = " ".join(m.value for m in [*at.markdown, *at.caption])  # the scaling note: under the grid
     assert "bright diagonal" in hints["minilm"]
     assert "bright diagonal" not in hints["minilm-random"] and "No head here has learned" in hints["minilm-random"]
     assert "cross-attention" in hints["translate"] and "bright diagonal" not in hints["translate"]

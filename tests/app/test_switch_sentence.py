@@ -132,7 +132,7 @@ def test_every_page_names_the_words_known_and_offers_the_example(model):
         assert len(knows) == 1, page
         assert_literal(knows[0])
         assert plain(at.button(key="unreadable_example").label).endswith(loaded.example), page
-        assert at.expander[0].label == f"The {len(loaded.tokenizer.known)} words this model knows", page
+        assert f"The {len(loaded.tokenizer.known)} words this model knows" in [e.label for e in at.expander], page
 
 
 def test_the_lessons_offer_of_the_translator_keeps_a_typed_sentence():

@@ -72,7 +72,7 @@ def test_unknown_word_gets_a_message_with_suggestions():
     assert not at.exception
     message = plain(at.info[0].value)
     assert "'tree'" in message and "'three'" in message and "'fuor'" in message and "'four'" in message
-    assert at.expander[0].label == "The 36 words this model knows"
+    assert "The 36 words this model knows" in [e.label for e in at.expander]
     assert at.text[0].value.split(", ") == sorted(tasks.REVERSE_WORDS)
 
 

@@ -59,6 +59,19 @@ def test_next_token_and_loss_charts_grow_their_margins_for_labels():
     assert list(loss["xaxis"]["ticktext"]) == ["1: le", "2: chat", "3: &lt;eos&gt;"]
 
 
+def test_the_loss_floor_label_sits_beside_the_plot_not_on_the_token_labels():
+    """No label smoothing (induction, GPT-2): the floor is 0, the x axis's own line; a label under it would sit on
+    the token labels. It sits in the right margin, at its line's height, whatever the floor."""
+    for floor in (0.0, 0.5):
+        layout = loss_bars(["a", "b", "c"], np.full(3, 0.7), np.full(3, 0.6), floor).to_plotly_json()["layout"]
+        (label,) = [a for a in layout["annotations"] if a["text"].startswith("floor")]
+        assert label["text"] == f"floor {floor:.3f}" and label["y"] == floor
+        assert label["xref"] == "x domain" and label["x"] == 1 and label["xanchor"] == "left"  # right of the plot
+        assert layout["margin"]["r"] >= 90  # room for the label there
+        (mean,) = [a for a in layout["annotations"] if a["text"].startswith("mean")]
+        assert mean["x"] <= 1 and mean["yanchor"] == "bottom"  # the mean's label above its own line, inside
+
+
 def test_every_snapshot_draws_the_model_with_dropout_off():
     run = training.Run("reverse", 2, 1, "one two three")
     assert not run.trainer.model.training  # already at the step-0 snapshot

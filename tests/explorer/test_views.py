@@ -91,3 +91,30 @@ def test_head_view_window_shows_a_query_and_its_key_together_where_they_fit():
     assert window_start(512, 73, also=300) == window_start(512, 73) == 73 - WINDOW // 2  # too far apart: the query
     late = window_start(512, 500, also=511)
     assert late == 512 - WINDOW and window_start(20, 5, also=15) == 0  # never past the end; short: no window
+
+
+def test_the_lessons_grid_draws_thumbnails_a_class_can_read():
+    """Step 8: each thumbnail as wide as the plot allows (at most 160 px), never the 70 px rows a 340 px grid gave
+    MiniLM's 6 layers; a stack too deep for the screen draws a window of layers that holds the chosen one."""
+    from explorer.figures.model_view import GRID_PX, layer_window, thumbnail_px
+
+    assert thumbnail_px(4) == 160  # the toy models' 4 heads: as large as a thumbnail gets
+    assert thumbnail_px(12) == 83 and thumbnail_px(12, present=True) == 116  # MiniLM: the sidebar open / folded
+    assert thumbnail_px(9, present=True) == 155  # SmolLM2
+    assert list(layer_window(6, 5, 83, present=True)) == list(range(6))  # 6 rows of 83 px fit 600 px
+    # the sidebar open leaves 400 px under the pickers: MiniLM in two windows of 3 layers, each holding its layer
+    assert [list(layer_window(6, layer, 83)) for layer in (0, 2, 3, 5)] == [[0, 1, 2]] * 2 + [[3, 4, 5]] * 2
+    assert list(layer_window(2, 1, 160)) == [0, 1]  # the toy models: both layers at once
+    for layer in range(30):  # SmolLM2 presenting: 3 rows of 155 px at a time, holding the chosen layer
+        window = layer_window(30, layer, 155, present=True)
+        assert len(window) == GRID_PX[True] // 155 == 3 and layer in window and window.start % 3 == 0
+    for layer in range(7):  # windows as even as they come: 7 layers that fit 5 at a time go 1-4 and 4-7
+        window = layer_window(7, layer, 120, present=True)
+        assert len(window) == 4 and layer in window and window.stop <= 7
+    w = np.random.default_rng(1).dirichlet(np.ones(8), size=(3, 9, 8)).astype(np.float32)
+    fig = model_view(w, 32, selected=(13, 2), first_layer=12, row_px=155)
+    assert fig.layout.height == 3 * 155 + 60
+    assert list(fig.layout.yaxis.ticktext) == ["layer 13", "layer 14", "layer 15"]
+    assert fig.layout.shapes[0].y0 == 1 * 9 - 0.5  # the chosen layer's row in the window outlined
+    clicked = fig.data[1].customdata
+    assert [tuple(c[:2]) for c in clicked][:2] == [(12, 0), (12, 1)]  # clicks name the model's own layer

@@ -102,3 +102,27 @@ def test_decoding_bars_at_a_long_output_fit_a_column(paper_random):
     np.testing.assert_array_equal(array(fig["data"][0]["y"]), current.self_weights[shown])
     np.testing.assert_array_equal(array(fig["data"][-1]["y"]), current.self_weights)
     assert current.index in shown and len(fig["layout"]["xaxis"]["ticktext"]) == 12
+
+
+@pytest.mark.parametrize("n_rows", [1, 2, 4, 8, 16])
+def test_thin_strips_label_their_colour_bar_with_labels_that_do_not_overlap(n_rows):
+    """Steps 2, 4 and 6 draw vectors one to a few rows tall: the colour bar names its two ends (and 0 where there is
+    room), each label a presenter-mode line apart, never Plotly's own ticks every 0.5 squeezed into 50 px."""
+    from explorer.figures.forward import named_strips
+    from explorer.figures.labels import COLORBAR_LABEL_PX, X_AXIS_PX
+
+    rows = np.random.default_rng(n_rows).normal(size=(n_rows, 24)).astype(np.float32)
+    rows[0, 3] = -9.0  # the largest magnitude: the strip's scale runs -9 .. 9
+    for figure in (
+        vector_strip(rows, [f"t{i}" for i in range(n_rows)], "K"),
+        named_strips(list(rows), list("abcdefghijklmnop")[:n_rows], "x"),
+    ):
+        layout = figure.to_plotly_json()["layout"]
+        bar = figure.data[0].colorbar
+        values = list(bar.tickvals)
+        limit = figure.data[0].zmax
+        assert values[0] == -limit and values[-1] == limit and values in ([-limit, limit], [-limit, 0.0, limit])
+        assert list(bar.ticktext) == [f"{v:.2g}" for v in values]
+        plot = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"] - X_AXIS_PX
+        assert plot / (len(values) - 1) >= COLORBAR_LABEL_PX  # each label a line apart on the bar
+    assert vector_strip(rows, [f"t{i}" for i in range(n_rows)], "K").data[0].zmax == pytest.approx(9.0)
