@@ -12,12 +12,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import streamlit as st  # noqa: E402
 
-from explorer import memo  # noqa: E402
+from explorer.app import memo  # noqa: E402
 
 memo.limit_malloc_arenas()  # before the sessions' script threads allocate: they share two heaps
 
-from explorer import cached, lesson, state  # noqa: E402
-from explorer.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
+from explorer import lesson  # noqa: E402
+from explorer.app import cached, state  # noqa: E402
+from explorer.app.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
 from explorer.figures.labels import markdown_literal  # noqa: E402
 from explorer.pages._unreadable import put_aside_notice  # noqa: E402
 from models import registry  # noqa: E402
@@ -63,8 +64,8 @@ def show(page: st.Page) -> None:
     page.run()
 
 
-# One table of pages (explorer/lesson.py), by menu. The menus sit in the header, so on a 900 px projector the sidebar
-# holds the model, the sentence, Max tokens and the examples above the fold.
+# One table of pages (explorer/lesson/__init__.py), by menu. The menus sit in the header, so on a 900 px projector
+# the sidebar holds the model, the sentence, Max tokens and the examples above the fold.
 pages = {
     menu: [
         st.Page(

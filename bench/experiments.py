@@ -1,6 +1,6 @@
-"""`python -m bench.experiments [--repeats 3] [--json]`: every head turned off alone (explorer.ablate.effects, one
-batch row per head) on each model's example, timed in this process against one clean forward of the same model on
-the same input, and against the naive loop (one forward per head).
+"""`python -m bench.experiments [--repeats 3] [--json]`: every head turned off alone
+(explorer.experiments.ablate.effects, one batch row per head) on each model's example, timed in this process
+against one clean forward of the same model on the same input, and against the naive loop (one forward per head).
 
 Printed per model: its tokens (source / decoder rows), heads, the best of `repeats` seconds for one clean forward,
 for effects (all heads, batched) and for the naive loop, with the ratios effects / forward and loop / effects. The
@@ -43,7 +43,8 @@ def _best(fn, repeats: int) -> float:
 def run(repeats: int = 3, loop: bool = True) -> list[dict]:
     import torch
 
-    from explorer import ablate, lens, trace
+    from explorer.experiments import ablate, lens
+    from explorer.run import trace
     from models import ablation, registry
 
     rows = []

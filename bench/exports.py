@@ -16,7 +16,8 @@ from streamlit.testing.v1 import AppTest
 
 from bench.harness import ROOT
 from bench.inputs import text_of
-from explorer import downloads, lesson
+from explorer import lesson
+from explorer.app import downloads
 from models import registry
 
 PAGES = tuple(sorted(p.stem for p in (ROOT / "explorer" / "pages").glob("[!_]*.py") if p.stem != "train"))

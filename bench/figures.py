@@ -9,9 +9,9 @@ import plotly.io as pio
 import torch
 
 from bench.inputs import ids_of, text_of
-from explorer import trace
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, layer_heads, model_view
+from explorer.run import trace
 from models import registry
 
 LENGTHS = (16, 64, 512)

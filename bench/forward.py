@@ -8,7 +8,7 @@ import time
 import torch
 
 from bench.inputs import ids_of
-from explorer.reference_view import folder_of
+from explorer.run.reference_view import folder_of
 from models import registry
 from models.pretrained import minilm_folder
 from models.reference import load_reference, run_reference

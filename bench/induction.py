@@ -1,6 +1,6 @@
 """`python -m bench.induction [--steps 800] [--every 50]`: the Train page's run of the induction task, timed in
-this process as the page runs it (explorer.training.Run: every training step and every snapshot), with the step
-where the induction head forms.
+this process as the page runs it (explorer.experiments.training.Run: every training step and every snapshot), with
+the step where the induction head forms.
 
 Printed per snapshot: seconds so far, the loss (mean of the last 20 steps), and the highest induction score in
 layer 2 and previous-token score in layer 1 on the probe text. The head "forms" at the first snapshot whose
@@ -20,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def run(steps: int, every: int) -> dict:
     import numpy as np
 
-    from explorer.training import Run
+    from explorer.experiments.training import Run
     from models import tasks
 
     task = tasks.get("induction")

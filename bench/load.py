@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench import harness, proc
-from explorer import trace
+from explorer.run import trace
 from models import registry
 
 SESSIONS = 20

@@ -30,7 +30,7 @@ def _measure(sentences: int) -> dict:
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)  # bare mode warns on every cached call
     from bench.inputs import text_of
-    from explorer import cached, memo
+    from explorer.app import cached, memo
     from explorer.figures.heatmap import head_heatmap
     from explorer.figures.model_view import layer_heads
     from models import registry
@@ -43,7 +43,7 @@ def _measure(sentences: int) -> dict:
         head_heatmap(weights[0, 0], labels, labels).to_json()
         layer_heads(weights[0]).to_json()
         if reference:
-            cached.get_reference_comparison(key, text, tokens, 0, 0)  # as the page asks: the grid and a head
+            cached.get_reference_difference(key, text, tokens, 0, 0)  # as the page asks: the grid and a head
 
     # start-up as a server's: every model and the reference loaded, and the first page drawn once (plotly and torch
     # load parts of themselves on first use); the store emptied again, so the growth below starts from nothing

@@ -25,7 +25,7 @@ again = time.perf_counter()
 cached(sys.argv[1])
 warm = time.perf_counter() - again
 import gc, os
-from explorer import trace
+from explorer.run import trace
 from bench.inputs import text_of
 trace.run(loaded, text_of(loaded, 128), 128)  # one sentence of 128 tokens through every page's run
 gc.collect()

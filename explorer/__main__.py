@@ -51,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def export(args: argparse.Namespace) -> None:
-    from explorer import ablate, trace
-    from explorer import export as to_data
+    from explorer.app import export as to_data
+    from explorer.experiments import ablate
+    from explorer.run import trace
     from models import ablation, registry
 
     if args.list_models:

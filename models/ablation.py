@@ -3,7 +3,7 @@
 An `Ablation` is passed to `Transformer.forward` (and greedy decoding) by value; each attention layer gets a
 `models.attention.HeadPatch` for the heads it must replace. Zero ablation writes 0 where the head's output was;
 mean ablation writes the head's mean output over a fixed set of the model's example sentences
-(explorer.ablate.head_means computes it). One batch row per head turns every head off in turn in one batched
+(explorer.experiments.ablate.head_means computes it). One batch row per head turns every head off in turn in one batched
 forward (`each_head`).
 """
 

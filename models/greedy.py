@@ -5,7 +5,7 @@ to keys and values again in every layer), which at 512 source tokens and 64 outp
 causal mask no position sees a later one, so the keys and values of the positions already written never change:
 each step here runs the decoder on the newest position only, reading the earlier keys and values from a cache that
 is passed along by value (the shared model is never changed). Nothing here is drawn: the explorer runs the decoder
-once more, teacher-forced on these tokens, to capture every internal (explorer/trace.py).
+once more, teacher-forced on these tokens, to capture every internal (explorer/run/trace.py).
 """
 
 from __future__ import annotations

@@ -332,7 +332,7 @@ def build(spec: ModelSpec) -> LoadedModel:
         model = seeded(replace(PAPER_BASE, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id))
         bos_id, eos_id = tokenizer.cls_id, tokenizer.sep_id
         name = "the paper's Transformer"
-    else:  # all-MiniLM-L6-v2's shape: the pretrained model's untrained twin
+    else:  # all-MiniLM-L6-v2's shape: the pretrained model's untrained copy
         model, bos_id, eos_id = seeded(read_config(minilm_folder())), None, None
         name = "BERT family"
     described = family.for_config(model.config, name, "random", **family.WORDPIECE_MARKS)

@@ -138,7 +138,7 @@ class Task:
     target: Vocabulary
     sample: Callable[[random.Random], Pair]
     examples: tuple[str, ...]
-    reference: Callable[[tuple[str, ...]], Pair | None]  # the right output and alignment for a source, if any
+    expected: Callable[[tuple[str, ...]], Pair | None]  # the right output and alignment for a source, if any
     # encoder-decoder: the model writes `target` from `source`; decoder-only: the model reads `source` as one text
     # (TextVocabulary: <bos> first) and predicts each next word of it
     shape: Shape = "encoder-decoder"

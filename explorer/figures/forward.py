@@ -51,14 +51,14 @@ def named_strips(rows: Sequence[np.ndarray], names: Sequence[str], title: str) -
     return figure
 
 
-def step_names(names: Sequence[str], n_layers: int) -> list[str]:
+def sublayer_names(names: Sequence[str], n_layers: int) -> list[str]:
     """'L1 self-attention', ... : one label per (layer, sub-layer), layer by layer."""
     return [f"L{layer + 1} {name}" for layer in range(n_layers) for name in names]
 
 
 def token_path(norms: np.ndarray, cosine: np.ndarray, input_norm: float, names: Sequence[str], token: str) -> go.Figure:
     """One token through the stack: its norm after every sub-layer, and its cosine to the layer's input."""
-    labels = ["input", *step_names(names, norms.shape[0])]
+    labels = ["input", *sublayer_names(names, norms.shape[0])]
     x = list(range(len(labels)))
     ticks = x
     if len(labels) > MAX_PATH_TICKS:  # a deep stack: name every k-th layer at its first sub-layer, not every step
@@ -87,7 +87,7 @@ def token_path(norms: np.ndarray, cosine: np.ndarray, input_norm: float, names: 
 def movement_heatmap(values: np.ndarray, names: Sequence[str], tokens: Sequence[str], title: str) -> go.Figure:
     """(L, S, T) -> one heatmap: rows are sub-layers layer by layer, columns are tokens (ticks thinned when long)."""
     n_layers, n_sub, n_tokens = values.shape
-    rows = step_names(names, n_layers)
+    rows = sublayer_names(names, n_layers)
     labels = escape_tokens(tokens)
     every = max(1, -(-n_tokens // MAX_TICKS))
     ticks = list(range(0, n_tokens, every))

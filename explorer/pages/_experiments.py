@@ -8,11 +8,15 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import streamlit as st
 
-from explorer import ablate, cached, lesson, model_words, output, state
+from explorer import lesson
+from explorer.app import cached, state
+from explorer.experiments import ablate
 from explorer.figures import experiments as figures
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
+from explorer.lesson import model_words
 from explorer.pages._shared import chart, current_trace, sidebar_loaded, stop
+from explorer.run import output
 from models.ablation import AblationError, Head, parse
 
 ABLATION_PAGE = lesson.script("ablation")

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from explorer import cached, forward, lesson, state
-from explorer.callbacks import stack_to_kind
+from explorer import lesson
+from explorer.app import cached, state
+from explorer.app.callbacks import stack_to_kind
 from explorer.figures.forward import movement_heatmap, named_strips, preview, token_path
 from explorer.figures.labels import markdown_literal
+from explorer.lesson.wording import activation_latex
 from explorer.pages._shared import chart, current_trace, focus_start, pick_layer, pick_token
-from explorer.trace import Trace
-from explorer.wording import activation_latex
+from explorer.run import forward
+from explorer.run.trace import Trace
 from models.registry import LoadedModel
 
 
@@ -176,7 +178,7 @@ def layer(f: Focus, number: int = 2) -> None:
         norm_text(final)
 
 
-def gated_ffn(ffn: forward.FeedForwardSteps, config, i: int) -> None:
+def gated_ffn(ffn: forward.FeedForwardWalkthrough, config, i: int) -> None:
     """The gated feed-forward (SwiGLU): the gate's activation scales each unit of the up projection."""
     assert ffn.up is not None
     st.latex(

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, lesson, state
+from explorer import lesson
+from explorer.app import cached, state
 from explorer.figures.labels import markdown_literal
 from explorer.pages._shared import stop
 
@@ -29,14 +30,14 @@ def needs_decoder(loaded) -> None:
 
 def offer_real_model(label: str, key: str) -> None:
     """One click to the lesson's real language model (SmolLM2-135M) on its example sentence."""
-    from explorer.callbacks import use_model  # callbacks imports the shared helpers
+    from explorer.app.callbacks import use_model  # callbacks imports the shared helpers
 
     st.button(label, on_click=use_model, args=(lesson.REAL_MODEL, lesson.REAL_EXAMPLE), icon=":material/chat:", key=key)
 
 
 def offer_translation(label: str, key: str) -> None:
     """One click to the lesson's encoder-decoder (the toy translation model) on its example sentence."""
-    from explorer.callbacks import use_model  # callbacks imports the shared helpers
+    from explorer.app.callbacks import use_model  # callbacks imports the shared helpers
 
     st.button(
         label,

@@ -9,14 +9,16 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from explorer import cached, decoding, model_words, output, state
+from explorer.app import cached, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.output import distribution_bars, loss_bars
+from explorer.lesson import model_words
+from explorer.lesson.wording import BEAM_SEARCH, length_note
+from explorer.lesson.wording import output_matrix as output_matrix_text
 from explorer.pages._offers import needs_decoder
 from explorer.pages._shared import chart, current_trace, predict, stop
-from explorer.trace import Trace
-from explorer.wording import BEAM_SEARCH, length_note
-from explorer.wording import output_matrix as output_matrix_text
+from explorer.run import decoding, output
+from explorer.run.trace import Trace
 from models.registry import LoadedModel
 from models.tokenize import TokenizeError
 
@@ -168,17 +170,17 @@ def next_after_text(s: Scored, number: int = 1) -> int:
     return number + 1
 
 
-def one_step(s: Scored, number: int = 2) -> None:
+def one_position(s: Scored, number: int = 2) -> None:
     """One position: the final linear layer's logits, the softmax, and a temperature to try."""
     scored, loaded = s.scored, s.loaded
     heading, equation = st.columns(2, vertical_alignment="center")  # one line: the bars on the first screen
     heading.subheader(f"{number}. One step: logits and softmax")
     wrote = "should write" if s.right == "right" else "greedy wrote"
-    step_col, temperature_col = st.columns([3, 2])
+    position_col, temperature_col = st.columns([3, 2])
     steps = list(range(len(scored.targets)))
     # a decoder-only text's last step reads the most context (in the induction task, a word of the repeat)
     opening = len(steps) - 1 if s.trace.decoder_only else 0
-    index = step_col.selectbox(
+    index = position_col.selectbox(
         "Step",
         steps,
         opening,

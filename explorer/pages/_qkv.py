@@ -10,9 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from explorer import cached, forward, state, walkthrough, wording
+from explorer.app import cached, state
 from explorer.figures.labels import markdown_literal, position_label, position_labels
 from explorer.figures.walkthrough import masked_scores, per_key_bars, projection_matrices, vector_strip
+from explorer.lesson import wording
+from explorer.lesson.wording import scaling_note
 from explorer.pages._shared import (
     Chosen,
     chart,
@@ -25,7 +27,7 @@ from explorer.pages._shared import (
     predict,
     presenting,
 )
-from explorer.wording import scaling_note
+from explorer.run import forward, walkthrough
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
 RAW_PX = 220  # the raw scores' bars at most this tall, as in presenter mode: the scaled ones under them follow
@@ -36,7 +38,7 @@ class Focus:
     """What the parts draw: the chosen attention, the head's steps for the query, and which keys are drawn."""
 
     chosen: Chosen
-    steps: walkthrough.HeadSteps
+    steps: walkthrough.HeadWalkthrough
     shown: np.ndarray | None  # the keys drawn (None: every key)
 
     @property
@@ -55,7 +57,7 @@ class Focus:
         return (kind_name(s.kind), f"layer {s.layer + 1}", f"head {s.head + 1}", query)
 
 
-def pick_keys(s: walkthrough.HeadSteps, keys: tuple[str, ...], kind: str) -> np.ndarray | None:
+def pick_keys(s: walkthrough.HeadWalkthrough, keys: tuple[str, ...], kind: str) -> np.ndarray | None:
     """Past ALL_KEYS keys: which keys the bars and strips draw (None: every key). Values never change."""
     if len(keys) <= walkthrough.ALL_KEYS:
         return None
@@ -309,7 +311,7 @@ def download(f: Focus) -> None:
     st.download_button(  # written only when clicked (a partial, not a lambda: it keeps no page globals)
         "Download every value (CSV)",
         functools.partial(walkthrough.to_csv, f.steps),
-        file_name="qkv_steps.csv",
+        file_name="qkv_walkthrough.csv",
         mime="text/csv",
         key="qkv_download",
         on_click="ignore",

@@ -8,12 +8,15 @@ from collections.abc import Mapping
 import numpy as np
 import streamlit as st
 
-from explorer import ablate, cached, model_words, output, state
+from explorer.app import cached, state
+from explorer.experiments import ablate
 from explorer.figures import experiments as figures
 from explorer.figures.decoding import mark_row
 from explorer.figures.heatmap import head_heatmap
+from explorer.lesson import model_words
 from explorer.pages._offers import needs_decoder
 from explorer.pages._shared import KIND_NAMES, chart, current_trace, sidebar_loaded
+from explorer.run import output
 
 
 def _sidebar():

@@ -9,13 +9,16 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer import analysis, cached, downloads, drill, lesson, starting, state, then_and_now
+from explorer import lesson
+from explorer.app import cached, downloads, drill, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.style import styled
-from explorer.heads import MEAN, MEAN_NAME
+from explorer.lesson import starting, then_and_now
+from explorer.lesson.wording import NOT_EXPLANATION, starting_note
 from explorer.pages._unreadable import cannot_read
-from explorer.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
-from explorer.wording import NOT_EXPLANATION, starting_note
+from explorer.run import analysis
+from explorer.run.heads import MEAN, MEAN_NAME
+from explorer.run.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
 from models.family import Family
 from models.tokenize import TokenizeError
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from explorer.model_words import ffn_activation
+from explorer.lesson.model_words import ffn_activation
 from explorer.pages import _forward
 from explorer.pages._shared import intro, page_footer, page_header, sidebar_family, sidebar_loaded
 

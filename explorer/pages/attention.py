@@ -6,12 +6,12 @@ import functools
 
 import streamlit as st
 
-from explorer import cached, state
-from explorer.callbacks import step_through
+from explorer.app import cached, state
+from explorer.app.callbacks import walk_heads
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import LAYER_CELLS, layer_heads
-from explorer.heads import MEAN, head_or_mean, head_title
 from explorer.pages._shared import chart, drill_to_pickers, kind_name, pick_attention, pick_layer_head
+from explorer.run.heads import MEAN, head_or_mean, head_title
 
 st.header("Attention heatmap")
 st.markdown(
@@ -44,7 +44,7 @@ st.caption(
 figure = head_heatmap(weights, chosen.queries, chosen.keys, title, clickable=True)
 first_pieces = None if chosen.groups is None else tuple(word[0] for word in chosen.groups[0])
 view = (kind_name(chosen.kind), *head_title(layer, head, attention.n_heads).split(", "))
-clicked = functools.partial(step_through, chosen.kind, first_pieces, layer, head)
+clicked = functools.partial(walk_heads, chosen.kind, first_pieces, layer, head)
 chart(figure, "attention_heatmap", on_click=clicked, view=view)
 
 st.subheader(f"All heads of layer {layer + 1}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from explorer.model_words import attribution_intro
+from explorer.lesson.model_words import attribution_intro
 from explorer.pages._readouts import attribution_view
 from explorer.pages._shared import intro, page_header, sidebar_family
 

@@ -1,17 +1,18 @@
-"""Compare weights: the pretrained MiniLM beside its random-weight twin on the sidebar's sentence."""
+"""Compare weights: the pretrained MiniLM beside its untrained copy (random weights) on the sidebar's sentence."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from explorer import cached, compare, state
+from explorer.app import cached, state
 from explorer.figures.heatmap import fits_half_width, head_heatmap
 from explorer.figures.statistics import statistic_grid
-from explorer.heads import head_or_mean, head_title
 from explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
+from explorer.run import compare
+from explorer.run.heads import head_or_mean, head_title
 
-TWINS = ("minilm", "minilm-random")  # same shape and tokenizer: pretrained and untrained weights
+TRAINED_AND_RANDOM = ("minilm", "minilm-random")  # same shape and tokenizer: pretrained and untrained weights
 SHORT = {"minilm": "Pretrained", "minilm-random": "Random weights"}
 OVERVIEW = 256  # the pair, each in half the page's width, past this many tokens: block means (as Compare sentences)
 
@@ -21,7 +22,7 @@ st.markdown(
     "same tokenizer). Untrained heads spread their attention almost evenly; training is what makes the "
     "patterns you see elsewhere: attention to the previous token, to [SEP], to related words."
 )
-if st.session_state[state.MODEL] not in TWINS:
+if st.session_state[state.MODEL] not in TRAINED_AND_RANDOM:
     st.info("This comparison is for the MiniLM pair: pick all-MiniLM-L6-v2 (pretrained or random) in the sidebar.")
     st.stop()
 chosen = pick_attention("compare")
@@ -34,7 +35,7 @@ def drawn(key: str) -> np.ndarray:  # same tokenizer, so the sidebar model's lab
     return cached.get_trace(key, text, max_tokens).attention(chosen.kind).weights
 
 
-weights = {key: drawn(key) for key in TWINS}
+weights = {key: drawn(key) for key in TRAINED_AND_RANDOM}
 n_layers, n_heads = weights["minilm"].shape[:2]
 to_detail = drill_to_pickers("compare_layer", "compare_head")  # a clicked grid cell: that head in the detail
 st.subheader("Which heads training changed most")
@@ -55,7 +56,7 @@ if max(len(chosen.queries), len(chosen.keys)) > OVERVIEW:
 # side by side while every key's label fits half the page; past that one under the other, each key still named
 narrow = fits_half_width(len(chosen.keys))
 columns = st.columns(2) if narrow else (st.container(), st.container())
-for column, key in zip(columns, TWINS, strict=True):
+for column, key in zip(columns, TRAINED_AND_RANDOM, strict=True):
     title = f"{SHORT[key]}: {head_title(layer, head, n_heads)}"  # fits a half-width chart
     weight = head_or_mean(weights[key], layer, head)
     figure = head_heatmap(weight, chosen.queries, chosen.keys, title, narrow=narrow, overview=OVERVIEW)
@@ -66,7 +67,7 @@ st.caption(
     "cell to see that head side by side above."
 )
 columns = st.columns(2)
-for column, key in zip(columns, TWINS, strict=True):
+for column, key in zip(columns, TRAINED_AND_RANDOM, strict=True):
     stats, labels = cached.get_statistics(key, text, max_tokens, "encoder_self")
     top = float(np.log(len(chosen.trace.source_tokens)))
     grid = statistic_grid(stats["entropy"], labels, "entropy", zrange=(0.0, top), title=f"{SHORT[key]}: entropy")

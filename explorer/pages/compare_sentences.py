@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, compare, starting, state
-from explorer.callbacks import pair_label, set_pair
-from explorer.compare import MINIMAL_PAIRS
+from explorer.app import cached, state
+from explorer.app.callbacks import pair_label, set_pair
 from explorer.figures.heatmap import fits_half_width, head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.figures.statistics import statistic_grid
-from explorer.heads import head_or_mean, head_title
+from explorer.lesson import starting
 from explorer.pages._shared import chart, current_trace, drill_to_pickers, kind_name, pick_layer_head
+from explorer.run import compare
+from explorer.run.compare import MINIMAL_PAIRS
+from explorer.run.heads import head_or_mean, head_title
 from models.tokenize import TokenizeError
 
 OVERVIEW = 256  # A and B side by side past this many tokens: block means (the difference stays per token)
@@ -29,7 +31,7 @@ kind = cached.model(model).family.kinds[0]  # the attention that reads the text:
 st.caption(f"Drawn: {kind_name(kind)}.")
 # B starts one word away from A (its minimal pair, or one swapped word), and follows A until someone types in it
 if "compare_b" not in st.session_state or state.at_start(st.session_state, "compare_b"):
-    state.start(st.session_state, "compare_b", cached.get_twin(model, text, max_tokens))
+    state.start(st.session_state, "compare_b", cached.get_variant(model, text, max_tokens))
 st.selectbox(
     "Minimal pairs",
     [None, *range(len(MINIMAL_PAIRS))],

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, decoding, lesson, state, walkthrough
-from explorer.callbacks import move_step
+from explorer import lesson
+from explorer.app import cached, state
+from explorer.app.callbacks import move_position
 from explorer.figures.decoding import mark_row, top_k_bars
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.walkthrough import per_key_bars
-from explorer.heads import head_or_mean, head_title
+from explorer.lesson.wording import length_note
 from explorer.pages._offers import needs_decoder
 from explorer.pages._shared import (
     chart,
@@ -22,9 +23,10 @@ from explorer.pages._shared import (
     pick_layer,
     predict,
 )
-from explorer.wording import length_note
+from explorer.run import decoding, walkthrough
+from explorer.run.heads import head_or_mean, head_title
 
-STEP = "decoding_step"
+STEP = "decoding_position"
 NARROW = 16  # bars per column chart: a third of the page fits about 16 rotated labels
 
 page_header("Decoding step by step")
@@ -55,25 +57,29 @@ else:
         )
     )
 
-total = decoding.n_steps(trace)
+total = decoding.n_positions(trace)
 task = cached.model(st.session_state[state.MODEL]).task
 if task is not None and not only and (note := length_note(len(decoding.source_words(trace)), task.max_words)):
     st.warning(note)
-asked = state.url_value(st.session_state, state.URL_STEP, STEP)  # stored from 0, like layer and head
+asked = state.url_value(st.session_state, state.URL_POSITION, STEP)  # stored from 0, like layer and head
 if asked is not None:
     if asked >= total:
         st.warning(f"The address asks for step {asked + 1}, but this output has {total}; showing step {total}.")
     st.session_state[STEP] = asked + 1
 st.session_state[STEP] = min(max(st.session_state.get(STEP, 1), 1), total)  # a new sentence may be shorter
-st.query_params[state.URL_STEP] = str(st.session_state[STEP])  # numbered from 1, as shown
+st.query_params[state.URL_POSITION] = str(st.session_state[STEP])  # numbered from 1, as shown
 
 
 back, slider, forward = st.columns([1, 8, 1], vertical_alignment="bottom")
 back.button(
-    "◀ Back", on_click=move_step, args=(STEP, -1, total), disabled=st.session_state[STEP] <= 1, key="decoding_back"
+    "◀ Back", on_click=move_position, args=(STEP, -1, total), disabled=st.session_state[STEP] <= 1, key="decoding_back"
 )
 forward.button(
-    "Next ▶", on_click=move_step, args=(STEP, 1, total), disabled=st.session_state[STEP] >= total, key="decoding_next"
+    "Next ▶",
+    on_click=move_position,
+    args=(STEP, 1, total),
+    disabled=st.session_state[STEP] >= total,
+    key="decoding_next",
 )
 if total > 1:
     slider.slider("Step", 1, total, key=STEP)

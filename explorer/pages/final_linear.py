@@ -16,6 +16,6 @@ intro(
 )
 scored = _output.scored(box="none")  # the loss step scores typed targets
 number = _output.next_after_text(scored, number=1)  # a decoder-only text: what comes after it
-_output.one_step(scored, number=number)
+_output.one_position(scored, number=number)
 _output.sampling(scored, number=number + 1)
 page_footer()

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, lesson, model_words, output, state
+from explorer import lesson
+from explorer.app import cached, state
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
-from explorer.model_words import lens_intro, question_row
+from explorer.lesson import model_words
+from explorer.lesson.model_words import lens_intro, question_row
 from explorer.pages._offers import needs_decoder
 from explorer.pages._readouts import lens_chart
 from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, sidebar_loaded, stop
+from explorer.run import output
 
 page_header()
 loaded = sidebar_loaded()

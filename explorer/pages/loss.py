@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, model_words, state
+from explorer.app import cached, state
+from explorer.lesson import model_words
 from explorer.pages import _output
 from explorer.pages._shared import intro, page_footer, page_header
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, state
+from explorer.app import cached, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import THUMBNAIL, layer_window, model_view, thumbnail_px
+from explorer.lesson.wording import attention_formula, head_output, model_view_hint
 from explorer.pages._shared import (
     chart,
     drill_to_pickers,
@@ -22,7 +23,6 @@ from explorer.pages._shared import (
     presenting,
     sidebar_family,
 )
-from explorer.wording import attention_formula, head_output, model_view_hint
 
 page_header("Model view")
 intro(

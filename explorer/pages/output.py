@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, model_words, output, state
+from explorer.app import cached, state
+from explorer.lesson import model_words
 from explorer.pages import _output
 from explorer.pages._shared import page_header
+from explorer.run import output
 
 page_header("Output and loss")
 epsilon = output.epsilon_for(cached.model(st.session_state[state.MODEL]))
@@ -18,5 +20,5 @@ st.markdown(
 )
 scored = _output.scored()
 _output.loss(scored)
-_output.one_step(scored)
+_output.one_position(scored)
 _output.sampling(scored)

@@ -7,7 +7,8 @@ import functools
 
 import streamlit as st
 
-from explorer import cached, lesson, state
+from explorer import lesson
+from explorer.app import cached, state
 from explorer.figures.labels import escape_tokens, markdown_literal
 from explorer.figures.overview import figure_one, open_clicked
 from explorer.pages._offers import offer_real_model, offer_translation

@@ -6,11 +6,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer import cached, reference_view, state
+from explorer.app import cached, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.statistics import statistic_grid
+from explorer.lesson.wording import starting_note
 from explorer.pages._shared import chart, current_trace, pick_layer_head
-from explorer.wording import starting_note
+from explorer.run import reference_view
 
 OVERVIEW = 256  # the side-by-side pair past this many tokens: block means (the difference stays per token)
 
@@ -25,7 +26,7 @@ if folder is None:
     )
     st.info(
         "Only models read from Hugging Face files (the pretrained MiniLM, or a local or Hugging Face cache folder) "
-        "have a transformers twin here: pick one in the sidebar."
+        "have a transformers reference here: pick one in the sidebar."
     )
     st.stop()
 loaded = cached.model(key)
@@ -44,7 +45,7 @@ st.caption(starting_note(loaded.family, kind))
 summary = st.container()  # the grid goes above the pickers, but comes from the same reference run as the head
 layer, head = pick_layer_head(*ours.shape[:2], "reference", layer=start.layer, head=start.head)
 try:
-    differences, theirs_head = cached.get_reference_comparison(*sidebar, layer, head)
+    differences, theirs_head = cached.get_reference_difference(*sidebar, layer, head)
 except (OSError, ValueError) as e:  # a folder our engine reads but transformers cannot (e.g. no model_type it knows)
     st.error(f"transformers could not read the files of {loaded.title}: {e}")
     st.stop()

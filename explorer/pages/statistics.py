@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer import analysis, cached, state
+from explorer.app import cached, state
 from explorer.figures.labels import markdown_literal
 from explorer.figures.statistics import statistic_grid
 from explorer.pages._shared import (
@@ -18,6 +18,7 @@ from explorer.pages._shared import (
     pick_layer,
     sidebar_family,
 )
+from explorer.run import analysis
 
 NAMES = analysis.STATISTIC_NAMES
 REPEAT_HELP = (

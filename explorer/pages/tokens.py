@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from explorer import cached, forward, state, tokens_view
+from explorer.app import cached, state
 from explorer.figures.labels import markdown_literal, position_label
 from explorer.figures.tokens import SHOWN, token_boxes
 from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, stop
+from explorer.run import forward, tokens_view
 
 page_header()
 intro(

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import cached, lesson, state, training
+from explorer import lesson
+from explorer.app import cached, state
+from explorer.experiments import training
+from explorer.experiments.training import Run, Snapshot
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.style import styled
 from explorer.figures.training import head_scores, loss_curve
-from explorer.model_words import loss_name, recipe_summary
+from explorer.lesson.model_words import loss_name, recipe_summary
+from explorer.lesson.wording import learning_rate_formula, optimiser_and_dropout, recipe_departures, run_length
 from explorer.pages._offers import not_the_sidebar_model
 from explorer.pages._shared import chart, intro, page_footer, page_header, presenting
-from explorer.training import Run, Snapshot
-from explorer.wording import learning_rate_formula, optimiser_and_dropout, recipe_departures, run_length
 from models import tasks, train
 from models.tokenize import TokenizeError
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import ablate, cached, state
+from explorer.app import cached, state
+from explorer.experiments import ablate
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
 from explorer.pages._experiments import (

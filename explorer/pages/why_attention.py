@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from explorer import cached, complexity, state
+from explorer.app import cached, state
 from explorer.figures.complexity import operations
 from explorer.figures.labels import markdown_literal
+from explorer.lesson import complexity
 from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, stop
 
 page_header()

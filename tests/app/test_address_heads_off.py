@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import ablate, trace
+from explorer.experiments import ablate
 from explorer.pages._experiments import HEADS
+from explorer.run import trace
 from models import registry
 from models.ablation import Head
 from tests.app import new_app

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import starting, state, trace
+from explorer.app import state
+from explorer.lesson import starting
+from explorer.run import trace
 from models import registry, tasks
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -127,7 +129,7 @@ def test_the_starting_cross_head_shows_the_tasks_right_alignment(key):
     for text in task.examples:
         result = trace.run(loaded, text, TOY_MAX_TOKENS)
         link = starting.aligned_link(result.cross.weights, *result.tokens_for("cross"))
-        right = task.reference(tuple(text.split()))
+        right = task.expected(tuple(text.split()))
         assert right is not None and result.output_tokens[:-1] == right.target, text  # the model gets it right
         rows = result.cross.weights[link.layer, link.head].argmax(axis=-1)  # (Tq,) the key each output step reads
         assert link.layer == 1 and rows[: len(right.alignment)].tolist() == list(right.alignment), text

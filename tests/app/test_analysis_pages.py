@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import analysis, trace
+from explorer.run import analysis, trace
 from tests.app import new_app
 from tests.figdata import array, spec
 
@@ -82,7 +82,7 @@ def test_rollout_refuses_cross_attention_and_long_inputs_skip_flow():
 
 
 def test_reference_page_shows_per_head_differences_and_both_models(minilm):
-    from explorer import reference_view
+    from explorer.run import reference_view
 
     at = app_on("reference")
     result = trace.run(minilm, TEXT, 128)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import starting, trace
+from explorer.lesson import starting
+from explorer.run import trace
 from tests.app import new_app
 from tests.figdata import array, spec
 

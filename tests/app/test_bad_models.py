@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import starting, trace
+from explorer.lesson import starting
+from explorer.run import trace
 from models import registry
 from tests.app import new_app
 from tests.badfiles import bert_folder

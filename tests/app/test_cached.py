@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer import cached
+from explorer.app import cached
 
 
 class Recording:
@@ -44,7 +44,7 @@ def test_the_key_names_the_model_its_revision_and_the_inputs(store, monkeypatch)
 
 def test_trace_and_reference_keys_all_carry_the_revision(store):
     cached.get_trace("minilm", "hi", 8)
-    assert cached.get_reference_comparison("minilm", "hi", 8, 2, 3) == ("difference", "theirs")
+    assert cached.get_reference_difference("minilm", "hi", 8, 2, 3) == ("difference", "theirs")
     assert [key[:3] for key in store.keys] == [
         ("trace", "minilm", "rev-1"),
         ("trace", "minilm", "rev-1"),
@@ -62,12 +62,12 @@ def test_one_reference_run_gives_both_the_grid_and_the_head(store, monkeypatch):
         return "difference", "theirs"
 
     monkeypatch.setattr(cached, "reference_view", SimpleNamespace(compare=compare, folder_of=lambda key: ""))
-    assert cached.get_reference_comparison("minilm", "hi", 8, 2, 3) == ("difference", "theirs")
+    assert cached.get_reference_difference("minilm", "hi", 8, 2, 3) == ("difference", "theirs")
     assert runs == [(2, 3)]
 
 
 def test_an_encoder_view_reuses_the_whole_trace_when_the_store_holds_it(monkeypatch):
-    from explorer import memo  # noqa: PLC0415
+    from explorer.app import memo  # noqa: PLC0415
 
     kept = memo.BoundedCache(2**30)
     runs = []

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import analysis, compare, starting, trace
-from explorer.compare import MINIMAL_PAIRS
 from explorer.figures.clicks import CLICKS
 from explorer.figures.labels import escape_tokens
-from explorer.heads import head_or_mean
+from explorer.lesson import starting
+from explorer.run import analysis, compare, trace
+from explorer.run.compare import MINIMAL_PAIRS
+from explorer.run.heads import head_or_mean
 from models import registry
 from tests.app import new_app
 from tests.figdata import array, plain, spec

@@ -7,8 +7,10 @@ import re
 
 import pytest
 
-from explorer import lesson, starting, trace
+from explorer import lesson
 from explorer.figures.labels import position_label
+from explorer.lesson import starting
+from explorer.run import trace
 from models import registry
 from tests.app import new_app, reveal
 from tests.figdata import plain, spec

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import induction as explorer_induction
-from explorer import lesson, output, state, trace, walkthrough
+from explorer import lesson
+from explorer.app import state
+from explorer.experiments import induction as explorer_induction
+from explorer.run import output, trace, walkthrough
 from models import induction, registry, train
 from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import ablate, attribution, lens, state, trace
+from explorer.app import state
+from explorer.experiments import ablate, attribution, lens
 from explorer.pages._experiments import HEADS, LAYER, address, named_heads
+from explorer.run import trace
 from models import registry
 from models.ablation import Head
 from tests.app import new_app, reveal

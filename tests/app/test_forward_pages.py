@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import forward, output, state, trace
+from explorer.app import state
+from explorer.run import forward, output, trace
 from models import registry, tasks
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -127,4 +128,4 @@ def test_output_target_of_a_toy_task_is_its_right_answer(models):
     at = opened("reverse", 32, "one two three")
     at.switch_page("explorer/pages/output.py").run()
     assert "three two one <eos>" in at.text[0].value
-    assert tasks.get("reverse").reference(("one", "two", "three")).target == ("three", "two", "one")
+    assert tasks.get("reverse").expected(("one", "two", "three")).target == ("three", "two", "one")

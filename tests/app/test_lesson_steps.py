@@ -8,8 +8,9 @@ import math
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import forward, state, trace
+from explorer.app import state
 from explorer.figures.tokens import SHOWN
+from explorer.run import forward, trace
 from models import registry
 from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec

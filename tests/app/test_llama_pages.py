@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import lesson, positions, state, trace
+from explorer import lesson
+from explorer.app import state
+from explorer.run import positions, trace
 from models import registry
 from tests.app import new_app
 from tests.app.test_decoder_only import text_of

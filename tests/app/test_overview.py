@@ -10,9 +10,11 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
-from explorer import lesson, state, trace
+from explorer import lesson
+from explorer.app import state
 from explorer.figures.clicks import CLICKS
 from explorer.figures.overview import BADGES
+from explorer.run import trace
 from models import registry
 from tests.app import new_app
 from tests.figdata import array, plain, spec

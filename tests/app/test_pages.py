@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import state, trace
+from explorer.app import state
 from explorer.figures.model_view import grid
-from explorer.positions import tables
+from explorer.run import trace
+from explorer.run.positions import tables
 from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, spec
 

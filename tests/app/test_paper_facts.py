@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import trace
+from explorer.run import trace
 from models import registry, tasks, train
 from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, plain, spec
@@ -84,7 +84,7 @@ def test_output_page_says_what_w_is_and_names_beam_search(paper_random, translat
 
 def test_decoding_and_output_number_the_same_step_the_same_way():
     at = opened("decoding", model="translate", text=SENTENCE)
-    at.slider(key="decoding_step").set_value(5).run()
+    at.slider(key="decoding_position").set_value(5).run()
     heading = plain(at.subheader[0].value)
     assert heading.startswith("Output word 5 of 9: reads '4: petit'") and heading.endswith("writes '5: voit'")
     at = opened("output", model="translate", text=SENTENCE)
@@ -110,8 +110,8 @@ def test_paper_random_self_attention_counts_only_the_keys_a_step_sees(paper_rand
     assert "of" not in self_chart["layout"]["title"]["text"]  # step 1 sees one key: nothing to count out of
     assert len(array(self_chart["data"][0]["y"])) == 1
     assert f"This step sees 1 of the {n} positions" in words(at)
-    last = int(at.slider(key="decoding_step").proto.max)
-    at.slider(key="decoding_step").set_value(last).run()
+    last = int(at.slider(key="decoding_position").proto.max)
+    at.slider(key="decoding_position").set_value(last).run()
     drawn = charts(at)["decoding_self"]
     assert len(array(drawn["data"][0]["y"])) == last  # the last step sees `last` keys, all drawn, none masked
     assert drawn["layout"]["title"]["text"] == "Self-attention (masked)"
@@ -149,14 +149,16 @@ def test_attention_formula_writes_the_mask_for_decoder_self_attention(page):
         assert (r" + M\right)" in formula and r"-\infty & k > q" in formula) == (kind == "decoder_self")
 
 
-def test_decoding_step_comes_from_the_address_and_goes_back_into_it():
-    at = opened("decoding", model="translate", text=SENTENCE, step="3")
-    assert at.slider(key="decoding_step").value == 3 and at.query_params["step"] == "3"
+def test_decoding_position_comes_from_the_address_and_goes_back_into_it():
+    at = opened("decoding", model="translate", text=SENTENCE, position="5")
+    assert at.slider(key="decoding_position").value == 5 and at.query_params["position"] == "5"
+    at = opened("decoding", model="translate", text=SENTENCE, step="3")  # an address from before the rename
+    assert at.slider(key="decoding_position").value == 3 and at.query_params["position"] == "3"
     assert plain(at.subheader[0].value).startswith("Output word 3 of 9: reads '2: chat'")
     at.button(key="decoding_next").click().run()
-    assert at.slider(key="decoding_step").value == 4 and at.query_params["step"] == "4"
-    at.slider(key="decoding_step").set_value(8).run()
-    assert at.query_params["step"] == "8"
+    assert at.slider(key="decoding_position").value == 4 and at.query_params["position"] == "4"
+    at.slider(key="decoding_position").set_value(8).run()
+    assert at.query_params["position"] == "8"
     at = opened("decoding", model="translate", text=SENTENCE, step="99")
-    assert at.slider(key="decoding_step").value == 9 and at.query_params["step"] == "9"
+    assert at.slider(key="decoding_position").value == 9 and at.query_params["position"] == "9"
     assert "asks for step 99, but this output has 9" in words(at)

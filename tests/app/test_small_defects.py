@@ -6,7 +6,9 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from explorer import lesson, state, training
+from explorer import lesson
+from explorer.app import state
+from explorer.experiments import training
 from models import registry, tasks
 from tests.app import new_app
 from tests.figdata import plain, spec

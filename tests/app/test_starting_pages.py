@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer import compare, starting, trace
 from explorer.figures.clicks import CLICKS
+from explorer.lesson import starting
+from explorer.run import compare, trace
 from tests.app import new_app
 from tests.figdata import array, spec
 
@@ -33,7 +34,7 @@ def test_compare_sentences_starts_one_word_apart_on_the_head_that_changed_most(m
     at.switch_page("explorer/pages/compare_sentences.py").run()
     assert not at.exception
     b_text = at.text_input(key="compare_b").value
-    assert b_text != EXAMPLE and b_text == compare.twins(EXAMPLE)[0]
+    assert b_text != EXAMPLE and b_text == compare.variants(EXAMPLE)[0]
     a, b = trace.run(minilm, EXAMPLE, 128), trace.run(minilm, b_text, 128)
     alignment = compare.by_position(a.source_tokens, b.source_tokens)
     worst, _ = compare.changed_most(compare.difference(a.encoder_self.weights, b.encoder_self.weights, alignment))
@@ -88,7 +89,7 @@ def test_head_view_opens_on_the_starting_head_and_follows_a_new_sentence_until_o
 
 
 def test_reference_opens_on_the_starting_head_with_both_models_weights(minilm):
-    from explorer import reference_view
+    from explorer.run import reference_view
 
     at = new_app()
     at.switch_page("explorer/pages/reference.py").run()

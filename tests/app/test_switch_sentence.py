@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import lesson, state, trace
+from explorer import lesson
+from explorer.app import state
 from explorer.figures.labels import escape_tokens
+from explorer.run import trace
 from models import registry
 from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, plain, spec

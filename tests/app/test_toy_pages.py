@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import decoding, state, trace
-from explorer.heads import MEAN
+from explorer.app import state
+from explorer.run import decoding, trace
+from explorer.run.heads import MEAN
 from models import registry, tasks
 from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, plain, spec
@@ -43,7 +44,7 @@ def test_decoding_page_steps_through_the_greedy_translation(translate):
     at.switch_page("explorer/pages/decoding.py").run()
     expected = trace.run(translate, text, 32)
     assert at.success[0].value == "The model's output is right: le chat rouge petit voit un chien grand"
-    assert at.slider(key="decoding_step").value == 1
+    assert at.slider(key="decoding_position").value == 1
     assert at.selectbox(key="decoding_layer").value == 1 and at.selectbox(key="decoding_head").value == MEAN
     for index in range(3):
         if index:
@@ -58,7 +59,7 @@ def test_decoding_page_steps_through_the_greedy_translation(translate):
         np.testing.assert_array_equal(array(figs[3]["data"][0]["z"]), expected.cross.weights[1].mean(0))
     assert [s for s in expected.output_tokens[:3]] == ["le", "chat", "rouge"]
     at.button(key="decoding_back").click().run()
-    assert at.slider(key="decoding_step").value == 2
+    assert at.slider(key="decoding_position").value == 2
 
 
 def test_decoding_page_explains_an_encoder_only_model():

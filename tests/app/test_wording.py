@@ -8,7 +8,8 @@ import numpy as np
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import model_words, state, wording
+from explorer.app import state
+from explorer.lesson import model_words, wording
 from models import registry, train
 from tests.app import new_app
 from tests.figdata import array, plain, spec

@@ -10,7 +10,8 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.harness import TIMEOUT_MS, figure_array, open_app, rerun
-from explorer import ablate, trace
+from explorer.experiments import ablate
+from explorer.run import trace
 from models import registry
 from models.ablation import Head
 from tests.e2e.test_drill import click_target

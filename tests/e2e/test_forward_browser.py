@@ -9,7 +9,7 @@ import pytest
 
 from bench.harness import TIMEOUT_MS, open_app, open_page, rerun, sentence_box, set_max_tokens, type_sentence
 from bench.inputs import text_of
-from explorer import forward, output, trace
+from explorer.run import forward, output, trace
 from models import registry
 from tests.e2e.conftest import screenshot
 

@@ -10,7 +10,8 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.harness import FRAGMENT_RUN, LAST_FINISH, TIMEOUT_MS, figure_array, open_app, rerun
-from explorer import state, trace
+from explorer.app import state
+from explorer.run import trace
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -8,7 +8,8 @@ import pytest
 
 from bench import harness
 from bench.harness import TIMEOUT_MS, wait_for_tokens
-from explorer import state, trace
+from explorer.app import state
+from explorer.run import trace
 from models import registry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

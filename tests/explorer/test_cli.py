@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer import trace
 from explorer.__main__ import main
+from explorer.run import trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,7 +134,7 @@ def test_real_process_exits_cleanly_without_traceback():
 
 
 def test_json_export_has_every_sublayer_and_the_loss(capsys):
-    from explorer import forward, output
+    from explorer.run import forward, output
     from models import registry
 
     translate = registry.load("translate")
@@ -175,7 +175,8 @@ def test_minilm_export_has_sublayers_and_no_loss(capsys):
 
 
 def test_ablate_writes_the_run_with_those_heads_turned_off(capsys, translate):
-    from explorer import ablate, output
+    from explorer.experiments import ablate
+    from explorer.run import output
     from models.ablation import Head
 
     text = "the small red cat sees a big dog"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import compare
+from explorer.run import compare
 
 
 def test_by_position_pairs_up_to_the_shorter_and_names_the_rest():
@@ -66,16 +66,16 @@ def test_sentence_b_starts_with_a_change_inside_what_the_model_reads(minilm):
     from bench.inputs import text_of
 
     long = text_of(minilm, 512)  # the same sentence many times over: its last words fall past the cut
-    twin = compare.first_twin(minilm, long, 512)
+    twin = compare.first_variant(minilm, long, 512)
     a, b = minilm.tokenizer.encode(long, 512).ids, minilm.tokenizer.encode(twin, 512).ids
     assert twin != long and a != b  # the change lands inside the 512 tokens the model reads
     assert sum(x != y for x, y in zip(long.split(" "), twin.split(" "), strict=True)) == 1
     short = "Bark is very cute and he is a dog"
-    assert compare.first_twin(minilm, short, 128) == compare.twins(short)[0]
+    assert compare.first_variant(minilm, short, 128) == compare.variants(short)[0]
 
 
 def test_a_very_long_sentence_b_changes_a_word_the_model_reads(minilm):
     long = "word " * 20_000  # 100,000 characters: only the first words can matter
-    twin = compare.first_twin(minilm, long, 64)
+    twin = compare.first_variant(minilm, long, 64)
     assert twin != long and len(twin.split(" ")) == len(long.split(" "))
     assert minilm.tokenizer.encode(twin, 64).ids != minilm.tokenizer.encode(long, 64).ids

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import decoding, trace
 from explorer.figures.decoding import mark_row, top_k_bars
 from explorer.figures.heatmap import head_heatmap
-from explorer.heads import MEAN
+from explorer.run import decoding, trace
+from explorer.run.heads import MEAN
 from models import registry
 
 
@@ -46,7 +46,7 @@ def test_top_k_is_the_models_own_softmax(translate, translated):
 
 @pytest.mark.parametrize("head", [MEAN, 2])
 def test_each_step_reads_its_own_row(translated, head):
-    total = decoding.n_steps(translated)
+    total = decoding.n_positions(translated)
     assert total == len(translated.output_tokens)
     for index in range(total):
         current = decoding.step(translated, index, layer=1, head=head)
@@ -64,9 +64,9 @@ def test_each_step_reads_its_own_row(translated, head):
 
 def test_steps_outside_the_decode_and_encoder_only_models_are_refused(translated, minilm):
     with pytest.raises(IndexError):
-        decoding.step(translated, decoding.n_steps(translated), 0)
+        decoding.step(translated, decoding.n_positions(translated), 0)
     with pytest.raises(ValueError, match="encoder-only"):
-        decoding.n_steps(trace.run(minilm, "hello"))
+        decoding.n_positions(trace.run(minilm, "hello"))
 
 
 def test_top_k_figure_marks_the_greedy_pick_and_escapes_tokens():

@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from explorer import downloads
+from explorer.app import downloads
 from explorer.figures.experiments import head_grids
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.model_view import layer_heads

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import ablate, attribution, lens, trace
+from explorer.experiments import ablate, attribution, lens
 from explorer.figures.experiments import layer_bars, part_bars, rank_lines
+from explorer.run import trace
 from models import induction, registry
 from models.ablation import AblationError, Head
 
@@ -51,7 +52,7 @@ def right_answer_probability(outcome: ablate.Outcome) -> tuple[float, float]:
 def aligned_cross_heads(loaded, run: trace.Trace) -> list[Head]:
     """The cross-attention heads whose largest weight, at nearly every row, is on the source word the task's
     alignment says that row writes."""
-    pair = loaded.task.reference(tuple(run.text.split()))
+    pair = loaded.task.expected(tuple(run.text.split()))
     alignment = np.array(pair.alignment)  # row i writes target word i, the rendering of source word alignment[i]
     weights = run.cross.weights[:, :, : len(alignment)]  # (L, H, T, S): the rows that write a word
     follows = (weights.argmax(-1) == alignment).mean(-1)  # (L, H)
@@ -256,7 +257,7 @@ def test_rank_axis_names_whole_ranks_from_1_to_the_worst():
 def test_a_grouped_heads_projections_are_its_shared_key_value_heads(llama):
     """forward.head_projections under grouped-query attention: W^Q is the head's own, W^K and W^V its group's shared
     key/value head's, so the layer's normalised input times them gives the keys and values the head read."""
-    from explorer import forward
+    from explorer.run import forward
 
     run = trace.run(llama, GPT2_TEXT)
     attention = run.decoder_self

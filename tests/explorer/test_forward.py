@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import forward, trace
+from explorer.run import forward, trace
 from models import registry, tasks, train
 from models.transformer import Transformer
 
@@ -128,7 +128,7 @@ def test_sublayer_vectors_hold_each_add_and_norm(translate):
 
 
 def test_agreement_says_equal_only_within_the_tolerance():
-    from explorer.forward import TOLERANCE, agreement
+    from explorer.run.forward import TOLERANCE, agreement
 
     row = np.linspace(-1, 1, 8, dtype=np.float32)
     assert agreement(row, row + TOLERANCE / 2).startswith("equals the model's own state")

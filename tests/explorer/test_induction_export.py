@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from explorer import analysis
+from explorer.run import analysis
 from models import induction
 from tests.app import APP
 

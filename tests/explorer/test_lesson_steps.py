@@ -9,9 +9,10 @@ import re
 import numpy as np
 import pytest
 
-from explorer import complexity, tokens_view
 from explorer.figures.complexity import operations
 from explorer.figures.tokens import COLOURS, SHOWN, token_boxes
+from explorer.lesson import complexity
+from explorer.run import tokens_view
 from models import family, registry, tasks
 from tests.figdata import array
 from tests.hostile import NAMED

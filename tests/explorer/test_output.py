@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import forward, output, trace
+from explorer.run import forward, output, trace
 from models import registry, tasks, train
 
 TEXT = "the small red cat sees a big dog"

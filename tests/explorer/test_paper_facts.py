@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer import output, training, wording
+from explorer.experiments import training
 from explorer.figures.decoding import top_k_bars
 from explorer.figures.output import loss_bars
+from explorer.lesson import wording
+from explorer.run import output
 from models import tasks, train
 
 

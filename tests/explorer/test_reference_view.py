@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import cached, reference_view, trace
+from explorer.app import cached
+from explorer.run import reference_view, trace
 from models import registry
 from models.reference import run_reference
 
@@ -60,13 +61,13 @@ def test_the_cached_comparison_reads_the_models_own_folder(tiny, gpt2_folder, mo
     loads = []
     real = reference_view.load
     monkeypatch.setattr(reference_view, "load", lambda folder="": loads.append(folder) or real(folder))
-    differences, theirs = cached.get_reference_comparison("folder:tiny", TEXT, 64, 0, 3)
+    differences, theirs = cached.get_reference_difference("folder:tiny", TEXT, 64, 0, 3)
     assert differences.shape == (2, 4) and differences.max() <= 1e-5 and theirs.shape == (6, 6)
     assert loads == [str(gpt2_folder)]
     assert cached._reference_key(str(gpt2_folder)) in cached._models()  # its own shelf entry beside MiniLM's
     assert cached.get_reference(str(gpt2_folder)) is cached.get_reference(str(gpt2_folder)) and len(loads) == 1
     with pytest.raises(ValueError, match="not read from a folder"):
-        cached.get_reference_comparison("reverse", "a b", 8, 0, 0)
+        cached.get_reference_difference("reverse", "a b", 8, 0, 0)
 
 
 def test_the_first_reference_waits_for_the_background_import():

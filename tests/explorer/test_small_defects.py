@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from explorer import positions
 from explorer.figures import positional
 from explorer.figures.decoding import top_k_bars
+from explorer.run import positions
 from models.positional import sinusoidal_table
 from tests.figdata import array
 

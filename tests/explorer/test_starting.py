@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import compare, drill, starting, state, trace
+from explorer.app import drill, state
 from explorer.figures.clicks import CLICKS
 from explorer.figures.heatmap import CLICK_CELLS, HOVER, head_heatmap
 from explorer.figures.model_view import layer_heads, model_view
 from explorer.figures.statistics import statistic_grid
+from explorer.lesson import starting
+from explorer.run import compare, trace
 
 TOKENS = ["[CLS]", "the", "dog", "barked", "because", "it", ".", "[SEP]"]
 
@@ -73,13 +75,13 @@ def test_rank_heads_on_the_trace_is_the_models_own_weights(minilm):
 
 def test_twins_differ_from_a_by_one_word():
     a, b = compare.MINIMAL_PAIRS[0]
-    assert compare.twins(a)[0] == b and compare.twins(b)[0] == a
+    assert compare.variants(a)[0] == b and compare.variants(b)[0] == a
     sentence = "Bark is very cute and he is a dog"
-    made = compare.twins(sentence)
+    made = compare.variants(sentence)
     assert made and sentence not in made
     for twin in made:  # each one word away
         assert sum(x != y for x, y in zip(twin.split(), sentence.split(), strict=True)) == 1
-    assert compare.twins("!") == []
+    assert compare.variants("!") == []
 
 
 def clicks(figure):

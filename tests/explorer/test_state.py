@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer import state
+from explorer.app import state
 from models import registry
 
 MODELS = {key: registry.MODELS[key] for key in ("minilm", "reverse")}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import trace
+from explorer.run import trace
 from models.tokenize import TokenizeError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.training import Run
+from explorer.experiments.training import Run
 from models import tasks
 
 

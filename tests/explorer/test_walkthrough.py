@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import trace, walkthrough, wording
 from explorer.figures.walkthrough import MINUS_INFINITY, masked_scores
+from explorer.lesson import wording
+from explorer.run import trace, walkthrough
 from models.config import TransformerConfig
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import trace, walkthrough
 from explorer.figures.walkthrough import MAX_LABELS, per_key_bars, thinned, vector_strip
+from explorer.run import trace, walkthrough
 from tests.figdata import array
 
 TEXT = "The animal did not cross the street because it was too tired to walk any further that day. "
@@ -89,10 +89,10 @@ def test_masked_keys_are_shaded_where_they_are_drawn():
 
 
 def test_decoding_bars_at_a_long_output_fit_a_column(paper_random):
-    from explorer import decoding
+    from explorer.run import decoding
 
     result = trace.run(paper_random, "the cat sat on the mat " * 20, 128)
-    total = decoding.n_steps(result)
+    total = decoding.n_positions(result)
     assert total > 12  # paper-random writes up to 64 tokens
     current = decoding.step(result, total - 1, 0, 0)
     shown = walkthrough.strongest_keys(current.self_weights, 12, keep=(current.index,))

@@ -110,7 +110,7 @@ def test_sentences_outside_the_grammar_have_no_reference(words):
 def test_every_example_has_a_reference(name):
     task = tasks.get(name)
     for example in task.examples:
-        pair = task.reference(tuple(example.split()))
+        pair = task.expected(tuple(example.split()))
         assert pair is not None and len(pair.target) == len(pair.source)
 
 
@@ -158,7 +158,7 @@ def test_induction_is_a_decoder_only_task_of_distinct_words_said_twice():
 
 def test_induction_reference_is_the_next_word_of_the_repeat():
     words = ("alpha", "bravo", "seven", "kilo") * 2
-    pair = tasks.get("induction").reference(words)
+    pair = tasks.get("induction").expected(words)
     assert pair.target == ("", "", "", "", "bravo", "seven", "kilo", "alpha")  # the last: the cycle continued
     assert pair.alignment == (-1, -1, -1, -1, 1, 2, 3, 4)
     assert all(pair.source[a] == t for a, t in zip(pair.alignment, pair.target, strict=True) if a >= 0)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.trace import Trace
+from explorer.run.trace import Trace
 
 # what the model writes over a masked score before the softmax (models.attention: finfo.min, not -inf, so a
 # fully masked row stays finite); the softmax turns it into exactly 0
@@ -16,7 +16,7 @@ MASKED = float(np.finfo(np.float32).min)
 
 
 @dataclass(frozen=True)
-class HeadSteps:
+class HeadWalkthrough:
     """Eq. (1) for query position `query` of one head: every intermediate, with the model's own numbers."""
 
     kind: str
@@ -65,7 +65,7 @@ def input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, st
     )
 
 
-def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadSteps:
+def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadWalkthrough:
     """Read one head's computation for one query out of the trace (x_query_source names the row as the trace holds
     it; a page names it as the model computes it, wording.attention_input)."""
     a = trace.attention(kind)
@@ -76,7 +76,7 @@ def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadSte
     v = a.v[layer, head]
     weighted = weights[:, None] * v  # (Tk, Dh)
     n_heads, d_head = a.n_heads, a.q.shape[-1]
-    return HeadSteps(
+    return HeadWalkthrough(
         kind=kind,
         layer=layer,
         head=head,
@@ -139,7 +139,7 @@ def softmax_with_temperature(scaled_scores: np.ndarray, mask: np.ndarray, temper
     return e / e.sum()
 
 
-def to_csv(s: HeadSteps) -> str:
+def to_csv(s: HeadWalkthrough) -> str:
     """One row per key: its position, raw and scaled score, weight, then k and v (every value, 9 digits)."""
     columns = ["key", "raw_score", "scaled_score", "weight", *(f"k{i}" for i in range(s.d_head))]
     columns += [f"v{i}" for i in range(s.d_head)]

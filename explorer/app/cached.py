@@ -11,29 +11,18 @@ import threading
 
 import streamlit as st
 
-from explorer import (
-    ablate,
-    analysis,
-    attribution,
-    compare,
-    induction,
-    lens,
-    memo,
-    positions,
-    reference_view,
-    starting,
-    state,
-    trace,
-    wording,
-)
+from explorer.app import memo, state
+from explorer.experiments import ablate, attribution, induction, lens
+from explorer.lesson import starting, wording
+from explorer.run import analysis, compare, positions, reference_view, trace
 from models import reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
-# two at once (Compare weights: MiniLM and its random twin; Ours vs transformers: MiniLM and the reference). Another
-# is loaded again on its next use, to the same weights and revision, so cached traces stay valid: MiniLM or its twin
-# in ~0.3 s, paper-random in ~1.4 s, the reference in ~0.05 s once transformers is imported, with a spinner. Keeping
-# three held paper-random (60M parameters, 240 MB) after every page had been opened with every model: 807-816 MB
-# instead of ~600 (python -m bench load).
+# two at once (Compare weights: MiniLM and its untrained copy; Ours vs transformers: MiniLM and the reference). Another
+# is loaded again on its next use, to the same weights and revision, so cached traces stay valid: MiniLM or its
+# untrained copy in ~0.3 s, paper-random in ~1.4 s, the reference in ~0.05 s once transformers is imported, with a
+# spinner. Keeping three held paper-random (60M parameters, 240 MB) after every page had been opened with every model:
+# 807-816 MB instead of ~600 (python -m bench load).
 MODELS_KEPT = 2
 
 
@@ -197,7 +186,7 @@ def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words
 
 def get_random_repeat(model_name: str):
     """Every head's induction and previous-token scores on a repeated random sequence of the model's own tokens
-    (explorer.induction: one forward; kept across reruns)."""
+    (explorer.experiments.induction: one forward; kept across reruns)."""
     loaded = model(model_name)
     return store().get(
         _key("random_repeat", model_name),
@@ -241,7 +230,7 @@ def get_reference(folder: str = ""):
     return _shelved(_reference_key(folder), "Loading the transformers reference...")
 
 
-def get_reference_comparison(model_name: str, text: str, max_tokens: int, layer: int, head: int):
+def get_reference_difference(model_name: str, text: str, max_tokens: int, layer: int, head: int):
     """(per head max |ours - reference| (L, H), the reference's weights of one head (T, T)) on the sidebar's text,
     for the registry model `model_name` read from a folder, in its own attention (the first kind its family has:
     BERT's encoder self-attention, GPT-2's masked decoder self-attention). Both come from one run of the reference,
@@ -250,7 +239,7 @@ def get_reference_comparison(model_name: str, text: str, max_tokens: int, layer:
     sentence."""
     folder = reference_view.folder_of(model_name)
     if folder is None:
-        raise ValueError(f"model {model_name!r} is not read from a folder: transformers has no twin of it")
+        raise ValueError(f"model {model_name!r} is not read from a folder: transformers has no reference for it")
     loaded = get_model(model_name)
     reference = get_reference(folder)
     ours = get_trace(model_name, text, max_tokens).attention(loaded.family.kinds[0]).weights
@@ -273,7 +262,7 @@ def get_reference_comparison(model_name: str, text: str, max_tokens: int, layer:
 
 def get_scored(model_name: str, text: str, max_tokens: int, target: str):
     """(teacher-forced run on the target, where the target comes from): a forward pass, kept across reruns."""
-    from explorer import forward, output
+    from explorer.run import forward, output
 
     result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
 
@@ -290,7 +279,7 @@ def get_sampled(
     model_name: str, text: str, max_tokens: int, method: str, temperature: float, top_k: int, top_p: float, seed: int
 ):
     """An output written by a seeded sampler (one decoder pass per token, kept across reruns)."""
-    from explorer import forward, output
+    from explorer.run import forward, output
 
     result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
     if method == "greedy" and temperature == 1.0 and not result.decoder_only:
@@ -323,11 +312,13 @@ def get_start(model_name: str, text: str, max_tokens: int, kind: str):
     return store().get(_key("start", model_name, text, max_tokens, kind), find)
 
 
-def get_twin(model_name: str, text: str, max_tokens: int) -> str:
-    """Sentence B's start: one word away from A inside what the model reads (compare.first_twin tokenizes up to
+def get_variant(model_name: str, text: str, max_tokens: int) -> str:
+    """Sentence B's start: one word away from A inside what the model reads (compare.first_variant tokenizes up to
     64 candidates: kept across reruns, which ask again while B follows A)."""
     loaded = model(model_name)
-    return store().get(_key("twin", model_name, text, max_tokens), lambda: compare.first_twin(loaded, text, max_tokens))
+    return store().get(
+        _key("variant", model_name, text, max_tokens), lambda: compare.first_variant(loaded, text, max_tokens)
+    )
 
 
 # --- experiments: heads turned off, the logit lens, attribution -------------------------------------------------

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.heads import MEAN, head_or_mean
-from explorer.trace import Trace
+from explorer.run.heads import MEAN, head_or_mean
+from explorer.run.trace import Trace
 from models.tasks import SPECIALS, Task
 
 
 @dataclass(frozen=True)
-class DecodingStep:
+class DecodedPosition:
     """Decoder row `index`: it reads target tokens 0..index and picks output token `index`."""
 
     index: int
@@ -33,15 +33,15 @@ class DecodingStep:
         return self.target_tokens[1 : self.index + 1]
 
 
-def n_steps(trace: Trace) -> int:
+def n_positions(trace: Trace) -> int:
     if trace.output_tokens is None:
         raise ValueError(f"model {trace.model_key!r} is encoder-only: it does not decode")
     return len(trace.output_tokens)
 
 
-def step(trace: Trace, index: int, layer: int, head: int = MEAN) -> DecodingStep:
+def step(trace: Trace, index: int, layer: int, head: int = MEAN) -> DecodedPosition:
     """Step `index` (0-based) as seen by one decoder layer and one head, or the mean over its heads."""
-    total = n_steps(trace)
+    total = n_positions(trace)
     if not 0 <= index < total:
         raise IndexError(f"step {index} is outside 0..{total - 1}")
     assert trace.decoder_self is not None and trace.top_probabilities is not None
@@ -50,7 +50,7 @@ def step(trace: Trace, index: int, layer: int, head: int = MEAN) -> DecodingStep
     def row(weights: np.ndarray) -> np.ndarray:  # (L, H, Tq, Tk) -> (Tk,): this step's row
         return head_or_mean(weights[:, :, index], layer, head)
 
-    return DecodingStep(
+    return DecodedPosition(
         index=index,
         chosen=trace.output_tokens[index],
         target_tokens=trace.target_tokens,
@@ -84,6 +84,6 @@ def check(trace: Trace, task: Task) -> Answer:
     """The trace's output words against the task's right answer for its source words (special tokens left out)."""
     if trace.output_tokens is None:
         raise ValueError(f"model {trace.model_key!r} is encoder-only: it writes no answer")
-    reference = task.reference(source_words(trace))
+    expected = task.expected(source_words(trace))
     written = tuple(t for t in trace.output_tokens if t not in SPECIALS)
-    return Answer(written, None if reference is None else reference.target)
+    return Answer(written, None if expected is None else expected.target)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from explorer import analysis, trace
-from explorer.heads import MEAN, head_or_mean
+from explorer.run import analysis, trace
+from explorer.run.heads import MEAN, head_or_mean
 from models import induction, registry, tasks, train
 
 

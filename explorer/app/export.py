@@ -6,7 +6,7 @@ import csv
 import io
 from collections.abc import Iterator
 
-from explorer.trace import Trace
+from explorer.run.trace import Trace
 from models.ablation import Ablation, Head
 
 
@@ -56,7 +56,7 @@ def forward_document(loaded, trace: Trace, target: str = "", ablation: Ablation 
     "loss": {"targets", "per_token", "mean", "label_smoothing"} against `target` or the task's right answer (the
     model's own greedy output when no right answer is known); a decoder-only model's loss is its text's. `ablation`:
     the heads the trace was run with turned off, so that the loss is the same run's."""
-    from explorer import forward, output
+    from explorer.run import forward, output
 
     sublayers = forward.sublayer_vectors(loaded, trace)
     doc: dict = {
@@ -90,9 +90,9 @@ def ablation_document(heads: tuple[Head, ...], method: str) -> dict:
 
 def lens_document(loaded, trace: Trace, ablation: Ablation | None = None) -> dict:
     """{"logit_lens": [layer][position]} for a model with an output matrix: the most likely next token after each
-    decoder layer, read through the output layer (explorer.lens) on the trace's own decoder input and with the same
-    heads turned off, so its last row is the document's "next_tokens"; nothing for an encoder-only model."""
-    from explorer import lens
+    decoder layer, read through the output layer (explorer.experiments.lens) on the trace's own decoder input and with
+    the same heads turned off, so its last row is the document's "next_tokens"; nothing for an encoder-only model."""
+    from explorer.experiments import lens
 
     if trace.top_tokens is None or trace.target_tokens is None:
         return {}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.trace import Trace
+from explorer.run.trace import Trace
 from models.blocks import RMSNorm
 from models.registry import LoadedModel
 
@@ -109,7 +109,7 @@ class Embedding:
 
 
 @dataclass(frozen=True)
-class FeedForwardSteps:
+class FeedForwardWalkthrough:
     """FFN(x) = act(x W_1 + b_1) W_2 + b_2, eq. (2)."""
 
     x: np.ndarray
@@ -130,7 +130,7 @@ class Sublayer:
     pre_norm: Norm | None  # pre-LN: what the sub-layer reads
     output: np.ndarray  # the sub-layer's output: attention after W_O, or the FFN's
     traced_output: np.ndarray  # the model's own sub-layer output (attention); the FFN's is recomputed only
-    ffn: FeedForwardSteps | None
+    ffn: FeedForwardWalkthrough | None
     residual: np.ndarray  # x + output
     post_norm: Norm | None
     result: np.ndarray
@@ -262,7 +262,7 @@ def embedding(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> E
 
 
 @torch.inference_mode()
-def feed_forward(module, x: np.ndarray) -> FeedForwardSteps:
+def feed_forward(module, x: np.ndarray) -> FeedForwardWalkthrough:
     """Eq. (2) for one row with the layer's own W_1, b_1, W_2, b_2; gated (SwiGLU): W_2 (act(x W_gate) * x W_up)."""
     row = torch.from_numpy(np.array(x, np.float32))  # a copy: a read-only array (a cached trace's) warns in torch
     up = None
@@ -275,7 +275,9 @@ def feed_forward(module, x: np.ndarray) -> FeedForwardSteps:
     output = affine(activated, module.linear2)  # (D,)
     name = module.activation_name
     off = float((hidden <= 0).float().mean())
-    return FeedForwardSteps(x, _np(hidden), name, _np(activated), off, _np(output), None if up is None else _np(up))
+    return FeedForwardWalkthrough(
+        x, _np(hidden), name, _np(activated), off, _np(output), None if up is None else _np(up)
+    )
 
 
 def affine(row: torch.Tensor, linear: torch.nn.Linear) -> torch.Tensor:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer import forward, output, trace
-from explorer.trace import Trace
+from explorer.run import forward, output, trace
+from explorer.run.trace import Trace
 from models import ablation, greedy, tasks
 from models.ablation import Ablation, Head
 from models.registry import LoadedModel
@@ -106,7 +106,7 @@ def _known_rows(loaded: LoadedModel, run: Trace) -> tuple[bool, ...]:
     if loaded.task is None:
         return (True,) * rows
     words = [i for i, t in enumerate(tokens) if t not in tasks.SPECIALS]
-    pair = loaded.task.reference(tuple(tokens[i] for i in words))
+    pair = loaded.task.expected(tuple(tokens[i] for i in words))
     if pair is None:
         return (True,) * rows
     known = [False] * rows
@@ -133,9 +133,9 @@ def _rows_per_chunk(loaded: LoadedModel, answer: Answer) -> int:
 
 
 @torch.inference_mode()
-def _measure(loaded: LoadedModel, answer: Answer, ablated: Ablation | None, reference: torch.Tensor | None = None):
+def _measure(loaded: LoadedModel, answer: Answer, ablated: Ablation | None, clean: torch.Tensor | None = None):
     """Per batch row: the right answer's log-probability (summed over the counted rows) and its per-row values, or
-    for an encoder-only model the sentence embedding (the tokens' mean final state), cosine to `reference`."""
+    for an encoder-only model the sentence embedding (the tokens' mean final state), cosine to `clean`."""
     model = loaded.model
     n = ablated.rows if ablated is not None else 1
     found = []
@@ -158,9 +158,9 @@ def _measure(loaded: LoadedModel, answer: Answer, ablated: Ablation | None, refe
         found.append(log_p.gather(-1, targets)[..., 0])  # (B, T)
     values = torch.cat(found)
     if answer.decoder_input is None:
-        if reference is None:
+        if clean is None:
             return values.double().numpy()
-        return torch.nn.functional.cosine_similarity(values.double(), reference[None].double(), dim=-1).numpy()
+        return torch.nn.functional.cosine_similarity(values.double(), clean[None].double(), dim=-1).numpy()
     return values.numpy()  # (B, T) log p(right token) per row
 
 

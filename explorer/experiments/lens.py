@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from explorer import forward
-from explorer.ablate import Answer
+from explorer.experiments.ablate import Answer
+from explorer.run import forward
 from models.registry import LoadedModel
 from models.transformer import Ablation, TransformerOutput
 

@@ -15,7 +15,7 @@ import numpy as np
 from models.induction import induction_scores
 
 if TYPE_CHECKING:  # only for the annotation: this module stays pure numpy
-    from explorer.trace import Trace
+    from explorer.run.trace import Trace
 
 STARTS = frozenset({"[CLS]", "<bos>", "<s>"})  # the sequence-start tokens of BERT and of the toy vocabularies
 ENDS = frozenset({"[SEP]", "<eos>", "</s>"})

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from explorer.trace import Trace
+from explorer.run.trace import Trace
 from models.positional import RotaryPositions, sinusoidal_table
 from models.registry import LoadedModel
 

@@ -3,8 +3,8 @@ its norm placement, its training recipe, whether a right answer is known (models
 
 from __future__ import annotations
 
-from explorer.ablate import Answer
-from explorer.output import scored_token
+from explorer.experiments.ablate import Answer
+from explorer.run.output import scored_token
 from models import train
 from models.family import Family
 
@@ -41,7 +41,7 @@ def loss_name(epsilon: float) -> str:
 
 def training_target(epsilon: float) -> str:
     """How training compares the model's distribution with the right next token, for a model trained with label
-    smoothing `epsilon` (explorer.output.epsilon_for)."""
+    smoothing `epsilon` (explorer.run.output.epsilon_for)."""
     if epsilon > 0:
         return f"label-smoothed (eps = {epsilon:g}, section 5.4), by cross-entropy: the label-smoothed loss"
     return "by cross-entropy, with no label smoothing (the paper's eps = 0.1): -log p of the right token"
@@ -125,5 +125,5 @@ def question_row(answer: Answer, end_id: int | None) -> int:
 
 def answer_name(where: str) -> str:
     """What a page calls the token a run is measured against: the right answer, or the model's own greedy output
-    where no right answer is known (explorer.output.target_for's `where`)."""
+    where no right answer is known (explorer.run.output.target_for's `where`)."""
     return "the right answer" if scored_token(where) == "right" else "the model's own greedy output"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.analysis import ENDS, STARTS, is_punctuation
+from explorer.run.analysis import ENDS, STARTS, is_punctuation
 from models import family
 from models.tasks import SPECIALS
 

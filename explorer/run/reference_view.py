@@ -15,7 +15,7 @@ from models.registry import LoadedModel
 
 def folder_of(key: str) -> str | None:
     """The folder (or GGUF file) a registry model's weights are read from ("" = the shipped MiniLM), from which
-    transformers reads its twin; None for a model with none (random weights, toy tasks, models trained here)."""
+    transformers reads the same folder; None for a model with none (random weights, toy tasks, models trained here)."""
     spec = registry.MODELS.get(key)
     if spec is not None and spec.weights == "gguf":
         return str(package_file(spec.source))

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from explorer import cached, drill, lesson, state
-from explorer.compare import MINIMAL_PAIRS
-from explorer.heads import MEAN
+from explorer import lesson
+from explorer.app import cached, drill, state
+from explorer.run.compare import MINIMAL_PAIRS
+from explorer.run.heads import MEAN
 from models import registry
 
 
@@ -124,7 +125,7 @@ def set_pair() -> None:
     st.session_state.compare_pair = None
 
 
-def step_through(kind: str, first_pieces: tuple[int, ...] | None, layer: int, head: int, point: Mapping) -> None:
+def walk_heads(kind: str, first_pieces: tuple[int, ...] | None, layer: int, head: int, point: Mapping) -> None:
     """The heatmap's row click: that query token, this layer and head (the first head for the mean) on the Q/K/V
     page. `first_pieces`: at word level, each word's first piece (the Q/K/V page works on pieces)."""
     row = drill.token_of(point)
@@ -153,6 +154,6 @@ def focus_token(key: str, point: Mapping) -> None:
     drill.select_token(st.session_state, point, key)
 
 
-def move_step(key: str, by: int, total: int) -> None:
+def move_position(key: str, by: int, total: int) -> None:
     """Back / Next on the decoding page: the step under `key` moves by `by`, within 1..total."""
     st.session_state[key] = min(max(st.session_state[key] + by, 1), total)

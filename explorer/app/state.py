@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, MutableMapping
 
-from explorer.trace import ATTENTION_KINDS as KINDS
+from explorer.run.trace import ATTENTION_KINDS as KINDS
 from models.registry import ENGLISH_EXAMPLES, ModelSpec
 
 MODEL = "model"
@@ -129,7 +129,8 @@ def back_to_sentence(session: MutableMapping) -> None:
 URL_MODEL, URL_TEXT, URL_LAYER, URL_HEAD, URL_TOKEN = "model", "text", "layer", "head", "token"
 URL_KEY = "key"  # a second token: the key token of the Find heads page
 URL_KIND = "kind"  # the attention kind a page shows (one of KINDS), for models with more than one
-URL_STEP = "step"  # the Decoding page's output step, numbered from 1 as shown
+URL_POSITION = "position"  # the Decoding page's output position, numbered from 1 as shown
+OLD_NAMES = {"step": URL_POSITION}  # addresses shared before a parameter was renamed keep working
 URL_PRESENT = "present"  # presenter mode: ?present=1
 URL_OFF = "off"  # the heads turned off, as the pages write them: ?off=2.1,2.3 or ?off=cross:2.1 (from 1)
 URL_VIEW = "url_view"  # what the address asked for that the page's own pickers apply: {"layer": 0, ...}
@@ -165,6 +166,7 @@ def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tupl
             values[URL_MODEL] = model
         else:
             notices.append(f"The address names an unknown model {model[:40]!r}; showing {models[DEFAULT_MODEL].title}.")
+    params = {OLD_NAMES.get(name, name): value for name, value in params.items()}
     text = params.get(URL_TEXT)
     if text is not None:
         if not text.strip():
@@ -175,7 +177,7 @@ def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tupl
             )
         else:
             values[URL_TEXT] = text
-    for name, lowest in ((URL_LAYER, 1), (URL_HEAD, 1), (URL_TOKEN, 0), (URL_KEY, 0), (URL_STEP, 1)):
+    for name, lowest in ((URL_LAYER, 1), (URL_HEAD, 1), (URL_TOKEN, 0), (URL_KEY, 0), (URL_POSITION, 1)):
         number = _number(params, name, lowest, notices)
         if number is not None:
             values[name] = number

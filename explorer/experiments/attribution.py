@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from explorer.ablate import Answer
-from explorer.lens import run_on
+from explorer.experiments.ablate import Answer
+from explorer.experiments.lens import run_on
 from models.attention import MultiHeadAttention
 from models.blocks import RMSNorm
 from models.registry import LoadedModel

@@ -10,7 +10,7 @@ import numpy as np
 
 from models.registry import ENGLISH_EXAMPLES
 
-# sentence pairs that differ in one thing; the second is the sidebar default's twin
+# sentence pairs that differ in one thing; the second is the sidebar default's variant
 MINIMAL_PAIRS = (
     ("The cat sat on the mat", "The cats sat on the mat"),
     (ENGLISH_EXAMPLES[0], ENGLISH_EXAMPLES[0].replace("too tired", "too wide")),
@@ -32,7 +32,7 @@ def _swapped(word: str, new: str) -> str:
     return new.capitalize() if word[:1].isupper() else new
 
 
-def twins(text: str) -> list[str]:
+def variants(text: str) -> list[str]:
     """Sentences that differ from `text` in one word, most telling first: its listed minimal pair, then one swap
     of SWAPS (the last swappable word first), then an alphabetic word with an 's' added or taken away (the last
     first). None equal `text`; empty when no word can change. Every candidate is listed, so a caller that reads
@@ -51,11 +51,11 @@ def twins(text: str) -> list[str]:
     return [t for t in dict.fromkeys(found) if t != text]
 
 
-TWINS_TRIED = 64  # candidates checked at most: each is a tokenization
+VARIANTS_TRIED = 64  # candidates checked at most: each is a tokenization
 
 
-def first_twin(loaded, text: str, max_tokens: int) -> str:
-    """The first of `twins(text)` the model can read that changes a token it reads (within max_tokens): past the
+def first_variant(loaded, text: str, max_tokens: int) -> str:
+    """The first of `variants(text)` the model can read that changes a token it reads (within max_tokens): past the
     cut a changed word would leave A and B identical. `text` itself when there is none. Only the first max_tokens
     words can hold a token the model reads (a word is at least one token), so only they are changed and tokenized:
     a 100,000-character sentence costs no more than a 512-word one."""
@@ -65,7 +65,7 @@ def first_twin(loaded, text: str, max_tokens: int) -> str:
         reads = loaded.tokenizer.encode(head, max_tokens).ids
     except Exception:  # noqa: BLE001 -- A itself unreadable: the page says so; B just starts equal
         return text
-    for twin in twins(head)[:TWINS_TRIED]:
+    for twin in variants(head)[:VARIANTS_TRIED]:
         if loaded.can_read(twin) and loaded.tokenizer.encode(twin, max_tokens).ids != reads:
             return " ".join([twin, *tail])
     return text

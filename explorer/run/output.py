@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer import forward
-from explorer.trace import Trace
+from explorer.run import forward
+from explorer.run.trace import Trace
 from models import greedy, tasks, train
 from models.registry import LoadedModel
 from models.transformer import Ablation, padding_mask
@@ -205,7 +205,7 @@ def right_answer(loaded: LoadedModel, trace: Trace) -> tuple[str, ...] | None:
     if loaded.task is None:
         return None
     words = tuple(t for t in trace.source_tokens if t not in tasks.SPECIALS)
-    pair = loaded.task.reference(words)
+    pair = loaded.task.expected(words)
     return None if pair is None else pair.target
 
 

@@ -1,0 +1,105 @@
+"""The house's shape: explorer/ grouped by concern, imports flowing one way (pages -> the app's plumbing -> experiments,
+the lesson and the figures -> the run's data -> models), and every page address read from the one table of pages."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from explorer import lesson
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPLORER = ROOT / "explorer"
+# a folder may import from its own level or any lower one, never a higher one
+# (the Overview's figure draws the lesson's table, and a lesson sentence names an experiment's answer: one level)
+LEVEL = {"pages": 5, "app": 4, "experiments": 3, "lesson": 3, "figures": 3, "run": 1}
+MODELS = 0
+
+
+def level(module: str) -> int | None:
+    """The level of an imported module name; None for one outside the project."""
+    parts = module.split(".")
+    if parts[0] == "models":
+        return MODELS
+    if parts[0] != "explorer" or len(parts) < 2:
+        return None
+    return LEVEL.get(parts[1])
+
+
+def imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from explorer import lesson` names a package; `from explorer.run import trace` a module in one
+            found += [f"{node.module}.{alias.name}" for alias in node.names]
+    return found
+
+
+GROUPED = sorted(p for folder in LEVEL for p in (EXPLORER / folder).glob("*.py"))
+
+
+def test_explorer_is_grouped_by_concern():
+    """Only the package marker and the CLI sit at explorer/'s top; every module lives in the folder that says what
+    it is."""
+    assert sorted(p.name for p in EXPLORER.glob("*.py")) == ["__init__.py", "__main__.py"]
+    assert set(p.name for p in EXPLORER.iterdir() if p.is_dir() and p.name != "__pycache__") == set(LEVEL)
+
+
+@pytest.mark.parametrize("path", GROUPED, ids=lambda p: str(p.relative_to(EXPLORER)))
+def test_imports_flow_one_way(path):
+    own = LEVEL[path.parent.name]
+    upward = [name for name in imports(path) if (lvl := level(name)) is not None and lvl > own]
+    assert upward == [], f"{path.relative_to(ROOT)} imports from a higher level: {upward}"
+
+
+def test_models_never_import_the_explorer():
+    offenders = [p for p in (ROOT / "models").glob("*.py") if any(level(n) not in (None, MODELS) for n in imports(p))]
+    assert offenders == []
+
+
+PAGE_PATH = re.compile(r"""["']explorer/pages/[a-z_]+\.py["']""")
+
+
+def test_page_addresses_come_from_the_table():
+    """A page's script path is written once, in the table (lesson.Page.script); the app and the pages ask it."""
+    written = [
+        f"{p.relative_to(ROOT)}: {m.group()}"
+        for p in [ROOT / "app.py", *EXPLORER.rglob("*.py")]
+        for m in PAGE_PATH.finditer(p.read_text())
+    ]
+    assert written == []
+    assert {p.stem for p in (EXPLORER / "pages").glob("[a-z]*.py")} == set(lesson.BY_STEM)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_circles():
+    """Within a level too: following imports from any module never comes back to it."""
+    modules = {module_name(p): p for p in EXPLORER.rglob("*.py")}
+    graph = {
+        name: {m for imported in imports(path) for m in (imported, imported.rpartition(".")[0]) if m in modules}
+        - {name}
+        for name, path in modules.items()
+    }
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        seen[name] = 1
+        for nxt in sorted(graph[name]):
+            assert seen.get(nxt) != 1, " -> ".join([*path, name, nxt])
+            if nxt not in seen:
+                visit(nxt, [*path, name])
+        seen[name] = 2
+
+    for name in sorted(modules):
+        if name not in seen:
+            visit(name, [])
