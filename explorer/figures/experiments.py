@@ -171,10 +171,15 @@ def lens_map(reads: Sequence[str], positions: Sequence[str], top: Sequence[Seque
     return figure
 
 
+MOST_READS = 14  # reads named under each line chart; a 30-layer stack's 61 reads are named every fifth
+
+
 def rank_ticks(worst: int) -> list[int]:
     """Ranks to mark on a log axis from 1 to `worst`: 1, 2, 5, 10, 20, 50, ... and `worst` itself (a 1-2-5 tick
-    too close to it to read beside it is left out)."""
-    ticks = [m * 10**e for e in range(len(str(worst)) + 1) for m in (1, 2, 5) if m * 10**e <= worst]
+    too close to it to read beside it is left out); past 1,000 only the powers of ten, so a real vocabulary's
+    tens of thousands of ranks keep their labels apart."""
+    steps = (1, 2, 5) if worst <= 1000 else (1,)
+    ticks = [m * 10**e for e in range(len(str(worst)) + 1) for m in steps if m * 10**e <= worst]
     ticks = [t for t in ticks if t == worst or t * 1.4 < worst]
     return sorted({*ticks, worst})
 
@@ -185,18 +190,30 @@ def rank_lines(
     """The target's rank (log scale, 1 at the top) and probability after each read, for one position; `name`: what
     the target is (the right answer, or the model's own greedy output where no right answer is known)."""
     y_reads = [html.escape(r, quote=False) for r in reads]
+    x = list(range(len(reads)))  # numeric: a deep stack's reads are named on fewer ticks, every point keeps its name
+    shown = thinned(len(reads), MOST_READS)
     figure = make_subplots(rows=1, cols=2, subplot_titles=["rank (1 = most likely)", "probability"])
-    figure.add_trace(go.Scatter(x=y_reads, y=rank, mode="lines+markers", name="rank", showlegend=False), 1, 1)
-    figure.add_trace(
-        go.Scatter(x=y_reads, y=probability, mode="lines+markers", name="probability", showlegend=False), 1, 2
-    )
+    for col, (name_, y) in enumerate((("rank", rank), ("probability", probability)), start=1):
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines+markers",
+                name=name_,
+                showlegend=False,
+                customdata=y_reads,
+                hovertemplate="%{customdata}<br>%{y}<extra></extra>",
+            ),
+            1,
+            col,
+        )
     worst = max(int(np.nanmax(rank)), 1) if len(rank) else 1
     ticks = rank_ticks(worst)
     # log scale from rank 1 (top) down to the worst rank: every tick a whole rank, named in full (not Plotly's 2, 5)
     top, bottom = np.log10(0.8), np.log10(worst * 1.25)
     figure.update_yaxes(type="log", range=[bottom, top], tickvals=ticks, ticktext=[str(t) for t in ticks], row=1, col=1)
     figure.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
-    figure.update_xaxes(tickangle=-45, automargin=True)
+    figure.update_xaxes(tickangle=-45, automargin=True, tickvals=shown, ticktext=[y_reads[i] for i in shown])
     figure.update_layout(
         height=420,
         margin={"l": 10, "r": 10, "t": 60, "b": 10},

@@ -71,7 +71,7 @@ def loss_bars(
     mean_line = {"dash": "dash", "color": "#d62728"}
     figure.add_hline(y=mean, line=mean_line, annotation_text=f"mean {mean:.3f}", annotation_position="top right")
     figure.update_layout(
-        title={"text": "Loss per step"},  # the ticks name what each step should write
+        title={"text": "Loss per position"},  # the ticks name what each position should write
         barmode="group",
         height=340,  # under the step's title, numbers and metrics on the first screen
         # automargin grows the margins to fit tick labels and axis titles: an export keeps them whole and apart

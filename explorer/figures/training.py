@@ -58,7 +58,7 @@ def loss_curve(
         col=1,
         secondary_y=True,
     )
-    figure.update_xaxes(title={"text": "step"}, row=rows, col=1)
+    figure.update_xaxes(title={"text": "training step"}, row=rows, col=1)
     figure.update_layout(
         height=320 if rows == 1 else 460,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
@@ -102,6 +102,6 @@ def head_scores(steps: Sequence[int], induction: np.ndarray, previous: np.ndarra
                 )
     figure.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=1, title={"text": "weight"})
     figure.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
-    figure.update_xaxes(title={"text": "step"})
+    figure.update_xaxes(title={"text": "training step"})
     figure.update_layout(height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return figure

@@ -47,25 +47,33 @@ def training_target(epsilon: float) -> str:
     return "by cross-entropy, with no label smoothing (the paper's eps = 0.1): -log p of the right token"
 
 
-def loss_intro(epsilon: float, untrained: bool = False) -> str:
+def loss_intro(epsilon: float, untrained: bool = False, scored: bool = True) -> str:
     """The loss step's opening: the loss this model trains with, named and defined, beside step 9's -log p;
-    `untrained`: random weights, which no loss has trained yet (the recipe they would train with)."""
+    `untrained`: random weights, which no loss has trained yet (the recipe they would train with); `scored`: False for
+    a model with no next-token output (encoder-only), whose own training this step does not show: the paper's loss."""
     start = (
         "Training needs one number that says how wrong the model is, at every position (teacher forcing: each "
         "position reads the right words before it). "
     )
+    if not scored:
+        return start + (
+            "The paper's model trains on the label-smoothed loss (section 5.4): the cross-entropy between its "
+            "probabilities and a smoothed target that keeps 1 - eps of the weight on the right next word and spreads "
+            "eps = 0.1 over the whole vocabulary. The model in the sidebar writes no words, so it has no such loss to "
+            "show here."
+        )
     model = "This untrained model would train" if untrained else "This model trains"
     if epsilon > 0:
         return start + (
             f"{model} on the label-smoothed loss (section 5.4): the cross-entropy between its probabilities "
             f"and a smoothed target that keeps 1 - eps of the weight on the right next word and spreads eps = "
             f"{epsilon:g} over the whole vocabulary, so even a perfect model keeps a small loss. Beside it, "
-            "-log p(right token) of step 9 (Turn a head off): the cross-entropy against the right word alone."
+            "-log p(right token) of step 9 (Turn heads off): the cross-entropy against the right word alone."
         )
     return start + (
         f"{model} on the cross-entropy between its probabilities and the right next word, without label "
         "smoothing (the paper smooths with eps = 0.1): at each position it is -log p(right token), as on step 9 (Turn "
-        "a head off), so a perfect prediction scores 0."
+        "heads off), so a perfect prediction scores 0."
     )
 
 

@@ -116,7 +116,7 @@ def loss(s: Scored, number: int = 1) -> None:
     right_p = scored.right_probabilities()
     st.dataframe(
         {
-            "step": list(range(1, len(scored.targets) + 1)),
+            "position": list(range(1, len(scored.targets) + 1)),
             "reads": [position_label(i, t) for i, t in enumerate(scored.decoder_input)],
             "should write" if s.right == "right" else "greedy wrote": [
                 position_label(i + 1, t) for i, t in enumerate(scored.targets)
@@ -130,14 +130,16 @@ def loss(s: Scored, number: int = 1) -> None:
     )
     if trace.decoder_only:
         text = (
-            f"The {name} of the text itself, as in training: step i reads the text's tokens 0 .. i - 1 (the causal "
-            "mask hides the rest) and should write its token i. Every position is scored in one forward pass."
+            f"The {name} of the text itself, as in training: output position i reads the text's tokens 0 .. i - 1 "
+            "(the causal mask hides the rest) and should write its token i. Every position is scored in one forward "
+            "pass."
         )
     else:
         text = (
-            f"Teacher forcing, as in training: step i reads {scored.decoder_input[0]!r} and the target's first i - 1 "
-            "tokens, whatever the model would have written, and should write the target's token i. Positions are "
-            f"numbered as on the Decoding page: {scored.decoder_input[0]!r} is 0, so step i writes position i."
+            f"Teacher forcing, as in training: output position i reads {scored.decoder_input[0]!r} and the target's "
+            "first i - 1 tokens, whatever the model would have written, and should write the target's token i. "
+            f"Positions are numbered as on the Decoding page: {scored.decoder_input[0]!r} is 0, so output position i "
+            "writes token i."
         )
     st.caption(markdown_literal(text))
 
@@ -181,11 +183,11 @@ def one_position(s: Scored, number: int = 2) -> None:
     # a decoder-only text's last step reads the most context (in the induction task, a word of the repeat)
     opening = len(steps) - 1 if s.trace.decoder_only else 0
     index = position_col.selectbox(
-        "Step",
+        "Output position",
         steps,
         opening,
         format_func=[  # a list's own lookup: a function defined here would keep this page's globals with the session
-            f"step {i + 1}: reads {position_label(i, read)!r}, {wrote} {position_label(i + 1, right)!r}"
+            f"position {i + 1}: reads {position_label(i, read)!r}, {wrote} {position_label(i + 1, right)!r}"
             for i, (read, right) in enumerate(zip(scored.decoder_input, scored.targets, strict=False))
         ].__getitem__,
         key="output_position",
@@ -210,7 +212,7 @@ def one_position(s: Scored, number: int = 2) -> None:
             names,
             p[order],
             q[order],
-            f"Step {index + 1}: softmax(logits / {temperature})",
+            f"Position {index + 1}: softmax(logits / {temperature})",
             f"model, T = {temperature}",
             scored.epsilon > 0,
         ),
@@ -275,7 +277,7 @@ def sampling(s: Scored, number: int = 3) -> None:
         st.caption("This output differs from greedy decoding. The same seed and settings always write it again.")
     st.dataframe(
         {
-            "step": list(range(1, len(sampled.tokens) + 1)),
+            "token written": list(range(1, len(sampled.tokens) + 1)),
             "wrote": list(sampled.tokens),
             "p under softmax(logits / T)": list(sampled.probabilities),
             "p after the cut": list(sampled.kept_probabilities),

@@ -82,7 +82,7 @@ forward.button(
     key="decoding_next",
 )
 if total > 1:
-    slider.slider("Step", 1, total, key=STEP)
+    slider.slider("Output position", 1, total, key=STEP)
 else:
     slider.caption("One step: the model ended at once.")
 index = st.session_state[STEP] - 1

@@ -11,7 +11,8 @@ from explorer.pages import _output
 from explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
-intro(model_words.loss_intro(*_output.recipe_of(cached.model(st.session_state[state.MODEL]))))
+loaded = cached.model(st.session_state[state.MODEL])
+intro(model_words.loss_intro(*_output.recipe_of(loaded), scored=loaded.family.next_token_head))
 scored = _output.scored(box="later")  # the loss and its figure first, the box to type another target under them
 _output.loss(scored, number=1)
 _output.wrong_answer(scored)  # under the figure: its question starts from the mean loss drawn there

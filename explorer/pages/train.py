@@ -141,14 +141,14 @@ def show_heads(snapshot: Snapshot, key: str) -> None:
 
 
 if run is not None and run.running:
-    bar = st.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}")
+    bar = st.progress(run.step / run.steps, text=f"training step {run.step} of {run.steps}")
     live_curve, latest = st.empty(), st.empty()
     shown = 0  # snapshots drawn so far
     while run.running and not run.finished:
         run.advance_for(REFRESH_SECONDS)
         last = run.trainer.history[-1]
         loss = loss_name(run.trainer.recipe.label_smoothing)
-        bar.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}: {loss} {last.loss:.3f}")
+        bar.progress(run.step / run.steps, text=f"training step {run.step} of {run.steps}: {loss} {last.loss:.3f}")
         with live_curve.container():
             smoothed = run.trainer.recipe.label_smoothing > 0
             st.plotly_chart(
@@ -167,7 +167,7 @@ if run is not None and run.running:
 if run is not None:
     state_text = "finished" if run.finished else "stopped"
     # drawn again with the run's own step: the live bar last showed the step before Stop's final chunk of steps
-    st.progress(run.step / run.steps, text=f"step {run.step} of {run.steps}")
+    st.progress(run.step / run.steps, text=f"training step {run.step} of {run.steps}")
     st.success(
         f"Training {state_text} at step {run.step} of {run.steps}. Your model is in the sidebar's model list as "
         f"'{st.session_state[state.TRAINED][run.key].title}'."

@@ -29,12 +29,14 @@ from explorer.pages._shared import (
     page_footer,
     page_header,
     predict,
+    presenting,
     sidebar_loaded,
     stop,
 )
 from models.ablation import Head
 
 MOST_BARS = 12  # layers drawn as bars (the most hurt); the table under them holds every layer
+PRESENT_BARS = 6  # in presenter mode: each bar's label at 20 px keeps its own line on the first screen
 SMALL_DROP = 0.05  # below this fall in the right answer's mean probability, no single head is needed much
 
 
@@ -143,7 +145,7 @@ else:
         )
     )
 column = "change in log p (summed)" if found.measure == "log_probability" else "change in cosine"
-drawn = ranked[:MOST_BARS]
+drawn = ranked[: PRESENT_BARS if presenting() else MOST_BARS]
 chart(
     figures.layer_bars(
         [layer_name(k, i, kinds) for (k, i), _ in drawn],
@@ -152,9 +154,8 @@ chart(
         "Each layer, all its heads off at once",
     ),
     "turn_off_layers_chart",
-    present_height=260,
 )
-with st.expander(f"Every layer's change ({len(ranked)})" if len(ranked) > MOST_BARS else "Every layer's change"):
+with st.expander(f"Every layer's change ({len(ranked)})" if len(ranked) > len(drawn) else "Every layer's change"):
     st.dataframe(
         [{"layer, all heads off": layer_name(k, i, kinds), column: round(c, 4)} for (k, i), c in ranked],
         hide_index=True,

@@ -82,14 +82,14 @@ def test_output_page_says_what_w_is_and_names_beam_search(paper_random, translat
     assert "beam search (section 6.1: beam size 4, length penalty alpha = 0.6)" in text and "greedily" in text
 
 
-def test_decoding_and_output_number_the_same_step_the_same_way():
+def test_decoding_and_output_number_the_same_position_the_same_way():
     at = opened("decoding", model="translate", text=SENTENCE)
     at.slider(key="decoding_position").set_value(5).run()
     heading = plain(at.subheader[0].value)
     assert heading.startswith("Output word 5 of 9: reads '4: petit'") and heading.endswith("writes '5: voit'")
     at = opened("output", model="translate", text=SENTENCE)
     position = at.selectbox(key="output_position")
-    assert position.options[4] == "step 5: reads '4: petit', should write '5: voit'"
+    assert position.options[4] == "position 5: reads '4: petit', should write '5: voit'"
     assert list(charts(at)["output_loss"]["layout"]["xaxis"]["ticktext"])[4] == "5: voit"
 
 
@@ -98,7 +98,7 @@ def test_decoding_and_output_name_the_models_own_start_token(model, start):
     decoding_text = words(opened("decoding", model=model))
     assert f"reads '{start}' (its start token)" in decoding_text and "[BOS]" not in decoding_text
     output_text = words(opened("output", model=model))
-    assert f"step i reads '{start}'" in output_text and "[BOS]" not in output_text
+    assert f"output position i reads '{start}'" in output_text and "[BOS]" not in output_text
 
 
 def test_paper_random_self_attention_counts_only_the_keys_a_step_sees(paper_random):

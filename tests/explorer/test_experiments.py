@@ -300,3 +300,17 @@ def test_each_layers_effect_equals_that_layer_turned_off_alone():
         clean = np.log(outcome.before.right_probabilities()[counted]).sum()
         assert change == pytest.approx(alone - clean, abs=1e-4)
     assert found.ranked()[0][0] == ("decoder_self", 0)  # the previous-token layer: the induction heads need it
+
+
+def test_a_deep_stacks_rank_chart_keeps_its_labels_apart():
+    """SmolLM2: 61 reads and a 49,152-token vocabulary. Every read is a point holding its name; the axis names at most
+    MOST_READS of them, and past rank 1,000 the rank axis marks only powers of ten."""
+    from explorer.figures.experiments import MOST_READS
+
+    reads = ["embedding", *(f"layer {i // 2 + 1}: after {'feed-forward' if i % 2 else 'attention'}" for i in range(60))]
+    rank = np.arange(1, 62) * 700
+    figure = rank_lines(reads, rank, 1.0 / rank, "x")
+    assert list(figure.data[0].customdata) == reads and list(figure.data[0].y) == list(rank)
+    assert 0 < len(figure.layout.xaxis.tickvals) <= MOST_READS
+    assert [reads[i] for i in figure.layout.xaxis.tickvals] == list(figure.layout.xaxis.ticktext)
+    assert list(figure.layout.yaxis.tickvals) == [1, 10, 100, 1000, 10000, 42700]
