@@ -170,6 +170,8 @@ def test_each_loss_has_its_own_name_defined_where_first_shown():
     at = at_page("loss", "induction", INDUCTION)  # no smoothing: the cross-entropy, and no smoothed loss anywhere
     assert [m.label for m in at.metric][0] == "Mean cross-entropy"
     assert "label-smoothed" not in words(at).lower() and "trains on the cross-entropy" in words(at)
+    text = words(at_page("loss", "minilm"))  # encoder-only: the paper's loss, nothing claimed of MiniLM's training
+    assert "This model trains" not in text and "The paper's model trains on the label-smoothed loss" in text
 
 
 def test_the_output_and_train_pages_read_the_recipe_not_the_papers():
