@@ -211,14 +211,20 @@ def effects(loaded: LoadedModel, answer: Answer, means: dict[str, np.ndarray] | 
     """Every head turned off alone (zero ablation, or mean with `means`), all in batched forwards: one batch row per
     head, in chunks that fit in memory."""
     every, heads = ablation.each_head(model_shapes(loaded), _tensors(means))
+    return Effects(tuple(heads), *_each_row(loaded, answer, every))
+
+
+def _each_row(loaded: LoadedModel, answer: Answer, every: Ablation) -> tuple[np.ndarray, float, str, str]:
+    """(the measure with each batch row's heads off, the clean run's, the measure's name, what it reads): the
+    right answer's summed log-probability, or for an encoder-only model the cosine to the clean sentence embedding."""
     if answer.measured_by_embedding:
         clean_embedding = torch.from_numpy(sentence_embedding(loaded, answer))
         values = _measure(loaded, answer, every, clean_embedding)
-        return Effects(tuple(heads), values, 1.0, "cosine", "the sentence embedding with every head on")
+        return values, 1.0, "cosine", "the sentence embedding with every head on"
     counted = np.array(answer.counted)
     clean = float(_measure(loaded, answer, None)[0][counted].sum())
     values = _measure(loaded, answer, every)[:, counted].sum(-1)
-    return Effects(tuple(heads), values, clean, "log_probability", answer.where)
+    return values, clean, "log_probability", answer.where
 
 
 @dataclass(frozen=True)
@@ -246,14 +252,7 @@ class LayerEffects:
 def layer_effects(loaded: LoadedModel, answer: Answer) -> LayerEffects:
     """Every layer's heads turned off together (zero ablation), one batch row per layer, measured as effects()."""
     every, layers = ablation.each_layer(model_shapes(loaded))
-    if answer.measured_by_embedding:
-        clean_embedding = torch.from_numpy(sentence_embedding(loaded, answer))
-        values = _measure(loaded, answer, every, clean_embedding)
-        return LayerEffects(tuple(layers), values, 1.0, "cosine", "the sentence embedding with every head on")
-    counted = np.array(answer.counted)
-    clean = float(_measure(loaded, answer, None)[0][counted].sum())
-    values = _measure(loaded, answer, every)[:, counted].sum(-1)
-    return LayerEffects(tuple(layers), values, clean, "log_probability", answer.where)
+    return LayerEffects(tuple(layers), *_each_row(loaded, answer, every))
 
 
 @dataclass(frozen=True)

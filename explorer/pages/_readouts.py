@@ -19,6 +19,21 @@ from explorer.pages._shared import KIND_NAMES, chart, current_trace, sidebar_loa
 from explorer.run import output
 
 
+def rank_chart(found, position: int, answer, key: str, present_height: int | None = None) -> None:
+    """One position's target through the layers: its rank and probability after each read (the logit lens)."""
+    chart(
+        figures.rank_lines(
+            found.reads,
+            found.target_rank[:, position],
+            found.target_probability[:, position],
+            found.targets[position],
+            model_words.answer_name(answer.where),
+        ),
+        key,
+        present_height=present_height,
+    )
+
+
 def _sidebar():
     return state.sidebar(st.session_state)
 
@@ -59,17 +74,7 @@ def lens_view(key: str = "lens") -> None:
     lens_chart(found, key)
     answer = cached.get_answer(*_sidebar())
     position = pick_row(found.positions, answer, f"{key}_position")
-    target = found.targets[position]
-    chart(
-        figures.rank_lines(
-            found.reads,
-            found.target_rank[:, position],
-            found.target_probability[:, position],
-            target,
-            model_words.answer_name(answer.where),
-        ),
-        f"{key}_rank",
-    )
+    rank_chart(found, position, answer, f"{key}_rank")
     st.dataframe(
         [
             {

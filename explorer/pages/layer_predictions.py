@@ -9,10 +9,9 @@ from explorer import lesson
 from explorer.app import cached, state
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
-from explorer.lesson import model_words
 from explorer.lesson.model_words import lens_intro, question_row
 from explorer.pages._offers import needs_decoder
-from explorer.pages._readouts import lens_chart
+from explorer.pages._readouts import lens_chart, rank_chart
 from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, sidebar_loaded, stop
 from explorer.run import output
 
@@ -48,17 +47,7 @@ else:
             "wrong."
         )
     )
-chart(
-    figures.rank_lines(
-        found.reads,
-        found.target_rank[:, position],
-        found.target_probability[:, position],
-        target,
-        model_words.answer_name(answer.where),
-    ),
-    "layer_predictions_rank",
-    present_height=360,
-)
+rank_chart(found, position, answer, "layer_predictions_rank", present_height=360)
 lens_chart(found, "layer_predictions")
 token = answer.targets[position]
 split = cached.get_attribution(*sidebar, position, token)
