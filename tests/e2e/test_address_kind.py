@@ -83,13 +83,13 @@ def test_a_copied_address_keeps_cross_attention_its_head_and_token(server, brows
         other.context.close()
 
 
-def test_a_copied_decoding_address_reopens_on_its_step(server, browser, page):
+def test_a_copied_decoding_address_reopens_on_its_output_position(server, browser, page):
     open_app(page, f"{server}/decoding?model=translate")  # on its own example sentence
     for _ in range(2):
         with rerun(page):
             page.get_by_role("button", name="Next ▶").click()
     page.get_by_text("Output word 3 of 11: reads '2: reine'").first.wait_for(timeout=TIMEOUT_MS)
-    page.wait_for_function("() => location.search.includes('step=3')", timeout=TIMEOUT_MS)
+    page.wait_for_function("() => location.search.includes('position=3')", timeout=TIMEOUT_MS)
     other = new_page(browser)  # a fresh context: a new person opening the copied address
     try:
         open_app(other, page.url)
