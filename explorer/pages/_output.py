@@ -176,7 +176,7 @@ def one_position(s: Scored, number: int = 2) -> None:
     """One position: the final linear layer's logits, the softmax, and a temperature to try."""
     scored, loaded = s.scored, s.loaded
     heading, equation = st.columns(2, vertical_alignment="center")  # one line: the bars on the first screen
-    heading.subheader(f"{number}. One step: logits and softmax")
+    heading.subheader(f"{number}. One position: logits and softmax")
     wrote = "should write" if s.right == "right" else "greedy wrote"
     position_col, temperature_col = st.columns([3, 2])
     steps = list(range(len(scored.targets)))

@@ -84,7 +84,7 @@ forward.button(
 if total > 1:
     slider.slider("Output position", 1, total, key=STEP)
 else:
-    slider.caption("One step: the model ended at once.")
+    slider.caption("One output position: the model ended at once.")
 index = st.session_state[STEP] - 1
 
 # the last layer and the mean over heads show the alignment most plainly, so they come first
