@@ -61,6 +61,7 @@ def show(page: st.Page) -> None:
     if st.session_state.get(state.DRILL_TO) or state.sidebar(st.session_state) != st.session_state.get(state.SHOWN):
         st.rerun(scope="app")
     page._can_be_called = True  # Streamlit runs a page once per script run; a fragment rerun is another such run
+    st.session_state.pop(state.INTRO_BOX, None)  # a fold from an earlier run is on no page of this one
     page.run()
 
 
@@ -154,6 +155,7 @@ if st.session_state[state.PRESENT]:
 st.session_state[state.SHOWN] = state.sidebar(st.session_state)
 try:
     if page.url_path in WHOLE_RUN:
+        st.session_state.pop(state.INTRO_BOX, None)
         page.run()
     else:
         show(page)

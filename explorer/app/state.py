@@ -129,6 +129,9 @@ def back_to_sentence(session: MutableMapping) -> None:
 URL_MODEL, URL_TEXT, URL_LAYER, URL_HEAD, URL_TOKEN = "model", "text", "layer", "head", "token"
 URL_KEY = "key"  # a second token: the key token of the Find heads page
 URL_KIND = "kind"  # the attention kind a page shows (one of KINDS), for models with more than one
+# this run's folded introduction, where about_heads adds its note: a container lives one script run only, and one
+# kept for the next page or rerun would be written to where that page has nothing (the browser then stops drawing)
+INTRO_BOX = "intro_box"
 URL_POSITION = "position"  # the Decoding page's output position, numbered from 1 as shown
 OLD_NAMES = {"step": URL_POSITION}  # addresses shared before a parameter was renamed keep working
 URL_PRESENT = "present"  # presenter mode: ?present=1

@@ -87,7 +87,6 @@ def _step_links(page: lesson.Page, left, right) -> None:
 def page_header(title: str | None = None) -> None:
     """The page's title; a lesson step says "Step i of N: <title>" with Previous / Next above it (page_footer
     repeats them at the bottom), or, in presenter mode, beside it on one line. `title`: an Explore page's own."""
-    st.session_state.pop(INTRO_BOX, None)  # a fold from an earlier run is not on this page
     page = this_page()
     if page is None or page.step is None:
         st.header(title or (page.title if page else ""))
@@ -114,7 +113,7 @@ def then_and_now_line() -> str:
 # keeps its own height and scrolls, since squeezed into one screen each cell would be a few pixels
 PRESENT_LAYERS = 6
 
-INTRO_BOX = "intro_box"  # this run's folded introduction, where about_heads adds its note in presenter mode
+INTRO_BOX = state.INTRO_BOX
 
 
 def intro(text: str) -> None:
