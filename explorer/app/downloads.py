@@ -59,9 +59,12 @@ class ExportError(RuntimeError):
 
 
 SENTENCE_CHARS = 60  # of the sentence in a title; a file name holds fewer (NAME_SENTENCE)
+SENTENCE_MIN = 20  # a long model and view name leave the sentence this much at least
+CHAR_PX = 7.5  # a character of the second line (CONTEXT_PX) is about this wide: the line fits the figure's width
 NAME_SENTENCE = 32
 NAME_CHARS = 120
 CONTEXT_PX = 14  # the title's second line (model, view, sentence): smaller than the title
+PNG_WIDTH = 900  # a figure without a width of its own is drawn this wide
 SUBTITLE_PX = 30  # a PNG with the title's second line is this much taller: the plot keeps its size
 
 
@@ -86,12 +89,14 @@ def shortened(text: str, most: int) -> str:
     return cut.rstrip() + "…"
 
 
-def context(about: About) -> str:
-    """The plain line a download's title carries: model · layer · head · "sentence"."""
-    parts = [about.model_title or about.model, *about.view]
-    if about.sentence.strip():
-        parts.append(f"“{shortened(about.sentence, SENTENCE_CHARS)}”")
-    return " · ".join(p for p in parts if p)
+def context(about: About, most: int = 10_000) -> str:
+    """The plain line a download's title carries: model · layer · head · "sentence", the sentence cut so the line
+    keeps within `most` characters (at least SENTENCE_MIN of it)."""
+    head = " · ".join(p for p in [about.model_title or about.model, *about.view] if p)
+    if not about.sentence.strip():
+        return head
+    room = max(SENTENCE_MIN, min(SENTENCE_CHARS, most - len(head) - 5))  # 5: the separator and the quotes
+    return " · ".join(p for p in (head, f"“{shortened(about.sentence, room)}”") if p)
 
 
 def _plain_text(markup: str) -> str:
@@ -254,7 +259,7 @@ def as_drawn(figure: go.Figure, about: About | None = None) -> go.Figure:
                 drawn.layout[f"{axis}axis{anchor[1:]}"].update(showgrid=False, zeroline=False)
     if about is not None:
         own = figure.layout.title.text or html.escape(about.title)
-        line = html.escape(context(about))
+        line = html.escape(context(about, int((figure.layout.width or PNG_WIDTH) / CHAR_PX)))
         subtitle = {"text": line if own else "", "font": {"size": CONTEXT_PX}}
         drawn.update_layout(title={"text": own or line, "subtitle": subtitle, "automargin": True})
         if drawn.layout.title.y is None:
@@ -285,7 +290,7 @@ def to_png(figure: go.Figure, about: About | None = None) -> bytes:
     os.environ.setdefault("BROWSER_PATH", browser)
     import kaleido  # noqa: PLC0415 -- imported on first use: it is only needed when someone asks for a PNG
 
-    width = figure.layout.width or 900
+    width = figure.layout.width or PNG_WIDTH
     height = (figure.layout.height or 500) + (SUBTITLE_PX if about is not None else 0)
     try:
         return kaleido.calc_fig_sync(

@@ -156,3 +156,17 @@ def test_json_says_what_it_shows():
     fig, _ = figure()
     doc = json.loads(downloads.to_json(fig, ABOUT))
     assert (doc["model"], doc["view"], doc["sentence"]) == ("minilm", list(ABOUT.view), ABOUT.sentence)
+
+
+def test_a_long_model_and_view_leave_the_sentence_short_enough_to_fit_the_figure():
+    about = downloads.About(
+        model="smollm2",
+        model_title="SmolLM2-135M-Instruct (pretrained)",
+        sentence="The capital of France is Paris, and the capital of Italy is Rome, and so on for a while",
+        view=("decoder masked self-attention", "layer 6", "head 4"),
+    )
+    fig, _ = figure()
+    line = html.unescape(downloads.as_drawn(fig, about).layout.title.subtitle.text)
+    assert len(line) <= downloads.PNG_WIDTH / downloads.CHAR_PX and line.endswith("…”")
+    head = "SmolLM2-135M-Instruct (pretrained) · decoder masked self-attention · layer 6 · head 4"
+    assert line.startswith(f"{head} · “The")
