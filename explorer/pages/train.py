@@ -169,8 +169,8 @@ if run is not None:
     # drawn again with the run's own step: the live bar last showed the step before Stop's final chunk of steps
     st.progress(run.step / run.steps, text=f"training step {run.step} of {run.steps}")
     st.success(
-        f"Training {state_text} at step {run.step} of {run.steps}. Your model is in the sidebar's model list as "
-        f"'{st.session_state[state.TRAINED][run.key].title}'."
+        f"Training {state_text} at training step {run.step} of {run.steps}. Your model is in the sidebar's model "
+        f"list as '{st.session_state[state.TRAINED][run.key].title}'."
     )
     if st.button("Explore it in the other pages", on_click=explore, key="train_explore"):
         st.switch_page(lesson.script("decoding"))  # the decoder's steps show a toy model best

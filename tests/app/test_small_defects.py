@@ -74,9 +74,9 @@ def test_train_page_names_one_step_for_a_stop_and_explore_opens_another_page():
     at.session_state["train_run"] = run
     at.switch_page("explorer/pages/train.py").run()
     assert not at.exception
-    assert "stopped at step 17 of 200" in at.success[0].value
+    assert "stopped at training step 17 of 200" in at.success[0].value
     bars = [p.proto.text for p in at.get("progress")]
-    assert bars and all(text.startswith("step 17 of 200") for text in bars)  # the bar names the same step
+    assert bars and all(text.startswith("training step 17 of 200") for text in bars)  # the bar names the same step
     at.button(key="train_explore").click().run()
     assert not at.exception and at.session_state[state.MODEL] == "yours-reverse"
     assert at.session_state[state.PAGE] == "decoding"  # not left on the Train page

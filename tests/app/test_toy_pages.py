@@ -97,7 +97,7 @@ def test_train_page_trains_snapshots_and_publishes_a_model():
     assert not at.exception
     run = at.session_state["train_run"]
     assert run.step == 30 and [s.step for s in run.snapshots] == [0, 10, 20, 30]
-    assert "finished at step 30" in at.success[0].value
+    assert "finished at training step 30" in at.success[0].value
     figs = charts(at)
     curve = figs[0]["data"]
     np.testing.assert_array_equal(array(curve[0]["y"]), [p.loss for p in run.trainer.history])

@@ -111,9 +111,9 @@ def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     page.get_by_role("button", name="Train").click()
     page.wait_for_function(PAST_STEP_50, timeout=TIMEOUT_MS)
     page.get_by_role("button", name="Stop").click()
-    stopped = page.get_by_text("Training stopped at step")
+    stopped = page.get_by_text("Training stopped at training step")
     stopped.wait_for(timeout=TIMEOUT_MS)
-    step = int(stopped.text_content().split("at step ")[1].split()[0])
+    step = int(stopped.text_content().split("at training step ")[1].split()[0])
     assert 50 <= step < STEPS
     # the snapshot's cross-attention map names every token of the watched sentence on both axes
     page.wait_for_function(f"() => ({TOKEN_MAPS})().some(m => m.xticks.length)", timeout=TIMEOUT_MS)
