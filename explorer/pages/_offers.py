@@ -7,6 +7,7 @@ import streamlit as st
 
 from explorer import lesson
 from explorer.app import cached, state
+from explorer.app.callbacks import use_model
 from explorer.figures.labels import markdown_literal
 from explorer.pages._shared import stop
 
@@ -30,15 +31,11 @@ def needs_decoder(loaded) -> None:
 
 def offer_real_model(label: str, key: str) -> None:
     """One click to the lesson's real language model (SmolLM2-135M) on its example sentence."""
-    from explorer.app.callbacks import use_model  # callbacks imports the shared helpers
-
     st.button(label, on_click=use_model, args=(lesson.REAL_MODEL, lesson.REAL_EXAMPLE), icon=":material/chat:", key=key)
 
 
 def offer_translation(label: str, key: str) -> None:
     """One click to the lesson's encoder-decoder (the toy translation model) on its example sentence."""
-    from explorer.app.callbacks import use_model  # callbacks imports the shared helpers
-
     st.button(
         label,
         on_click=use_model,

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from explorer.app import cached, state
+from explorer.app.callbacks import back_to_sentence, keep_example, use_own_example
 from explorer.figures.labels import markdown_literal
 from models.tasks import UnknownWordError
 from models.tokenize import TokenizeError
@@ -46,8 +47,6 @@ def reading_error(loaded, text: str) -> TokenizeError | None:
 def cannot_read(error: TokenizeError) -> None:
     """Why the sidebar's model cannot read the sentence; for unknown words, which ones, what it reads instead, and
     its example in one click."""
-    from explorer.app.callbacks import use_own_example  # callbacks imports the shared helpers
-
     st.info(markdown_literal(str(error)))
     if not isinstance(error, UnknownWordError):
         return
@@ -72,8 +71,6 @@ def cannot_read(error: TokenizeError) -> None:
 def put_aside_notice() -> None:
     """While the model's example stands in for a typed sentence it could not read: say so, and offer the sentence
     back in one click."""
-    from explorer.app.callbacks import back_to_sentence, keep_example  # callbacks imports the shared helpers
-
     typed = state.aside(st.session_state)
     if typed is None:
         return
