@@ -19,6 +19,21 @@ MAX_TARGET = 64  # tokens an encoder-decoder may write unless asked for more (th
 
 
 @dataclass(frozen=True)
+class AttentionLayer:
+    """One layer of one attention kind, as numpy: what every view of a single layer or head reads."""
+
+    q: np.ndarray  # (H, Tq, Dh), after rotation where the model has rotary positions
+    k: np.ndarray  # (H, Tk, Dh), a shared key/value head repeated for each query head that reads it
+    v: np.ndarray  # (H, Tk, Dh)
+    raw_scores: np.ndarray  # (H, Tq, Tk) q k^T
+    weights: np.ndarray  # (H, Tq, Tk) softmax rows
+    heads: np.ndarray  # (H, Tq, Dh) weights @ v (after any ablation: what W_O read)
+    output: np.ndarray  # (Tq, D) after concat and W_O
+    q_unrotated: np.ndarray | None = None
+    k_unrotated: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
 class AttentionTrace:
     """One kind of attention over every layer: (L, H, Tq, Tk) for scores and weights, (L, H, T, Dh) for q/k/v."""
 
@@ -33,6 +48,21 @@ class AttentionTrace:
     kv_heads: int = 0  # grouped-query attention: key/value heads, each shared by n_heads / kv_heads query heads
     q_unrotated: np.ndarray | None = None  # rotary positions: q and k as projected, before they were turned
     k_unrotated: np.ndarray | None = None
+
+    def layer(self, layer: int) -> AttentionLayer:
+        """Layer `layer` (from 0) alone: the way to read a long text's attention one layer at a time."""
+        rotary = self.q_unrotated is not None and self.k_unrotated is not None
+        return AttentionLayer(
+            self.q[layer],
+            self.k[layer],
+            self.v[layer],
+            self.raw_scores[layer],
+            self.weights[layer],
+            self.heads[layer],
+            self.output[layer],
+            self.q_unrotated[layer] if rotary else None,
+            self.k_unrotated[layer] if rotary else None,
+        )
 
     def sharing(self, head: int) -> tuple[int, ...]:
         """The query heads (counted from 0) that read the same keys and values as `head`, itself included."""
