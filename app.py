@@ -12,7 +12,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import streamlit as st  # noqa: E402
 
-from explorer.app import memo  # noqa: E402
+from explorer.run import memo  # noqa: E402
 
 memo.limit_malloc_arenas()  # before the sessions' script threads allocate: they share two heaps
 

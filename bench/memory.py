@@ -30,9 +30,10 @@ def _measure(sentences: int) -> dict:
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)  # bare mode warns on every cached call
     from bench.inputs import text_of
-    from explorer.app import cached, memo
+    from explorer.app import cached
     from explorer.figures.heatmap import head_heatmap
     from explorer.figures.model_view import layer_heads
+    from explorer.run import memo
     from models import registry
 
     def serve(key: str, text: str, tokens: int, reference: bool) -> None:

@@ -22,7 +22,7 @@ from models.positional import LearnedPositionalEmbedding, RotaryPositions, Sinus
 class EncoderLayerInternals:
     """One encoder layer: its self-attention and the hidden state after each sub-layer."""
 
-    self_attn: AttentionInternals
+    self_attn: AttentionInternals | None  # None once a run has let it go (models.transformer.Keep)
     after_attn: Float[Tensor, "B T D"]  # LayerNorm(x + SelfAttention(x)) (post-LN)
     after_ffn: Float[Tensor, "B T D"]  # LayerNorm(x + FFN(x)): the layer's output
 
@@ -32,8 +32,8 @@ class DecoderLayerInternals:
     """One decoder layer: masked self-attention, cross-attention (none in a decoder-only model) and the state after
     each sub-layer."""
 
-    self_attn: AttentionInternals
-    cross_attn: AttentionInternals | None
+    self_attn: AttentionInternals | None  # None once a run has let it go (Keep)
+    cross_attn: AttentionInternals | None  # None in a decoder-only model, or let go
     after_self_attn: Float[Tensor, "B T D"]
     after_cross_attn: Float[Tensor, "B T D"] | None
     after_ffn: Float[Tensor, "B T D"]
@@ -120,6 +120,10 @@ class Embeddings(nn.Module):
             x = self.norm(x)
         return self.dropout(x)
 
+
+# what a run keeps of each layer's internals (identity when None): a long text's run drops each layer's attention as
+# soon as the next layer has its input, and recomputes one layer on demand (explorer/run/layers.py)
+Keep = Callable[[object], object] | None
 
 # one layer's heads turned off, by its sub-layer module name ("self_attn", "cross_attn"); one entry per layer of a stack
 Patches = dict[str, HeadPatch] | None
@@ -238,16 +242,22 @@ class Stack(nn.Module):
         self.final_norm = norm_layer(config) if config.norm_first else None
 
     def stack(
-        self, embeddings: Float[Tensor, "B T D"], *context: Tensor | None, patches: StackPatches = None
+        self,
+        embeddings: Float[Tensor, "B T D"],
+        *context: Tensor | None,
+        patches: StackPatches = None,
+        keep: Keep = None,
     ) -> StackInternals:
         """Run every layer on the one below's output; `context` goes to each layer unchanged (masks, memory);
-        `patches[i]`: layer i's heads turned off (an ablation), by sub-layer module name."""
+        `patches[i]`: layer i's heads turned off (an ablation), by sub-layer module name; `keep`: what is kept of
+        each layer's internals once the next layer has its input."""
         x = embeddings
         layers = []
         for i, layer in enumerate(self.layers):
             internals = layer(x, *context, patches[i] if patches else None)
-            layers.append(internals)
             x = internals.after_ffn
+            layers.append(internals if keep is None else keep(internals))
+            del internals  # with `keep`, this layer's attention is freed before the next one runs
         if self.final_norm is not None:
             x = self.final_norm(x)
         return StackInternals(embeddings, tuple(layers), x)
@@ -266,8 +276,9 @@ class Encoder(Stack):
         mask: Bool[Tensor, "#B 1 1 S"] | None,
         token_type_ids: Int[Tensor, "B S"] | None = None,
         patches: StackPatches = None,
+        keep: Keep = None,
     ) -> StackInternals:
-        return self.stack(self.embeddings(ids, token_type_ids), mask, patches=patches)
+        return self.stack(self.embeddings(ids, token_type_ids), mask, patches=patches, keep=keep)
 
 
 class Decoder(Stack):
@@ -287,8 +298,9 @@ class Decoder(Stack):
         self_mask: Bool[Tensor, "#B 1 #T T"],
         memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
         patches: StackPatches = None,
+        keep: Keep = None,
     ) -> StackInternals:
-        return self.stack(self.embeddings(ids), memory, self_mask, memory_mask, patches=patches)
+        return self.stack(self.embeddings(ids), memory, self_mask, memory_mask, patches=patches, keep=keep)
 
 
 class Transformer(nn.Module):
@@ -331,6 +343,7 @@ class Transformer(nn.Module):
         src_mask: Bool[Tensor, "#B 1 1 S"] | None = None,
         token_type_ids: Int[Tensor, "B S"] | None = None,
         ablation: Ablation | None = None,
+        keep: Keep = None,
     ) -> StackInternals:
         """Run the encoder; src_mask defaults to the padding mask."""
         if self.encoder is None:
@@ -338,7 +351,11 @@ class Transformer(nn.Module):
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
         patches = ablation.stack_patches("encoder", len(self.encoder.layers)) if ablation else None
-        return self.encoder(src, src_mask, token_type_ids, patches)
+        return self.encoder(src, src_mask, token_type_ids, patches, keep)
+
+    def decoder_mask(self, tgt: Int[Tensor, "B T"]) -> Bool[Tensor, "B 1 T T"]:
+        """Masked self-attention's mask: no looking ahead, and no attending to padding."""
+        return causal_mask(tgt.size(1), tgt.device) & padding_mask(tgt, self.config.pad_id)  # (B, 1, T, T)
 
     def decode(
         self,
@@ -346,15 +363,14 @@ class Transformer(nn.Module):
         memory: Float[Tensor, "B S D"] | None,
         src_mask: Bool[Tensor, "#B 1 1 S"] | None,
         ablation: Ablation | None = None,
+        keep: Keep = None,
     ) -> tuple[StackInternals, Float[Tensor, "B T V"]]:
         """Run the decoder over the target so far (decoder-only: over the text, with no memory); returns its
         internals and the next-token logits."""
         if self.decoder is None or self.generator is None:
             raise ValueError("this model is encoder-only: it has no decoder")
-        # masked self-attention: no looking ahead, and no attending to padding
-        self_mask = causal_mask(tgt.size(1), tgt.device) & padding_mask(tgt, self.config.pad_id)  # (B, 1, T, T)
         patches = ablation.stack_patches("decoder", len(self.decoder.layers)) if ablation else None
-        internals = self.decoder(tgt, memory, self_mask, src_mask, patches)
+        internals = self.decoder(tgt, memory, self.decoder_mask(tgt), src_mask, patches, keep)
         return internals, self.generator(internals.output)
 
     def forward(
@@ -364,19 +380,20 @@ class Transformer(nn.Module):
         src_mask: Bool[Tensor, "#B 1 1 S"] | None = None,
         token_type_ids: Int[Tensor, "B S"] | None = None,
         ablation: Ablation | None = None,
+        keep: Keep = None,
     ) -> TransformerOutput:
         """Encode src; when tgt is given (encoder-decoder only), decode it with teacher forcing. A decoder-only model
         reads src through its decoder, each position predicting the next. `ablation`: heads turned off (their
-        output replaced before W_O), per batch row."""
+        output replaced before W_O), per batch row. `keep`: what each layer's internals are reduced to."""
         if self.encoder is None:
-            decoder, logits = self.decode(src, None, None, ablation)
+            decoder, logits = self.decode(src, None, None, ablation, keep)
             return TransformerOutput(None, decoder, logits)
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
-        encoder = self.encode(src, src_mask, token_type_ids, ablation)
+        encoder = self.encode(src, src_mask, token_type_ids, ablation, keep)
         if tgt is None:
             return TransformerOutput(encoder)
-        decoder, logits = self.decode(tgt, encoder.output, src_mask, ablation)
+        decoder, logits = self.decode(tgt, encoder.output, src_mask, ablation, keep)
         return TransformerOutput(encoder, decoder, logits)
 
     @torch.inference_mode()

@@ -11,10 +11,10 @@ import threading
 
 import streamlit as st
 
-from explorer.app import memo, state
+from explorer.app import state
 from explorer.experiments import ablate, attribution, induction, lens
 from explorer.lesson import starting, wording
-from explorer.run import analysis, compare, positions, reference_view, trace
+from explorer.run import analysis, compare, memo, positions, reference_view, trace
 from models import reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
@@ -109,11 +109,19 @@ def _compute(message: str, work):
         return work()
 
 
+def _reload(model_name: str):
+    """How a kept trace gets its model back to recompute a layer once the shelf let the model go: from the shelf
+    (a model trained in this session is held by its traces)."""
+    return (lambda: get_model(model_name)) if model_name in registry.MODELS else None
+
+
 def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
     loaded = model(model_name)
     return store().get(
         _key("trace", model_name, text, max_tokens),
-        lambda: _compute("Running the model...", lambda: trace.run(loaded, text, max_tokens)),
+        lambda: _compute(
+            "Running the model...", lambda: trace.run(loaded, text, max_tokens, reload=_reload(model_name))
+        ),
     )
 
 
@@ -129,7 +137,10 @@ def get_encoder_trace(model_name: str, text: str, max_tokens: int) -> trace.Trac
         return kept  # type: ignore[return-value]
     return store().get(
         _key("encoder_trace", model_name, text, max_tokens),
-        lambda: _compute("Running the encoder...", lambda: trace.run(loaded, text, max_tokens, encoder_only=True)),
+        lambda: _compute(
+            "Running the encoder...",
+            lambda: trace.run(loaded, text, max_tokens, encoder_only=True, reload=_reload(model_name)),
+        ),
     )
 
 
@@ -413,6 +424,8 @@ def get_forced_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace
         _key("forced", model_name, text, max_tokens),
         lambda: _compute(
             "Running the decoder on the right answer...",
-            lambda: trace.run(loaded, text, max_tokens, forced=list(answer.decoder_input or ())),
+            lambda: trace.run(
+                loaded, text, max_tokens, forced=list(answer.decoder_input or ()), reload=_reload(model_name)
+            ),
         ),
     )

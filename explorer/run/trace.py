@@ -2,86 +2,99 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from explorer.run.layers import AttentionLayer, LayerArray, StackLayers, drop_attention
 from models import greedy
-from models.attention import AttentionInternals
 from models.registry import LoadedModel
 from models.tokenize import TokenizeError
-from models.transformer import Ablation
+from models.transformer import Ablation, padding_mask
+
+__all__ = ["AttentionLayer", "AttentionTrace", "LayerArray", "Trace", "run"]
 
 ATTENTION_KINDS = ("encoder_self", "decoder_self", "cross")
 TOP_K = 10  # next-token candidates kept per decoding step
 MAX_TARGET = 64  # tokens an encoder-decoder may write unless asked for more (the toy tasks need at most 13)
 
 
-@dataclass(frozen=True)
-class AttentionLayer:
-    """One layer of one attention kind, as numpy: what every view of a single layer or head reads."""
-
-    q: np.ndarray  # (H, Tq, Dh), after rotation where the model has rotary positions
-    k: np.ndarray  # (H, Tk, Dh), a shared key/value head repeated for each query head that reads it
-    v: np.ndarray  # (H, Tk, Dh)
-    raw_scores: np.ndarray  # (H, Tq, Tk) q k^T
-    weights: np.ndarray  # (H, Tq, Tk) softmax rows
-    heads: np.ndarray  # (H, Tq, Dh) weights @ v (after any ablation: what W_O read)
-    output: np.ndarray  # (Tq, D) after concat and W_O
-    q_unrotated: np.ndarray | None = None
-    k_unrotated: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AttentionTrace:
-    """One kind of attention over every layer: (L, H, Tq, Tk) for scores and weights, (L, H, T, Dh) for q/k/v."""
+    """One kind of attention over every layer, each layer recomputed when read (explorer/run/layers.py):
+    `layer(i)` for one layer's numpy arrays; or the (L, ...) arrays q/k/v (L, H, T, Dh), raw_scores and weights
+    (L, H, Tq, Tk), heads (L, H, Tq, Dh) and output (L, Tq, D), indexed by layer first."""
 
-    q: np.ndarray
-    k: np.ndarray
-    v: np.ndarray
-    raw_scores: np.ndarray  # q k^T
+    source: StackLayers
+    module: str  # the sub-layer: "self_attn" or "cross_attn"
     mask: np.ndarray  # (Tq, Tk) bool, True where a key may be seen
-    weights: np.ndarray  # softmax rows; these are what the heatmaps draw
-    heads: np.ndarray  # weights @ v per head
-    output: np.ndarray  # (L, Tq, D) after concat and W_O
+    n_heads: int
+    d_head: int
+    d_model: int
     kv_heads: int = 0  # grouped-query attention: key/value heads, each shared by n_heads / kv_heads query heads
-    q_unrotated: np.ndarray | None = None  # rotary positions: q and k as projected, before they were turned
-    k_unrotated: np.ndarray | None = None
+    rotary: bool = False  # rotary positions: q_unrotated and k_unrotated hold q and k before they were turned
 
     def layer(self, layer: int) -> AttentionLayer:
         """Layer `layer` (from 0) alone: the way to read a long text's attention one layer at a time."""
-        rotary = self.q_unrotated is not None and self.k_unrotated is not None
-        return AttentionLayer(
-            self.q[layer],
-            self.k[layer],
-            self.v[layer],
-            self.raw_scores[layer],
-            self.weights[layer],
-            self.heads[layer],
-            self.output[layer],
-            self.q_unrotated[layer] if rotary else None,
-            self.k_unrotated[layer] if rotary else None,
-        )
+        if not 0 <= layer < self.n_layers:
+            raise IndexError(f"layer {layer} of {self.n_layers}")
+        return self.source.layer(layer).attention[self.module]
+
+    def _array(self, field: str, shape: tuple[int, ...]) -> LayerArray:
+        return LayerArray(self.n_layers, shape, lambda i: getattr(self.layer(i), field))
+
+    @property
+    def n_layers(self) -> int:
+        return self.source.n_layers
+
+    @property
+    def q(self) -> LayerArray:
+        return self._array("q", (self.n_heads, self.mask.shape[0], self.d_head))
+
+    @property
+    def k(self) -> LayerArray:
+        return self._array("k", (self.n_heads, self.mask.shape[1], self.d_head))
+
+    @property
+    def v(self) -> LayerArray:
+        return self._array("v", (self.n_heads, self.mask.shape[1], self.d_head))
+
+    @property
+    def raw_scores(self) -> LayerArray:  # q k^T
+        return self._array("raw_scores", (self.n_heads, *self.mask.shape))
+
+    @property
+    def weights(self) -> LayerArray:  # softmax rows; these are what the heatmaps draw
+        return self._array("weights", (self.n_heads, *self.mask.shape))
+
+    @property
+    def heads(self) -> LayerArray:  # weights @ v per head
+        return self._array("heads", (self.n_heads, self.mask.shape[0], self.d_head))
+
+    @property
+    def output(self) -> LayerArray:  # (L, Tq, D) after concat and W_O
+        return self._array("output", (self.mask.shape[0], self.d_model))
+
+    @property
+    def q_unrotated(self) -> LayerArray | None:
+        return self._array("q_unrotated", (self.n_heads, self.mask.shape[0], self.d_head)) if self.rotary else None
+
+    @property
+    def k_unrotated(self) -> LayerArray | None:
+        return self._array("k_unrotated", (self.n_heads, self.mask.shape[1], self.d_head)) if self.rotary else None
+
+    @property
+    def scaled_scores(self) -> LayerArray:
+        """q k^T / sqrt(d_k), computed exactly as models.attention.scale does, so it equals the model's tensor."""
+        return LayerArray(self.n_layers, (self.n_heads, *self.mask.shape), lambda i: self.layer(i).scaled_scores)
 
     def sharing(self, head: int) -> tuple[int, ...]:
         """The query heads (counted from 0) that read the same keys and values as `head`, itself included."""
         group = self.n_heads // (self.kv_heads or self.n_heads)
         first = head // group * group
         return tuple(range(first, first + group))
-
-    @property
-    def scaled_scores(self) -> np.ndarray:
-        """q k^T / sqrt(d_k), computed exactly as models.attention.scale does, so it equals the model's tensor."""
-        return self.raw_scores * np.float32(self.q.shape[-1] ** -0.5)
-
-    @property
-    def n_layers(self) -> int:
-        return self.weights.shape[0]
-
-    @property
-    def n_heads(self) -> int:
-        return self.weights.shape[1]
 
 
 @dataclass(frozen=True)
@@ -142,29 +155,19 @@ def unknown_pieces(result: Trace) -> list[str]:
     return [result.text[a:b] for token, (a, b) in spans if token == UNKNOWN]
 
 
-def _stack(layers: list[AttentionInternals]) -> AttentionTrace:
-    """Batch row 0 of every layer's internals, stacked on a new leading layer axis."""
-
-    def cat(name: str) -> np.ndarray:
-        return torch.stack([getattr(a, name)[0] for a in layers]).numpy()  # (L, ...)
-
-    q = cat("q")
-    mask = layers[0].mask
-    tq, tk = layers[0].weights.shape[-2:]
+def _attention(source: StackLayers, module: str, mask: torch.Tensor | None, tq: int, tk: int) -> AttentionTrace:
+    """A stack's `module` attention ("self_attn", "cross_attn") over every layer, each recomputed when read."""
+    found = source.module(module)
     full_mask = np.ones((tq, tk), bool) if mask is None else mask[0, 0].expand(tq, tk).numpy().copy()
-    rotary = layers[0].q_unrotated is not None
     return AttentionTrace(
-        q,
-        cat("k"),
-        cat("v"),
-        cat("raw_scores"),
+        source,
+        module,
         full_mask,
-        cat("weights"),
-        cat("heads"),
-        cat("output"),
-        layers[0].kv_heads,
-        cat("q_unrotated") if rotary else None,
-        cat("k_unrotated") if rotary else None,
+        found.n_heads,
+        found.d_head,
+        found.n_heads * found.d_head,
+        found.n_kv_heads,
+        found.rotary is not None and module == "self_attn",
     )
 
 
@@ -184,12 +187,14 @@ def run(
     encoder_only: bool = False,
     ablation: Ablation | None = None,
     forced: list[int] | None = None,
+    reload: Callable[[], LoadedModel] | None = None,
 ) -> Trace:
     """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy.
     encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None).
     ablation: with those heads turned off (models.ablation), greedy decoding included. forced: an encoder-decoder's
     decoder input ([BOS] first) to run teacher-forced instead of greedy decoding (to compare two runs' maps row by
-    row); its output_tokens are then each row's most probable token."""
+    row); its output_tokens are then each row's most probable token. The run keeps no attention: a layer is run
+    again when a view reads it (explorer/run/layers.py), with `loaded`, or `reload()` once `loaded` is let go."""
     limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
     enc = loaded.tokenizer.encode(text, limit)
     src = torch.tensor([enc.ids])
@@ -203,14 +208,26 @@ def run(
         source_word_ids=enc.word_ids,
     )
     if loaded.is_decoder_only:
-        return _decoder_only(loaded, src, enc.tokens, common, ablation)
-    if encoder_only or not loaded.is_encoder_decoder:
-        out = model(src, ablation=ablation)
+        out = model(src, ablation=ablation, keep=drop_attention)
+        found = _top(out, loaded.tokenizer)
+        decoder_self, decoder_states = _stack(
+            loaded, "decoder", out.decoder, (None, model.decoder_mask(src), None), ablation, reload
+        )
         return Trace(
-            encoder_self=_stack([layer.self_attn for layer in out.encoder.layers]),
-            encoder_states=_states(out.encoder),
+            encoder_self=None,
+            encoder_states=None,
+            target_tokens=enc.tokens,
+            output_tokens=tuple(row[0] for row in found["top_tokens"]),
+            decoder_self=decoder_self["self_attn"],
+            decoder_states=decoder_states,
+            **found,
             **common,
         )
+    src_mask = padding_mask(src, model.config.pad_id)
+    if encoder_only or not loaded.is_encoder_decoder:
+        out = model(src, ablation=ablation, keep=drop_attention)
+        encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload)
+        return Trace(encoder_self=encoder_self["self_attn"], encoder_states=encoder_states, **common)
     assert loaded.bos_id is not None and loaded.eos_id is not None
     if forced is None:
         budget = target_budget(len(enc.ids)) if max_target is None else max_target
@@ -222,19 +239,22 @@ def run(
         decoder_input = [loaded.bos_id, *ending]
     else:
         decoder_input = list(forced)
-    out = model(src, torch.tensor([decoder_input]), ablation=ablation)
+    tgt = torch.tensor([decoder_input])
+    out = model(src, tgt, src_mask=src_mask, ablation=ablation, keep=drop_attention)
     if forced is not None:
         generated = out.logits[0].argmax(-1).tolist()
-    decoder_layers = out.decoder.layers
     vocabulary = loaded.target_vocabulary
+    encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload)
+    context = (out.encoder.output, model.decoder_mask(tgt), src_mask)
+    decoder, decoder_states = _stack(loaded, "decoder", out.decoder, context, ablation, reload)
     return Trace(
-        encoder_self=_stack([layer.self_attn for layer in out.encoder.layers]),
-        encoder_states=_states(out.encoder),
+        encoder_self=encoder_self["self_attn"],
+        encoder_states=encoder_states,
         target_tokens=tuple(vocabulary.id_to_token(i) for i in decoder_input),
         output_tokens=tuple(vocabulary.id_to_token(i) for i in generated),
-        decoder_self=_stack([layer.self_attn for layer in decoder_layers]),
-        cross=_stack([layer.cross_attn for layer in decoder_layers]),
-        decoder_states=_states(out.decoder),
+        decoder_self=decoder["self_attn"],
+        cross=decoder["cross_attn"],
+        decoder_states=decoder_states,
         **_top(out, vocabulary),
         **common,
     )
@@ -256,32 +276,31 @@ def _top(out, vocabulary) -> dict:
     }
 
 
-def _decoder_only(
-    loaded: LoadedModel, src: torch.Tensor, tokens: tuple[str, ...], common: dict, ablation: Ablation | None
-) -> Trace:
-    """A decoder-only model's run: the text goes through the decoder (masked self-attention), and every position
-    predicts the next token."""
-    out = loaded.model(src, ablation=ablation)
-    found = _top(out, loaded.tokenizer)
-    return Trace(
-        encoder_self=None,
-        encoder_states=None,
-        target_tokens=tokens,
-        output_tokens=tuple(row[0] for row in found["top_tokens"]),
-        decoder_self=_stack([layer.self_attn for layer in out.decoder.layers]),
-        decoder_states=_states(out.decoder),
-        **found,
-        **common,
-    )
-
-
-def _states(stack) -> dict[str, np.ndarray]:
-    """The stack's input and, per sub-layer (by its internals' field, in the layer's order), every layer's state
-    after it: (L, T, D)."""
-    states = {"embeddings": stack.embeddings[0].numpy()}
-    for name in state_names(stack.layers[0]):
-        states[name] = torch.stack([getattr(layer, name)[0] for layer in stack.layers]).numpy()  # (L, T, D)
-    return states
+def _stack(
+    loaded: LoadedModel,
+    stack: str,
+    internals,
+    context: tuple,
+    ablation: Ablation | None,
+    reload: Callable[[], LoadedModel] | None,
+) -> tuple[dict[str, AttentionTrace], dict[str, np.ndarray | LayerArray]]:
+    """A stack's attention kinds (by module name) and states from a run that kept no attention: the stack's input
+    and every layer's output are kept as numpy, the states between sub-layers and the attention are recomputed a
+    layer at a time. States: "embeddings" (T, D), then per sub-layer field ("after_attn", ...) (L, T, D)."""
+    embeddings = internals.embeddings[0].numpy()  # (T, D)
+    after_ffn = torch.stack([layer.after_ffn[0] for layer in internals.layers]).numpy()  # (L, T, D)
+    source = StackLayers(loaded, stack, lambda i: embeddings if i == 0 else after_ffn[i - 1], context, ablation, reload)
+    states: dict[str, np.ndarray | LayerArray] = {"embeddings": embeddings}
+    for name in state_names(internals.layers[0]):
+        if name == "after_ffn":
+            states[name] = after_ffn
+        else:
+            states[name] = LayerArray(len(after_ffn), embeddings.shape, lambda i, n=name: source.layer(i).states[n])
+    length = embeddings.shape[0]
+    kinds = {"self_attn": _attention(source, "self_attn", context[1 if stack == "decoder" else 0], length, length)}
+    if stack == "decoder" and context[0] is not None:
+        kinds["cross_attn"] = _attention(source, "cross_attn", context[2], length, context[0].size(1))
+    return kinds, states
 
 
 def state_names(internals) -> tuple[str, ...]:

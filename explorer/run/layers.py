@@ -1,0 +1,216 @@
+"""A run's layers, recomputed one at a time from the residual stream it kept.
+
+A run on a long text cannot keep every head's internals: SmolLM2's attention weights alone are 4.3 GB at 2,048
+tokens. So a trace keeps the state entering each layer (the residual stream, L x T x D) and, when a view reads a
+layer, runs that one layer again on its kept input, with the same masks, memory and heads turned off as the run:
+the same operations on the same numbers, so the same internals as the full forward's (tests/explorer/test_layers.py).
+Recomputed layers are shared by every session in one cache bounded in bytes, most recently used kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from explorer.run import memo
+from models import registry
+from models.ablation import Ablation
+from models.attention import AttentionInternals
+from models.registry import LoadedModel
+
+# about one SmolLM2 layer at 2,048 tokens (weights and scores 151 MB each), or every layer of a 512-token MiniLM run
+LAYERS_BYTES = 384 * 2**20
+ATTENTION_FIELDS = ("q", "k", "v", "raw_scores", "weights", "heads", "output", "q_unrotated", "k_unrotated")
+_tokens = itertools.count()
+
+
+@dataclass(frozen=True)
+class AttentionLayer:
+    """One layer of one attention kind, as numpy: what every view of a single layer or head reads."""
+
+    q: np.ndarray  # (H, Tq, Dh), after rotation where the model has rotary positions
+    k: np.ndarray  # (H, Tk, Dh), a shared key/value head repeated for each query head that reads it
+    v: np.ndarray  # (H, Tk, Dh)
+    raw_scores: np.ndarray  # (H, Tq, Tk) q k^T
+    weights: np.ndarray  # (H, Tq, Tk) softmax rows
+    heads: np.ndarray  # (H, Tq, Dh) weights @ v (after any ablation: what W_O read)
+    output: np.ndarray  # (Tq, D) after concat and W_O
+    q_unrotated: np.ndarray | None = None
+    k_unrotated: np.ndarray | None = None
+
+    @property
+    def scaled_scores(self) -> np.ndarray:
+        """q k^T / sqrt(d_k), as models.attention.scale computes it."""
+        return self.raw_scores * np.float32(self.q.shape[-1] ** -0.5)
+
+    @classmethod
+    def of(cls, internals: AttentionInternals) -> AttentionLayer:
+        """Batch row 0 of a layer's internals, as numpy."""
+        return cls(
+            *(None if getattr(internals, f) is None else getattr(internals, f)[0].numpy() for f in ATTENTION_FIELDS)
+        )
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One recomputed layer: its attention kinds by module name ("self_attn", "cross_attn") and its states after each
+    sub-layer, by the internals' field name ("after_attn", ...)."""
+
+    attention: dict[str, AttentionLayer]
+    states: dict[str, np.ndarray]
+
+
+def drop_attention(internals):
+    """What a run keeps of a layer (models.transformer.Keep): its states, not its attention."""
+    return replace(internals, self_attn=None, **({"cross_attn": None} if hasattr(internals, "cross_attn") else {}))
+
+
+class StackLayers:
+    """Recomputes one layer of one stack (encoder or decoder) of a run. Not a dataclass on purpose: the arrays it
+    reads are the trace's own states (counted there once by memo.nbytes)."""
+
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        stack: str,
+        inputs: Callable[[int], np.ndarray],
+        context: tuple[torch.Tensor | None, ...],
+        ablation: Ablation | None,
+        reload: Callable[[], LoadedModel] | None = None,
+    ) -> None:
+        self.stack, self.inputs, self.context, self.ablation = stack, inputs, context, ablation
+        # a kept trace must not keep its model loaded (a shelf holds models): a weak reference, and `reload` (the
+        # app's shelf; registry.load by default) when the model was let go in the meantime
+        # (a model trained in a session is not in the registry: held as long as its traces)
+        self._loaded = weakref.ref(loaded) if loaded.key in registry.MODELS else lambda: loaded
+        self.key, self.revision = loaded.key, loaded.revision
+        self.reload = reload or (lambda: registry.load(self.key))
+        self.token = next(_tokens)  # names this run's layers in the shared cache
+
+    @property
+    def loaded(self) -> LoadedModel:
+        found = self._loaded()
+        if found is None:
+            found = self.reload()
+            if found.revision != self.revision:
+                raise RuntimeError(f"{self.key} has changed since this text was run: run it again")
+            self._loaded = weakref.ref(found)
+        return found
+
+    @property
+    def _stack(self):
+        model = self.loaded.model
+        return model.encoder if self.stack == "encoder" else model.decoder
+
+    def module(self, name: str):
+        """The stack's first layer's sub-layer `name` (every layer's is alike): "self_attn", "cross_attn"."""
+        return getattr(self._stack.layers[0], name)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self._stack.layers)
+
+    def layer(self, i: int) -> Layer:
+        if not 0 <= i < self.n_layers:
+            raise IndexError(f"layer {i} of {self.n_layers}")
+        return cache().get((self.token, i), lambda: self._compute(i))
+
+    @torch.inference_mode()
+    def _compute(self, i: int) -> Layer:
+        """Layer i run again on the state that entered it, as Stack.stack ran it."""
+        layers = self._stack.layers
+        patches = self.ablation.stack_patches(self.stack, len(layers))[i] if self.ablation is not None else None
+        x = torch.from_numpy(np.array(self.inputs(i)))[None]  # (1, T, D)
+        internals = layers[i](x, *self.context, patches)
+        attention = {
+            name: AttentionLayer.of(found)
+            for name in ("self_attn", "cross_attn")
+            if (found := getattr(internals, name, None)) is not None
+        }
+        states = {
+            name: found[0].numpy()
+            for name in ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn")
+            if (found := getattr(internals, name, None)) is not None
+        }
+        return Layer(attention, states)
+
+
+def cache() -> memo.BoundedCache:
+    return _CACHE
+
+
+_CACHE = memo.BoundedCache(LAYERS_BYTES)
+
+
+# np.asarray of a LayerArray past this many bytes is refused: a long text's every head (4.3 GB for SmolLM2 at 2,048
+# tokens) is read a layer or a head at a time, and a view that asks for all of it at once gets a clear error instead
+# of taking the server's memory
+WHOLE_BYTES = 1536 * 2**20
+
+
+class WholeArrayError(MemoryError):
+    """A view asked for every layer of a long text's attention at once."""
+
+
+class LayerArray(NDArrayOperatorsMixin):
+    """An (L, ...) array whose layers are computed when read: `a[layer]`, `a[layer, head, ...]`, `a[:, head]`,
+    iteration; anything else (np.asarray(a), a.mean(...), a - b) stacks every layer first, which is for short texts:
+    past WHOLE_BYTES it raises WholeArrayError."""
+
+    def __init__(self, n_layers: int, shape: tuple[int, ...], fetch: Callable[[int], np.ndarray]) -> None:
+        self.shape = (n_layers, *shape)
+        self._fetch = fetch
+        self.dtype = np.dtype(np.float32)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return (self._fetch(i) for i in range(len(self)))
+
+    def __getitem__(self, index):
+        first, rest = (index[0], index[1:]) if isinstance(index, tuple) else (index, ())
+        if isinstance(first, int | np.integer):
+            layer = int(first) + len(self) if first < 0 else int(first)
+            if not 0 <= layer < len(self):
+                raise IndexError(f"layer {first} of {len(self)}")
+            return self._fetch(layer)[rest] if rest else self._fetch(layer)
+        if isinstance(first, slice):
+            chosen = range(len(self))[first]
+            return np.stack([self._fetch(i)[rest] if rest else self._fetch(i) for i in chosen])
+        return self.whole()[index]  # an ellipsis, a list or a mask of layers
+
+    def whole(self) -> np.ndarray:
+        """Every layer stacked: (L, ...)."""
+        if self.nbytes > WHOLE_BYTES:
+            raise WholeArrayError(
+                f"{self.nbytes / 2**30:.1f} GB of attention at once: this view reads a text this long a layer at a time"
+            )
+        return np.stack(list(self))
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = self.whole()
+        return whole if dtype is None else whole.astype(dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        arrays = [x.whole() if isinstance(x, LayerArray) else x for x in inputs]
+        return getattr(ufunc, method)(*arrays, **kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.whole(), name)  # numpy's methods: .sum(...), .astype(...), .tolist()
