@@ -156,7 +156,7 @@ def layer_arrays(
 
 
 def _put(archive: zipfile.ZipFile, name: str, array: np.ndarray) -> None:
-    """One .npy entry, laid out as numpy.savez writes it (zip64 allowed: one layer may pass 4 GB)."""
+    """One .npy entry, laid out as numpy.savez writes it; zip64, as the file passes 4 GB (SmolLM2 at 2,048 tokens)."""
     with archive.open(f"{name}.npy", "w", force_zip64=True) as entry:
         np.lib.format.write_array(entry, np.asarray(array), allow_pickle=False)
 
