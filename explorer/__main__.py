@@ -1,13 +1,18 @@
-"""Headless CLI: `python -m explorer export --model M --text T [--max-tokens N] [--format json|csv]
-[--ablate L.H[,L.H...] [--ablation zero|mean]]`: the attention of every layer and head, from the clean model or
-with some heads turned off (their output replaced before W_O, models.ablation)."""
+"""Headless CLI: `python -m explorer export --model M --text T [--max-tokens N] [--format json|csv|npz] [--out FILE]
+[--layers 1,3-5] [--heads 2] [--what weights,scores,qkv] [--ablate L.H[,L.H...] [--ablation zero|mean]]`: the
+attention of every layer and head (or the chosen ones), from the clean model or with some heads turned off (their
+output replaced before W_O, models.ablation)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub, whatever else is imported
 
@@ -24,14 +29,25 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m explorer", description="Export a model's attention on a text.")
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
-    export = commands.add_parser("export", help="attention weights of every layer and head, as JSON or CSV")
+    export = commands.add_parser("export", help="attention weights of every layer and head, as JSON, CSV or .npz")
     export.add_argument("--list-models", action="store_true", help="print the model keys, one per line")
     export.add_argument("--model", help="model key (see --list-models)")
     source = export.add_mutually_exclusive_group()
     source.add_argument("--text", help="the sentence to run")
     source.add_argument("--example", action="store_true", help="use the model's own example sentence")
     export.add_argument("--max-tokens", type=int, help="cut the input at this many tokens (default: model maximum)")
-    export.add_argument("--format", choices=("json", "csv"), default="json")
+    export.add_argument("--format", choices=("json", "csv", "npz"), default="json")
+    export.add_argument("--out", metavar="FILE", help="write here instead of to stdout (needed for npz)")
+    export.add_argument(
+        "--layers", metavar="1,3-5", help="only these layers, counted from 1 as the pages show them (default: all)"
+    )
+    export.add_argument("--heads", metavar="1,3-5", help="only these heads of each written layer (default: all)")
+    export.add_argument(
+        "--what",
+        metavar="weights,scores,qkv",
+        help="npz: what to write per layer, the softmax weights (the default), the scaled scores before the mask, "
+        "and/or q, k and v",
+    )
     export.add_argument(
         "--target", help="encoder-decoders: the output to compute the loss against (default: the right answer)"
     )
@@ -69,11 +85,16 @@ def export(args: argparse.Namespace) -> None:
         raise CliError("--target applies to the JSON export only")
     if args.ablation is not None and args.ablate is None:
         raise CliError("--ablation needs --ablate: name the heads to turn off")
+    if args.what is not None and args.format != "npz":
+        raise CliError("--what applies to the npz export only")
+    what = to_data.npz_what(args.what or "weights")
+    out = _out_path(args.out, args.format)
     loaded = registry.load(args.model)
     if args.target is not None and not loaded.is_encoder_decoder:
         why = " (a decoder-only model's target is its own text)" if loaded.is_decoder_only else ""
         raise CliError(f"--target needs an encoder-decoder model; {args.model!r} is {loaded.family.shape}{why}")
     text = loaded.example if args.example else args.text
+    chosen = to_data.selection(args.layers, args.heads, ablate.model_shapes(loaded))  # before a long run, not after
     heads, ablated = (), None
     if args.ablate is not None:  # AblationError (a ValueError) for a head the model lacks, none, or every head
         heads = tuple(ablation.parse(args.ablate, ablate.model_shapes(loaded)))
@@ -82,17 +103,46 @@ def export(args: argparse.Namespace) -> None:
     if result.truncated:
         kept = len(result.source_tokens)
         print(f"warning: input truncated to {kept} tokens ({result.truncated} tokens cut)", file=sys.stderr)
-    if args.format == "csv":
-        to_data.write_csv(result, sys.stdout)
+    if args.format == "npz":
+        assert out is not None
+        to_data.write_npz(result, out, chosen, what, to_data.ablation_document(heads, args.ablation or "zero"))
+    elif args.format == "csv":
+        with _opened(out) as stream:
+            to_data.write_csv(result, stream, chosen)
     else:
         document = {
-            **to_data.to_document(result),
+            **to_data.to_document(result, chosen),
             **to_data.ablation_document(heads, args.ablation or "zero"),
             **to_data.forward_document(loaded, result, args.target or "", ablated),
             **to_data.lens_document(loaded, result, ablated),
         }
-        json.dump(document, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        with _opened(out) as stream:
+            json.dump(document, stream, ensure_ascii=False)
+            stream.write("\n")
+
+
+def _out_path(out: str | None, file_format: str) -> Path | None:
+    """--out checked before the model runs: a file in a folder that exists; npz is never written to a terminal."""
+    if out is None:
+        if file_format == "npz":
+            raise CliError("--format npz needs --out FILE: a binary file is not written to stdout")
+        return None
+    path = Path(out)
+    if path.is_dir():
+        raise CliError(f"--out {out}: is a folder; name a file")
+    if not path.absolute().parent.is_dir():
+        raise CliError(f"--out {out}: the folder {path.absolute().parent} does not exist")
+    return path
+
+
+@contextlib.contextmanager
+def _opened(out: Path | None) -> Iterator[TextIO]:
+    """stdout, or the --out file (written as UTF-8 whatever the locale)."""
+    if out is None:
+        yield sys.stdout
+        return
+    with out.open("w", encoding="utf-8", newline="") as stream:
+        yield stream
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,54 +1,200 @@
-"""A trace as plain data: the JSON document and CSV rows that `python -m explorer export` writes."""
+"""A trace as plain data: the JSON document, CSV rows and .npz file that `python -m explorer export` writes, each
+read one attention layer at a time (`AttentionTrace.layer`), so a long text's attention is never held all at once."""
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+import os
+import re
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
-from explorer.run.trace import Trace
+import numpy as np
+
+from explorer.run.trace import AttentionLayer, AttentionTrace, Trace
 from models.ablation import Ablation, Head
 
+# what --what may ask the .npz for, per (kind, layer): softmax weights, the scores softmax read, the projections
+NPZ_WHAT = ("weights", "scores", "qkv")
 
-def to_document(trace: Trace) -> dict:
-    """{"model", "tokens": {"source", "target"?}, "attention": {kind: [layer][head][query][key]}}; a model with an
-    output matrix adds "next_tokens" (at every decoder row, its most likely next token as the tokenizer writes it), an
-    encoder-decoder also "output" (what greedy decoding wrote); a decoder-only model's attention is "decoder_self"."""
-    tokens: dict[str, list[str]] = {"source": list(trace.source_tokens)}
-    doc: dict = {"model": trace.model_key, "tokens": tokens}
+
+@dataclass(frozen=True)
+class Selection:
+    """The layers and heads an export writes, counted from 0 and ascending; None: every one the attention has."""
+
+    layers: tuple[int, ...] | None = None
+    heads: tuple[int, ...] | None = None
+
+    def of(self, attention: AttentionTrace) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(layers, heads) of this attention kind to write."""
+        layers = tuple(range(attention.n_layers)) if self.layers is None else self.layers
+        heads = tuple(range(attention.n_heads)) if self.heads is None else self.heads
+        return layers, heads
+
+
+_PART = re.compile(r"(\d+)(?:-(\d+))?")
+
+
+def numbers(text: str, count: int, option: str) -> tuple[int, ...]:
+    """'1,3-5' -> (0, 2, 3, 4): numbers and ranges counted from 1 (as the pages show them), each in 1..count, returned
+    counted from 0, ascending and once each; a ValueError naming the valid range for anything else."""
+    noun = option.removeprefix("--").removesuffix("s")
+    valid = f"choose from 1-{count}" if count > 1 else f"the model has only {noun} 1"
+    chosen: set[int] = set()
+    for part in text.split(","):
+        found = _PART.fullmatch(part.strip())
+        if found is None:
+            raise ValueError(f"{option} {text!r}: write numbers and ranges counted from 1, such as 1,3-5; {valid}")
+        first = int(found[1])
+        last = first if found[2] is None else int(found[2])
+        if last < first:
+            raise ValueError(f"{option} {text!r}: the range {part.strip()} runs backwards; write {last}-{first}")
+        outside = [n for n in (first, last) if not 1 <= n <= count]
+        if outside:
+            raise ValueError(f"{option} {text!r}: there is no {noun} {outside[0]}; {valid}")
+        chosen.update(range(first - 1, last))
+    return tuple(sorted(chosen))
+
+
+def selection(layers: str | None, heads: str | None, shapes: Mapping[str, tuple[int, int]]) -> Selection:
+    """--layers and --heads read against a model's (layers, heads) per attention kind (models.ablation.shapes): a
+    number must exist in every kind, since one selection applies to them all."""
+    n_layers = min(n for n, _ in shapes.values())
+    n_heads = min(h for _, h in shapes.values())
+    return Selection(
+        None if layers is None else numbers(layers, n_layers, "--layers"),
+        None if heads is None else numbers(heads, n_heads, "--heads"),
+    )
+
+
+def token_lists(trace: Trace) -> dict[str, list[str]]:
+    """{"source": [...], "target": [...]}; a decoder-only model's text is its source alone."""
+    tokens = {"source": list(trace.source_tokens)}
     if not trace.decoder_only and trace.target_tokens is not None:
         tokens["target"] = list(trace.target_tokens)
+    return tokens
+
+
+def to_document(trace: Trace, chosen: Selection = Selection()) -> dict:
+    """{"model", "tokens": {"source", "target"?}, "attention": {kind: [layer][head][query][key]}, "attention_layers"
+    and "attention_heads": {kind: [numbers counted from 1]}}, the layers and heads `chosen` in the order written; a
+    model with an output matrix adds "next_tokens" (at every decoder row, its most likely next token as the tokenizer
+    writes it), an encoder-decoder also "output" (what greedy decoding wrote); a decoder-only model's attention is
+    "decoder_self"."""
+    doc: dict = {"model": trace.model_key, "tokens": token_lists(trace)}
     if trace.top_tokens is not None:
         doc["next_tokens"] = [row[0] for row in trace.top_tokens]
     if trace.output_tokens is not None and not trace.decoder_only:
         doc["output"] = list(trace.output_tokens)
     if trace.truncated:
         doc["truncated"] = trace.truncated
-    # float32 -> Python float is exact, so the numbers are the model's own
-    doc["attention"] = {kind: trace.attention(kind).weights.tolist() for kind in trace.kinds}
-    return doc
+    attention: dict[str, list] = {}
+    written: dict[str, dict[str, list[int]]] = {"attention_layers": {}, "attention_heads": {}}
+    for kind in trace.kinds:
+        found = trace.attention(kind)
+        layers, heads = chosen.of(found)
+        # float32 -> Python float is exact, so the numbers are the model's own; one layer read at a time
+        attention[kind] = [found.layer(i).weights[list(heads)].tolist() for i in layers]
+        written["attention_layers"][kind] = [i + 1 for i in layers]
+        written["attention_heads"][kind] = [h + 1 for h in heads]
+    return {**doc, "attention": attention, **written}
 
 
 CSV_HEADER = ("kind", "layer", "head", "query_index", "query_token", "key_index", "key_token", "weight")
 
 
-def csv_rows(trace: Trace) -> Iterator[tuple]:
-    """One row per (kind, layer, head, query, key) with both tokens spelled out."""
+def csv_rows(trace: Trace, chosen: Selection = Selection()) -> Iterator[tuple]:
+    """One row per (kind, layer, head, query, key) with both tokens spelled out; layer and head count from 0."""
     for kind in trace.kinds:
         queries, keys = trace.tokens_for(kind)
-        weights = trace.attention(kind).weights
-        for layer in range(weights.shape[0]):
-            for head in range(weights.shape[1]):
-                for qi, query in enumerate(queries):
-                    row = weights[layer, head, qi].tolist()
-                    for ki, key in enumerate(keys):
-                        yield kind, layer, head, qi, query, ki, key, row[ki]
+        found = trace.attention(kind)
+        layers, heads = chosen.of(found)
+        for layer in layers:
+            # a generator of its own: this layer's weights go once its rows are written, before the next is read
+            yield from _layer_rows(kind, layer, found.layer(layer).weights, heads, queries, keys)
 
 
-def write_csv(trace: Trace, out: io.TextIOBase) -> None:
+def _layer_rows(kind: str, layer: int, weights: np.ndarray, heads, queries, keys) -> Iterator[tuple]:
+    for head in heads:
+        for qi, query in enumerate(queries):
+            row = weights[head, qi].tolist()
+            for ki, key in enumerate(keys):
+                yield kind, layer, head, qi, query, ki, key, row[ki]
+
+
+def write_csv(trace: Trace, out: io.TextIOBase, chosen: Selection = Selection()) -> None:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADER)
-    writer.writerows(csv_rows(trace))
+    writer.writerows(csv_rows(trace, chosen))
+
+
+def npz_what(text: str) -> tuple[str, ...]:
+    """--what 'weights,qkv' -> ("weights", "qkv"); a ValueError naming the choices for anything else."""
+    asked = tuple(dict.fromkeys(part.strip() for part in text.split(",")))
+    unknown = [part for part in asked if part not in NPZ_WHAT]
+    if unknown:
+        raise ValueError(f"--what {text!r}: {unknown[0]!r} is not one of {', '.join(NPZ_WHAT)}")
+    return asked
+
+
+def layer_arrays(
+    layer: AttentionLayer, heads: tuple[int, ...], what: tuple[str, ...]
+) -> Iterator[tuple[str, np.ndarray]]:
+    """(name, array) of one layer's chosen heads: "weights" (H', Tq, Tk); "scores" q k^T / sqrt(d_k) before the
+    mask, (H', Tq, Tk); "q" (H', Tq, Dh), "k" and "v" (H', Tk, Dh), a shared key/value head repeated per query head."""
+    rows = list(heads)
+    if "weights" in what:
+        yield "weights", layer.weights[rows]
+    if "scores" in what:
+        # times d_k^-1/2 in float32, as models.attention.scale does: the very scores softmax read
+        yield "scores", layer.raw_scores[rows] * np.float32(layer.q.shape[-1] ** -0.5)
+    if "qkv" in what:
+        yield from (("q", layer.q[rows]), ("k", layer.k[rows]), ("v", layer.v[rows]))
+
+
+def _put(archive: zipfile.ZipFile, name: str, array: np.ndarray) -> None:
+    """One .npy entry, laid out as numpy.savez writes it; zip64, as the file passes 4 GB (SmolLM2 at 2,048 tokens)."""
+    with archive.open(f"{name}.npy", "w", force_zip64=True) as entry:
+        np.lib.format.write_array(entry, np.asarray(array), allow_pickle=False)
+
+
+def _put_layer(archive: zipfile.ZipFile, kind: str, number: int, layer: AttentionLayer, heads, what) -> None:
+    # its own frame: the layer's arrays go when it returns, before the next layer is read
+    for name, array in layer_arrays(layer, heads, what):
+        _put(archive, f"{kind}/layer{number}/{name}", array)
+
+
+def write_npz(
+    trace: Trace,
+    path: Path,
+    chosen: Selection = Selection(),
+    what: tuple[str, ...] = ("weights",),
+    extra: Mapping[str, object] | None = None,
+) -> None:
+    """A .npz that plain numpy.load reads, written entry by entry so at most one layer is in memory: "model",
+    "tokens/source" (and "tokens/target"), per kind "{kind}/layers" and "{kind}/heads" (counted from 1) and per chosen
+    layer "{kind}/layer{n}/weights" etc. (layer_arrays); `extra`: more entries, such as the ablated heads."""
+    partial = path.with_name(path.name + ".partial")  # a failed export leaves no half-written file behind
+    try:
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+            _put(archive, "model", np.array(trace.model_key))
+            for name, tokens in token_lists(trace).items():
+                _put(archive, f"tokens/{name}", np.array(tokens, dtype=str))
+            for name, value in (extra or {}).items():
+                _put(archive, name, np.array(value, dtype=str))
+            for kind in trace.kinds:
+                found = trace.attention(kind)
+                layers, heads = chosen.of(found)
+                _put(archive, f"{kind}/layers", np.array(layers, dtype=np.int64) + 1)
+                _put(archive, f"{kind}/heads", np.array(heads, dtype=np.int64) + 1)
+                for layer in layers:
+                    _put_layer(archive, kind, layer + 1, found.layer(layer), heads, what)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def forward_document(loaded, trace: Trace, target: str = "", ablation: Ablation | None = None) -> dict:
