@@ -29,7 +29,7 @@ class Snapshot:
         """(induction, previous-token) scores of every head (L, H) of the self-attention that reads the probe text
         (models.induction), on the probe's own repeated tokens."""
         kind = self.trace.kinds[0]  # an encoder's self-attention, or a decoder-only model's masked one
-        weights, tokens = self.trace.attention(kind).weights, self.trace.tokens_for(kind)[1]
+        weights, tokens = np.asarray(self.trace.attention(kind).weights), self.trace.tokens_for(kind)[1]  # a toy's
         return analysis.induction_of(weights, tokens), induction.previous_token_scores(weights)
 
     def strongest(self, which: int) -> tuple[int, int]:
@@ -133,7 +133,7 @@ class Run:
 
     def snapshot(self) -> Snapshot:
         loaded = registry.from_task(self.key, "", "", self.trainer.model, self.task, f"{self.run_id}-live")
-        taken = Snapshot(self.step, trace.run(loaded, self.probe))
+        taken = Snapshot(self.step, trace.run(loaded, self.probe, keep_all=True))
         if not self.snapshots or self.snapshots[-1].step != taken.step:
             self.snapshots.append(taken)
         return taken

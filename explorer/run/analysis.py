@@ -74,9 +74,16 @@ def induction_of(weights: np.ndarray, tokens: Sequence[str]) -> np.ndarray:
 def head_statistics(
     weights: np.ndarray, keys: Sequence[str], queries: Sequence[str] | None = None
 ) -> dict[str, np.ndarray]:
-    """Every statistic of STATISTICS for each head: weights (L, H, Tq, Tk) -> {name: (L, H)}. `queries`: the query
-    tokens when they are the keys themselves (self-attention), for the induction score (NaN without them, or when no
-    token repeats)."""
+    """Every statistic of STATISTICS for each head: weights (L, H, Tq, Tk) -> {name: (L, H)}, read a layer at a time
+    (a long text's layers are recomputed when read). `queries`: the query tokens when they are the keys themselves
+    (self-attention), for the induction score (NaN without them, or when no token repeats)."""
+    each = [_layer_statistics(weights[i][None], keys, queries) for i in range(len(weights))]
+    return {name: np.concatenate([found[name] for found in each]) for name in each[0]}
+
+
+def _layer_statistics(
+    weights: np.ndarray, keys: Sequence[str], queries: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
     tq, tk = weights.shape[-2:]
     if len(keys) != tk:
         raise ValueError(f"{len(keys)} key tokens for {tk} keys")

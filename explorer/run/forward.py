@@ -375,7 +375,7 @@ def ffn_outputs(loaded: LoadedModel, trace: Trace, stack: str) -> np.ndarray:
     outputs = []
     for index, layer_module in enumerate(module.layers):
         norm = getattr(layer_module, layer_module.sublayers[-1].norm)  # the FFN's (the last sub-layer)
-        x = torch.from_numpy(before[index])[None]  # (1, T, D)
+        x = torch.from_numpy(np.array(before[index]))[None]  # (1, T, D)
         outputs.append(_np(layer_module.ffn(norm.normed_input(x))[0]))
     return np.stack(outputs)
 

@@ -65,6 +65,21 @@ class Layer:
     attention: dict[str, AttentionLayer]
     states: dict[str, np.ndarray]
 
+    @classmethod
+    def of(cls, internals) -> Layer:
+        """Batch row 0 of a layer's internals (models.transformer), as numpy."""
+        attention = {
+            name: AttentionLayer.of(found)
+            for name in ("self_attn", "cross_attn")
+            if (found := getattr(internals, name, None)) is not None
+        }
+        states = {
+            name: found[0].numpy()
+            for name in ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn")
+            if (found := getattr(internals, name, None)) is not None
+        }
+        return cls(attention, states)
+
 
 def drop_attention(internals):
     """What a run keeps of a layer (models.transformer.Keep): its states, not its attention."""
@@ -83,7 +98,9 @@ class StackLayers:
         context: tuple[torch.Tensor | None, ...],
         ablation: Ablation | None,
         reload: Callable[[], LoadedModel] | None = None,
+        kept: tuple[Layer, ...] | None = None,
     ) -> None:
+        self.kept = kept  # every layer from the run itself: for a model whose weights go on changing (training)
         self.stack, self.inputs, self.context, self.ablation = stack, inputs, context, ablation
         # a kept trace must not keep its model loaded (a shelf holds models): a weak reference, and `reload` (the
         # app's shelf; registry.load by default) when the model was let go in the meantime
@@ -119,6 +136,8 @@ class StackLayers:
     def layer(self, i: int) -> Layer:
         if not 0 <= i < self.n_layers:
             raise IndexError(f"layer {i} of {self.n_layers}")
+        if self.kept is not None:
+            return self.kept[i]
         return cache().get((self.token, i), lambda: self._compute(i))
 
     @torch.inference_mode()
@@ -127,18 +146,7 @@ class StackLayers:
         layers = self._stack.layers
         patches = self.ablation.stack_patches(self.stack, len(layers))[i] if self.ablation is not None else None
         x = torch.from_numpy(np.array(self.inputs(i)))[None]  # (1, T, D)
-        internals = layers[i](x, *self.context, patches)
-        attention = {
-            name: AttentionLayer.of(found)
-            for name in ("self_attn", "cross_attn")
-            if (found := getattr(internals, name, None)) is not None
-        }
-        states = {
-            name: found[0].numpy()
-            for name in ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn")
-            if (found := getattr(internals, name, None)) is not None
-        }
-        return Layer(attention, states)
+        return Layer.of(layers[i](x, *self.context, patches))
 
 
 def cache() -> memo.BoundedCache:

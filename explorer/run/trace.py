@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.run.layers import AttentionLayer, LayerArray, StackLayers, drop_attention
+from explorer.run.layers import AttentionLayer, Layer, LayerArray, StackLayers, drop_attention
 from models import greedy
 from models.registry import LoadedModel
 from models.tokenize import TokenizeError
@@ -188,13 +188,17 @@ def run(
     ablation: Ablation | None = None,
     forced: list[int] | None = None,
     reload: Callable[[], LoadedModel] | None = None,
+    keep_all: bool = False,
 ) -> Trace:
     """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy.
     encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None).
     ablation: with those heads turned off (models.ablation), greedy decoding included. forced: an encoder-decoder's
     decoder input ([BOS] first) to run teacher-forced instead of greedy decoding (to compare two runs' maps row by
     row); its output_tokens are then each row's most probable token. The run keeps no attention: a layer is run
-    again when a view reads it (explorer/run/layers.py), with `loaded`, or `reload()` once `loaded` is let go."""
+    again when a view reads it (explorer/run/layers.py), with `loaded`, or `reload()` once `loaded` is let go;
+    `keep_all`: keep every layer from this run instead (a short text on a model still training, whose weights will
+    have changed by the time a view reads it)."""
+    keep = None if keep_all else drop_attention
     limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
     enc = loaded.tokenizer.encode(text, limit)
     src = torch.tensor([enc.ids])
@@ -208,7 +212,7 @@ def run(
         source_word_ids=enc.word_ids,
     )
     if loaded.is_decoder_only:
-        out = model(src, ablation=ablation, keep=drop_attention)
+        out = model(src, ablation=ablation, keep=keep)
         found = _top(out, loaded.tokenizer)
         decoder_self, decoder_states = _stack(
             loaded, "decoder", out.decoder, (None, model.decoder_mask(src), None), ablation, reload
@@ -225,7 +229,7 @@ def run(
         )
     src_mask = padding_mask(src, model.config.pad_id)
     if encoder_only or not loaded.is_encoder_decoder:
-        out = model(src, ablation=ablation, keep=drop_attention)
+        out = model(src, ablation=ablation, keep=keep)
         encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload)
         return Trace(encoder_self=encoder_self["self_attn"], encoder_states=encoder_states, **common)
     assert loaded.bos_id is not None and loaded.eos_id is not None
@@ -240,7 +244,7 @@ def run(
     else:
         decoder_input = list(forced)
     tgt = torch.tensor([decoder_input])
-    out = model(src, tgt, src_mask=src_mask, ablation=ablation, keep=drop_attention)
+    out = model(src, tgt, src_mask=src_mask, ablation=ablation, keep=keep)
     if forced is not None:
         generated = out.logits[0].argmax(-1).tolist()
     vocabulary = loaded.target_vocabulary
@@ -289,7 +293,9 @@ def _stack(
     layer at a time. States: "embeddings" (T, D), then per sub-layer field ("after_attn", ...) (L, T, D)."""
     embeddings = internals.embeddings[0].numpy()  # (T, D)
     after_ffn = torch.stack([layer.after_ffn[0] for layer in internals.layers]).numpy()  # (L, T, D)
-    source = StackLayers(loaded, stack, lambda i: embeddings if i == 0 else after_ffn[i - 1], context, ablation, reload)
+    kept = None if internals.layers[0].self_attn is None else tuple(Layer.of(layer) for layer in internals.layers)
+    inputs = lambda i: embeddings if i == 0 else after_ffn[i - 1]  # noqa: E731
+    source = StackLayers(loaded, stack, inputs, context, ablation, reload, kept)
     states: dict[str, np.ndarray | LayerArray] = {"embeddings": embeddings}
     for name in state_names(internals.layers[0]):
         if name == "after_ffn":

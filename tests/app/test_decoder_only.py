@@ -146,7 +146,7 @@ def test_head_statistics_give_every_head_an_induction_score_on_the_sentences_rep
     assert not at.exception
     result = trace.run(gpt2, text, gpt2.max_tokens)
     ids = [gpt2.tokenizer.token_to_id(t) for t in result.source_tokens]
-    expected = induction.induction_scores(result.decoder_self.weights, ids)
+    expected = induction.induction_scores(np.asarray(result.decoder_self.weights), ids)
     z = array(spec(at.get("plotly_chart")[0])["data"][0]["z"])
     np.testing.assert_allclose(z, expected, rtol=1e-6)
 

@@ -85,7 +85,7 @@ def test_turning_off_the_aligned_cross_attention_breaks_the_translation(translat
 def test_turning_off_the_induction_heads_breaks_the_repeat(induction_model):
     run = trace.run(induction_model, REPEATED)
     ids = induction_model.tokenizer.encode(REPEATED, induction_model.max_tokens).ids
-    scores = induction.induction_scores(run.decoder_self.weights, ids)  # (L, H)
+    scores = induction.induction_scores(np.asarray(run.decoder_self.weights), ids)  # (L, H)
     heads = [Head("decoder_self", 1, int(h)) for h in np.nonzero(scores[1] > 0.5)[0]]
     assert len(heads) >= 2
     answer = ablate.answer(induction_model, run)
