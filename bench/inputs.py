@@ -16,7 +16,8 @@ def text_of(loaded: LoadedModel, tokens: int) -> str:
         words = " ".join(loaded.task.examples).split()
         text = " ".join(words * (tokens // len(words) + 1))
     else:
-        text = TEXT * (tokens // 16 + 2)  # ~22 tokens a repeat; stays under the sentence box's 5,000 characters
+        # ~22 tokens a repeat (SmolLM2 at 2,048 tokens: 11,700 characters; the sidebar takes state.MAX_TEXT, 100,000)
+        text = TEXT * (tokens // 16 + 2)
     assert len(loaded.tokenizer.encode(text, tokens)) == tokens
     return text
 
