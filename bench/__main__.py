@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     browser.add_argument("--repeats", type=int, default=3)
     browser.add_argument("--lengths", type=int, nargs="+", default=None)
     browser.add_argument("--pages", action="store_true", help="open every page at 16, 128, 512 tokens: time, MB")
-    browser.add_argument("--models", nargs="+", default=None, help="with --pages: model keys (default: all four)")
+    browser.add_argument(
+        "--models", nargs="+", default=None, help="with --pages: model keys, folder:gpt2-small too (default: all four)"
+    )
     browser.add_argument("--only", nargs="+", default=(), help="with --pages: these pages only, by path (decoding)")
     load = commands.add_parser("load", help="many browser sessions at once against streamlit run app.py")
     load.add_argument("--json", action="store_true")

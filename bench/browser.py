@@ -6,7 +6,7 @@ import statistics
 import time
 import urllib.parse
 
-from bench import harness
+from bench import folders, harness
 from bench.inputs import text_of
 from models import registry
 
@@ -112,9 +112,10 @@ def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) 
     (max tokens set to that length): seconds from the click to the page's run finished and every chart drawn and
     painted (CHARTS_DRAWN; the browser's own drawing included), and the megabytes the server sent for it over the
     websocket. Each length starts a new session on the Train page, so the first page that
-    reads the sentence pays for its run, as a person's first page would."""
+    reads the sentence pays for its run, as a person's first page would. A bench folder among `models`
+    ("folder:gpt2-small", bench.folders) is built if need be and offered to the server."""
     rows = []
-    with harness.app_server() as url, harness.chromium() as browser:
+    with harness.app_server(env=folders.use(models)) as url, harness.chromium() as browser:
         for model in models:
             loaded = registry.load(model)
             for tokens in lengths_for(loaded.max_tokens, lengths):
@@ -136,9 +137,9 @@ def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) 
 
 
 def pages_table(rows: list[dict]) -> str:
-    lines = [f"{'model':<13} {'tokens':>6}  {'page':<20} {'seconds':>8} {'MB':>7}  error"]
+    lines = [f"{'model':<17} {'tokens':>6}  {'page':<20} {'seconds':>8} {'MB':>7}  error"]
     lines += [
-        f"{r['model']:<13} {r['tokens']:>6}  {r['page']:<20} {r['seconds']:>8.2f} {r['mb']:>7.2f}  {r['error']}"
+        f"{r['model']:<17} {r['tokens']:>6}  {r['page']:<20} {r['seconds']:>8.2f} {r['mb']:>7.2f}  {r['error']}"
         for r in rows
     ]
     return "\n".join(lines)
