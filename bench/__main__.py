@@ -1,4 +1,5 @@
-"""`python -m bench forward|startup|figures|browser|load|memory [--json]`: benchmarks, never run as tests."""
+"""`python -m bench forward|startup|figures|browser|load|memory [--json]`: benchmarks, never run as tests. A model key
+folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
 
 from __future__ import annotations
 
@@ -13,11 +14,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     commands = parser.add_subparsers(dest="command", required=True)
-    forward = commands.add_parser("forward", help="from-scratch forward with capture vs transformers eager")
+    forward = commands.add_parser(
+        "forward", help="the app's first run of a text, and our forward with capture, vs transformers eager"
+    )
     forward.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    forward.add_argument("--repeats", type=int, default=25)
+    forward.add_argument("--repeats", type=int, default=None, help="timed pairs (default: 25, fewer past 128 tokens)")
     forward.add_argument("--lengths", type=int, nargs="+", default=None, help="token counts (default 16 128 512)")
-    forward.add_argument("--models", nargs="+", default=["minilm"], help="registry keys transformers reads too")
+    forward.add_argument(
+        "--models", nargs="+", default=["minilm"], help="registry keys transformers reads too (folder:gpt2-small too)"
+    )
+    forward.add_argument(
+        "--capture-up-to", type=int, default=None, help="longest text of the capture comparison (default 512)"
+    )
     startup = commands.add_parser("startup", help="a model's load time in a new process, again warm, and its memory")
     startup.add_argument("--json", action="store_true")
     startup.add_argument("--model", default="smollm2")
@@ -50,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench import forward as bench_forward
 
         lengths = tuple(args.lengths or bench_forward.LENGTHS)
-        rows = [row for model in args.models for row in bench_forward.run(lengths, args.repeats, model=model)]
+        most = args.capture_up_to or bench_forward.CAPTURE_UP_TO
+        rows = [r for model in args.models for r in bench_forward.run(lengths, args.repeats, None, model, most)]
         print(json.dumps(rows) if args.json else bench_forward.table(rows))
     elif args.command == "startup":
         from bench import startup as bench_startup
