@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     memory = commands.add_parser("memory", help="resident memory after start-up and after many sentences")
     memory.add_argument("--json", action="store_true")
     memory.add_argument("--sentences", type=int, default=500)
+    memory.add_argument("--model", default=None, help="long-text mode: this model alone (smollm2, folder:gpt2-small)")
+    memory.add_argument("--tokens", type=int, default=2048, help="long-text mode: each text's tokens")
+    memory.add_argument("--texts", type=int, default=100, help="long-text mode: distinct texts read")
     args = parser.parse_args(argv)
 
     if args.command == "forward":
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "memory":
         from bench import memory as bench_memory
 
-        summary = bench_memory.run(args.sentences)
+        summary = bench_memory.run(args.sentences, args.model, args.tokens, args.texts)
         print(json.dumps(summary) if args.json else bench_memory.table(summary))
     return 0
 
