@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         "--models", nargs="+", default=None, help="with --pages: model keys, folder:gpt2-small too (default: all four)"
     )
     browser.add_argument("--only", nargs="+", default=(), help="with --pages: these pages only, by path (decoding)")
+    browser.add_argument("--skip", nargs="+", default=(), help="with --pages: not these pages (head_effects)")
     load = commands.add_parser("load", help="many browser sessions at once against streamlit run app.py")
     load.add_argument("--json", action="store_true")
     load.add_argument("--sessions", type=int, default=10)
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.pages:
             lengths = tuple(args.lengths or bench_browser.PAGE_LENGTHS)
-            rows = bench_browser.pages(lengths, tuple(args.models or bench_browser.PAGE_MODELS), tuple(args.only))
+            models = tuple(args.models or bench_browser.PAGE_MODELS)
+            rows = bench_browser.pages(lengths, models, tuple(args.only), tuple(args.skip))
             print(json.dumps(rows) if args.json else bench_browser.pages_table(rows))
         else:
             rows = bench_browser.run(tuple(args.lengths or bench_browser.LENGTHS), repeats=args.repeats)

@@ -85,12 +85,13 @@ def sentence_session(browser, url: str, model: str, text: str, tokens: int) -> t
     return page, received
 
 
-def each_page(page, only: tuple[str, ...] = ()):
-    """(address stem, its menu link, its menu open) for each page of the navigation in order, or those in `only`."""
+def each_page(page, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()):
+    """(address stem, its menu link, its menu open) for each page of the navigation in order, or those in `only`,
+    less those in `skip`."""
     for title in harness.menu_titles(page):
         link = harness.menu_link(page, title)
         name = page_name(link.get_attribute("href"))
-        if only and name not in only:
+        if (only and name not in only) or name in skip:
             page.keyboard.press("Escape")  # the menu closes again
             continue
         yield name, link
@@ -107,8 +108,11 @@ def open_timed(page, link, received: list[int]) -> tuple[float, float]:
     return round(time.perf_counter() - start, 2), round(received[0] / 1e6, 2)
 
 
-def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) -> list[dict]:
-    """Every page of the sidebar (or those named in `only`) opened after a sentence of each length, for each model
+def pages(
+    lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()
+) -> list[dict]:
+    """Every page of the sidebar (or those named in `only`, less those in `skip`: head_effects turns off every head
+    in batched forwards, a minute for SmolLM2 at 64 tokens) opened after a sentence of each length, for each model
     (max tokens set to that length): seconds from the click to the page's run finished and every chart drawn and
     painted (CHARTS_DRAWN; the browser's own drawing included), and the megabytes the server sent for it over the
     websocket. Each length starts a new session on the Train page, so the first page that
@@ -120,7 +124,7 @@ def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) 
             loaded = registry.load(model)
             for tokens in lengths_for(loaded.max_tokens, lengths):
                 page, received = sentence_session(browser, url, model, text_of(loaded, tokens), tokens)
-                for title, link in each_page(page, only):
+                for title, link in each_page(page, only, skip):
                     seconds, mb = open_timed(page, link, received)
                     rows.append(
                         {
