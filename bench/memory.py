@@ -120,13 +120,15 @@ def _measure_long(key: str, tokens: int, texts: int) -> dict:
 
     set_log_level("error")  # as in _measure: stderr shows the progress alone
     from bench.inputs import text_of
-    from explorer.app import cached, memo
+    from explorer.app import cached
+    from explorer.run import layers, memo
 
     # start-up: the model loaded and a short text through the same calls (plotly and torch load parts of themselves on
-    # first use); the store emptied again, so what follows starts from nothing
+    # first use); the store and the recomputed layers emptied again, so what follows starts from nothing
     loaded = cached.get_model(key)
     _serve_long(key, loaded.example, min(16, tokens))
     cached.store().clear()
+    layers.cache().clear()
     gc.collect()
     memo.release_memory()
     startup = rss_mb()
@@ -141,7 +143,7 @@ def _measure_long(key: str, tokens: int, texts: int) -> dict:
             print(f"{i + 1}/{texts} texts: {now:.0f} MB resident", file=sys.stderr, flush=True)
     gc.collect()
     after = rss_mb()
-    store = cached.store()
+    store, recomputed = cached.store(), layers.cache()
     return {
         "model": key,
         "tokens": tokens,
@@ -156,6 +158,8 @@ def _measure_long(key: str, tokens: int, texts: int) -> dict:
         "store_mb": round(store.bytes / 2**20, 1),
         "store_bound_mb": round(store.max_bytes / 2**20, 1),
         "store_entries": len(store),
+        "layers_mb": round(recomputed.bytes / 2**20, 1),  # layers recomputed for the views, shared by every session
+        "layers_bound_mb": round(recomputed.max_bytes / 2**20, 1),
         "target_max_mb": TARGET_LONG_MAX_MB,
         "target_growth_mb": TARGET_GROWTH_MB,
     }
