@@ -7,7 +7,7 @@ import time
 import urllib.parse
 
 from bench import folders, harness
-from bench.inputs import text_of
+from bench.inputs import lengths_for, text_of
 from models import registry
 
 LENGTHS = (16, 64, 512)
@@ -54,11 +54,6 @@ CHARTS_DRAWN = """() => {
     if (!main || main.querySelector('[data-testid="stSkeleton"]')) return false;
     return [...main.querySelectorAll('[data-testid="stPlotlyChart"]')].every(chart => chart.querySelector('.main-svg'));
 }"""
-
-
-def lengths_for(max_tokens: int, lengths) -> tuple[int, ...]:
-    """The lengths a model is opened at: each asked-for length, a length past the model's maximum as that maximum."""
-    return tuple(sorted({min(n, max_tokens) for n in lengths}))
 
 
 def page_name(href: str | None) -> str:

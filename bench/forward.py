@@ -12,7 +12,7 @@ import time
 import torch
 
 from bench import folders
-from bench.inputs import text_of
+from bench.inputs import lengths_for, text_of
 from explorer.run import trace
 from explorer.run.reference_view import folder_of
 from models import registry
@@ -66,15 +66,15 @@ def run(
     model: str = "minilm",
     capture_up_to: int = CAPTURE_UP_TO,
 ) -> list[dict]:
-    """One row per length: the first-run comparison (first_*) and, up to `capture_up_to` tokens, the capture one
-    (capture_*; None above). `model`: a registry key whose weights transformers reads too (minilm, smollm2, a folder,
-    folder:gpt2-small). repeats / warmup: None scales them down with the length (repeats_for; one warm-up from 1,024
-    tokens, else three)."""
+    """One row per length (a length past the model's maximum read as that maximum): the first-run comparison
+    (first_*) and, up to `capture_up_to` tokens, the capture one (capture_*; None above). `model`: a registry key
+    whose weights transformers reads too (minilm, smollm2, a folder, folder:gpt2-small). repeats / warmup: None scales
+    them down with the length (repeats_for; one warm-up from 1,024 tokens, else three)."""
     folders.use([model])
     loaded = registry.load(model)
     reference = load_reference(folder_of(model) or minilm_folder())
     rows = []
-    for tokens in lengths:
+    for tokens in lengths_for(loaded.max_tokens, lengths):  # GPT-2 small reads at most 1,024 tokens
         text = text_of(loaded, tokens)
         ids = torch.tensor([loaded.tokenizer.encode(text, tokens).ids])  # what trace.run reads from the text
         mask = torch.ones_like(ids)

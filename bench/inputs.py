@@ -22,6 +22,11 @@ def text_of(loaded: LoadedModel, tokens: int) -> str:
     return text
 
 
+def lengths_for(max_tokens: int, lengths) -> tuple[int, ...]:
+    """The lengths a model is run at: each asked-for length, a length past the model's maximum as that maximum."""
+    return tuple(sorted({min(n, max_tokens) for n in lengths}))
+
+
 def ids_of(loaded: LoadedModel, tokens: int) -> torch.Tensor:
     """(1, tokens) ids of that text."""
     return torch.tensor([loaded.tokenizer.encode(text_of(loaded, tokens), tokens).ids])
