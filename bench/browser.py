@@ -112,9 +112,11 @@ def pages(
     painted (CHARTS_DRAWN; the browser's own drawing included), and the megabytes the server sent for it over the
     websocket. Each length starts a new session on the Train page, so the first page that
     reads the sentence pays for its run, as a person's first page would. A bench folder among `models`
-    ("folder:gpt2-small", bench.folders) is built if need be and offered to the server."""
+    ("folder:gpt2-small", bench.folders) is built if need be and offered to the server. `error`: the first line of
+    the page's first exception ("" for none), shown in full by this server (the app's own config hides it)."""
     rows = []
-    with harness.app_server(env=folders.use(models)) as url, harness.chromium() as browser:
+    env = folders.use(models) | {"STREAMLIT_CLIENT_SHOW_ERROR_DETAILS": "full"}
+    with harness.app_server(env=env) as url, harness.chromium() as browser:
         for model in models:
             loaded = registry.load(model)
             for tokens in lengths_for(loaded.max_tokens, lengths):
@@ -128,17 +130,23 @@ def pages(
                             "page": title,
                             "seconds": seconds,
                             "mb": mb,
-                            "error": page.get_by_test_id("stException").count() > 0,
+                            "error": first_error(page),
                         }
                     )
                 page.context.close()
     return rows
 
 
+def first_error(page) -> str:
+    """The first line of the page's first exception (its type and message), or "" when it shows none."""
+    shown = page.get_by_test_id("stException")
+    return shown.first.inner_text().strip().split("\n", 1)[0] if shown.count() else ""
+
+
 def pages_table(rows: list[dict]) -> str:
     lines = [f"{'model':<17} {'tokens':>6}  {'page':<20} {'seconds':>8} {'MB':>7}  error"]
     lines += [
-        f"{r['model']:<17} {r['tokens']:>6}  {r['page']:<20} {r['seconds']:>8.2f} {r['mb']:>7.2f}  {r['error']}"
+        f"{r['model']:<17} {r['tokens']:>6}  {r['page']:<20} {r['seconds']:>8.2f} {r['mb']:>7.2f}  {r['error'][:100]}"
         for r in rows
     ]
     return "\n".join(lines)
