@@ -1,4 +1,5 @@
-"""`python -m bench forward|startup|figures|browser|load|memory [--json]`: benchmarks, never run as tests."""
+"""`python -m bench forward|startup|figures|browser|load|memory [--json]`: benchmarks, never run as tests. A model key
+folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
 
 from __future__ import annotations
 
@@ -13,11 +14,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     commands = parser.add_subparsers(dest="command", required=True)
-    forward = commands.add_parser("forward", help="from-scratch forward with capture vs transformers eager")
+    forward = commands.add_parser(
+        "forward", help="the app's first run of a text, and our forward with capture, vs transformers eager"
+    )
     forward.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    forward.add_argument("--repeats", type=int, default=25)
+    forward.add_argument("--repeats", type=int, default=None, help="timed pairs (default: 25, fewer past 128 tokens)")
     forward.add_argument("--lengths", type=int, nargs="+", default=None, help="token counts (default 16 128 512)")
-    forward.add_argument("--models", nargs="+", default=["minilm"], help="registry keys transformers reads too")
+    forward.add_argument(
+        "--models", nargs="+", default=["minilm"], help="registry keys transformers reads too (folder:gpt2-small too)"
+    )
+    forward.add_argument(
+        "--capture-up-to", type=int, default=None, help="longest text of the capture comparison (default 512)"
+    )
     startup = commands.add_parser("startup", help="a model's load time in a new process, again warm, and its memory")
     startup.add_argument("--json", action="store_true")
     startup.add_argument("--model", default="smollm2")
@@ -30,8 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     browser.add_argument("--repeats", type=int, default=3)
     browser.add_argument("--lengths", type=int, nargs="+", default=None)
     browser.add_argument("--pages", action="store_true", help="open every page at 16, 128, 512 tokens: time, MB")
-    browser.add_argument("--models", nargs="+", default=None, help="with --pages: model keys (default: all four)")
+    browser.add_argument(
+        "--models", nargs="+", default=None, help="with --pages: model keys, folder:gpt2-small too (default: all four)"
+    )
     browser.add_argument("--only", nargs="+", default=(), help="with --pages: these pages only, by path (decoding)")
+    browser.add_argument("--skip", nargs="+", default=(), help="with --pages: not these pages (head_effects)")
     load = commands.add_parser("load", help="many browser sessions at once against streamlit run app.py")
     load.add_argument("--json", action="store_true")
     load.add_argument("--sessions", type=int, default=10)
@@ -42,13 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     memory = commands.add_parser("memory", help="resident memory after start-up and after many sentences")
     memory.add_argument("--json", action="store_true")
     memory.add_argument("--sentences", type=int, default=500)
+    memory.add_argument("--model", default=None, help="long-text mode: this model alone (smollm2, folder:gpt2-small)")
+    memory.add_argument("--tokens", type=int, default=2048, help="long-text mode: each text's tokens")
+    memory.add_argument("--texts", type=int, default=100, help="long-text mode: distinct texts read")
     args = parser.parse_args(argv)
 
     if args.command == "forward":
         from bench import forward as bench_forward
 
         lengths = tuple(args.lengths or bench_forward.LENGTHS)
-        rows = [row for model in args.models for row in bench_forward.run(lengths, args.repeats, model=model)]
+        most = args.capture_up_to or bench_forward.CAPTURE_UP_TO
+        rows = [r for model in args.models for r in bench_forward.run(lengths, args.repeats, None, model, most)]
         print(json.dumps(rows) if args.json else bench_forward.table(rows))
     elif args.command == "startup":
         from bench import startup as bench_startup
@@ -65,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.pages:
             lengths = tuple(args.lengths or bench_browser.PAGE_LENGTHS)
-            rows = bench_browser.pages(lengths, tuple(args.models or bench_browser.PAGE_MODELS), tuple(args.only))
+            models = tuple(args.models or bench_browser.PAGE_MODELS)
+            rows = bench_browser.pages(lengths, models, tuple(args.only), tuple(args.skip))
             print(json.dumps(rows) if args.json else bench_browser.pages_table(rows))
         else:
             rows = bench_browser.run(tuple(args.lengths or bench_browser.LENGTHS), repeats=args.repeats)
@@ -79,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "memory":
         from bench import memory as bench_memory
 
-        summary = bench_memory.run(args.sentences)
+        summary = bench_memory.run(args.sentences, args.model, args.tokens, args.texts)
         print(json.dumps(summary) if args.json else bench_memory.table(summary))
     return 0
 

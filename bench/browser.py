@@ -6,8 +6,8 @@ import statistics
 import time
 import urllib.parse
 
-from bench import harness
-from bench.inputs import text_of
+from bench import folders, harness
+from bench.inputs import lengths_for, text_of
 from models import registry
 
 LENGTHS = (16, 64, 512)
@@ -56,11 +56,6 @@ CHARTS_DRAWN = """() => {
 }"""
 
 
-def lengths_for(max_tokens: int, lengths) -> tuple[int, ...]:
-    """The lengths a model is opened at: each asked-for length, a length past the model's maximum as that maximum."""
-    return tuple(sorted({min(n, max_tokens) for n in lengths}))
-
-
 def page_name(href: str | None) -> str:
     """A page by its address, not its link's text (which carries its icon's ligature name too)."""
     return urllib.parse.urlparse(href or "").path.strip("/") or "overview"
@@ -85,12 +80,13 @@ def sentence_session(browser, url: str, model: str, text: str, tokens: int) -> t
     return page, received
 
 
-def each_page(page, only: tuple[str, ...] = ()):
-    """(address stem, its menu link, its menu open) for each page of the navigation in order, or those in `only`."""
+def each_page(page, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()):
+    """(address stem, its menu link, its menu open) for each page of the navigation in order, or those in `only`,
+    less those in `skip`."""
     for title in harness.menu_titles(page):
         link = harness.menu_link(page, title)
         name = page_name(link.get_attribute("href"))
-        if only and name not in only:
+        if (only and name not in only) or name in skip:
             page.keyboard.press("Escape")  # the menu closes again
             continue
         yield name, link
@@ -107,19 +103,25 @@ def open_timed(page, link, received: list[int]) -> tuple[float, float]:
     return round(time.perf_counter() - start, 2), round(received[0] / 1e6, 2)
 
 
-def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) -> list[dict]:
-    """Every page of the sidebar (or those named in `only`) opened after a sentence of each length, for each model
+def pages(
+    lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()
+) -> list[dict]:
+    """Every page of the sidebar (or those named in `only`, less those in `skip`: head_effects turns off every head
+    in batched forwards, a minute for SmolLM2 at 64 tokens) opened after a sentence of each length, for each model
     (max tokens set to that length): seconds from the click to the page's run finished and every chart drawn and
     painted (CHARTS_DRAWN; the browser's own drawing included), and the megabytes the server sent for it over the
     websocket. Each length starts a new session on the Train page, so the first page that
-    reads the sentence pays for its run, as a person's first page would."""
+    reads the sentence pays for its run, as a person's first page would. A bench folder among `models`
+    ("folder:gpt2-small", bench.folders) is built if need be and offered to the server. `error`: the first line of
+    the page's first exception ("" for none), shown in full by this server (the app's own config hides it)."""
     rows = []
-    with harness.app_server() as url, harness.chromium() as browser:
+    env = folders.use(models) | {"STREAMLIT_CLIENT_SHOW_ERROR_DETAILS": "full"}
+    with harness.app_server(env=env) as url, harness.chromium() as browser:
         for model in models:
             loaded = registry.load(model)
             for tokens in lengths_for(loaded.max_tokens, lengths):
                 page, received = sentence_session(browser, url, model, text_of(loaded, tokens), tokens)
-                for title, link in each_page(page, only):
+                for title, link in each_page(page, only, skip):
                     seconds, mb = open_timed(page, link, received)
                     rows.append(
                         {
@@ -128,17 +130,23 @@ def pages(lengths=PAGE_LENGTHS, models=PAGE_MODELS, only: tuple[str, ...] = ()) 
                             "page": title,
                             "seconds": seconds,
                             "mb": mb,
-                            "error": page.get_by_test_id("stException").count() > 0,
+                            "error": first_error(page),
                         }
                     )
                 page.context.close()
     return rows
 
 
+def first_error(page) -> str:
+    """The first line of the page's first exception (its type and message), or "" when it shows none."""
+    shown = page.get_by_test_id("stException")
+    return shown.first.inner_text().strip().split("\n", 1)[0] if shown.count() else ""
+
+
 def pages_table(rows: list[dict]) -> str:
-    lines = [f"{'model':<13} {'tokens':>6}  {'page':<20} {'seconds':>8} {'MB':>7}  error"]
+    lines = [f"{'model':<17} {'tokens':>6}  {'page':<20} {'seconds':>8} {'MB':>7}  error"]
     lines += [
-        f"{r['model']:<13} {r['tokens']:>6}  {r['page']:<20} {r['seconds']:>8.2f} {r['mb']:>7.2f}  {r['error']}"
+        f"{r['model']:<17} {r['tokens']:>6}  {r['page']:<20} {r['seconds']:>8.2f} {r['mb']:>7.2f}  {r['error'][:100]}"
         for r in rows
     ]
     return "\n".join(lines)

@@ -16,9 +16,15 @@ def text_of(loaded: LoadedModel, tokens: int) -> str:
         words = " ".join(loaded.task.examples).split()
         text = " ".join(words * (tokens // len(words) + 1))
     else:
-        text = TEXT * (tokens // 16 + 2)  # ~22 tokens a repeat; stays under the sentence box's 5,000 characters
+        # ~22 tokens a repeat (SmolLM2 at 2,048 tokens: 11,700 characters; the sidebar takes state.MAX_TEXT, 100,000)
+        text = TEXT * (tokens // 16 + 2)
     assert len(loaded.tokenizer.encode(text, tokens)) == tokens
     return text
+
+
+def lengths_for(max_tokens: int, lengths) -> tuple[int, ...]:
+    """The lengths a model is run at: each asked-for length, a length past the model's maximum as that maximum."""
+    return tuple(sorted({min(n, max_tokens) for n in lengths}))
 
 
 def ids_of(loaded: LoadedModel, tokens: int) -> torch.Tensor:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench import harness, proc
+from bench import folders, harness, proc
 from explorer.run import trace
 from models import registry
 
@@ -297,9 +297,10 @@ def run(
     `costs` first measures, one person at a time, the server's CPU per sentence and per picker change and its memory."""
     if seconds is None and sentences is None:
         raise ValueError("give seconds, sentences or both: the run must stop by itself")
+    env = folders.use([model])  # folder:gpt2-small: built if need be, and offered to the server
     loaded = registry.load(model)
     report = Report(sessions, seconds, sentences)
-    with harness.app_server() as url, ThreadPoolExecutor(1) as worker:
+    with harness.app_server(env=env) as url, ThreadPoolExecutor(1) as worker:
         # a thread of its own: the caller may already run an event loop (Playwright's sync API under pytest)
         return worker.submit(asyncio.run, _run(url, report, loaded, costs, model)).result()
 

@@ -1,5 +1,7 @@
 """Resident memory of the app's process: after start-up with every model loaded, and after many distinct
-sentences through the same cached calls the pages make. Run in a fresh process, so nothing else is counted."""
+sentences through the same cached calls the pages make; or, in the long-text mode (issue 31: `--model smollm2
+--tokens 2048 --texts 100`), one model and many distinct long texts read one layer at a time. Run in a fresh
+process, so nothing else is counted."""
 
 from __future__ import annotations
 
@@ -13,22 +15,30 @@ from bench.harness import ROOT
 
 TARGET_STARTUP_MB = 1024
 TARGET_GROWTH_MB = 300
+TARGET_LONG_MAX_MB = 3072  # issue 31: the process at most 3 GB while pages read 2,048-token texts of SmolLM2
 LENGTHS = (16, 64, 128, 256, 512)  # token counts, in turn
 
 
-def rss_mb() -> float:
+def rss_mb(field: str = "VmRSS") -> float:
+    """This process's resident memory now (VmRSS) or at its highest since start or since reset_peak (VmHWM)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak() -> None:
+    """Start VmHWM again from the resident memory now (Linux 4.0+: proc(5), /proc/pid/clear_refs)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def _measure(sentences: int) -> dict:
     """In this process: load as the server does, then push `sentences` distinct sentences through the caches."""
-    import logging
+    from streamlit.logger import set_log_level
 
-    logging.getLogger("streamlit").setLevel(logging.ERROR)  # bare mode warns on every cached call
+    set_log_level("error")  # bare mode warns on every cached call, each of streamlit's loggers
     from bench.inputs import text_of
     from explorer.app import cached
     from explorer.figures.heatmap import head_heatmap
@@ -83,15 +93,94 @@ def _measure(sentences: int) -> dict:
     }
 
 
-def run(sentences: int = 500) -> dict:
-    """The measurement in a fresh interpreter (imports and all), so the figures are the app's alone."""
+def _serve_long(key: str, text: str, tokens: int) -> None:
+    """What the pages compute for one long text, reading one layer or head at a time (a long text's whole (L, H, T, T)
+    weights are never held): the run, then three layers' heads side by side (the attention page's small multiples,
+    pooled) and one head at full resolution (its heatmap); the next tokens come with the run."""
+    from explorer.app import cached
+    from explorer.figures.heatmap import head_heatmap
+    from explorer.figures.model_view import layer_heads
+
+    loaded = cached.get_model(key)
+    kind = loaded.family.kinds[0]  # the attention that reads the text: BERT's encoder self, a decoder's masked self
+    config = loaded.model.config
+    n_layers = config.n_encoder_layers if kind == "encoder_self" else config.n_decoder_layers
+    result = cached.get_trace(key, text, tokens)
+    queries, keys = result.tokens_for(kind)
+    for layer in sorted({0, n_layers // 2, n_layers - 1}):
+        weights = result.attention(kind).layer(layer).weights  # (H, Tq, Tk)
+        layer_heads(weights, layer).to_json()
+        if layer == 0:
+            head_heatmap(weights[0], list(queries), list(keys)).to_json()
+
+
+def _measure_long(key: str, tokens: int, texts: int) -> dict:
+    """In this process: load one model as the server does, then read `texts` distinct texts of `tokens` tokens."""
+    from streamlit.logger import set_log_level
+
+    set_log_level("error")  # as in _measure: stderr shows the progress alone
+    from bench.inputs import text_of
+    from explorer.app import cached
+    from explorer.run import layers, memo
+
+    # start-up: the model loaded and a short text through the same calls (plotly and torch load parts of themselves on
+    # first use); the store and the recomputed layers emptied again, so what follows starts from nothing
+    loaded = cached.get_model(key)
+    _serve_long(key, loaded.example, min(16, tokens))
+    cached.store().clear()
+    layers.cache().clear()
+    gc.collect()
+    memo.release_memory()
+    startup = rss_mb()
+    reset_peak()  # the peak from here on: the texts', not the load's
+    text = text_of(loaded, tokens)
+    highest, first = startup, None
+    for i in range(texts):
+        _serve_long(key, f"{i} {text}", tokens)  # a different text each time: no cached run answers it
+        now = rss_mb()
+        highest, first = max(highest, now), now if first is None else first
+        if (i + 1) % 10 == 0 or i + 1 == texts:
+            print(f"{i + 1}/{texts} texts: {now:.0f} MB resident", file=sys.stderr, flush=True)
+    gc.collect()
+    after = rss_mb()
+    store, recomputed = cached.store(), layers.cache()
+    return {
+        "model": key,
+        "tokens": tokens,
+        "texts": texts,
+        "startup_mb": round(startup, 1),
+        "after_first_mb": round(first or startup, 1),
+        "max_mb": round(highest, 1),  # resident after each text's calls, at its highest
+        "peak_mb": round(rss_mb("VmHWM"), 1),  # resident at any moment, inside the calls too
+        "after_mb": round(after, 1),
+        "growth_mb": round(after - startup, 1),
+        "growth_after_first_mb": round(after - (first or startup), 1),
+        "store_mb": round(store.bytes / 2**20, 1),
+        "store_bound_mb": round(store.max_bytes / 2**20, 1),
+        "store_entries": len(store),
+        "layers_mb": round(recomputed.bytes / 2**20, 1),  # layers recomputed for the views, shared by every session
+        "layers_bound_mb": round(recomputed.max_bytes / 2**20, 1),
+        "target_max_mb": TARGET_LONG_MAX_MB,
+        "target_growth_mb": TARGET_GROWTH_MB,
+    }
+
+
+def run(sentences: int = 500, model: str | None = None, tokens: int = 2048, texts: int = 100) -> dict:
+    """The measurement in a fresh interpreter (imports and all), so the figures are the app's alone: many short
+    sentences over every model, or with `model` its long-text mode (progress on stderr)."""
+    from bench import folders
+
+    folders.use([model] if model else [])  # a bench folder's variable travels to the fresh interpreter
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    code = f"import json; from bench.memory import _measure; print(json.dumps(_measure({int(sentences)})))"
+    short = f"_measure({int(sentences)})"
+    call = short if model is None else f"_measure_long({model!r}, {int(tokens)}, {int(texts)})"
+    code = f"import json; from bench.memory import _measure, _measure_long; print(json.dumps({call}))"
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=3600
+        [sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, check=True, timeout=4 * 3600
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def table(summary: dict) -> str:
-    return "\n".join(f"{k:>18}  {v}" for k, v in summary.items())
+    width = max(len(k) for k in summary)
+    return "\n".join(f"{k:>{width}}  {v}" for k, v in summary.items())

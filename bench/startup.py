@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+from bench import folders
+
 # run in a fresh interpreter: what a new server process pays, imports and all
 CHILD = """
 import json, resource, sys, time
@@ -39,6 +41,7 @@ print(json.dumps({"model": sys.argv[1], "new_process_s": round(first, 2), "warm_
 
 def run(model: str = "smollm2") -> dict:
     """Load `model` in a new Python process and report its times and memory."""
+    folders.use([model])  # folder:gpt2-small: built if need be; the variable travels to the new process
     out = subprocess.run([sys.executable, "-c", CHILD, model], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -87,13 +87,18 @@ def run_reference(
     attention_mask: Tensor | None = None,
     hidden_states: bool = True,
     logits: bool = True,
+    attentions: bool = True,
 ) -> ReferenceOutput:
     """One forward with every attention and, unless `hidden_states` is False, every hidden state returned; with
-    `logits` False a model with a head runs without it (GPT-2's (T, V) logits are 100 MB at 512 tokens)."""
+    `logits` False a model with a head runs without it (GPT-2's (T, V) logits are 100 MB at 512 tokens); with
+    `attentions` False no attention comes back (eager attention still computes its weights, and drops them)."""
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     body = model if logits else model.base_model  # BertModel's base_model is itself; GPT2LMHeadModel's, GPT2Model
     out = body(
-        input_ids=input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=hidden_states
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        output_attentions=attentions,
+        output_hidden_states=hidden_states,
     )
-    return ReferenceOutput(tuple(out.attentions), tuple(out.hidden_states or ()), getattr(out, "logits", None))
+    return ReferenceOutput(tuple(out.attentions or ()), tuple(out.hidden_states or ()), getattr(out, "logits", None))

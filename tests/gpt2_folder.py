@@ -3,6 +3,7 @@ trained here on a few English sentences (tokenizer.json, or vocab.json + merges.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -35,6 +36,19 @@ def train_tokenizer(vocab_size: int = VOCAB_SIZE):
     return tokenizer
 
 
+def padded(bpe, vocab_size: int):
+    """The trained BPE (a tokenizers.Tokenizer) with unused tokens appended to its vocabulary up to `vocab_size`: a
+    model vocabulary as large as a real one (GPT-2's 50,257) that no text on CORPUS's words ever reaches."""
+    data = json.loads(bpe.to_str())
+    vocab = data["model"]["vocab"]
+    if vocab_size < len(vocab):
+        raise ValueError(f"vocab_size {vocab_size} is below the trained tokenizer's {len(vocab)} tokens")
+    vocab.update({f"<|unused{i}|>": i for i in range(len(vocab), vocab_size)})
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(json.dumps(data))
+
+
 def make_gpt2_folder(
     path: Path,
     *,
@@ -47,18 +61,22 @@ def make_gpt2_folder(
     tokenizer: str = "json",
     tie: bool = True,
     seed: int = 0,
+    vocab_size: int | None = None,
     **overrides,
 ) -> Path:
     """A GPT-2 folder at `path` (config.json, model.safetensors, tokenizer files) with random weights far from the
     defaults (LayerNorm gains and biases not 1 and 0, weights big enough that attention is not uniform).
-    tokenizer: "json" (tokenizer.json) or "vocab_merges" (vocab.json + merges.txt); overrides go to GPT2Config."""
+    tokenizer: "json" (tokenizer.json) or "vocab_merges" (vocab.json + merges.txt); vocab_size: the tokenizer's
+    vocabulary padded with unused tokens to this size (None: the trained BPE's own); overrides go to GPT2Config."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     if tokenizer not in ("json", "vocab_merges"):
         raise ValueError(f"tokenizer must be 'json' or 'vocab_merges', not {tokenizer!r}")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    bpe = train_tokenizer()
+    bpe = train_tokenizer()._tokenizer  # the tokenizers.Tokenizer inside the ByteLevelBPETokenizer wrapper
+    if vocab_size is not None:
+        bpe = padded(bpe, vocab_size)
     end_id = bpe.token_to_id(END)
     config = GPT2Config(
         vocab_size=bpe.get_vocab_size(),
@@ -93,5 +111,5 @@ def make_gpt2_folder(
     if tokenizer == "json":
         bpe.save(str(path / "tokenizer.json"))
     else:
-        bpe.save_model(str(path))  # vocab.json + merges.txt
+        bpe.model.save(str(path))  # vocab.json + merges.txt
     return path

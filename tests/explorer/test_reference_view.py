@@ -57,6 +57,14 @@ def test_attention_alone_skips_gpt2s_output_layer(gpt2_folder):
         torch.testing.assert_close(one, other, atol=0, rtol=0)
 
 
+def test_a_plain_forward_returns_no_attention_and_the_same_logits(gpt2_folder):
+    reference = reference_view.load(str(gpt2_folder))
+    ids = torch.tensor([[5, 9, 30, 2]])
+    whole, plain = run_reference(reference, ids), run_reference(reference, ids, hidden_states=False, attentions=False)
+    assert len(whole.attentions) == reference.config.n_layer and plain.attentions == () == plain.hidden_states
+    torch.testing.assert_close(plain.logits, whole.logits, atol=0, rtol=0)
+
+
 def test_the_cached_comparison_reads_the_models_own_folder(tiny, gpt2_folder, monkeypatch):
     loads = []
     real = reference_view.load

@@ -26,6 +26,7 @@ SHAPES = [
     dict(n_embd=32, n_head=2, n_layer=1, activation="relu", n_inner=40),
     dict(n_embd=48, n_head=4, n_layer=2, activation="quick_gelu", n_inner=100, tie=False, seed=3),
     dict(n_embd=48, n_head=6, n_layer=2, n_positions=32, activation="gelu_new", tokenizer="vocab_merges", seed=5),
+    dict(n_embd=32, n_head=4, n_layer=1, vocab_size=1000, seed=7),  # a vocabulary padded past the trained BPE's
 ]
 
 
@@ -63,6 +64,19 @@ def test_both_tokenizer_files_read_the_same_tokens(tmp_path):
         assert from_json.decode(from_json.encode(text, 64).ids) == text
     assert from_json.token_to_id(END) == from_vocab.token_to_id(END) is not None
     assert END in from_json.specials
+
+
+@pytest.mark.parametrize("tokenizer", ["json", "vocab_merges"])
+def test_a_padded_vocabulary_reads_text_as_the_trained_one_does(tmp_path, tokenizer):
+    trained = ByteLevelTokenizer.from_folder(make_gpt2_folder(tmp_path / "trained", tokenizer=tokenizer))
+    folder = make_gpt2_folder(tmp_path / "padded", tokenizer=tokenizer, vocab_size=trained.vocab_size + 100)
+    model, padded, _ = load_folder(folder)
+    assert padded.vocab_size == model.config.vocab_size == trained.vocab_size + 100
+    assert padded.id_to_token(trained.vocab_size + 99) == f"<|unused{trained.vocab_size + 99}|>"
+    for text in (SENTENCE, "Attention, please: 3 words!"):
+        assert padded.encode(text, 64) == trained.encode(text, 64)
+    with pytest.raises(ValueError, match="below the trained tokenizer's"):
+        make_gpt2_folder(tmp_path / "small", vocab_size=trained.vocab_size - 1)
 
 
 @pytest.mark.parametrize("settings", [{}, dict(n_embd=64, n_head=8, n_layer=3, tie=False, activation="gelu")])
