@@ -70,12 +70,17 @@ def best_link(
     """The head with the highest link score and that link; ties go to the earliest layer and head. With no content
     link at all (a sentence of markers), layer 1 head 1 and its first content query (or position 0)."""
     allowed = _allowed(queries, keys, self_attention, sink)
-    masked = np.where(allowed, weights, 0.0)  # (L, H, Tq, Tk)
     if not allowed.any():
         content = [i for i, q in enumerate(queries) if is_content(q)]
         return Link(0, 0, content[0] if content else 0, 0, 0.0)
-    layer, head, query, key = np.unravel_index(int(np.argmax(masked)), masked.shape)
-    return Link(int(layer), int(head), int(query), int(key), float(masked[layer, head, query, key]))
+    best: Link | None = None
+    for layer in range(len(weights)):  # one layer at a time: a long text's layers are recomputed when read
+        masked = np.where(allowed, weights[layer], 0.0)  # (H, Tq, Tk)
+        head, query, key = np.unravel_index(int(np.argmax(masked)), masked.shape)
+        if best is None or masked[head, query, key] > best.weight:  # ties: the earliest layer, then head
+            best = Link(layer, int(head), int(query), int(key), float(masked[head, query, key]))
+    assert best is not None
+    return best
 
 
 def aligned_link(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> Link:
@@ -99,7 +104,7 @@ def content_query(queries: Sequence[str], preferred: int | None = None) -> int:
 
 def rank_heads(weights: np.ndarray, query: int, key: int) -> list[tuple[int, int, float]]:
     """Every (layer, head, weight of query -> key), highest weight first (ties: earlier layer, then head)."""
-    picked = weights[:, :, query, key]  # (L, H)
+    picked = np.stack([weights[layer][:, query, key] for layer in range(len(weights))])  # (L, H), a layer at a time
     order = sorted(np.ndindex(picked.shape), key=lambda lh: (-float(picked[lh]), lh))
     return [(int(layer), int(head), float(picked[layer, head])) for layer, head in order]
 

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from explorer.run.layers import LayerArray
 from models.induction import induction_scores
 
-if TYPE_CHECKING:  # only for the annotation: this module stays pure numpy
+if TYPE_CHECKING:  # only for the annotation
     from explorer.run.trace import Trace
 
 STARTS = frozenset({"[CLS]", "<bos>", "<s>"})  # the sequence-start tokens of BERT and of the toy vocabularies
@@ -243,11 +244,16 @@ def groups_for(result: Trace, kind: str) -> tuple[list[list[int]], list[list[int
 def at_word_level(
     result: Trace, kind: str, word_start: str = ""
 ) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...]]:
-    """One attention kind of a trace merged into words: (L, H, Wq, Wk) weights, the query words, the key words
-    (`word_start`: the tokenizer's word-start mark, dropped from the labels: models.family.Family.word_start)."""
+    """One attention kind of a trace merged into words: (L, H, Wq, Wk) weights, each layer merged when read (as the
+    trace's layers are recomputed), the query words, the key words (`word_start`: the tokenizer's word-start mark,
+    dropped from the labels: models.family.Family.word_start)."""
     queries, keys = result.tokens_for(kind)
     query_groups, key_groups = groups_for(result, kind)
-    weights = merge_words(result.attention(kind).weights, query_groups, key_groups)
+    attention = result.attention(kind)
+    shape = (attention.n_heads, len(query_groups), len(key_groups))
+    weights = LayerArray(
+        attention.n_layers, shape, lambda i: merge_words(attention.layer(i).weights, query_groups, key_groups)
+    )
     return (
         weights,
         tuple(merge_tokens(queries, query_groups, word_start)),
