@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from explorer.run import forward, output, trace
+from explorer.run.layers import drop_attention
 from explorer.run.trace import Trace
 from models import ablation, greedy, tasks
 from models.ablation import Ablation, Head
@@ -145,14 +146,16 @@ def _measure(loaded: LoadedModel, answer: Answer, ablated: Ablation | None, clea
         part = ablation.rows(ablated, start, stop) if ablated is not None else None
         src = torch.tensor([answer.source_ids]).expand(stop - start, -1)  # (B, S)
         if answer.decoder_input is None:
-            pooled = model(src, ablation=part).encoder.output.mean(dim=1)  # (B, D)
+            pooled = model(src, ablation=part, keep=drop_attention).encoder.output.mean(dim=1)  # (B, D)
             found.append(pooled)
             continue
         if model.encoder is None:
-            logits = model(torch.tensor([answer.decoder_input]).expand(stop - start, -1), ablation=part).logits
+            logits = model(
+                torch.tensor([answer.decoder_input]).expand(stop - start, -1), ablation=part, keep=drop_attention
+            ).logits
         else:
             tgt = torch.tensor([answer.decoder_input]).expand(stop - start, -1)  # (B, T)
-            logits = model(src, tgt, ablation=part).logits  # (B, T, V)
+            logits = model(src, tgt, ablation=part, keep=drop_attention).logits  # (B, T, V)
         log_p = logits.double().log_softmax(-1)  # (B, T, V)
         targets = torch.tensor(answer.targets)[None, :, None].expand(stop - start, -1, 1)  # (B, T, 1)
         found.append(log_p.gather(-1, targets)[..., 0])  # (B, T)

@@ -13,8 +13,9 @@ from torch import Tensor
 
 from explorer.experiments.ablate import Answer
 from explorer.run import forward
+from explorer.run.layers import drop_attention
 from models.registry import LoadedModel
-from models.transformer import Ablation, TransformerOutput
+from models.transformer import Ablation, Keep, TransformerOutput
 
 TOP = 5  # tokens kept per read and position
 
@@ -80,7 +81,7 @@ def lens(loaded: LoadedModel, answer: Answer, ablation: Ablation | None = None) 
     if answer.decoder_input is None or answer.targets is None:
         raise ValueError(f"{loaded.title} has no output matrix: {loaded.family.shape_name}, it writes no tokens")
     model = loaded.model
-    out = run_on(loaded, answer, ablation)
+    out = run_on(loaded, answer, ablation, drop_attention)
     found = reads(out)
     vocabulary = loaded.target_vocabulary
     targets = torch.tensor(answer.targets)
@@ -114,13 +115,16 @@ def lens(loaded: LoadedModel, answer: Answer, ablation: Ablation | None = None) 
 
 
 @torch.inference_mode()
-def run_on(loaded: LoadedModel, answer: Answer, ablation: Ablation | None = None) -> TransformerOutput:
-    """The model's full forward on the answer's input: the decoder teacher-forced on its rows."""
+def run_on(
+    loaded: LoadedModel, answer: Answer, ablation: Ablation | None = None, keep: Keep = None
+) -> TransformerOutput:
+    """The model's full forward on the answer's input: the decoder teacher-forced on its rows; `keep`: what is kept
+    of each layer (the lens reads states only: explorer.run.layers.drop_attention)."""
     model = loaded.model
     decoder_input = torch.tensor([answer.decoder_input])
     if model.encoder is None:
-        return model(decoder_input, ablation=ablation)
-    return model(torch.tensor([answer.source_ids]), decoder_input, ablation=ablation)
+        return model(decoder_input, ablation=ablation, keep=keep)
+    return model(torch.tensor([answer.source_ids]), decoder_input, ablation=ablation, keep=keep)
 
 
 def for_trace(loaded: LoadedModel, run, ablation: Ablation | None = None) -> Lens:

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from explorer.run import forward
+from explorer.run.layers import drop_attention
 from explorer.run.trace import Trace
 from models import greedy, tasks, train
 from models.registry import LoadedModel
@@ -309,13 +310,13 @@ def score(
     if model.encoder is None:
         if len(targets) < 2:
             raise ValueError("a text of one token has no next token to score")
-        out = model(torch.tensor([targets]), ablation=ablation)
+        out = model(torch.tensor([targets]), ablation=ablation, keep=drop_attention)
         decoder_input, targets = list(targets[:-1]), list(targets[1:])
         logits = out.logits[0, :-1].numpy()
     else:
         targets = targets[: model.config.max_len]
         decoder_input = [loaded.bos_id, *targets[:-1]]
-        out = model(torch.tensor([source_ids]), torch.tensor([decoder_input]), ablation=ablation)
+        out = model(torch.tensor([source_ids]), torch.tensor([decoder_input]), ablation=ablation, keep=drop_attention)
         logits = out.logits[0].numpy()
     z = logits.astype(np.float64)
     log_p = z - z.max(-1, keepdims=True)
