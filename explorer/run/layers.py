@@ -110,6 +110,10 @@ class StackLayers:
         self.reload = reload or (lambda: registry.load(self.key))
         self.token = next(_tokens)  # names this run's layers in the shared cache
 
+    def kept_arrays(self) -> Iterator[np.ndarray]:
+        """The arrays of the layers kept from the run (memo.nbytes counts them); none when layers are recomputed."""
+        return memo.arrays(self.kept) if self.kept is not None else iter(())
+
     @property
     def loaded(self) -> LoadedModel:
         found = self._loaded()

@@ -30,6 +30,8 @@ def arrays(value: object) -> Iterator[np.ndarray]:
     elif isinstance(value, tuple | list):
         for v in value:
             yield from arrays(v)
+    elif callable(getattr(value, "kept_arrays", None)):  # explorer.run.layers.StackLayers: the layers a run kept
+        yield from value.kept_arrays()
 
 
 def nbytes(value: object) -> int:

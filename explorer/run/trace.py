@@ -171,6 +171,18 @@ def _attention(source: StackLayers, module: str, mask: torch.Tensor | None, tq: 
     )
 
 
+# a run whose attention weights come to at most this many bytes keeps every layer (a 128-token MiniLM run: 4.7 MB);
+# a longer one keeps the residual stream and recomputes a layer when it is read
+KEEP_ALL_BYTES = 16 * 2**20
+
+
+def short(loaded: LoadedModel, length: int) -> bool:
+    """Whether a run of `length` tokens keeps every layer: each stack's attention weights within KEEP_ALL_BYTES."""
+    config = loaded.model.config
+    layers = max(config.n_encoder_layers, config.n_decoder_layers)
+    return layers * config.n_heads * length * length * 4 <= KEEP_ALL_BYTES
+
+
 def check_max_tokens(loaded: LoadedModel, max_tokens: int) -> int:
     """The limit to tokenize with; a limit above what the model can take is a usage error."""
     if not 3 <= max_tokens <= loaded.max_tokens:
@@ -188,7 +200,7 @@ def run(
     ablation: Ablation | None = None,
     forced: list[int] | None = None,
     reload: Callable[[], LoadedModel] | None = None,
-    keep_all: bool = False,
+    keep_all: bool | None = None,
 ) -> Trace:
     """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy.
     encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None).
@@ -196,11 +208,12 @@ def run(
     decoder input ([BOS] first) to run teacher-forced instead of greedy decoding (to compare two runs' maps row by
     row); its output_tokens are then each row's most probable token. The run keeps no attention: a layer is run
     again when a view reads it (explorer/run/layers.py), with `loaded`, or `reload()` once `loaded` is let go;
-    `keep_all`: keep every layer from this run instead (a short text on a model still training, whose weights will
-    have changed by the time a view reads it)."""
-    keep = None if keep_all else drop_attention
+    `keep_all`: keep every layer from this run instead (a model still training, whose weights will have changed by
+    the time a view reads it); by default, a short text's run keeps every layer (KEEP_ALL_BYTES): nothing to
+    recompute."""
     limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
     enc = loaded.tokenizer.encode(text, limit)
+    keep = None if (short(loaded, len(enc.ids)) if keep_all is None else keep_all) else drop_attention
     src = torch.tensor([enc.ids])
     model = loaded.model
     common = dict(

@@ -56,13 +56,17 @@ def test_a_recomputed_layer_equals_the_full_runs(fixture, request):
     loaded = request.getfixturevalue(fixture)
     if not isinstance(loaded, registry.LoadedModel):  # a folder the engine reads
         loaded = folder(loaded, fixture)
-    result = trace.run(loaded, loaded.examples[0])
+    result = trace.run(loaded, loaded.examples[0], keep_all=False)
+    assert result.attention(result.kinds[0]).source.kept is None  # recomputed, not kept
     assert_layers_are_the_forwards(result, full_forward(loaded, result))
+    kept = trace.run(loaded, loaded.examples[0])  # a short text: every layer kept from the run
+    assert kept.attention(kept.kinds[0]).source.kept is not None
+    assert_layers_are_the_forwards(kept, full_forward(loaded, kept))
 
 
 def test_a_recomputed_layer_keeps_the_runs_heads_turned_off(translate):
     ablation = heads_off([Head("encoder_self", 0, 1), Head("cross", 1, 2)], shapes(translate.model.config))
-    result = trace.run(translate, translate.examples[0], ablation=ablation)
+    result = trace.run(translate, translate.examples[0], ablation=ablation, keep_all=False)
     out = full_forward(translate, result, ablation)
     assert_layers_are_the_forwards(result, out)
     assert not result.cross.layer(1).heads[2].any()  # what W_O read: the head turned off
@@ -78,15 +82,19 @@ def test_smollm2_layers_recomputed_at_512_tokens_equal_the_full_runs(smollm2):
     assert result.decoder_self.q_unrotated is not None and result.decoder_self.kv_heads == 3
 
 
-def test_a_run_keeps_the_residual_stream_not_the_attention(minilm):
-    result = trace.run(minilm, minilm.examples[0])
+def test_a_long_run_keeps_the_residual_stream_not_the_attention(minilm):
+    from bench.inputs import text_of
+
+    assert trace.short(minilm, 128) and not trace.short(minilm, 512)
+    result = trace.run(minilm, text_of(minilm, 512), 512)
+    assert result.encoder_self.source.kept is None
     kept = {id(a) for a in result.encoder_states.values() if isinstance(a, np.ndarray)}
     assert len(kept) == 2  # the embeddings and each layer's output; the rest is recomputed
     assert not any(isinstance(v, np.ndarray) and v.ndim == 4 for v in vars(result).values())
 
 
 def test_layer_arrays_index_as_numpy_does(translate):
-    result = trace.run(translate, translate.examples[0])
+    result = trace.run(translate, translate.examples[0], keep_all=False)
     weights = result.encoder_self.weights
     whole = np.stack([result.encoder_self.layer(i).weights for i in range(weights.shape[0])])
     assert weights.shape == whole.shape and len(weights) == len(whole)
@@ -124,7 +132,7 @@ def test_a_run_on_a_model_still_training_keeps_its_own_layers(translate):
 
 def test_a_kept_trace_does_not_keep_its_model_and_gets_it_back_when_read():
     loaded = registry.load("translate")
-    result = trace.run(loaded, loaded.examples[0])
+    result = trace.run(loaded, loaded.examples[0], keep_all=False)
     expected = result.cross.layer(1).weights.copy()
     layers.cache().clear()
     del loaded
