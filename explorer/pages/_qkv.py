@@ -16,6 +16,8 @@ from explorer.figures.walkthrough import masked_scores, per_key_bars, projection
 from explorer.lesson import wording
 from explorer.lesson.wording import scaling_note
 from explorer.pages._shared import (
+    SEARCH,
+    SEARCH_HELP,
     Chosen,
     chart,
     focus_start,
@@ -82,6 +84,8 @@ def pick_keys(s: walkthrough.HeadWalkthrough, keys: tuple[str, ...], kind: str) 
             around,
             format_func=position_labels(keys).__getitem__,
             key="qkv_keys_center",
+            filter_mode=SEARCH,
+            help=SEARCH_HELP,
         )
         picked = walkthrough.window_keys(len(keys), center, n)
     else:
