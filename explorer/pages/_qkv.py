@@ -261,7 +261,7 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
             "infinity), so they get weight exactly 0."
         )
         chart(
-            masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"),
+            masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees", shown),
             "qkv_masked",
             view=f.view,
         )
