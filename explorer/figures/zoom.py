@@ -23,12 +23,19 @@ CLICK_TILES = 64  # the overview's click targets a side at most (4,096 markers, 
 REGION_SIZES = (32, 64, 128, 256, 512)  # positions a side of the region drawn at full resolution
 REGION = 64  # the region's default side: every other token named on its axes, each one on hover
 OUTLINE = {"color": "#d62728", "width": 2}
+ROW = {"color": "#ff7f0e", "width": 2}  # a query row a page points at (decoding's step, attribution's position)
 HEIGHT = 720  # the overview: tall enough for MAX_TICKS labels down its side, short enough to leave the region in view
 
 
 def needs_overview(n_queries: int, n_keys: int) -> bool:
     """Whether a map of this size is drawn as an overview and a region instead of cell by cell."""
     return max(n_queries, n_keys) > FULL
+
+
+def beside(n_queries: int, n_keys: int) -> int | None:
+    """head_heatmap's `overview` for a map drawn beside another, with no region of its own: whole up to FULL, past it
+    at most OVERVIEW_CELLS block means a side (the difference under the pair is the one zoomed)."""
+    return OVERVIEW_CELLS if needs_overview(n_queries, n_keys) else None
 
 
 def overview_factors(n_queries: int, n_keys: int) -> tuple[int, int]:
@@ -94,10 +101,12 @@ def overview_heatmap(
     title: str = "",
     region: Region | None = None,
     diverging: bool = False,
+    row: int | None = None,
 ) -> go.Figure:
     """One head's (Tq, Tk) map as block means (blocks.block_means, overview_factors a cell) on axes of the text's
-    positions, `region` outlined. A click target on each of at most CLICK_TILES x CLICK_TILES tiles names its
-    positions and the mean of its weights (customdata: first query, last query, first key, last key, mean)."""
+    positions, `region` outlined (and query `row`, a step being looked at). A click target on each of at most
+    CLICK_TILES x CLICK_TILES tiles names its positions and the mean of its weights (customdata: first query, last
+    query, first key, last key, mean)."""
     n_q, n_k = weights.shape
     if (n_q, n_k) != (len(queries), len(keys)):
         raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
@@ -132,12 +141,14 @@ def overview_heatmap(
         box = {"x0": region.keys.start - 0.5, "x1": region.keys.stop - 0.5}
         shapes.append({"type": "rect", **box, "y0": region.queries.start - 0.5, "y1": region.queries.stop - 0.5})
         shapes[0]["line"] = OUTLINE
+    if row is not None:
+        shapes.append({"type": "rect", "x0": -0.5, "x1": n_k - 0.5, "y0": row - 0.5, "y1": row + 0.5, "line": ROW})
     rows_fit = max(4, (HEIGHT - 220) // TICK_PX)
     return go.Figure(
         data=[heat, clicks],
         layout={
             **CLICK_LAYOUT,
-            "title": titled(f"{title} ({cells_note(f_q, f_k)})"),
+            "title": titled(f"{title} ({cells_note(f_q, f_k)})" if title else cells_note(f_q, f_k).capitalize()),
             "height": HEIGHT,
             "margin": {"l": 10, "r": 10, "t": 10, "b": 10, "autoexpand": True},
             "shapes": shapes,

@@ -12,6 +12,7 @@ import streamlit as st
 
 from explorer.app import drill, state
 from explorer.figures import zoom
+from explorer.figures.decoding import mark_row
 from explorer.figures.heatmap import head_heatmap
 from explorer.pages._shared import chart, token_picker
 
@@ -19,6 +20,12 @@ from explorer.pages._shared import chart, token_picker
 def word_of(groups: Sequence[Sequence[int]], position: int) -> int:
     """The word (at word level: the group of pieces) that holds token `position`."""
     return next((i for i, pieces in enumerate(groups) if position in pieces), 0)
+
+
+def largest_cell(weights: np.ndarray) -> tuple[int, int]:
+    """(query, key) of the cell largest in size: where a difference map opens its region."""
+    query, key = np.unravel_index(int(np.argmax(np.abs(weights))), weights.shape)
+    return int(query), int(key)
 
 
 def _keys(key: str) -> tuple[str, str, str]:
@@ -65,21 +72,25 @@ def head_map(
     on_click: Callable[[Mapping], None] | None = None,
     view: Sequence[str] = (),
     masked: bool = False,
+    marked_row: int | None = None,
     **options,
 ) -> None:
     """One head's (Tq, Tk) map under chart key `key`: whole up to zoom.FULL positions a side; past it, the overview
     (`{key}_overview`), the region's pickers, and the region at full resolution (`key`). `on_click(point)`: a click
     on a cell or row of the full-resolution map (its customdata names the text's own query position); `options`
-    go to head_heatmap (diverging, narrow). `masked`: a causal map, whose hidden weights (0) the block means count."""
+    go to head_heatmap (diverging, narrow). `masked`: a causal map, whose hidden weights (0) the block means count.
+    `marked_row`: a query row outlined (figures.decoding.mark_row), wherever it is drawn."""
     if not zoom.needs_overview(len(queries), len(keys)):
         figure = head_heatmap(weights, queries, keys, title, clickable=on_click is not None, **options)
+        if marked_row is not None:
+            figure = mark_row(figure, marked_row, len(keys))
         chart(figure, key, on_click=on_click, view=view)
         return
-    _zoomed(weights, tuple(queries), tuple(keys), title, key, focus, on_click, tuple(view), masked, options)
+    _zoomed(weights, tuple(queries), tuple(keys), title, key, focus, on_click, tuple(view), masked, marked_row, options)
 
 
 @st.fragment
-def _zoomed(weights, queries, keys, title, key, focus, on_click, view, masked, options) -> None:
+def _zoomed(weights, queries, keys, title, key, focus, on_click, view, masked, marked_row, options) -> None:
     """The overview and the region: moving the region reruns this alone (the weights are the fragment's own)."""
     if st.session_state.get(state.DRILL_TO):  # a click on the region opens another page: the app follows it
         st.rerun(scope="app")
@@ -93,14 +104,12 @@ def _zoomed(weights, queries, keys, title, key, focus, on_click, view, masked, o
     diverging = bool(options.get("diverging"))
     with above:
         chart(
-            zoom.overview_heatmap(weights, queries, keys, title, region, diverging=diverging),
+            zoom.overview_heatmap(weights, queries, keys, title, region, diverging=diverging, row=marked_row),
             f"{key}_overview",
             on_click=functools.partial(centre_on, key),
             view=(*view, "overview"),
         )
-    chart(
-        zoom.region_heatmap(weights, queries, keys, region, title, clickable=on_click is not None, **options),
-        key,
-        on_click=on_click,
-        view=(*view, region.words),
-    )
+    figure = zoom.region_heatmap(weights, queries, keys, region, title, clickable=on_click is not None, **options)
+    if marked_row in region.queries:
+        figure = mark_row(figure, marked_row - region.queries.start, len(region.keys))
+    chart(figure, key, on_click=on_click, view=(*view, region.words))

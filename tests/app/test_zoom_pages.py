@@ -123,3 +123,65 @@ def test_the_model_view_at_the_default_length_draws_every_weight(minilm):
     assert not at.exception
     assert "Each thumbnail draws every weight of its head" in captions(at)
     assert "model_selected_overview" not in charts(at)  # 15 tokens: the head drawn whole, as before
+
+
+INDUCTION = "kilo seven zulu echo two mike kilo seven zulu echo two mike"
+
+
+def opened(page: str, model: str, text: str) -> AppTest:
+    at = new_app(page)
+    at.query_params["model"] = model
+    at.query_params["text"] = text
+    return at.run()
+
+
+def test_a_long_moved_map_draws_its_pair_as_block_means_and_zooms_its_difference(small):
+    from explorer.experiments import ablate  # noqa: PLC0415
+    from models import registry  # noqa: PLC0415
+    from models.ablation import Head  # noqa: PLC0415
+
+    at = opened("ablation", "induction", INDUCTION)
+    at.multiselect(key="ablation_heads").set_value(["1.1", "1.2", "1.3", "1.4"]).run()  # layer 1 off: layer 2 moves
+    assert not at.exception
+    loaded = registry.load("induction")
+    clean = trace.run(loaded, INDUCTION, loaded.max_tokens)
+    found = ablate.outcome(loaded, clean, [Head("decoder_self", 0, h) for h in range(4)], "zero")
+    layer, head = np.unravel_index(np.argmax(found.moved["decoder_self"]), (2, 4))
+    before = clean.attention("decoder_self").weights[layer, head]
+    after = found.weights["decoder_self"][layer, head]
+    n = len(before)
+    f = blocks.factor(n, 4)
+    figures = charts(at)
+    np.testing.assert_allclose(z(figures["ablation_map_before"]), blocks.block_means(before, f, f), rtol=1e-6)
+    np.testing.assert_allclose(z(figures["ablation_map_after"]), blocks.block_means(after, f, f), rtol=1e-6)
+    moved = after - before
+    np.testing.assert_allclose(z(figures["ablation_moved_map_overview"]), blocks.block_means(moved, f, f), atol=1e-7)
+    # the region opens on the cell that moved most, at full resolution
+    query, key = np.unravel_index(np.argmax(np.abs(moved)), moved.shape)
+    region = zoom.region_around(n, n, int(query), int(key), 4)
+    q, k = region.queries, region.keys
+    np.testing.assert_allclose(z(figures["ablation_moved_map"]), moved[q.start : q.stop, k.start : k.stop], atol=1e-7)
+
+
+def test_decoding_a_long_text_outlines_the_step_on_the_overview_and_in_the_region(small):
+    from models import registry  # noqa: PLC0415
+
+    at = opened("decoding", "induction", INDUCTION)
+    for _ in range(5):
+        at.button(key="decoding_next").click().run()
+    assert not at.exception
+    loaded = registry.load("induction")
+    weights = trace.run(loaded, INDUCTION, loaded.max_tokens).decoder_self.weights
+    index = 5  # the sixth position
+    figures = charts(at)
+    overview, region = figures["decoding_self_all_overview"], figures["decoding_self_all"]
+    row = overview["layout"]["shapes"][-1]
+    assert (row["y0"], row["y1"]) == (index - 0.5, index + 0.5)  # the step's row across every key
+    first = int(region["data"][0]["y"][0].split(":")[0])
+    assert first <= index < first + 4
+    (outline,) = region["layout"]["shapes"]
+    assert (outline["y0"], outline["y1"]) == (index - first - 0.5, index - first + 0.5)
+    layer, head = at.selectbox(key="decoding_layer").value, at.selectbox(key="decoding_head").value
+    drawn = weights[layer].mean(0) if head == -1 else weights[layer, head]
+    first_key = int(region["data"][0]["x"][0].split(":")[0])
+    np.testing.assert_allclose(z(region), drawn[first : first + 4, first_key : first_key + 4], rtol=1e-6)
