@@ -81,9 +81,9 @@ def block_labels(labels: Sequence[str], size: int) -> tuple[list[str], list[str]
     return names, [labels[a] for a in bounds[:-1]]
 
 
-def cells_note(f_q: int, f_k: int) -> str:
+def cells_note(f_q: int, f_k: int, values: str = "weights") -> str:
     """What one cell of a block-mean map is, with the true factor: 'each cell averages 8 x 8 weights'."""
-    return f"each cell averages {f_q} x {f_k} weights"
+    return f"each cell averages {f_q} x {f_k} {values}"
 
 
 WEIGHT_SCALE = {

@@ -43,15 +43,19 @@ def overview_factors(n_queries: int, n_keys: int) -> tuple[int, int]:
     return factor(n_queries, OVERVIEW_CELLS), factor(n_keys, OVERVIEW_CELLS)
 
 
-def overview_note(n_queries: int, n_keys: int, masked: bool = False) -> str:
+def overview_note(n_queries: int, n_keys: int, masked: bool = False, diverging: bool = False) -> str:
     """What one cell of the overview is, in words with the true factors, and what is not a full block; `masked`: a
-    causal map, whose hidden weights are zeros inside the blocks on and above the diagonal."""
+    causal map, whose hidden weights are zeros inside the blocks on and above the diagonal; `diverging`: a difference
+    of two maps."""
     f_q, f_k = overview_factors(n_queries, n_keys)
     short = [name for name, n, f in (("row", n_queries, f_q), ("column", n_keys, f_k)) if n % f]
-    last = f" (the last {' and '.join(short)} of cells fewer)" if short else ""
+    last = f" (the last {' and '.join(short)} of cells average fewer)" if short else ""
     hidden = " (a weight the mask hides is 0, and counts)" if masked else ""
-    what = f"the mean of the attention weights of {f_q} queries x {f_k} keys"
-    return f"{cells_note(f_q, f_k).capitalize()}: {what}{hidden}{last}."
+    values, of = (
+        ("differences", "differences of the attention weights") if diverging else ("weights", "attention weights")
+    )
+    mean = f"the mean of the {of} of {f_q} queries x {f_k} keys"
+    return f"{cells_note(f_q, f_k, values).capitalize()}: {mean}{hidden}{last}."
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ def overview_heatmap(
         raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
     f_q, f_k = overview_factors(n_q, n_k)
     means = block_means(weights, f_q, f_k)
+    values = "differences" if diverging else "weights"
     if diverging:
         scale = diverging_scale(means)
         what = "mean difference"
@@ -144,11 +149,12 @@ def overview_heatmap(
     if row is not None:
         shapes.append({"type": "rect", "x0": -0.5, "x1": n_k - 0.5, "y0": row - 0.5, "y1": row + 0.5, "line": ROW})
     rows_fit = max(4, (HEIGHT - 220) // TICK_PX)
+    note = cells_note(f_q, f_k, values)
     return go.Figure(
         data=[heat, clicks],
         layout={
             **CLICK_LAYOUT,
-            "title": titled(f"{title} ({cells_note(f_q, f_k)})" if title else cells_note(f_q, f_k).capitalize()),
+            "title": titled(f"{title} ({note})" if title else note.capitalize()),
             "height": HEIGHT,
             "margin": {"l": 10, "r": 10, "t": 10, "b": 10, "autoexpand": True},
             "shapes": shapes,

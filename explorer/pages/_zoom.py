@@ -94,14 +94,14 @@ def _zoomed(weights, queries, keys, title, key, focus, on_click, view, masked, m
     """The overview and the region: moving the region reruns this alone (the weights are the fragment's own)."""
     if st.session_state.get(state.DRILL_TO):  # a click on the region opens another page: the app follows it
         st.rerun(scope="app")
+    diverging = bool(options.get("diverging"))
+    note = zoom.overview_note(len(queries), len(keys), masked, diverging)
     st.caption(
         f"{len(queries)} queries x {len(keys)} keys: too many to draw one by one, so the first map is an overview. "
-        f"{zoom.overview_note(len(queries), len(keys), masked)} Click it, or pick a query and a key below, to draw "
-        "that region at full resolution with every token named."
+        f"{note} Click it, or pick a query and a key below, to draw that region at full resolution, its tokens named."
     )
     above = st.container()
     region = pick_region(queries, keys, key, focus)
-    diverging = bool(options.get("diverging"))
     with above:
         chart(
             zoom.overview_heatmap(weights, queries, keys, title, region, diverging=diverging, row=marked_row),

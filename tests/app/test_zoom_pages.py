@@ -56,7 +56,7 @@ def test_a_long_head_is_an_overview_of_its_block_means_and_a_region_at_full_reso
         z(figures["attention_heatmap_overview"])[1, 2], weights[layer, head, 4:8, 8:12].mean(), rtol=1e-6
     )
     assert "Each cell averages 4 x 4 weights: the mean of the attention weights of 4 queries x 4 keys" in captions(at)
-    assert "(the last row and column of cells fewer)" in captions(at)
+    assert "(the last row and column of cells average fewer)" in captions(at)
     # the region opens on the sentence's starting link, at full resolution
     region = zoom.region_around(n, n, link.query, link.key, 4)
     assert link.query in region.queries and link.key in region.keys

@@ -70,7 +70,7 @@ def test_overview_draws_the_block_means_and_says_how_many_weights_a_cell_average
     assert f"each cell averages {f} x {f} weights" in fig.layout.title.text
     note = zoom.overview_note(n, n, masked=True)
     assert note.startswith(f"Each cell averages {f} x {f} weights: the mean of the attention weights of {f} queries")
-    assert ("the last row and column of cells fewer" in note) == (n % f != 0) and "mask hides is 0" in note
+    assert ("the last row and column of cells average fewer" in note) == (n % f != 0) and "mask hides is 0" in note
     # the cells' edges are the positions they average: cell j covers keys j*f .. j*f+f-1
     assert list(fig.data[0].x[:3]) == [-0.5, f - 0.5, 2 * f - 0.5] and fig.data[0].x[-1] == n - 0.5
     (outline,) = fig.layout.shapes
@@ -123,3 +123,17 @@ def test_a_512_token_map_is_unchanged_by_the_offset_and_hostile_tokens_are_escap
     hostile = ["<b>x</b>", *tokens(599)]
     fig = zoom.overview_heatmap(causal(600), hostile, hostile)
     assert fig.layout.xaxis.ticktext[0] == "0: &lt;b&gt;x&lt;/b&gt;" and "<b>" not in "".join(fig.layout.yaxis.ticktext)
+
+
+def test_a_difference_map_says_its_cells_average_differences():
+    n = 2048
+    note = zoom.overview_note(n, n, diverging=True)
+    assert note == (
+        "Each cell averages 8 x 8 differences: the mean of the differences of the attention weights of 8 queries x 8 "
+        "keys."
+    )
+    moved = causal(n) - causal(n, seed=1)
+    fig = zoom.overview_heatmap(moved, tokens(n), tokens(n), "A - B", diverging=True)
+    assert fig.layout.title.text == "A - B (each cell averages 8 x 8 differences)"
+    heat = fig.data[0]
+    assert heat.zmid == 0 and heat.zmin == -heat.zmax  # red-blue, centred on no change
