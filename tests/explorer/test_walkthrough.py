@@ -24,6 +24,8 @@ def test_softmax_of_shown_q_and_k_gives_the_models_weights(minilm_trace, layer, 
     recomputed = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
     np.testing.assert_allclose(recomputed, s.weights, atol=1e-6)
     np.testing.assert_array_equal(s.weights, minilm_trace.encoder_self.weights[layer, head, query])
+    # one row scaled, bit for bit the trace's scaled scores (which scale every layer's)
+    np.testing.assert_array_equal(s.scaled_scores, minilm_trace.encoder_self.scaled_scores[layer, head, query])
     np.testing.assert_allclose(s.raw_scores, s.k @ s.q, atol=1e-4, rtol=1e-5)
     np.testing.assert_allclose(s.weighted_values.sum(0), s.z, atol=1e-5)
     assert s.concat.shape == (384,) and s.z.shape == (32,)
