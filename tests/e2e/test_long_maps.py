@@ -7,7 +7,8 @@ import pytest
 from playwright.sync_api import expect
 
 from bench import harness
-from bench.harness import TIMEOUT_MS, open_app, rerun, set_max_tokens, type_sentence
+from bench.browser import CHARTS_DRAWN
+from bench.harness import FRAGMENT_RUN, LAST_FINISH, TIMEOUT_MS, open_app, rerun, set_max_tokens, type_sentence
 from bench.inputs import text_of
 from explorer.figures.labels import position_label
 from models import registry
@@ -37,7 +38,21 @@ def opened_long(page, url: str, loaded, address: str) -> list[str]:
     set_max_tokens(page, N)
     text = text_of(loaded, N)
     type_sentence(page, text)
+    page.wait_for_function(CHARTS_DRAWN, timeout=TIMEOUT_MS)  # every chart drawn: nothing left to redraw a picker
     return list(loaded.tokenizer.encode(text, N).tokens)
+
+
+def opened_list(page, box) -> None:
+    """Open a picker's list: a click that lands while Streamlit lays the page out can focus the box and leave it
+    closed (as a person would, click again)."""
+    for _ in range(5):
+        box.click()
+        try:
+            expect(box).to_have_attribute("aria-expanded", "true", timeout=2000)
+            return
+        except AssertionError:
+            page.keyboard.press("Escape")
+    raise AssertionError("the picker's list did not open")
 
 
 def test_a_click_on_the_overview_draws_that_region_at_full_resolution(long_model, page):
@@ -66,7 +81,7 @@ def test_typing_a_token_finds_its_positions_and_picks_one(long_model, page):
     found = [position_label(i, t) for i, t in enumerate(tokens) if word.lstrip("Ġ") in t]
     assert len(found) > 3
     box = page.get_by_role("combobox", name="Query token", exact=True)
-    box.click()
+    opened_list(page, box)
     page.keyboard.type(word.lstrip("Ġ"))
     shown = page.get_by_role("option").all_text_contents()
     assert shown and shown == found[: len(shown)]  # only the positions whose token holds it, in order
@@ -75,3 +90,24 @@ def test_typing_a_token_finds_its_positions_and_picks_one(long_model, page):
     expect(box).to_have_value(found[2], timeout=TIMEOUT_MS)
     query = int(found[2].split(":")[0])
     expect(page.get_by_text(f"row {query}:", exact=False).first).to_be_visible(timeout=TIMEOUT_MS)
+
+
+def test_moving_the_region_reruns_it_alone_and_a_row_of_it_opens_that_query(long_model, page):
+    url, loaded = long_model
+    tokens = opened_long(page, url, loaded, "attention")
+    opened_list(page, page.get_by_test_id("stMain").get_by_role("combobox", name="Region size", exact=True))
+    with rerun(page):
+        page.get_by_role("option", name="32 x 32", exact=True).click()
+    assert page.evaluate(LAST_FINISH) == FRAGMENT_RUN  # the overview and region only: not the page, not the app
+    handle = page.wait_for_function(f"() => {{ const r = ({REGION})(1); return r && r[0] ? r : null; }}")
+    first_query = int(handle.json_value()[0].split(":")[0])
+    xs, ys = page.wait_for_function(TARGETS, arg=1, timeout=TIMEOUT_MS).json_value()
+    assert len(xs) == 32 * 32  # a click target a cell
+    row = 5
+    x, y = page.evaluate(POINT, [1, xs[row * 32 + 3], ys[row * 32 + 3]])
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.get_by_role("heading", name="Q, K, V step by step").wait_for(timeout=TIMEOUT_MS)
+    query = first_query + row
+    box = page.get_by_role("combobox", name="Query token", exact=True)
+    expect(box).to_have_value(position_label(query, tokens[query]), timeout=TIMEOUT_MS)
