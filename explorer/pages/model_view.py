@@ -72,8 +72,8 @@ drawn = (
 )
 st.caption(
     f"{shown}Click a thumbnail to see that head below; the button under it opens the head in the attention heatmap. "
-    f"{drawn}, scaled to its own maximum, so a nearly uniform head looks as contrasty as a sharp one: the full-size "
-    "map below keeps the 0-1 scale."
+    f"{drawn}. Each thumbnail is scaled to its own maximum, so a nearly uniform head looks as contrasty as a sharp "
+    "one: the full-size map below keeps the 0-1 scale."
 )
 
 title = f"Layer {layer + 1}, head {head + 1}"
