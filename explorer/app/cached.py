@@ -14,7 +14,7 @@ import streamlit as st
 from explorer.app import state
 from explorer.experiments import ablate, attribution, induction, lens
 from explorer.lesson import starting, wording
-from explorer.run import analysis, compare, memo, positions, reference_view, trace
+from explorer.run import analysis, blocks, compare, memo, positions, reference_view, trace
 from models import reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
@@ -175,6 +175,14 @@ def get_trace_for(model_name: str, text: str, max_tokens: int, kind: str) -> tra
     if kind == "encoder_self":
         return get_encoder_trace(model_name, text, max_tokens)
     return get_trace(model_name, text, max_tokens)
+
+
+def get_thumbnails(model_name: str, text: str, max_tokens: int, kind: str):
+    """Every head's thumbnail for the model view, (L, H, tq, tk): at most blocks.THUMBNAIL x blocks.THUMBNAIL block
+    means each (blocks.thumbnails), reduced one layer at a time and kept across reruns."""
+    attention = get_trace_for(model_name, text, max_tokens, kind).attention(kind)
+    layers = (attention.layer(i).weights for i in range(attention.n_layers))
+    return store().get(_key("thumbnails", model_name, text, max_tokens, kind), lambda: blocks.every_layer(layers))
 
 
 def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words: bool = False) -> tuple[dict, object]:

@@ -56,3 +56,23 @@ def select_token(session: MutableMapping, point: Mapping | None, token_key: str)
         return False
     state.choose(session, token_key, chosen)
     return True
+
+
+def region_of(point: Mapping | None) -> tuple[int, int] | None:
+    """(query, key) at the centre of the tile a click on a long map's overview names (customdata [first query, last
+    query, first key, last key, ...])."""
+    data = _custom(point)
+    if len(data) < 4 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in data[:4]):
+        return None
+    first_query, last_query, first_key, last_key = (int(v) for v in data[:4])
+    return (first_query + last_query + 1) // 2, (first_key + last_key + 1) // 2
+
+
+def select_region(session: MutableMapping, point: Mapping | None, query_key: str, key_key: str) -> bool:
+    """Centre a long map's full-resolution region on the overview tile clicked; False when the point names none."""
+    centre = region_of(point)
+    if centre is None:
+        return False
+    state.choose(session, query_key, centre[0])
+    state.choose(session, key_key, centre[1])
+    return True

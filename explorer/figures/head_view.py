@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.figures.clicks import CLICK_LAYOUT, targets
-from explorer.figures.labels import escape_tokens, position_label
+from explorer.figures.labels import escape_tokens, position_label, position_labels
 
 PALETTE = (
     "#1f77b4",
@@ -54,6 +54,11 @@ def _token_column(x: float, y: list[float], labels: list[str], side: str, colors
         showlegend=False,
         hoverinfo="skip",
     )
+
+
+def _named(tokens: Sequence[str], positions: bool) -> list[str]:
+    """Escaped token labels, with their positions when asked."""
+    return escape_tokens(position_labels(tokens) if positions else tokens)
 
 
 def _column(labels: list[str], first: int, size: int) -> tuple[list[float], list[str], list[str]]:
@@ -121,8 +126,10 @@ def head_view(
                 )
             )
             first = False
-    q_y, q_text, q_colors = _column(escape_tokens(queries), q0, size)
-    k_y, k_text, k_colors = _column(escape_tokens(keys), k0, size)
+    # a window of a longer text names each token with its position ('1500: the'): where it is, not only what
+    windowed = max(n_q, n_k) > size
+    q_y, q_text, q_colors = _column(_named(queries, windowed), q0, size)
+    k_y, k_text, k_colors = _column(_named(keys, windowed), k0, size)
     q_colors = ["#d62728" if focus is not None and y == focus - q0 else c for y, c in zip(q_y, q_colors, strict=True)]
     traces += [_token_column(0, q_y, q_text, "left", q_colors), _token_column(1, k_y, k_text, "right", k_colors)]
     # each query in the window is a click target naming its position: click a token to see only its lines

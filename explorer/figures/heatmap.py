@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 
 from explorer.figures.clicks import CLICK_LAYOUT, row_targets, targets
 from explorer.figures.labels import escape_tokens, position_labels
+from explorer.run.blocks import block_means, edges, factor
 
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 
@@ -65,18 +66,24 @@ def titled(title: str) -> dict:
 
 
 def blocks(n: int, size: int) -> np.ndarray:
-    """Boundaries of at most `size` near-equal blocks of n positions (what model_view.pool averages over)."""
-    return np.linspace(0, n, min(size, n) + 1).astype(int)
+    """Boundaries of at most `size` blocks of n positions, each of blocks.factor(n, size) positions but the last (what
+    model_view.pool averages over)."""
+    return edges(n, factor(n, size))
 
 
 def block_labels(labels: Sequence[str], size: int) -> tuple[list[str], list[str]]:
     """(categories 'i-j: token', ticks 'token'): each block named by its positions and its first token."""
-    edges = blocks(len(labels), size)
+    bounds = blocks(len(labels), size)
     names = [
         f"{a}-{b - 1}: {labels[a]}" if b - a > 1 else f"{a}: {labels[a]}"
-        for a, b in zip(edges[:-1], edges[1:], strict=True)
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
     ]
-    return names, [labels[a] for a in edges[:-1]]
+    return names, [labels[a] for a in bounds[:-1]]
+
+
+def cells_note(f_q: int, f_k: int, values: str = "weights") -> str:
+    """What one cell of a block-mean map is, with the true factor: 'each cell averages 8 x 8 weights'."""
+    return f"each cell averages {f_q} x {f_k} {values}"
 
 
 WEIGHT_SCALE = {
@@ -107,7 +114,7 @@ def stretched_note(z: np.ndarray) -> str:
     return f"(colours: {STRETCH[0]}st-{STRETCH[1]}th percentile, {low:.2g} to {high:.2g})"
 
 
-def _diverging_scale(z: np.ndarray) -> dict:
+def diverging_scale(z: np.ndarray) -> dict:
     limit = float(np.abs(z).max()) if z.size else 0.0
     limit = limit or 1e-12  # all zeros: still a valid, centred scale
     return {
@@ -130,6 +137,7 @@ def head_heatmap(
     narrow: bool = False,
     overview: int | None = None,
     stretched: bool = False,
+    first: tuple[int, int] = (0, 0),
 ) -> go.Figure:
     """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across.
     diverging: a difference of two such maps, on a red-blue scale centred at zero and symmetric about it.
@@ -138,7 +146,9 @@ def head_heatmap(
     narrow: drawn in half the page's width, so fewer key labels fit across.
     overview: past this many tokens a side, cells are means over blocks of tokens (named 'i-j: token').
     stretched: colours span the map's own 1st to 99th percentile (named on the colour bar), not 0 to 1: for maps
-    whose values are spread thin (rollout over hundreds of tokens) or evenly (flow)."""
+    whose values are spread thin (rollout over hundreds of tokens) or evenly (flow).
+    first: the positions of the first query and key drawn, for a region of a longer map (figures.zoom): labels and
+    click targets name the text's own positions."""
     if weights.shape != (len(queries), len(keys)):
         raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
     q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
@@ -148,22 +158,21 @@ def head_heatmap(
     # float32: the model's own precision, and half the bytes of float64 on the wire (a 512 x 512 map is 1.4 MB)
     weights = np.asarray(weights, dtype=np.float32)
     if overview is not None and max(weights.shape) > overview:
-        from explorer.figures.model_view import pool  # noqa: PLC0415 -- model_view imports this module
-
         y, q_ticks = block_labels(q_labels, overview)
         x, k_ticks = block_labels(k_labels, overview)
-        weights = pool(weights, overview).astype(np.float32)
+        f_q, f_k = factor(len(queries), overview), factor(len(keys), overview)
+        weights = block_means(weights, f_q, f_k)
         # short: a half-width chart has room for one line (a second line, <br>, made Plotly drop the whole title)
-        title = f"{title} (means over blocks of ~{-(-max(len(queries), len(keys)) // overview)} tokens)"
+        title = f"{title} ({cells_note(f_q, f_k)})"
         q_labels, k_labels = q_ticks, k_ticks
         first_query, first_key = blocks(len(queries), overview)[:-1], blocks(len(keys), overview)[:-1]
     else:
         # per-position categories, not per-cell hover text: the hover data grows as T, not T^2 (click targets
         # carry the hover only up to CLICK_CELLS; past it they are one a row and the heatmap keeps its own)
-        x, y = position_labels(k_labels), position_labels(q_labels)
-        first_query, first_key = np.arange(len(queries)), np.arange(len(keys))
+        x, y = position_labels(k_labels, first[1]), position_labels(q_labels, first[0])
+        first_query, first_key = np.arange(len(queries)) + first[0], np.arange(len(keys)) + first[1]
     # built in one call: every later update_layout re-validates and deep-copies the whole figure
-    scale = _diverging_scale(weights) if diverging else WEIGHT_SCALE
+    scale = diverging_scale(weights) if diverging else WEIGHT_SCALE
     if stretched:
         scale = {**scale, **dict(zip(("zmin", "zmax"), stretched_range(weights), strict=True))}
         title = f"{title} {stretched_note(weights)}"

@@ -29,8 +29,9 @@ def position_label(i: int, token: str) -> str:
     return f"{i}: {token}"
 
 
-def position_labels(labels: Sequence[str]) -> list[str]:
-    return [position_label(i, label) for i, label in enumerate(labels)]
+def position_labels(labels: Sequence[str], start: int = 0) -> list[str]:
+    """'3: the' for each label, counting from `start` (a region of a long map keeps the positions of the text)."""
+    return [position_label(i, label) for i, label in enumerate(labels, start)]
 
 
 COLORBAR_LABEL_PX = 24  # a colour bar's tick label at 16 px (presenter mode) and the gap to the next

@@ -6,8 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.figures.clicks import CLICK_LAYOUT, targets
+from explorer.run.blocks import THUMBNAIL, block_means, factor
 
-THUMBNAIL = 32  # cells per side of each head in the whole-model view
 LAYER_CELLS = 64  # cells per side when one layer's heads are shown as small multiples
 ROW_PX = 70  # a layer's row on screen where no size is asked for
 # The lesson's grid (step 8): each thumbnail as wide as the page allows (plot widths at 1600 x 900: the sidebar
@@ -35,19 +35,17 @@ def layer_window(n_layers: int, layer: int, thumb_px: int, present: bool = False
 
 
 def pool(weights: np.ndarray, size: int) -> np.ndarray:
-    """Mean over blocks of rows and of columns, so a T x T map becomes at most size x size."""
+    """(..., Tq, Tk) -> at most size x size block means (blocks.block_means): f x f positions a cell, the last row and
+    column of cells what is left; a map no larger is drawn as it is."""
     t_q, t_k = weights.shape[-2:]
-    rows = np.linspace(0, t_q, min(size, t_q) + 1).astype(int)
-    cols = np.linspace(0, t_k, min(size, t_k) + 1).astype(int)
-    summed = np.add.reduceat(np.add.reduceat(weights, rows[:-1], axis=-2), cols[:-1], axis=-1)
-    counts = np.diff(rows)[:, None] * np.diff(cols)[None, :]
-    return summed / counts
+    return block_means(weights, factor(t_q, size), factor(t_k, size))
 
 
 def grid(weights: np.ndarray, size: int = THUMBNAIL) -> np.ndarray:
-    """(L, H, Tq, Tk) -> one 2-D image of pooled thumbnails, layers down, heads across, NaN gutters between."""
+    """(L, H, Tq, Tk) -> one 2-D image of pooled thumbnails, layers down, heads across, NaN gutters between. Thumbnails
+    already reduced (blocks.thumbnails, at most `size` a side) are drawn as they are."""
     n_layers, n_heads = weights.shape[:2]
-    thumbs = pool(weights.astype(np.float32), size)  # (L, H, s_q, s_k)
+    thumbs = pool(weights, size)  # (L, H, s_q, s_k)
     # each thumbnail scaled to its own maximum: pooled long inputs are faint, and the pattern is the point here
     peak = thumbs.max(axis=(-2, -1), keepdims=True)
     thumbs = thumbs / np.where(peak > 0, peak, 1)
@@ -71,7 +69,7 @@ def model_view(
     thumbnail is a click target naming (layer, head); `first_layer` numbers the first row (one layer's heads, or a
     window of layers); `row_px`: each layer's row this tall on screen (thumbnail_px)."""
     n_layers, n_heads, t_q, t_k = weights.shape
-    s_q, s_k = min(size, t_q), min(size, t_k)  # the thumbnail size pool() produces
+    s_q, s_k = -(-t_q // factor(t_q, size)), -(-t_k // factor(t_k, size))  # the thumbnail size pool() produces
     shapes = []
     if selected is not None:
         layer, head = selected

@@ -177,48 +177,68 @@ MINUS_INFINITY = "−∞"
 MARKED = 40  # masked keys written "−∞" beside their marker; past this many, the markers and hover say it
 
 
-def masked_scores(masked_scores: np.ndarray, mask: np.ndarray, keys: Sequence[str], title: str) -> go.Figure:
+def masked_scores(
+    masked_scores: np.ndarray,
+    mask: np.ndarray,
+    keys: Sequence[str],
+    title: str,
+    shown: np.ndarray | Sequence[int] | None = None,
+) -> go.Figure:
     """What the softmax sees (eq. 1 with the decoder's mask, section 3.2.3): visible keys keep their scaled score
     as a bar; a hidden key's score is the value the model wrote over it (finfo.min), drawn as a "−∞" marker below
-    the bars, since a bar 3.4e38 long would flatten every other one."""
-    labels = escape_tokens(keys)
-    x = np.arange(len(keys))
-    visible = masked_scores[mask]
+    the bars, since a bar 3.4e38 long would flatten every other one. With `shown` (key positions), only those keys,
+    labelled by position, as the other bars draw them."""
+    subset = _subset(len(keys), shown)
+    index = np.arange(len(keys)) if subset is None else subset
+    labels = _labels(keys, subset)  # one per drawn key
+    x = np.arange(len(index)) if subset is not None else index
+    seen = np.asarray(mask, bool)[index]
+    drawn = np.asarray(masked_scores)[index]
+    visible = drawn[seen]
+    # every key drawn: x is its position; a chosen few: x counts them, the label names the position
+    hover = "key %{x}: %{customdata}" if subset is None else "key %{customdata}"
     figure = go.Figure(
         go.Bar(
-            x=x[mask],
+            x=x[seen],
             y=visible,
             name="scaled score (visible key)",
             marker={"color": "#1f77b4"},
-            customdata=[labels[i] for i in x[mask]],
-            hovertemplate="key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>",
+            customdata=[labels[j] for j in np.flatnonzero(seen)],
+            hovertemplate=f"{hover}<br>%{{y:.5f}}<extra></extra>",
         )
     )
-    hidden = x[~mask]
+    hidden = np.flatnonzero(~seen)
     if hidden.size:
         floor = min(0.0, float(visible.min()) if visible.size else 0.0)
         figure.add_trace(
             go.Scatter(
-                x=hidden,
+                x=x[hidden],
                 y=np.full(hidden.size, floor),
                 mode="markers+text" if hidden.size <= MARKED else "markers",
                 text=[MINUS_INFINITY] * hidden.size,
                 textposition="bottom center",
                 marker={"symbol": "triangle-down", "size": 9, "color": "#888888"},
-                name=f"masked: {MINUS_INFINITY} (the model writes {masked_scores[~mask][0]:.4g}, float32's minimum)",
-                customdata=np.stack([masked_scores[~mask], np.array([labels[i] for i in hidden], dtype=object)], -1),
-                hovertemplate="key %{x}: %{customdata[1]}<br>masked: the softmax sees %{customdata[0]:.4g}"
-                "<extra></extra>",
+                name=f"masked: {MINUS_INFINITY} (the model writes {drawn[hidden][0]:.4g}, float32's minimum)",
+                customdata=np.stack([drawn[hidden], np.array([labels[j] for j in hidden], dtype=object)], -1),
+                hovertemplate=f"{hover.replace('customdata', 'customdata[1]')}<br>masked: the softmax sees "
+                "%{customdata[0]:.4g}<extra></extra>",
             )
         )
-    ticks = ticks_for(len(keys))
+    ticks = ticks_for(len(index))
+    # thinned: every named label carries its position, so a reader knows how far along it is
+    names = labels if len(ticks) == len(index) or subset is not None else _labels(keys, index)
     figure.update_layout(
-        title={"text": title},
+        title={"text": title if subset is None else f"{title}: {len(index)} of {len(keys)} keys"},
         height=320,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         showlegend=True,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"},
-        xaxis={"tickmode": "array", "tickvals": ticks, "ticktext": [labels[i] for i in ticks], "tickangle": -60},
+        xaxis={
+            "tickmode": "array",
+            "tickvals": [int(x[j]) for j in ticks],
+            "ticktext": [names[j] for j in ticks],
+            "tickangle": -60,
+        },
     )
     return figure
 

@@ -12,10 +12,12 @@ from explorer import lesson
 from explorer.app import cached, state
 from explorer.experiments import ablate
 from explorer.figures import experiments as figures
+from explorer.figures import zoom
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.lesson import model_words
 from explorer.pages._shared import chart, current_trace, sidebar_loaded, stop
+from explorer.pages._zoom import head_map, largest_cell
 from explorer.run import output
 from models.ablation import AblationError, Head, parse
 
@@ -303,11 +305,13 @@ def moved_maps(run, outcome: ablate.Outcome, key: str) -> None:
     before = run.attention(head.kind).weights[head.layer, head.head]
     after = outcome.weights[head.kind][head.layer, head.head]
     left, right = st.columns(2)
-    chart(head_heatmap(before, queries, keys, "Every head on", narrow=True), f"{key}_map_before", left)
-    chart(head_heatmap(after, queries, keys, "Heads off", narrow=True), f"{key}_map_after", right)
+    pair = {"narrow": True, "overview": zoom.beside(len(queries), len(keys))}  # a long pair: block means
+    chart(head_heatmap(before, queries, keys, "Every head on", **pair), f"{key}_map_before", left)
+    chart(head_heatmap(after, queries, keys, "Heads off", **pair), f"{key}_map_after", right)
     st.caption("Where the attention moved: red, more weight with the heads off; blue, less.")
-    difference = head_heatmap(after - before, queries, keys, "Heads off minus every head on", diverging=True)
-    chart(difference, f"{key}_moved_map")
+    moved, title = after - before, "Heads off minus every head on"
+    masked = head.kind == "decoder_self"
+    head_map(moved, queries, keys, title, f"{key}_moved_map", largest_cell(moved), masked=masked, diverging=True)
 
 
 def effect_name(effects: ablate.Effects) -> str:

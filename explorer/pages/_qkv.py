@@ -16,6 +16,8 @@ from explorer.figures.walkthrough import masked_scores, per_key_bars, projection
 from explorer.lesson import wording
 from explorer.lesson.wording import scaling_note
 from explorer.pages._shared import (
+    SEARCH,
+    SEARCH_HELP,
     Chosen,
     chart,
     focus_start,
@@ -82,6 +84,8 @@ def pick_keys(s: walkthrough.HeadWalkthrough, keys: tuple[str, ...], kind: str) 
             around,
             format_func=position_labels(keys).__getitem__,
             key="qkv_keys_center",
+            filter_mode=SEARCH,
+            help=SEARCH_HELP,
         )
         picked = walkthrough.window_keys(len(keys), center, n)
     else:
@@ -257,7 +261,7 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
             "infinity), so they get weight exactly 0."
         )
         chart(
-            masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees"),
+            masked_scores(s.masked_scores, s.mask, keys, "after the mask: what the softmax sees", shown),
             "qkv_masked",
             view=f.view,
         )

@@ -11,11 +11,10 @@ import streamlit as st
 from explorer.app import cached, state
 from explorer.experiments import ablate
 from explorer.figures import experiments as figures
-from explorer.figures.decoding import mark_row
-from explorer.figures.heatmap import head_heatmap
 from explorer.lesson import model_words
 from explorer.pages._offers import needs_decoder
 from explorer.pages._shared import KIND_NAMES, chart, current_trace, sidebar_loaded
+from explorer.pages._zoom import head_map
 from explorer.run import output
 
 
@@ -158,12 +157,6 @@ def attribution_view(key: str = "attribution") -> None:
         head = int(np.nanargmax(np.abs(split.heads[kinds[-1]][layer])))
     forced = cached.get_forced_trace(*_sidebar())
     queries, keys = forced.tokens_for(kind)
-    figure = head_heatmap(
-        forced.attention(kind).weights[layer, head],
-        queries,
-        keys,
-        f"{KIND_NAMES[kind]}, layer {layer + 1}, head {head + 1}",
-    )
     if kind == "encoder_self":  # its rows are the source's tokens, not the decoder positions a logit is read at
         st.caption(
             "Click a head in the grid to see its map. An encoder head's rows are the source's tokens; it reaches "
@@ -171,5 +164,8 @@ def attribution_view(key: str = "attribution") -> None:
         )
     else:
         st.caption(f"Click a head in the grid to see its map. Outlined: row {position}, whose logit is split.")
-        figure = mark_row(figure, position, len(keys))
-    chart(figure, f"{key}_map")
+    row = None if kind == "encoder_self" else position
+    weights = forced.attention(kind).weights[layer, head]
+    title = f"{KIND_NAMES[kind]}, layer {layer + 1}, head {head + 1}"
+    focus = (position, int(np.argmax(weights[position]))) if row is not None else (0, 0)
+    head_map(weights, queries, keys, title, f"{key}_map", focus, masked=kind == "decoder_self", marked_row=row)

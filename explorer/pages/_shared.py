@@ -281,10 +281,39 @@ def _from_address(key: str, name: str, options: list, default: object, describe)
         state.start(st.session_state, key, default)  # a new sentence's starting point replaces the old one
 
 
-def _choose(container, label: str, options: list, key: str, name: str, default: object, describe) -> object:
+# a token picker's list is filtered to the labels that contain what is typed ('contains', not Streamlit's default fuzzy
+# match, under which "cat" also finds "create" and "Ġconcatenate"): among 2,048 tokens one is found by name
+SEARCH = "contains"
+SEARCH_HELP = "Type a token, or its position, to find it: the list keeps the labels that contain what you type."
+
+
+def _relabel(key: str, tokens: tuple[str, ...]) -> None:
+    """The browser keeps showing the label it last drew ("0: the") when only the labels change (another attention
+    kind, another sentence) unless the server sends the value again: so set it again whenever they change."""
+    labels = f"{key}_labels"
+    if st.session_state.get(labels) != tokens:
+        st.session_state[labels] = tokens
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def token_picker(container, label: str, tokens: Sequence[str], key: str) -> int:
+    """A position of `tokens` picked by its label '3: the' (its value kept under `key`), found by typing."""
+    _relabel(key, tuple(tokens))
+    return container.selectbox(
+        label,
+        range(len(tokens)),
+        format_func=lambda i: position_label(i, tokens[i]) if i < len(tokens) else f"token {i}",
+        key=key,
+        filter_mode=SEARCH,
+        help=SEARCH_HELP,
+    )
+
+
+def _choose(container, label: str, options: list, key: str, name: str, default: object, describe, **search) -> object:
     """A selectbox whose value lives under `key` and in the address's `name` parameter."""
     _from_address(key, name, options, default, describe)
-    value = container.selectbox(label, options, format_func=describe, key=key)
+    value = container.selectbox(label, options, format_func=describe, key=key, **search)
     state.keep_focus(st.session_state, key, value)
     if isinstance(value, int) and value != MEAN:  # not "all tokens" (None) or the mean over heads
         st.query_params[name] = str(value + (name in (state.URL_LAYER, state.URL_HEAD)))  # these count from 1
@@ -336,14 +365,9 @@ def pick_token(
             return "all tokens"
         return position_label(i, tokens[i]) if i < len(tokens) else f"token {i}"
 
-    # The browser keeps showing the label it last drew ("0: the") when only the labels change (another attention
-    # kind, another sentence) unless the server sends the value again: so set it again whenever they change.
-    labels = f"{key}_labels"
-    if st.session_state.get(labels) != tokens:
-        st.session_state[labels] = tokens
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
-    return _choose(container, label, options, key, name, options[index], describe)
+    _relabel(key, tokens)
+    search = {"filter_mode": SEARCH, "help": SEARCH_HELP}
+    return _choose(container, label, options, key, name, options[index], describe, **search)
 
 
 def chart(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.app import cached, state
+from explorer.figures import zoom
 from explorer.figures.heatmap import fits_half_width, head_heatmap
 from explorer.pages._shared import chart, pick_attention, pick_layer
 from explorer.run import analysis
@@ -39,17 +40,10 @@ length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's cost grows with 
 # two per row (three side by side leave each too narrow to read) while every key's label fits half the page;
 # past that one under another, each key still named
 narrow = fits_half_width(len(keys))
+shown = {"narrow": narrow, "stretched": True, "overview": zoom.beside(len(queries), len(keys))}  # long: block means
 top = st.columns(2) if narrow else (st.container(), st.container())
-chart(
-    head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", narrow=narrow, stretched=True),
-    "aggregate_raw",
-    container=top[0],
-)
-chart(
-    head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", narrow=narrow, stretched=True),
-    "aggregate_rollout",
-    container=top[1],
-)
+chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", **shown), "aggregate_raw", top[0])
+chart(head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", **shown), "aggregate_rollout", top[1])
 bottom = st.columns(2) if narrow else (st.container(), st.container())
 bottom[1].caption(
     "Reading them: raw attention is one layer's mixing only. Rollout follows it through every layer below, so "

@@ -8,9 +8,11 @@ import streamlit as st
 
 from explorer.app import cached, state
 from explorer.app.callbacks import walk_heads
-from explorer.figures.heatmap import head_heatmap
+from explorer.figures.heatmap import cells_note
 from explorer.figures.model_view import LAYER_CELLS, layer_heads
 from explorer.pages._shared import chart, drill_to_pickers, kind_name, pick_attention, pick_layer_head
+from explorer.pages._zoom import head_map, word_of
+from explorer.run.blocks import factor
 from explorer.run.heads import MEAN, head_or_mean, head_title
 
 st.header("Attention heatmap")
@@ -41,17 +43,20 @@ st.caption(
     if head == MEAN
     else f"{follow}."
 )
-figure = head_heatmap(weights, chosen.queries, chosen.keys, title, clickable=True)
 first_pieces = None if chosen.groups is None else tuple(word[0] for word in chosen.groups[0])
 view = (kind_name(chosen.kind), *head_title(layer, head, attention.n_heads).split(", "))
 clicked = functools.partial(walk_heads, chosen.kind, first_pieces, layer, head)
-chart(figure, "attention_heatmap", on_click=clicked, view=view)
+# a long map opens its full-resolution region on the sentence's starting link (at word level: the words holding it)
+focus = (start.query, start.key)
+if chosen.groups is not None:
+    focus = (word_of(chosen.groups[0], start.query), word_of(chosen.groups[1], start.key))
+masked = chosen.kind == "decoder_self"
+head_map(weights, chosen.queries, chosen.keys, title, "attention_heatmap", focus, clicked, view, masked=masked)
 
 st.subheader(f"All heads of layer {layer + 1}")
-st.caption(
-    f"Small multiples, each scaled to its own maximum; long inputs are averaged into at most "
-    f"{LAYER_CELLS} x {LAYER_CELLS} cells. Click one to show it above."
-)
+f_q, f_k = factor(len(chosen.queries), LAYER_CELLS), factor(len(chosen.keys), LAYER_CELLS)
+averaged = f"; {cells_note(f_q, f_k)} (their mean)" if max(f_q, f_k) > 1 else ""
+st.caption(f"Small multiples, each scaled to its own maximum{averaged}. Click one to show it above.")
 chart(
     layer_heads(chosen.weights[layer], layer),
     "attention_layer_heads",

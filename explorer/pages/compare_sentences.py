@@ -11,6 +11,7 @@ from explorer.figures.labels import markdown_literal
 from explorer.figures.statistics import statistic_grid
 from explorer.lesson import starting
 from explorer.pages._shared import chart, current_trace, drill_to_pickers, kind_name, pick_layer_head
+from explorer.pages._zoom import head_map, largest_cell
 from explorer.run import compare
 from explorer.run.compare import MINIMAL_PAIRS
 from explorer.run.heads import head_or_mean, head_title
@@ -89,4 +90,5 @@ chart(
 )
 labels = alignment.labels
 title = f"A - B: {which}, lined up by {'word' if by_word else 'position'}"
-chart(head_heatmap(head_or_mean(difference, layer, head), labels, labels, title, diverging=True), "compare_difference")
+changes = head_or_mean(difference, layer, head)
+head_map(changes, labels, labels, title, "compare_difference", largest_cell(changes), diverging=True)

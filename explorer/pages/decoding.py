@@ -23,6 +23,7 @@ from explorer.pages._shared import (
     pick_layer,
     predict,
 )
+from explorer.pages._zoom import head_map
 from explorer.run import decoding, walkthrough
 from explorer.run.heads import head_or_mean, head_title
 
@@ -207,10 +208,9 @@ else:
 
 if revealed and only:  # every position's masked self-attention, the current one outlined
     st.subheader(f"Masked self-attention of every position ({which})")
-    figure = head_heatmap(
-        head_or_mean(trace.decoder_self.weights, layer, head), trace.target_tokens, trace.target_tokens
-    )
-    chart(mark_row(figure, index, len(trace.target_tokens)), "decoding_self_all")
+    tokens = trace.target_tokens  # a long text: an overview and the region around this step (pages._zoom)
+    self_attention = head_or_mean(trace.decoder_self.weights, layer, head)
+    head_map(self_attention, tokens, tokens, "", "decoding_self_all", (index, index), masked=True, marked_row=index)
     st.caption("Each row is one position, reading the positions at and before it; the outlined row is this step.")
 elif revealed:  # its rows name every word written: not before the class has answered
     st.subheader(f"Cross-attention of every step ({which})")

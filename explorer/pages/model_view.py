@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from explorer.app import cached, state
-from explorer.figures.heatmap import head_heatmap
-from explorer.figures.model_view import THUMBNAIL, layer_window, model_view, thumbnail_px
+from explorer.figures.heatmap import cells_note
+from explorer.figures.model_view import THUMBNAIL, layer_window, model_view, pool, thumbnail_px
 from explorer.lesson.wording import attention_formula, head_output, model_view_hint
 from explorer.pages._shared import (
     chart,
@@ -23,6 +24,8 @@ from explorer.pages._shared import (
     presenting,
     sidebar_family,
 )
+from explorer.pages._zoom import head_map, word_of
+from explorer.run.blocks import factor
 
 page_header("Model view")
 intro(
@@ -38,14 +41,18 @@ equation.latex(
     attention_formula(chosen.kind, cached.model(st.session_state[state.MODEL]).model.config)
 )  # decoder self-attention adds its mask
 attention = chosen.attention
-layer0, head0, _ = focus_start(chosen.kind)
+layer0, head0, focus_query = focus_start(chosen.kind)
 layer = pick_layer(attention.n_layers, state.FOCUS_LAYER, left, layer0)
 head = pick_head(attention.n_heads, state.FOCUS_HEAD, right, index=head0)
 # thumbnails as large as the page's width allows; a deep stack (SmolLM2's 30 layers) shows a window of layers
 thumb = thumbnail_px(attention.n_heads, presenting())
 window = layer_window(attention.n_layers, layer, thumb, presenting())
+if chosen.groups is None:  # block means reduced one layer at a time (cached), never the whole stack's weights at once
+    thumbnails = cached.get_thumbnails(*state.sidebar(st.session_state), chosen.kind)[window.start : window.stop]
+else:  # word level: the merged weights are already whole
+    thumbnails = pool(chosen.weights[window.start : window.stop], THUMBNAIL)
 chart(
-    model_view(chosen.weights[window.start : window.stop], THUMBNAIL, (layer, head), window.start, thumb),
+    model_view(thumbnails, THUMBNAIL, (layer, head), window.start, thumb),
     "model_grid",
     on_click=drill_to_pickers(state.FOCUS_LAYER, state.FOCUS_HEAD),
     view=(kind_name(chosen.kind),),
@@ -56,18 +63,38 @@ shown = (
     if len(window) == attention.n_layers
     else f"Layers {window.start + 1}-{window.stop} of {attention.n_layers} (pick a layer to see its rows). "
 )
+f_q, f_k = factor(len(chosen.queries), THUMBNAIL), factor(len(chosen.keys), THUMBNAIL)
+cells = thumbnails.shape[-2:]
+drawn = (
+    f"Each thumbnail is {cells[0]} x {cells[1]} cells and {cells_note(f_q, f_k)} (their mean)"
+    if max(f_q, f_k) > 1
+    else "Each thumbnail draws every weight of its head"
+)
 st.caption(
     f"{shown}Click a thumbnail to see that head below; the button under it opens the head in the attention heatmap. "
-    f"Thumbnails are averaged down to at most {THUMBNAIL} x {THUMBNAIL} cells and each is scaled to its own maximum, "
-    "so a nearly uniform head looks as contrasty as a sharp one: the full-size map below keeps the 0-1 scale."
+    f"{drawn}. Each thumbnail is scaled to its own maximum, so a nearly uniform head looks as contrasty as a sharp "
+    "one: the full-size map below keeps the 0-1 scale."
 )
 
 title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
-chart(
-    head_heatmap(chosen.weights[layer, head], chosen.queries, chosen.keys, title),
+weights = chosen.weights[layer, head]
+picked = st.session_state.get(state.FOCUS_TOKEN)  # the query the lesson follows, when a step has picked one
+query = (
+    picked if isinstance(picked, int) and 0 <= picked < len(chosen.trace.tokens_for(chosen.kind)[0]) else focus_query
+)
+query = query if chosen.groups is None else word_of(chosen.groups[0], query)
+focus = (query, int(np.argmax(weights[min(query, len(weights) - 1)])))  # the lesson's query and its strongest key
+view = (kind_name(chosen.kind), f"layer {layer + 1}", f"head {head + 1}")
+head_map(
+    weights,
+    chosen.queries,
+    chosen.keys,
+    title,
     "model_selected",
-    view=(kind_name(chosen.kind), f"layer {layer + 1}", f"head {head + 1}"),
+    focus,
+    view=view,
+    masked=chosen.kind == "decoder_self",
 )
 if st.button("Open in the attention heatmap", key="model_open"):
     open_in_attention(chosen.kind, layer, head, chosen.groups is not None)

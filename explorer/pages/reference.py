@@ -11,6 +11,7 @@ from explorer.figures.heatmap import head_heatmap
 from explorer.figures.statistics import statistic_grid
 from explorer.lesson.wording import starting_note
 from explorer.pages._shared import chart, current_trace, pick_layer_head
+from explorer.pages._zoom import head_map, largest_cell
 from explorer.run import reference_view
 
 OVERVIEW = 256  # the side-by-side pair past this many tokens: block means (the difference stays per token)
@@ -102,4 +103,5 @@ st.markdown(
         else "reference is. Here every weight is identical to the last bit: the difference is exactly 0."
     )
 )
-chart(head_heatmap(difference, tokens, tokens, "Ours - transformers", diverging=True), "reference_difference")
+focus = largest_cell(difference)  # a long text: the region opens where the two differ most
+head_map(difference, tokens, tokens, "Ours - transformers", "reference_difference", focus, diverging=True)

@@ -163,7 +163,7 @@ def test_pretrained_beside_random_past_the_overview_length_draws_block_means(min
     for key, loaded in (("minilm", minilm), ("minilm-random", minilm_random)):
         weights = trace.run(loaded, text, 300).encoder_self.weights[1, 6]
         np.testing.assert_allclose(z(figures[f"compare_{key}"]), pool(weights, 256), rtol=1e-6)
-    assert "means over blocks" in figures["compare_minilm"]["layout"]["title"]["text"]
+    assert "each cell averages 2 x 2 weights" in figures["compare_minilm"]["layout"]["title"]["text"]  # 300 = 150 x 2
 
 
 def test_compare_sentences_with_an_encoder_decoder_draws_bs_encoder_from_its_own_run():

@@ -76,7 +76,7 @@ def test_weights_go_out_as_float32_and_long_side_by_side_maps_as_block_means():
     z = array(overview.to_dict()["data"][0]["z"])
     assert z.shape == (256, 256)
     np.testing.assert_allclose(z[0, 0], weights[:2, :2].mean(), rtol=1e-6)
-    assert overview.data[0].y[0] == "0-1: w0" and "blocks of ~2 tokens" in overview.layout.title.text
+    assert overview.data[0].y[0] == "0-1: w0" and "each cell averages 2 x 2 weights" in overview.layout.title.text
     assert len(overview.to_json()) < 500_000
 
 

@@ -76,7 +76,7 @@ def test_head_view_at_512_tokens_is_one_window_with_stubs_for_the_rest():
     texts = [t for t in fig.data if t.mode == "text"]
     assert len(texts[0].text) == WINDOW + 2
     assert texts[0].text[0] == "\u25b2 284 earlier tokens" and texts[0].text[-1] == "\u25bc 196 later tokens"
-    assert "t300" in texts[0].text
+    assert texts[0].text[1 + 300 - 284] == "300: t300"  # each token in a window of a longer text named by position
     lines = [t for t in fig.data if t.mode == "lines"]
     ends = {t.legendgroup: [y for y in t.y[1::3]] for t in lines}
     assert ends["h0"] == [300 - 284]  # to itself, inside the window

@@ -24,6 +24,8 @@ def test_softmax_of_shown_q_and_k_gives_the_models_weights(minilm_trace, layer, 
     recomputed = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
     np.testing.assert_allclose(recomputed, s.weights, atol=1e-6)
     np.testing.assert_array_equal(s.weights, minilm_trace.encoder_self.weights[layer, head, query])
+    # one row scaled, bit for bit the trace's scaled scores (which scale every layer's)
+    np.testing.assert_array_equal(s.scaled_scores, minilm_trace.encoder_self.scaled_scores[layer, head, query])
     np.testing.assert_allclose(s.raw_scores, s.k @ s.q, atol=1e-4, rtol=1e-5)
     np.testing.assert_allclose(s.weighted_values.sum(0), s.z, atol=1e-5)
     assert s.concat.shape == (384,) and s.z.shape == (32,)
@@ -126,3 +128,25 @@ def test_the_input_row_is_named_as_each_model_computes_it(minilm, translate, pap
     )
     assert "LayerNorm(h + SelfAttn(h))" in wording.attention_input(translate.model.config, "cross", 0)
     assert "pre-LN" in wording.pre_ln_note(pre) and wording.pre_ln_note(translate.model.config) == ""
+
+
+def test_past_the_drawn_keys_the_masked_scores_draw_the_chosen_keys_named_by_position():
+    """At 2,048 keys the softmax's input is drawn for the keys the other bars draw, each labelled '17: cat', not as
+    2,048 one-pixel bars with bare tokens."""
+    n, query = 2048, 1500
+    scores = np.random.default_rng(0).normal(size=n).astype(np.float32)
+    mask = np.arange(n) <= query
+    scores[~mask] = np.finfo(np.float32).min
+    keys = [f"Ġw{i}" for i in range(n)]
+    shown = np.array([0, 7, 1500, 1501, 2047])
+    figure = masked_scores(scores, mask, keys, "after the mask", shown)
+    bars, marks = figure.data
+    np.testing.assert_array_equal(bars.y, scores[[0, 7, 1500]])
+    assert list(bars.customdata) == ["0: Ġw0", "7: Ġw7", "1500: Ġw1500"]
+    assert list(marks.x) == [3, 4] and [row[1] for row in marks.customdata] == ["1501: Ġw1501", "2047: Ġw2047"]
+    assert list(figure.layout.xaxis.ticktext) == ["0: Ġw0", "7: Ġw7", "1500: Ġw1500", "1501: Ġw1501", "2047: Ġw2047"]
+    assert figure.layout.title.text == "after the mask: 5 of 2048 keys"
+    whole = masked_scores(scores, mask, keys, "t")  # every key: thinned labels carry their positions
+    assert len(whole.layout.xaxis.ticktext) <= 40 and whole.layout.xaxis.ticktext[1].startswith(
+        f"{whole.layout.xaxis.tickvals[1]}: "
+    )
