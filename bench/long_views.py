@@ -10,10 +10,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from bench import harness
-from bench.browser import each_page, lengths_for, open_timed, sentence_session
-from bench.inputs import text_of
-from bench.shots import HEIGHT, WIDTH, shot
+from bench import harness, shots
 from models import registry
 
 PAGES = ("attention", "model_view", "head_view", "qkv", "query_key_value", "scores")
@@ -35,29 +32,17 @@ def shaped_folders(root: Path) -> dict[str, Path]:
 
 
 def run(out: Path, models: tuple[str, ...], lengths=LENGTHS, only: tuple[str, ...] = PAGES) -> list[str]:
-    out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    """bench.shots on these pages, with the shaped folders offered to the server (a registry key is used as is)."""
     with tempfile.TemporaryDirectory() as folder:
         folders = shaped_folders(Path(folder))
         env = {registry.FOLDERS_ENV: ";".join(f"{name}={path}" for name, path in folders.items())}
         catalogue = registry.catalogue(env)
-        with harness.app_server(env=env) as url, harness.chromium() as browser:
-            for name in models:
-                model = name if name in registry.MODELS else f"folder:{name}"  # the catalogue's key for a folder
-                loaded = registry.load(model) if name in registry.MODELS else registry.build(catalogue[model])
-                for tokens in lengths_for(loaded.max_tokens, lengths):
-                    page, received = sentence_session(browser, url, model, text_of(loaded, tokens), tokens)
-                    page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
-                    for name, link in each_page(page, only):
-                        seconds, mb = open_timed(page, link, received)
-                        shot(page, out / f"{model}_{tokens}_{name}.png")
-                        errors = page.get_by_test_id("stException").count()
-                        rows.append(
-                            f"{model:<12} {tokens:>5} {name:<16} {seconds:>6.2f} s {mb:>6.2f} MB errors={errors}"
-                        )
-                        print(rows[-1], flush=True)
-                    page.context.close()
-    return rows
+        keys = [name if name in registry.MODELS else f"folder:{name}" for name in models]  # a folder's catalogue key
+
+        def load(key: str):
+            return registry.load(key) if key in registry.MODELS else registry.build(catalogue[key])
+
+        return shots.run(out, keys, lengths, only, env=env, load=load)
 
 
 if __name__ == "__main__":

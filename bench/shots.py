@@ -28,12 +28,15 @@ def shot(page, path: Path) -> None:
     page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
 
 
-def run(out: Path, models=MODELS, lengths=LENGTHS, only: tuple[str, ...] = ()) -> list[str]:
+def run(
+    out: Path, models=MODELS, lengths=LENGTHS, only: tuple[str, ...] = (), env: dict | None = None, load=registry.load
+) -> list[str]:
+    """`env`: more of the server's environment (the folders it offers); `load`: how a model key is loaded here."""
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    with harness.app_server() as url, harness.chromium() as browser:
+    with harness.app_server(env=env) as url, harness.chromium() as browser:
         for model in models:
-            loaded = registry.load(model)
+            loaded = load(model)
             for tokens in lengths_for(loaded.max_tokens, lengths):
                 page, received = sentence_session(browser, url, model, text_of(loaded, tokens), tokens)
                 page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
