@@ -115,12 +115,34 @@ def _reload(model_name: str):
     return (lambda: get_model(model_name)) if model_name in registry.MODELS else None
 
 
+def _sink(model_name: str, kind: str) -> bool:
+    """A decoder-only text's first token is content, and the sink of its heads: links to it do not count."""
+    return kind == "decoder_self" and model(model_name).family.shape == "decoder-only"
+
+
+def _reducers(model_name: str) -> dict[str, trace.Reducer]:
+    """What the model view and the pages' opening head read of every layer, reduced while the first run holds each
+    layer: no layer of a long text is recomputed for them."""
+    sink = {kind: _sink(model_name, kind) for kind in trace.ATTENTION_KINDS}
+
+    def start(kind, weights, queries, keys):
+        return starting.layer_link(weights, queries, keys, self_attention=kind != "cross", sink=sink[kind])
+
+    return {"thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights), "start": start}
+
+
+def _reduced(result: trace.Trace, name: str, kind: str):
+    """What the run reduced every layer of `kind` to under `name`, or None (a run made without it)."""
+    return (result.reduced or {}).get(name, {}).get(kind)
+
+
 def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
     loaded = model(model_name)
     return store().get(
         _key("trace", model_name, text, max_tokens),
         lambda: _compute(
-            "Running the model...", lambda: trace.run(loaded, text, max_tokens, reload=_reload(model_name))
+            "Running the model...",
+            lambda: trace.run(loaded, text, max_tokens, reload=_reload(model_name), reduce=_reducers(model_name)),
         ),
     )
 
@@ -139,7 +161,9 @@ def get_encoder_trace(model_name: str, text: str, max_tokens: int) -> trace.Trac
         _key("encoder_trace", model_name, text, max_tokens),
         lambda: _compute(
             "Running the encoder...",
-            lambda: trace.run(loaded, text, max_tokens, encoder_only=True, reload=_reload(model_name)),
+            lambda: trace.run(
+                loaded, text, max_tokens, encoder_only=True, reload=_reload(model_name), reduce=_reducers(model_name)
+            ),
         ),
     )
 
@@ -180,7 +204,10 @@ def get_trace_for(model_name: str, text: str, max_tokens: int, kind: str) -> tra
 def get_thumbnails(model_name: str, text: str, max_tokens: int, kind: str):
     """Every head's thumbnail for the model view, (L, H, tq, tk): at most blocks.THUMBNAIL x blocks.THUMBNAIL block
     means each (blocks.thumbnails), reduced one layer at a time and kept across reruns."""
-    attention = get_trace_for(model_name, text, max_tokens, kind).attention(kind)
+    result = get_trace_for(model_name, text, max_tokens, kind)
+    if (kept := _reduced(result, "thumbnails", kind)) is not None:
+        return kept
+    attention = result.attention(kind)
     layers = (attention.layer(i).weights for i in range(attention.n_layers))
     return store().get(_key("thumbnails", model_name, text, max_tokens, kind), lambda: blocks.every_layer(layers))
 
@@ -324,9 +351,10 @@ def get_start(model_name: str, text: str, max_tokens: int, kind: str):
     weights = result.attention(kind).weights
     if wording.opens_on_alignment(model(model_name).family, kind):
         find = functools.partial(starting.aligned_link, weights, queries, keys)
+    elif (links := _reduced(result, "start", kind)) is not None:
+        return starting.best_of(links, queries, keys, self_attention=kind != "cross", sink=_sink(model_name, kind))
     else:
-        # a decoder-only text's first token is content, and the sink of its heads: links to it do not count
-        sink = kind == "decoder_self" and model(model_name).family.shape == "decoder-only"
+        sink = _sink(model_name, kind)
         find = functools.partial(starting.best_link, weights, queries, keys, self_attention=kind != "cross", sink=sink)
     return store().get(_key("start", model_name, text, max_tokens, kind), find)
 

@@ -68,19 +68,32 @@ def best_link(
     weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], self_attention: bool = True, sink: bool = False
 ) -> Link:
     """The head with the highest link score and that link; ties go to the earliest layer and head. With no content
-    link at all (a sentence of markers), layer 1 head 1 and its first content query (or position 0)."""
-    allowed = _allowed(queries, keys, self_attention, sink)
-    if not allowed.any():
+    link at all (a sentence of markers), layer 1 head 1 and its first content query (or position 0). Read a layer at a
+    time (a long text's layers are recomputed when read)."""
+    links = [layer_link(weights[i], queries, keys, self_attention, sink) for i in range(len(weights))]
+    return best_of(np.stack(links), queries, keys, self_attention, sink)
+
+
+def layer_link(
+    weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], self_attention: bool = True, sink: bool = False
+) -> np.ndarray:
+    """One layer's (H, Tq, Tk) strongest counted link: [weight, head, query, key] (the first, on ties). A run
+    reduces every layer to this while it holds it (explorer.run.layers.Reductions)."""
+    masked = np.where(_allowed(queries, keys, self_attention, sink), weights, 0.0)  # (H, Tq, Tk)
+    head, query, key = np.unravel_index(int(np.argmax(masked)), masked.shape)
+    return np.array([masked[head, query, key], head, query, key], np.float64)
+
+
+def best_of(
+    links: np.ndarray, queries: Sequence[str], keys: Sequence[str], self_attention: bool = True, sink: bool = False
+) -> Link:
+    """best_link from each layer's layer_link (L, 4): the first layer holding the highest weight."""
+    if not _allowed(queries, keys, self_attention, sink).any():
         content = [i for i, q in enumerate(queries) if is_content(q)]
         return Link(0, 0, content[0] if content else 0, 0, 0.0)
-    best: Link | None = None
-    for layer in range(len(weights)):  # one layer at a time: a long text's layers are recomputed when read
-        masked = np.where(allowed, weights[layer], 0.0)  # (H, Tq, Tk)
-        head, query, key = np.unravel_index(int(np.argmax(masked)), masked.shape)
-        if best is None or masked[head, query, key] > best.weight:  # ties: the earliest layer, then head
-            best = Link(layer, int(head), int(query), int(key), float(masked[head, query, key]))
-    assert best is not None
-    return best
+    layer = int(np.argmax(links[:, 0]))
+    weight, head, query, key = links[layer]
+    return Link(layer, int(head), int(query), int(key), float(weight))
 
 
 def aligned_link(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> Link:

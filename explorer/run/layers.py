@@ -86,6 +86,36 @@ def drop_attention(internals):
     return replace(internals, self_attn=None, **({"cross_attn": None} if hasattr(internals, "cross_attn") else {}))
 
 
+# what a view reads of every layer, reduced while the run holds that layer (no layer recomputed for it later):
+# (kind, one layer's weights (H, Tq, Tk), query tokens, key tokens) -> a small array
+Reducer = Callable[[str, np.ndarray, tuple[str, ...], tuple[str, ...]], np.ndarray]
+
+
+class Reductions:
+    """A run's Keep that first applies every reducer to each layer's attention weights, by kind, collecting the
+    results in layer order; then keeps the layer whole or drops its attention (`drop`)."""
+
+    def __init__(self, reducers: dict[str, Reducer], tokens: dict[str, tuple[tuple[str, ...], ...]], drop: bool):
+        self.reducers, self.tokens, self.drop = reducers, tokens, drop
+        self.found: dict[str, dict[str, list[np.ndarray]]] = {name: {} for name in reducers}
+
+    def __call__(self, internals):
+        kinds = {"self_attn": "decoder_self" if hasattr(internals, "cross_attn") else "encoder_self"}
+        kinds["cross_attn"] = "cross"
+        for module, kind in kinds.items():
+            attention = getattr(internals, module, None)
+            if attention is None:
+                continue
+            weights = attention.weights[0].numpy()  # (H, Tq, Tk)
+            for name, reduce in self.reducers.items():
+                self.found[name].setdefault(kind, []).append(reduce(kind, weights, *self.tokens[kind]))
+        return drop_attention(internals) if self.drop else internals
+
+    def results(self) -> dict[str, dict[str, np.ndarray]]:
+        """{reducer name: {kind: (L, ...)}}."""
+        return {name: {kind: np.stack(rows) for kind, rows in kinds.items()} for name, kinds in self.found.items()}
+
+
 class StackLayers:
     """Recomputes one layer of one stack (encoder or decoder) of a run. Not a dataclass on purpose: the arrays it
     reads are the trace's own states (counted there once by memo.nbytes)."""

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.run.layers import AttentionLayer, Layer, LayerArray, StackLayers, drop_attention
+from explorer.run.layers import (
+    AttentionLayer,
+    Layer,
+    LayerArray,
+    Reducer,
+    Reductions,
+    StackLayers,
+    drop_attention,
+)
 from models import greedy
 from models.registry import LoadedModel
 from models.tokenize import TokenizeError
@@ -118,6 +126,8 @@ class Trace:
     top_tokens: tuple[tuple[str, ...], ...] | None = None  # per decoder row: the most probable next tokens
     top_probabilities: np.ndarray | None = None  # (T, k) their softmax probabilities, most probable first
     source_word_ids: tuple[int | None, ...] = ()  # which word each source token came from; None for specials
+    # what run(reduce=...) reduced every layer to while it held it: {reducer name: {kind: (L, ...)}}
+    reduced: dict[str, dict[str, np.ndarray]] | None = None
 
     def attention(self, kind: str) -> AttentionTrace:
         """encoder_self, decoder_self or cross; ValueError when this model has no such attention."""
@@ -201,6 +211,7 @@ def run(
     forced: list[int] | None = None,
     reload: Callable[[], LoadedModel] | None = None,
     keep_all: bool | None = None,
+    reduce: dict[str, Reducer] | None = None,
 ) -> Trace:
     """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy.
     encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None).
@@ -210,10 +221,17 @@ def run(
     again when a view reads it (explorer/run/layers.py), with `loaded`, or `reload()` once `loaded` is let go;
     `keep_all`: keep every layer from this run instead (a model still training, whose weights will have changed by
     the time a view reads it); by default, a short text's run keeps every layer (KEEP_ALL_BYTES): nothing to
-    recompute."""
+    recompute. `reduce`: what views read of every layer (thumbnails, a best link), computed while the run holds each
+    layer, in `reduced`."""
     limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
     enc = loaded.tokenizer.encode(text, limit)
-    keep = None if (short(loaded, len(enc.ids)) if keep_all is None else keep_all) else drop_attention
+    keep_every = short(loaded, len(enc.ids)) if keep_all is None else keep_all
+
+    def keeper(tokens: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]):
+        if reduce:
+            return Reductions(reduce, tokens, drop=not keep_every)
+        return None if keep_every else drop_attention
+
     src = torch.tensor([enc.ids])
     model = loaded.model
     common = dict(
@@ -225,6 +243,7 @@ def run(
         source_word_ids=enc.word_ids,
     )
     if loaded.is_decoder_only:
+        keep = keeper({"decoder_self": (enc.tokens, enc.tokens)})
         out = model(src, ablation=ablation, keep=keep)
         found = _top(out, loaded.tokenizer)
         decoder_self, decoder_states = _stack(
@@ -237,14 +256,18 @@ def run(
             output_tokens=tuple(row[0] for row in found["top_tokens"]),
             decoder_self=decoder_self["self_attn"],
             decoder_states=decoder_states,
+            reduced=_results(keep),
             **found,
             **common,
         )
     src_mask = padding_mask(src, model.config.pad_id)
     if encoder_only or not loaded.is_encoder_decoder:
+        keep = keeper({"encoder_self": (enc.tokens, enc.tokens)})
         out = model(src, ablation=ablation, keep=keep)
         encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload)
-        return Trace(encoder_self=encoder_self["self_attn"], encoder_states=encoder_states, **common)
+        return Trace(
+            encoder_self=encoder_self["self_attn"], encoder_states=encoder_states, reduced=_results(keep), **common
+        )
     assert loaded.bos_id is not None and loaded.eos_id is not None
     if forced is None:
         budget = target_budget(len(enc.ids)) if max_target is None else max_target
@@ -257,24 +280,37 @@ def run(
     else:
         decoder_input = list(forced)
     tgt = torch.tensor([decoder_input])
+    vocabulary = loaded.target_vocabulary
+    target_tokens = tuple(vocabulary.id_to_token(i) for i in decoder_input)
+    keep = keeper(
+        {
+            "encoder_self": (enc.tokens, enc.tokens),
+            "decoder_self": (target_tokens, target_tokens),
+            "cross": (target_tokens, enc.tokens),
+        }
+    )
     out = model(src, tgt, src_mask=src_mask, ablation=ablation, keep=keep)
     if forced is not None:
         generated = out.logits[0].argmax(-1).tolist()
-    vocabulary = loaded.target_vocabulary
     encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload)
     context = (out.encoder.output, model.decoder_mask(tgt), src_mask)
     decoder, decoder_states = _stack(loaded, "decoder", out.decoder, context, ablation, reload)
     return Trace(
         encoder_self=encoder_self["self_attn"],
         encoder_states=encoder_states,
-        target_tokens=tuple(vocabulary.id_to_token(i) for i in decoder_input),
+        target_tokens=target_tokens,
         output_tokens=tuple(vocabulary.id_to_token(i) for i in generated),
         decoder_self=decoder["self_attn"],
         cross=decoder["cross_attn"],
         decoder_states=decoder_states,
+        reduced=_results(keep),
         **_top(out, vocabulary),
         **common,
     )
+
+
+def _results(keep) -> dict[str, dict[str, np.ndarray]] | None:
+    return keep.results() if isinstance(keep, Reductions) else None
 
 
 def target_budget(n_source: int) -> int:

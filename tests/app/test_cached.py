@@ -28,8 +28,9 @@ def store(monkeypatch) -> Recording:
     monkeypatch.setattr(cached, "model", lambda key: loaded)
     monkeypatch.setattr(cached, "get_model", lambda key: loaded)
     monkeypatch.setattr(cached, "_compute", lambda message, work: work())
+    monkeypatch.setattr(cached, "_reducers", lambda name: None)
     result = SimpleNamespace(attention=lambda kind: SimpleNamespace(weights="ours"))
-    monkeypatch.setattr(cached, "trace", SimpleNamespace(run=lambda *args, reload=None: result))
+    monkeypatch.setattr(cached, "trace", SimpleNamespace(run=lambda *args, **options: result))
     monkeypatch.setattr(cached, "get_reference", lambda folder="": "reference")
     view = SimpleNamespace(compare=lambda *args: ("difference", "theirs"), folder_of=lambda key: "")
     monkeypatch.setattr(cached, "reference_view", view)
@@ -74,10 +75,11 @@ def test_an_encoder_view_reuses_the_whole_trace_when_the_store_holds_it(monkeypa
     monkeypatch.setattr(cached, "store", lambda: kept)
     monkeypatch.setattr(cached, "model", lambda key: SimpleNamespace(revision="", is_encoder_decoder=True))
     monkeypatch.setattr(cached, "_compute", lambda message, work: work())
+    monkeypatch.setattr(cached, "_reducers", lambda name: None)
     monkeypatch.setattr(
         cached,
         "trace",
-        SimpleNamespace(run=lambda *args, encoder_only=False, reload=None: runs.append(encoder_only) or object()),
+        SimpleNamespace(run=lambda *args, encoder_only=False, **options: runs.append(encoder_only) or object()),
     )
     alone = cached.get_trace_for("paper-random", "hi", 8, "encoder_self")  # nothing kept: the encoder alone runs
     whole = cached.get_trace_for("paper-random", "hi", 8, "cross")

@@ -139,3 +139,24 @@ def test_a_kept_trace_does_not_keep_its_model_and_gets_it_back_when_read():
     gc.collect()
     assert result.cross.source._loaded() is None  # the trace held the model weakly
     np.testing.assert_array_equal(result.cross.layer(1).weights, expected)  # loaded again to the same weights
+
+
+@pytest.mark.parametrize("keep_all", [True, False])
+def test_what_a_run_reduces_each_layer_to_equals_the_same_reduction_of_the_layers_read_later(translate, keep_all):
+    """The model view's thumbnails and the opening head, computed while the run held each layer, equal the same
+    functions of the layers read afterwards, for every kind of an encoder-decoder."""
+    from explorer.lesson import starting
+    from explorer.run import blocks
+
+    reducers = {
+        "thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights, cells=4),
+        "start": lambda kind, weights, queries, keys: starting.layer_link(weights, queries, keys, kind != "cross"),
+    }
+    result = trace.run(translate, translate.examples[0], keep_all=keep_all, reduce=reducers)
+    assert result.reduced is not None and set(result.reduced["start"]) == set(result.kinds)
+    for kind in result.kinds:
+        attention, (queries, keys) = result.attention(kind), result.tokens_for(kind)
+        layers_read = [attention.layer(i).weights for i in range(attention.n_layers)]
+        np.testing.assert_array_equal(result.reduced["thumbnails"][kind], blocks.every_layer(layers_read, cells=4))
+        found = starting.best_of(result.reduced["start"][kind], queries, keys, kind != "cross")
+        assert found == starting.best_link(attention.weights, queries, keys, kind != "cross")
