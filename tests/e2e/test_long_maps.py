@@ -67,9 +67,8 @@ def test_a_click_on_the_overview_draws_that_region_at_full_resolution(long_model
         page.mouse.move(x, y)
         page.mouse.click(x, y)
     # centred on the tile (query 415, key 75): a 64 x 64 region from 383 and from 43
-    handle = page.wait_for_function(
-        f"() => {{ const r = ({REGION})(1); return r && r[0].startsWith('383: ') ? r : null; }}", timeout=TIMEOUT_MS
-    )
+    region_moved = f"() => {{ const r = ({REGION})(1); return r && r[0].startsWith('383: ') ? r : null; }}"
+    handle = page.wait_for_function(region_moved, timeout=TIMEOUT_MS)
     first_query, first_key, title = handle.json_value()
     assert first_key.startswith("43: ") and "queries 383-446, keys 43-106" in title
 
@@ -99,7 +98,8 @@ def test_moving_the_region_reruns_it_alone_and_a_row_of_it_opens_that_query(long
     with rerun(page):
         page.get_by_role("option", name="32 x 32", exact=True).click()
     assert page.evaluate(LAST_FINISH) == FRAGMENT_RUN  # the overview and region only: not the page, not the app
-    handle = page.wait_for_function(f"() => {{ const r = ({REGION})(1); return r && r[0] ? r : null; }}")
+    region_drawn = f"() => {{ const r = ({REGION})(1); return r && r[0] ? r : null; }}"
+    handle = page.wait_for_function(region_drawn, timeout=TIMEOUT_MS)
     first_query = int(handle.json_value()[0].split(":")[0])
     xs, ys = page.wait_for_function(TARGETS, arg=1, timeout=TIMEOUT_MS).json_value()
     assert len(xs) == 32 * 32  # a click target a cell
