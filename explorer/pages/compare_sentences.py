@@ -62,7 +62,7 @@ if compare.left_out(alignment):
 if not alignment.a:
     st.info("Nothing in A lines up with B.")
     st.stop()
-difference = compare.difference(a, b, alignment)  # (L, H, N, N)
+difference = compare.layer_differences(a, b, alignment)  # (L, H, N, N), a layer when read
 st.subheader("Which heads changed most")
 changed = compare.changed_most(difference)
 chart(

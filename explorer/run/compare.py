@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.run.layers import LayerArray
 from models.registry import ENGLISH_EXAMPLES
 
 # sentence pairs that differ in one thing; the second is the sidebar default's variant
@@ -133,6 +134,13 @@ def difference(weights_a: np.ndarray, weights_b: np.ndarray, alignment: Alignmen
     return a - b
 
 
+def layer_differences(weights_a, weights_b, alignment: Alignment) -> LayerArray:
+    """difference of every layer, (L, H, N, N), each layer's taken when read (a long text's layers are recomputed)."""
+    n_layers, n_heads = weights_a.shape[:2]
+    n = len(alignment.a)
+    return LayerArray(n_layers, (n_heads, n, n), lambda i: difference(weights_a[i], weights_b[i], alignment))
+
+
 def left_out(alignment: Alignment) -> str:
     """What neither side lines up with, as 'A: x, y; B: nothing.'; '' when everything lined up."""
     if not (alignment.unmatched_a or alignment.unmatched_b):
@@ -141,6 +149,7 @@ def left_out(alignment: Alignment) -> str:
 
 
 def changed_most(difference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per head, the largest |A - B| of its lined-up cells, and that number as cell text: (L, H, N, N) -> (L, H) x 2."""
-    worst = np.abs(difference).max(axis=(-2, -1))
+    """Per head, the largest |A - B| of its lined-up cells, and that number as cell text: (L, H, N, N) -> (L, H) x 2,
+    a layer at a time."""
+    worst = np.stack([np.abs(difference[i]).max(axis=(-2, -1)) for i in range(len(difference))])
     return worst, np.array([[f"{d:.3g}" for d in row] for row in worst], dtype=object)

@@ -253,6 +253,8 @@ class LayerArray(NDArrayOperatorsMixin):
         return getattr(ufunc, method)(*arrays, **kwargs)
 
     def __getattr__(self, name: str):
-        if name.startswith("_"):
+        # numpy's own methods only (.sum(...), .astype(...), .tolist()): any other name, asked by code that probes
+        # an object (memo.arrays asks for kept_arrays), must not stack every layer to find it missing
+        if name.startswith("_") or not hasattr(np.ndarray, name):
             raise AttributeError(name)
-        return getattr(self.whole(), name)  # numpy's methods: .sum(...), .astype(...), .tolist()
+        return getattr(self.whole(), name)

@@ -212,3 +212,32 @@ def test_twenty_words_name_every_key_on_the_side_by_side_maps(minilm, page, maps
     # the maps are drawn full width, not in two columns
     in_columns = {c.key for column in at.columns for c in column.get("plotly_chart")}
     assert not in_columns & set(maps), page
+
+
+@pytest.mark.parametrize("line_up", ["position", "word"])
+def test_sentence_a_against_b_reads_a_long_texts_layers_one_at_a_time(minilm, monkeypatch, line_up):
+    """With every run recomputing its layers and any read of every layer at once refused (as for a 2,048-token
+    text), the page still draws A - B: the model's own numbers, a layer at a time."""
+    from explorer.run import layers
+
+    monkeypatch.setattr(trace, "KEEP_ALL_BYTES", 0)
+    monkeypatch.setattr(layers, "WHOLE_BYTES", 0)
+    a_text, b_text = "The quiet river bends past the mill", "The quiet rivers bend past the mills"
+    at = opened("compare_sentences", model="minilm", text=a_text)
+    at.text_input(key="compare_b").set_value(b_text).run()
+    at.radio(key="compare_align").set_value(line_up).run()
+    at.selectbox(key="compare_layer").set_value(2).run()
+    at.selectbox(key="compare_head").set_value(3).run()
+    assert not at.exception
+    monkeypatch.undo()  # the expected numbers, read whole
+    a, b = trace.run(minilm, a_text, 128), trace.run(minilm, b_text, 128)
+    if line_up == "word":
+        wa, la, _ = analysis.at_word_level(a, "encoder_self")
+        wb, lb, _ = analysis.at_word_level(b, "encoder_self")
+        alignment = compare.by_word(la, lb)
+    else:
+        wa, wb = a.encoder_self.weights, b.encoder_self.weights
+        alignment = compare.by_position(a.source_tokens, b.source_tokens)
+    expected = compare.difference(np.asarray(wa), np.asarray(wb), alignment)
+    np.testing.assert_allclose(z(charts(at)["compare_difference"]), expected[2, 3], atol=1e-7)
+    np.testing.assert_allclose(z(charts(at)["compare_changed"]), np.abs(expected).max(axis=(-2, -1)), atol=1e-7)

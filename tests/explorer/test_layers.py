@@ -160,3 +160,17 @@ def test_what_a_run_reduces_each_layer_to_equals_the_same_reduction_of_the_layer
         np.testing.assert_array_equal(result.reduced["thumbnails"][kind], blocks.every_layer(layers_read, cells=4))
         found = starting.best_of(result.reduced["start"][kind], queries, keys, kind != "cross")
         assert found == starting.best_link(attention.weights, queries, keys, kind != "cross")
+
+
+def test_storing_a_long_run_reads_no_layer(minilm, monkeypatch):
+    """The store sizes and freezes what a run kept; probing the lazily read states must not recompute them."""
+    from explorer.run import memo
+
+    result = trace.run(minilm, minilm.examples[0], keep_all=False)
+    layers.cache().clear()
+    monkeypatch.setattr(layers, "WHOLE_BYTES", 0)
+    memo.freeze(result)
+    assert memo.nbytes(result) == sum(a.nbytes for a in result.encoder_states.values() if isinstance(a, np.ndarray)) + (
+        result.encoder_self.mask.nbytes
+    )
+    assert len(layers.cache()) == 0  # no layer was recomputed
