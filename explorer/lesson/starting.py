@@ -79,9 +79,14 @@ def layer_link(
 ) -> np.ndarray:
     """One layer's (H, Tq, Tk) strongest counted link: [weight, head, query, key] (the first, on ties). A run
     reduces every layer to this while it holds it (explorer.run.layers.Reductions)."""
-    masked = np.where(_allowed(queries, keys, self_attention, sink), weights, 0.0)  # (H, Tq, Tk)
-    head, query, key = np.unravel_index(int(np.argmax(masked)), masked.shape)
-    return np.array([masked[head, query, key], head, query, key], np.float64)
+    allowed = _allowed(queries, keys, self_attention, sink)  # (Tq, Tk)
+    # each row's largest counted weight, then the first row and key holding the largest: argmax of the masked
+    # (H, Tq, Tk) in its order, without building it (a tenth of the time at 2,048 tokens)
+    rows = np.max(weights, axis=-1, where=allowed, initial=0.0)  # (H, Tq)
+    head, query = np.unravel_index(int(np.argmax(rows)), rows.shape)
+    key = int(np.argmax(np.where(allowed[query], weights[head, query], 0.0)))
+    weight = weights[head, query, key] if allowed[query, key] else 0.0
+    return np.array([weight, head, query, key], np.float64)
 
 
 def best_of(

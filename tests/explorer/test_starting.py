@@ -154,3 +154,15 @@ def test_clicked_point_sets_the_pickers_and_ends_the_starting_point():
     assert drill.select_token(session, {"customdata": [3, 0, 0.25]}, "qkv_query") and session["qkv_query"] == 3
     assert not drill.select_head(session, {"customdata": ["x"]}, "a", "b") and "a" not in session
     assert drill.token_of({"x": 1}) is None and drill.head_of({"customdata": [True, 1]}) is None
+
+
+def test_a_layers_link_is_the_first_largest_counted_weight_of_the_masked_layer():
+    """layer_link equals the argmax of the whole masked layer, ties to the first (head, query, key)."""
+    rng = np.random.default_rng(3)
+    tokens = tuple(f"w{i}" for i in range(12))
+    for weights in (rng.random((3, 12, 12), dtype=np.float32), np.full((2, 12, 12), 0.25, np.float32)):
+        allowed = starting._allowed(tokens, tokens, True)
+        masked = np.where(allowed, weights, 0.0)
+        head, query, key = np.unravel_index(int(np.argmax(masked)), masked.shape)
+        expected = [masked[head, query, key], head, query, key]
+        np.testing.assert_array_equal(starting.layer_link(weights, tokens, tokens), expected)
