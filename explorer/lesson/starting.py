@@ -7,6 +7,7 @@ token itself or the previous/next token score low; a head in which "it" puts 0.5
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,7 +48,13 @@ class Link:
 def _allowed(queries: Sequence[str], keys: Sequence[str], self_attention: bool, sink: bool = False) -> np.ndarray:
     """(Tq, Tk) True where a query -> key link counts toward the score; in a sentence too short for links beyond
     NEAR (two words), any content key other than the query itself. `sink`: the first key never counts (a causal
-    model's heads park the weight they do not need on the first token, whatever it is)."""
+    model's heads park the weight they do not need on the first token, whatever it is). Read-only: the same array
+    serves every layer of a run (4 MB at 2,048 tokens, built in tens of ms)."""
+    return _allowed_of(tuple(queries), tuple(keys), self_attention, bool(sink))
+
+
+@functools.lru_cache(maxsize=4)
+def _allowed_of(queries: tuple[str, ...], keys: tuple[str, ...], self_attention: bool, sink: bool) -> np.ndarray:
     allowed = np.outer([is_content(q) for q in queries], [is_content(k) for k in keys])
     if sink and len(keys) > NEAR + 2:
         allowed[:, 0] = False
@@ -55,6 +62,7 @@ def _allowed(queries: Sequence[str], keys: Sequence[str], self_attention: bool, 
         distance = np.abs(np.arange(len(queries))[:, None] - np.arange(len(keys))[None, :])
         far = allowed & (distance > NEAR)
         allowed = far if far.any() else allowed & (distance > 0)
+    allowed.setflags(write=False)
     return allowed
 
 
@@ -81,12 +89,27 @@ def layer_link(
     reduces every layer to this while it holds it (explorer.run.layers.Reductions)."""
     allowed = _allowed(queries, keys, self_attention, sink)  # (Tq, Tk)
     # each row's largest counted weight, then the first row and key holding the largest: argmax of the masked
-    # (H, Tq, Tk) in its order, without building it (a tenth of the time at 2,048 tokens)
-    rows = np.max(weights, axis=-1, where=allowed, initial=0.0)  # (H, Tq)
+    # (H, Tq, Tk) in its order, without building it
+    rows = _counted_row_max(weights, allowed)  # (H, Tq)
     head, query = np.unravel_index(int(np.argmax(rows)), rows.shape)
     key = int(np.argmax(np.where(allowed[query], weights[head, query], 0.0)))
     weight = weights[head, query, key] if allowed[query, key] else 0.0
     return np.array([weight, head, query, key], np.float64)
+
+
+def _counted_row_max(weights: np.ndarray, allowed: np.ndarray, chunk: int = 16) -> np.ndarray:
+    """(H, Tq, Tk) weights, (Tq, Tk) allowed -> (H, Tq) each row's largest allowed weight (0 where none is). Weights
+    are >= 0, so weight x allowed keeps the allowed ones and zeroes the rest: a few rows at a time into one buffer
+    that stays in cache (0.024 s a layer of 9 x 2,048 x 2,048, where a masked max over the whole layer took 0.17)."""
+    heads, tq, tk = weights.shape
+    found = np.empty((heads, tq), weights.dtype)
+    buffer = np.empty((heads, min(chunk, tq), tk), weights.dtype)
+    for start in range(0, tq, chunk):
+        stop = min(start + chunk, tq)
+        part = buffer[:, : stop - start]
+        np.multiply(weights[:, start:stop], allowed[start:stop], out=part)
+        part.max(axis=-1, out=found[:, start:stop], initial=0.0)
+    return found
 
 
 def best_of(
