@@ -47,8 +47,8 @@ def step(trace: Trace, index: int, layer: int, head: int = MEAN) -> DecodedPosit
     assert trace.decoder_self is not None and trace.top_probabilities is not None
     assert trace.target_tokens is not None and trace.top_tokens is not None and trace.output_tokens is not None
 
-    def row(weights: np.ndarray) -> np.ndarray:  # (L, H, Tq, Tk) -> (Tk,): this step's row
-        return head_or_mean(weights[:, :, index], layer, head)
+    def row(weights: np.ndarray) -> np.ndarray:  # (L, H, Tq, Tk) -> (Tk,): this step's row of one layer (a long
+        return head_or_mean(weights[layer][None, :, index], 0, head)  # text's layers are recomputed when read)
 
     return DecodedPosition(
         index=index,

@@ -98,3 +98,22 @@ def test_mark_row_outlines_the_row_on_a_copy():
     (shape,) = marked.layout.shapes
     assert (shape.x0, shape.x1, shape.y0, shape.y1) == (-0.5, 3.5, 0.5, 1.5)
     np.testing.assert_array_equal(marked.data[0].z, figure.data[0].z)
+
+
+@pytest.mark.parametrize("head", [MEAN, 1])
+def test_a_long_texts_step_recomputes_only_the_layer_it_shows(translate, head, monkeypatch):
+    """A run that kept no layer (a long text's) gives each step's row from that one layer, recomputed: the same row
+    as a run that kept every layer, and no other layer is run again."""
+    from explorer.run import layers
+
+    text = "the small red cat sees a big dog"
+    kept, recomputed = trace.run(translate, text, keep_all=True), trace.run(translate, text, keep_all=False)
+    layers.cache().clear()
+    computed = []
+    compute = layers.StackLayers._compute
+    monkeypatch.setattr(layers.StackLayers, "_compute", lambda self, i: computed.append(i) or compute(self, i))
+    for index in range(decoding.n_positions(kept)):
+        found, expected = decoding.step(recomputed, index, 1, head), decoding.step(kept, index, 1, head)
+        np.testing.assert_array_equal(found.self_weights, expected.self_weights)
+        np.testing.assert_array_equal(found.cross_weights, expected.cross_weights)
+    assert set(computed) == {1}  # the decoder's layer 1, once (then from the cache)
