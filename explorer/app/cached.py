@@ -14,7 +14,7 @@ import streamlit as st
 from explorer.app import state
 from explorer.experiments import ablate, attribution, induction, lens
 from explorer.lesson import starting, wording
-from explorer.run import analysis, blocks, compare, memo, positions, reference_view, trace
+from explorer.run import analysis, blocks, compare, forward, memo, positions, reference_view, trace
 from models import reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
@@ -121,14 +121,18 @@ def _sink(model_name: str, kind: str) -> bool:
 
 
 def _reducers(model_name: str) -> dict[str, trace.Reducer]:
-    """What the model view and the pages' opening head read of every layer, reduced while the first run holds each
-    layer: no layer of a long text is recomputed for them."""
+    """What the model view, the pages' opening head and the sub-layers' movement read of every layer, reduced while
+    the first run holds each layer: no layer of a long text is recomputed for them."""
     sink = {kind: _sink(model_name, kind) for kind in trace.ATTENTION_KINDS}
 
     def start(kind, weights, queries, keys):
         return starting.layer_link(weights, queries, keys, self_attention=kind != "cross", sink=sink[kind])
 
-    return {"thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights), "start": start}
+    return {
+        "thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights),
+        "start": start,
+        "movement": trace.OnStates(forward.layer_movement),  # Add & Norm's, Forward pass's: every sub-layer's step
+    }
 
 
 def _reduced(result: trace.Trace, name: str, kind: str):

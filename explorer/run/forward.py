@@ -352,17 +352,36 @@ class Movement:
     input_norms: np.ndarray  # (L, T) |the layer's input|
 
 
+def layer_movement(entering: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """One layer's movement: its input (T, D) and its states after each sub-layer (S, T, D) -> (3 S + 1, T): the
+    states' norms, their dot products with the input, each sub-layer's step size, and the input's norm. A run
+    reduces every layer to this while it holds the layer (cached._reducers), so a long text recomputes none."""
+    after = after.astype(np.float64)
+    entering = entering.astype(np.float64)
+    before = np.concatenate([entering[None], after[:-1]])  # (S, T, D)
+    return np.concatenate(
+        [
+            np.linalg.norm(after, axis=-1),
+            np.einsum("std,td->st", after, entering),
+            np.linalg.norm(after - before, axis=-1),
+            np.linalg.norm(entering, axis=-1)[None],
+        ]
+    )
+
+
 def movement(trace: Trace, stack: str) -> Movement:
-    """Norms, step sizes and cosine similarity to the layer's input, from the traced states of every token."""
-    found = states(trace, stack)
-    after = np.stack([found[name] for name in sublayer_states(trace, stack)], axis=1).astype(np.float64)  # (L,S,T,D)
-    inputs = np.concatenate([found["embeddings"][None], found["after_ffn"][:-1]]).astype(np.float64)  # (L, T, D)
-    before = np.concatenate([inputs[:, None], after[:, :-1]], axis=1)  # (L, S, T, D)
-    norms = np.linalg.norm(after, axis=-1)
-    input_norms = np.linalg.norm(inputs, axis=-1)
-    dot = np.einsum("lstd,ltd->lst", after, inputs)
+    """Norms, step sizes and cosine similarity to the layer's input, from the traced states of every token: what the
+    run reduced each layer to, or each layer's states read in turn."""
+    found, names = states(trace, stack), sublayer_states(trace, stack)
+    reduced = (trace.reduced or {}).get("movement", {}).get(stack)
+    if reduced is None:
+        entering = lambda i: found["embeddings"] if i == 0 else found["after_ffn"][i - 1]  # noqa: E731
+        count = found["after_ffn"].shape[0]
+        each = [layer_movement(entering(i), np.stack([found[name][i] for name in names])) for i in range(count)]
+        reduced = np.stack(each)
+    n = len(names)
+    norms, dot, change, input_norms = reduced[:, :n], reduced[:, n : 2 * n], reduced[:, 2 * n : 3 * n], reduced[:, -1]
     cosine = dot / np.maximum(norms * input_norms[:, None], 1e-30)
-    change = np.linalg.norm(after - before, axis=-1)
     return Movement(sublayer_names(trace, stack), norms, change, cosine, input_norms)
 
 

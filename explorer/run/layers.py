@@ -91,17 +91,34 @@ def drop_attention(internals):
 Reducer = Callable[[str, np.ndarray, tuple[str, ...], tuple[str, ...]], np.ndarray]
 
 
-class Reductions:
-    """A run's Keep that first applies every reducer to each layer's attention weights, by kind, collecting the
-    results in layer order; then keeps the layer whole or drops its attention (`drop`)."""
+@dataclass(frozen=True)
+class OnStates:
+    """A reducer of a layer's states instead of its attention: (the state entering the layer (T, D), the states after
+    each of its sub-layers (S, T, D)) -> a small array; its results are by stack ("encoder", "decoder")."""
 
-    def __init__(self, reducers: dict[str, Reducer], tokens: dict[str, tuple[tuple[str, ...], ...]], drop: bool):
-        self.reducers, self.tokens, self.drop = reducers, tokens, drop
+    reduce: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+STATE_FIELDS = ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn")  # a layer's states, in order
+
+
+class Reductions:
+    """A run's Keep that first applies every reducer to each layer's attention weights (by kind) or states (by stack,
+    OnStates), collecting the results in layer order; then keeps the layer whole or drops its attention (`drop`)."""
+
+    def __init__(
+        self, reducers: dict[str, Reducer | OnStates], tokens: dict[str, tuple[tuple[str, ...], ...]], drop: bool
+    ):
+        self.tokens, self.drop = tokens, drop
+        self.reducers = {name: r for name, r in reducers.items() if not isinstance(r, OnStates)}
+        self.on_states = {name: r.reduce for name, r in reducers.items() if isinstance(r, OnStates)}
         self.found: dict[str, dict[str, list[np.ndarray]]] = {name: {} for name in reducers}
+        self.entering: dict[str, np.ndarray] = {}  # by stack: the previous layer's output, the next layer's input
+        self.first: dict[str, np.ndarray] = {}  # by stack: the first layer's states, until its input is known
 
     def __call__(self, internals):
-        kinds = {"self_attn": "decoder_self" if hasattr(internals, "cross_attn") else "encoder_self"}
-        kinds["cross_attn"] = "cross"
+        decoder = hasattr(internals, "cross_attn")
+        kinds = {"self_attn": "decoder_self" if decoder else "encoder_self", "cross_attn": "cross"}
         for module, kind in kinds.items():
             attention = getattr(internals, module, None)
             if attention is None:
@@ -109,11 +126,27 @@ class Reductions:
             weights = attention.weights[0].numpy()  # (H, Tq, Tk)
             for name, reduce in self.reducers.items():
                 self.found[name].setdefault(kind, []).append(reduce(kind, weights, *self.tokens[kind]))
+        if self.on_states:
+            self._states("decoder" if decoder else "encoder", internals)
         return drop_attention(internals) if self.drop else internals
 
-    def results(self) -> dict[str, dict[str, np.ndarray]]:
-        """{reducer name: {kind: (L, ...)}}."""
-        return {name: {kind: np.stack(rows) for kind, rows in kinds.items()} for name, kinds in self.found.items()}
+    def _states(self, stack: str, internals) -> None:
+        after = np.stack([found[0].numpy() for n in STATE_FIELDS if (found := getattr(internals, n, None)) is not None])
+        entering = self.entering.get(stack)
+        self.entering[stack] = after[-1]
+        if entering is None:  # the stack's first layer: its input (the embeddings) is the run's, known at its end
+            self.first[stack] = after
+            return
+        for name, reduce in self.on_states.items():
+            self.found[name].setdefault(stack, []).append(reduce(entering, after))
+
+    def results(self, embeddings: dict[str, np.ndarray] | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """{reducer name: {kind or stack: (L, ...)}}; `embeddings`: each stack's input (T, D), for its first layer."""
+        for stack, after in self.first.items():
+            for name, reduce in self.on_states.items():
+                self.found[name].setdefault(stack, []).insert(0, reduce((embeddings or {})[stack], after))
+        self.first = {}
+        return {name: {key: np.stack(rows) for key, rows in found.items()} for name, found in self.found.items()}
 
 
 class StackLayers:

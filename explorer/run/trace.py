@@ -12,6 +12,7 @@ from explorer.run.layers import (
     AttentionLayer,
     Layer,
     LayerArray,
+    OnStates,
     Reducer,
     Reductions,
     StackLayers,
@@ -211,7 +212,7 @@ def run(
     forced: list[int] | None = None,
     reload: Callable[[], LoadedModel] | None = None,
     keep_all: bool | None = None,
-    reduce: dict[str, Reducer] | None = None,
+    reduce: dict[str, Reducer | OnStates] | None = None,
 ) -> Trace:
     """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy.
     encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None).
@@ -256,7 +257,7 @@ def run(
             output_tokens=tuple(row[0] for row in found["top_tokens"]),
             decoder_self=decoder_self["self_attn"],
             decoder_states=decoder_states,
-            reduced=_results(keep),
+            reduced=_results(keep, out),
             **found,
             **common,
         )
@@ -266,7 +267,7 @@ def run(
         out = model(src, ablation=ablation, keep=keep)
         encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload)
         return Trace(
-            encoder_self=encoder_self["self_attn"], encoder_states=encoder_states, reduced=_results(keep), **common
+            encoder_self=encoder_self["self_attn"], encoder_states=encoder_states, reduced=_results(keep, out), **common
         )
     assert loaded.bos_id is not None and loaded.eos_id is not None
     if forced is None:
@@ -303,14 +304,18 @@ def run(
         decoder_self=decoder["self_attn"],
         cross=decoder["cross_attn"],
         decoder_states=decoder_states,
-        reduced=_results(keep),
+        reduced=_results(keep, out),
         **_top(out, vocabulary),
         **common,
     )
 
 
-def _results(keep) -> dict[str, dict[str, np.ndarray]] | None:
-    return keep.results() if isinstance(keep, Reductions) else None
+def _results(keep, out) -> dict[str, dict[str, np.ndarray]] | None:
+    """What the run's Reductions found; each stack's embeddings (its first layer's input) come from `out`."""
+    if not isinstance(keep, Reductions):
+        return None
+    stacks = {"encoder": out.encoder, "decoder": out.decoder}
+    return keep.results({name: found.embeddings[0].numpy() for name, found in stacks.items() if found is not None})
 
 
 def target_budget(n_source: int) -> int:

@@ -162,6 +162,34 @@ def test_what_a_run_reduces_each_layer_to_equals_the_same_reduction_of_the_layer
         assert found == starting.best_link(attention.weights, queries, keys, kind != "cross")
 
 
+@pytest.mark.parametrize("fixture", ["translate", "gpt2_folder"])
+def test_how_far_each_sublayer_moves_each_token_is_reduced_in_the_run_as_the_layers_read_later_give_it(
+    fixture, request
+):
+    """Add & Norm's movement of every sub-layer, reduced by stack while the run held each layer (the first layer's
+    input, the embeddings, joined at the end), equals the movement of the states read afterwards; and reading it
+    recomputes no layer."""
+    from dataclasses import replace
+
+    from explorer.run import forward
+
+    loaded = request.getfixturevalue(fixture)
+    if not isinstance(loaded, registry.LoadedModel):
+        loaded = folder(loaded, fixture)
+    reducers = {"movement": layers.OnStates(forward.layer_movement)}
+    result = trace.run(loaded, loaded.examples[0], keep_all=False, reduce=reducers)
+    stacks = forward.trace_stacks(result)
+    assert result.reduced is not None and set(result.reduced["movement"]) == set(stacks)
+    layers.cache().clear()
+    reduced = {stack: forward.movement(result, stack) for stack in stacks}
+    assert len(layers.cache()) == 0  # nothing recomputed
+    for stack in stacks:
+        expected = forward.movement(replace(result, reduced=None), stack)  # every layer's states read in turn
+        for field in ("norms", "change", "cosine", "input_norms"):
+            np.testing.assert_array_equal(getattr(reduced[stack], field), getattr(expected, field))
+        assert reduced[stack].names == expected.names
+
+
 def test_storing_a_long_run_reads_no_layer(minilm, monkeypatch):
     """The store sizes and freezes what a run kept; probing the lazily read states must not recompute them."""
     from explorer.run import memo
