@@ -444,11 +444,16 @@ def get_attribution(model_name: str, text: str, max_tokens: int, position: int, 
     """One logit split into what each part of the model wrote."""
     loaded = model(model_name)
     answer = get_answer(model_name, text, max_tokens)
+    entering = None
+    if loaded.is_decoder_only:  # its answer is its own text: the run kept the state entering every layer
+        states = get_trace(model_name, text, max_tokens).decoder_states
+        assert states is not None and len(states["embeddings"]) == len(answer.decoder_input or ())
+        entering = lambda i: states["embeddings"] if i == 0 else states["after_ffn"][i - 1]  # noqa: E731
     return store().get(
         _key("attribution", model_name, text, max_tokens, position, token_id),
         lambda: _compute(
             "Splitting the logit into its parts...",
-            lambda: attribution.attribute(loaded, answer, position, token_id),
+            lambda: attribution.attribute(loaded, answer, position, token_id, entering),
         ),
     )
 

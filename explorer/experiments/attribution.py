@@ -14,7 +14,9 @@ its own LayerNorms with their scales frozen.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -22,9 +24,10 @@ from torch import Tensor
 
 from explorer.experiments.ablate import Answer
 from explorer.experiments.lens import run_on
-from models.attention import MultiHeadAttention
+from models.attention import MultiHeadAttention, scaled_dot_product_attention
 from models.blocks import RMSNorm
 from models.registry import LoadedModel
+from models.transformer import run_sublayers
 
 KIND_OF = {"self_attn": "decoder_self", "cross_attn": "cross"}
 SUBLAYER_NAMES = {"self_attn": "masked self-attention", "cross_attn": "cross-attention", "ffn": "feed-forward"}
@@ -74,14 +77,53 @@ def _freeze(norm: torch.nn.Module, total: Tensor, parts: Tensor, constant: Tenso
 
 
 @torch.inference_mode()
-def attribute(loaded: LoadedModel, answer: Answer, position: int, token_id: int) -> Attribution:
-    """Split the logit of `token_id` at decoder row `position` into the parts that wrote it."""
+def one_row(loaded: LoadedModel, entering: Callable[[int], np.ndarray], position: int) -> SimpleNamespace:
+    """What `attribute` reads of a decoder-only model's forward, for row `position` only, from the state that entered
+    each layer (a trace's kept residual stream, (T, D) a layer): each layer run again for that one row, its queries at
+    that row and its keys and values from every row up to it (later rows are masked), by the modules' own operations.
+    A forward over 2,048 tokens costs seconds and gigabytes of attention; this, one row per layer. Fields as the
+    forward's, with one row: decoder.embeddings and each state (1, 1, D), each attention's heads (1, H, 1, Dh), logits
+    (1, 1, V)."""
+    model = loaded.model
+    assert model.decoder is not None and model.encoder is None and model.generator is not None
+    layers = []
+    for index, layer in enumerate(model.decoder.layers):
+        before = torch.from_numpy(np.array(entering(index)[: position + 1]))[None]  # (1, p + 1, D): rows up to p
+        heads: dict[str, Tensor] = {}
+
+        def attend(name: str, attention: MultiHeadAttention, h: Tensor, before=before, layer=layer, heads=heads):
+            norm = getattr(layer, next(sub.norm for sub in layer.sublayers if sub.module == name))
+            k, v, _ = attention.keys_values(norm.normed_input(before))  # (1, H, p + 1, Dh)
+            q, _ = attention.queries(h, position)  # (1, H, 1, Dh), turned by its own position where rotary
+            heads[name], _, _ = scaled_dot_product_attention(q, k, v, None)  # row p sees every row up to it
+            return attention.combine_heads(heads[name]), None
+
+        states, _ = run_sublayers(layer, before[:, position:], attend)
+        layers.append(SimpleNamespace(**states, **{name: SimpleNamespace(heads=h) for name, h in heads.items()}))
+    x = layers[-1].after_ffn
+    if model.decoder.final_norm is not None:
+        x = model.decoder.final_norm(x)
+    embeddings = torch.from_numpy(np.array(entering(0)[position : position + 1]))[None]
+    return SimpleNamespace(decoder=SimpleNamespace(embeddings=embeddings, layers=layers), logits=model.generator(x))
+
+
+@torch.inference_mode()
+def attribute(
+    loaded: LoadedModel,
+    answer: Answer,
+    position: int,
+    token_id: int,
+    entering: Callable[[int], np.ndarray] | None = None,
+) -> Attribution:
+    """Split the logit of `token_id` at decoder row `position` into the parts that wrote it. `entering`: for a
+    decoder-only model, the state entering each layer as a run kept it (layer -> (T, D)): then only that row is run
+    again (one_row), not the whole forward."""
     if answer.decoder_input is None:
         raise ValueError(f"{loaded.title} has no output matrix: {loaded.family.shape_name}, it writes no tokens")
     if not 0 <= position < len(answer.decoder_input):
         raise ValueError(f"position {position} is outside the {len(answer.decoder_input)} decoder rows")
     model = loaded.model
-    out = run_on(loaded, answer)
+    out, row = (run_on(loaded, answer), position) if entering is None else (one_row(loaded, entering, position), 0)
     assert out.decoder is not None and out.logits is not None and model.decoder is not None
     layers = model.decoder.layers
     pre_ln = model.config.norm_first
@@ -95,25 +137,25 @@ def attribute(loaded: LoadedModel, answer: Answer, position: int, token_id: int)
     constant = torch.zeros(d, dtype=torch.float64)
     if pre_ln:
         names.append("embedding")
-        rows.append(out.decoder.embeddings[0, position].double())
+        rows.append(out.decoder.embeddings[0, row].double())
         x = out.decoder.embeddings
     else:
         x = out.decoder.layers[first - 1].after_ffn if first > 0 else out.decoder.embeddings
         names.append("layers below (not separable)" if first > 0 else "embedding")
-        rows.append(x[0, position].double())
+        rows.append(x[0, row].double())
     for index in range(first, len(layers)):
         layer, internals = layers[index], out.decoder.layers[index]
         for sub in layer.sublayers:
             norm = getattr(layer, sub.norm)
             state = getattr(internals, sub.state)
             if sub.module == "ffn":
-                written = layer.ffn(norm.normed_input(x))[0, position].double()  # (D,)
+                written = layer.ffn(norm.normed_input(x))[0, row].double()  # (D,)
                 names.append(f"layer {index + 1} feed-forward")
                 rows.append(written)
             else:
                 attention = getattr(layer, sub.module)
                 captured = getattr(internals, sub.module)
-                for h, part in enumerate(_head_parts(attention, captured.heads[0, :, position])):
+                for h, part in enumerate(_head_parts(attention, captured.heads[0, :, row])):
                     head_rows.append((KIND_OF[sub.module], index, h, len(rows)))
                     names.append(f"L{index + 1}.H{h + 1} {SUBLAYER_NAMES[sub.module]}")
                     rows.append(part)
@@ -126,7 +168,7 @@ def attribute(loaded: LoadedModel, answer: Answer, position: int, token_id: int)
                 rows = list(parts)
             x = state
     if pre_ln and model.decoder.final_norm is not None:
-        parts, constant = _freeze(model.decoder.final_norm, x[0, position], torch.stack(rows), constant)
+        parts, constant = _freeze(model.decoder.final_norm, x[0, row], torch.stack(rows), constant)
         rows = list(parts)
     unembed = model.generator.weight[token_id].double()  # (D,)
     values = (torch.stack(rows) @ unembed).numpy()
@@ -136,13 +178,13 @@ def attribute(loaded: LoadedModel, answer: Answer, position: int, token_id: int)
     held = [name for name, has in (("LayerNorm shift", model.config.norm == "layer"), ("output bias", has_bias)) if has]
     names.append(f"constant ({', '.join(held)})" if held else "constant (0: no norm shift, no output bias)")
     values = np.append(values, float(constant @ unembed) + bias)
-    for kind, index, h, row in head_rows:
-        heads[kind][index, h] = values[row]
+    for kind, index, h, part in head_rows:
+        heads[kind][index, h] = values[part]
     return Attribution(
         position,
         loaded.target_vocabulary.id_to_token(token_id),
         token_id,
-        float(out.logits[0, position, token_id]),
+        float(out.logits[0, row, token_id]),
         tuple(names),
         values,
         heads,

@@ -182,6 +182,25 @@ def test_attribution_of_a_pre_ln_model_splits_the_logit_exactly(request, key, te
         assert len(found.names) == len(found.values) == 1 + n_layers * (n_heads + 1 + bias) + 1
 
 
+@pytest.mark.parametrize("key,text", [("gpt2", GPT2_TEXT), ("llama", GPT2_TEXT), ("smollm2", REPEATED)])
+def test_attribution_from_a_runs_kept_states_runs_one_row_and_equals_the_full_forwards(request, key, text):
+    """A decoder-only model's logit split from the state a long run kept entering each layer, each layer run again for
+    the one row: the same parts as the whole forward's, within float32 rounding; the logit is that row's."""
+    loaded = request.getfixturevalue(key)
+    run = trace.run(loaded, text, keep_all=False)
+    answer = ablate.answer(loaded, run)
+    states = run.decoder_states
+    entering = lambda i: states["embeddings"] if i == 0 else states["after_ffn"][i - 1]  # noqa: E731
+    logits = lens.run_on(loaded, answer).logits[0]
+    for position, token in attribution_cases(loaded, answer):
+        found = attribution.attribute(loaded, answer, position, token, entering)
+        whole = attribution.attribute(loaded, answer, position, token)
+        assert found.names == whole.names and found.position == position and found.token == whole.token
+        np.testing.assert_allclose(found.values, whole.values, rtol=1e-4, atol=1e-4)
+        assert found.logit == pytest.approx(float(logits[position, token]), abs=1e-4)
+        assert abs(found.total - found.logit) < 1e-4
+
+
 def test_attribution_of_the_post_ln_translate_model_splits_the_last_layer(translate):
     answer = ablate.answer(translate, trace.run(translate, TRANSLATE))
     logits = lens.run_on(translate, answer).logits[0]
