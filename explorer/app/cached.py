@@ -447,7 +447,7 @@ def get_attribution(model_name: str, text: str, max_tokens: int, position: int, 
     entering = None
     if loaded.is_decoder_only:  # its answer is its own text: the run kept the state entering every layer
         states = get_trace(model_name, text, max_tokens).decoder_states
-        assert states is not None and len(states["embeddings"]) == len(answer.decoder_input or ())
+        assert states is not None and len(states["embeddings"]) == len(answer.source_ids)  # its rows and one more
         entering = lambda i: states["embeddings"] if i == 0 else states["after_ffn"][i - 1]  # noqa: E731
     return store().get(
         _key("attribution", model_name, text, max_tokens, position, token_id),

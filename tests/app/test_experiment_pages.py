@@ -114,7 +114,9 @@ def test_logit_lens_and_attribution_are_the_model_s():
     np.testing.assert_allclose(array(drawn["data"][0]["z"]), found.top_probabilities[..., 0], rtol=1e-6)
     at = opened("attribution", "induction")
     row = max(i for i, c in enumerate(answer.counted) if c)
-    split = attribution.attribute(loaded, answer, row, answer.targets[row])
+    states = run.decoder_states  # the page splits the row from the states the run kept (attribution.one_row)
+    entering = lambda i: states["embeddings"] if i == 0 else states["after_ffn"][i - 1]  # noqa: E731
+    split = attribution.attribute(loaded, answer, row, answer.targets[row], entering)
     _, bars, head_map = [spec(c) for c in at.get("plotly_chart")]
     assert abs(split.total - split.logit) < 1e-4
     assert set(np.round(array(bars["data"][0]["x"]), 5)) <= set(np.round(split.values, 5))
