@@ -104,12 +104,17 @@ STATE_FIELDS = ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn"
 
 class Reductions:
     """A run's Keep that first applies every reducer to each layer's attention weights (by kind) or states (by stack,
-    OnStates), collecting the results in layer order; then keeps the layer whole or drops its attention (`drop`)."""
+    OnStates), collecting the results in layer order; then keeps the layer whole or drops its attention (`drop`), and
+    tells `progress` how many layers it has seen."""
 
     def __init__(
-        self, reducers: dict[str, Reducer | OnStates], tokens: dict[str, tuple[tuple[str, ...], ...]], drop: bool
+        self,
+        reducers: dict[str, Reducer | OnStates],
+        tokens: dict[str, tuple[tuple[str, ...], ...]],
+        drop: bool,
+        progress: Callable[[int], None] | None = None,
     ):
-        self.tokens, self.drop = tokens, drop
+        self.tokens, self.drop, self.progress, self.done = tokens, drop, progress, 0  # progress(layers done so far)
         self.reducers = {name: r for name, r in reducers.items() if not isinstance(r, OnStates)}
         self.on_states = {name: r.reduce for name, r in reducers.items() if isinstance(r, OnStates)}
         self.found: dict[str, dict[str, list[np.ndarray]]] = {name: {} for name in reducers}
@@ -128,6 +133,9 @@ class Reductions:
                 self.found[name].setdefault(kind, []).append(reduce(kind, weights, *self.tokens[kind]))
         if self.on_states:
             self._states("decoder" if decoder else "encoder", internals)
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done)
         return drop_attention(internals) if self.drop else internals
 
     def _states(self, stack: str, internals) -> None:

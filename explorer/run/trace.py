@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -213,6 +214,7 @@ def run(
     reload: Callable[[], LoadedModel] | None = None,
     keep_all: bool | None = None,
     reduce: dict[str, Reducer | OnStates] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Trace:
     """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy.
     encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None).
@@ -223,14 +225,19 @@ def run(
     `keep_all`: keep every layer from this run instead (a model still training, whose weights will have changed by
     the time a view reads it); by default, a short text's run keeps every layer (KEEP_ALL_BYTES): nothing to
     recompute. `reduce`: what views read of every layer (thumbnails, a best link), computed while the run holds each
-    layer, in `reduced`."""
+    layer, in `reduced`; `progress(layers done, layers)` is told after each layer of the forward that is kept."""
     limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
     enc = loaded.tokenizer.encode(text, limit)
     keep_every = short(loaded, len(enc.ids)) if keep_all is None else keep_all
 
     def keeper(tokens: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]):
-        if reduce:
-            return Reductions(reduce, tokens, drop=not keep_every)
+        if reduce or progress:
+            config = loaded.model.config
+            counted = (config.n_encoder_layers if "encoder_self" in tokens else 0) + (
+                config.n_decoder_layers if "decoder_self" in tokens else 0
+            )
+            told = None if progress is None else functools.partial(progress, layers=counted)
+            return Reductions(reduce or {}, tokens, drop=not keep_every, progress=told)
         return None if keep_every else drop_attention
 
     src = torch.tensor([enc.ids])

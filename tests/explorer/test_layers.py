@@ -202,3 +202,14 @@ def test_storing_a_long_run_reads_no_layer(minilm, monkeypatch):
         result.encoder_self.mask.nbytes
     )
     assert len(layers.cache()) == 0  # no layer was recomputed
+
+
+@pytest.mark.parametrize("fixture", ["minilm", "translate"])
+def test_a_run_tells_its_progress_after_every_layer(fixture, request):
+    """The first run's bar fills layer by layer: every layer of every stack the kept forward runs, in order."""
+    loaded = request.getfixturevalue(fixture)
+    told = []
+    trace.run(loaded, loaded.examples[0], progress=lambda done, layers: told.append((done, layers)))
+    config = loaded.model.config
+    total = config.n_encoder_layers + config.n_decoder_layers
+    assert told == [(done, total) for done in range(1, total + 1)]
