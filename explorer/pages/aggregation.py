@@ -33,8 +33,11 @@ attention = chosen.attention
 layer = pick_layer(attention.n_layers, "aggregate_layer", index=attention.n_layers - 1)
 
 raw = chosen.view(attention.weights[layer].mean(axis=0))
-rolled = chosen.view(analysis.rollout(attention.weights[: layer + 1])[-1])
 queries, keys = chosen.queries, chosen.keys
+# a long text's rollout as its overview draws it, reduced by the first run (the whole rollout is L T^3 and reads
+# every layer); at word level, or a text drawn whole, computed here from the layers
+reduced = None if chosen.groups else cached.get_rollout_overview(*state.sidebar(st.session_state), chosen.kind, layer)
+rolled = chosen.view(analysis.rollout(attention.weights[: layer + 1])[-1]) if reduced is None else reduced
 length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's cost grows with tokens, not words
 
 # two per row (three side by side leave each too narrow to read) while every key's label fits half the page;
@@ -43,7 +46,8 @@ narrow = fits_half_width(len(keys))
 shown = {"narrow": narrow, "stretched": True, "overview": zoom.beside(len(queries), len(keys))}  # long: block means
 top = st.columns(2) if narrow else (st.container(), st.container())
 chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", **shown), "aggregate_raw", top[0])
-chart(head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", **shown), "aggregate_rollout", top[1])
+rolled_map = head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", blocked=reduced is not None, **shown)
+chart(rolled_map, "aggregate_rollout", top[1])
 bottom = st.columns(2) if narrow else (st.container(), st.container())
 bottom[1].caption(
     "Reading them: raw attention is one layer's mixing only. Rollout follows it through every layer below, so "
