@@ -23,19 +23,19 @@ from models.induction import induction_targets
 ROWS = 16  # query rows a block: (H, 16, T) float32 is 1.2 MB at 2,048 tokens and 9 heads, within a core's cache
 MIXED = 256  # rows a block of the rollout's matrix product
 NAMES = tuple(analysis.STATISTICS)  # the order of a reduced layer's rows
+ROW = ("entropy", "distance", "cls", "sep", "punctuation")  # one_pass's sums of each query row
 TINY = float(np.finfo(np.float32).tiny)  # log(max(w, TINY)): finite where w is 0, and 0 * finite = 0 log 0 = 0
 # the columns of a block's one product with the keys: the three key shares, each row's sum, and distance
 SHARES, SUM, OFFSET = slice(0, 3), 3, 4
 
 
 @functools.lru_cache(maxsize=4)
-def _columns(keys: tuple[str, ...]) -> torch.Tensor:
+def _columns(keys: tuple[str, ...]) -> np.ndarray:
     """(5, Tk) float32: 1 where a key is a start marker, an end marker, punctuation; 1; and (filled per block) the
     key's distance back from the block's first row. One text's for every layer of a run."""
     wanted = (analysis.STARTS.__contains__, analysis.ENDS.__contains__, analysis.is_punctuation)
-    return torch.tensor(
-        [[float(test(key)) for key in keys] for test in wanted] + [[1.0] * len(keys), [0.0] * len(keys)]
-    )
+    marks = [[float(test(key)) for key in keys] for test in wanted]
+    return np.array([*marks, [1.0] * len(keys), [0.0] * len(keys)], np.float32)
 
 
 @functools.lru_cache(maxsize=4)
@@ -65,62 +65,65 @@ def _diagonal_share(weights: np.ndarray, offset: int) -> np.ndarray:
     return diagonal.mean(axis=-1, dtype=np.float64)
 
 
-@torch.inference_mode()
 def one_pass(
-    weights: np.ndarray, keys: Sequence[str], causal: bool = False, carried: torch.Tensor | None = None
-) -> tuple[np.ndarray, torch.Tensor | None]:
+    weights: np.ndarray,
+    keys: Sequence[str],
+    causal: bool = False,
+    carried: np.ndarray | None = None,
+    summed: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """One layer (H, Tq, Tk) read once, a block of ROWS query rows at a time: (each query row's sums (H, Tq, ROW):
     -w log w, w |i - j|, and w on start markers, end markers and punctuation; `carried` (T, n) multiplied by the
     layer's residual-mixed attention M (analysis._residual_mixed), or None without it). `causal`: every weight
     beyond a query's own position is 0 (a decoder's masked self-attention: softmax of finfo.min) and adds nothing to
-    any sum, so a block reads only the keys up to its last row."""
+    any sum, so a block reads only the keys up to its last row. `summed`: a (T, T) float32 buffer for the sum over
+    heads, zeros where a causal block reads no key (kept from layer to layer: a new 16 MB buffer costs its pages).
+    numpy, one thread: hundreds of small operations a layer, each of which would wait for a second thread (torch's)
+    that a busy machine may not give it (ten times slower at a load of 10 on two cores)."""
     n_heads, tq, tk = weights.shape
-    w = torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32))  # (H, Tq, Tk): the run's own, no copy
-    columns = _columns(tuple(keys)).clone()  # (5, Tk)
-    sums = torch.empty(n_heads, 5, tq)  # each row's product with the columns
-    entropy = torch.empty(n_heads, tq)
-    distance = torch.empty(n_heads, tq) if not causal else None
-    scratch = torch.empty(n_heads, min(ROWS, tq), tk)
-    summed = None if carried is None else torch.zeros(tq, tk)  # the sum over heads, for the rollout
-    positions = torch.arange(tk, dtype=torch.float32)
+    if len(keys) != tk:
+        raise ValueError(f"{len(keys)} key tokens for {tk} keys")
+    w = np.asarray(weights, np.float32)  # (H, Tq, Tk): the run's own, no copy
+    columns = _columns(tuple(keys)).copy()  # (5, Tk)
+    sums = np.empty((n_heads, 5, tq), np.float32)  # each row's product with the columns
+    entropy = np.empty((n_heads, tq), np.float32)
+    distance = np.empty((n_heads, tq), np.float32)
+    scratch = np.empty((n_heads, min(ROWS, tq), tk), np.float32)
+    if carried is not None and summed is None:
+        summed = np.zeros((tq, tk), np.float32)  # the sum over heads, for the rollout
+    positions = np.arange(tk, dtype=np.float32)
     for first in range(0, tq, ROWS):
         last = min(tq, first + ROWS)
         width = min(tk, last) if causal else tk
         block = w[:, first:last, :width]  # (H, C, K): read from memory here, from the cache after
         logs = scratch[:, : last - first, :width]
-        torch.log(torch.clamp_min(block, TINY, out=logs), out=logs).mul_(block)  # w log w
-        torch.sum(logs, -1, out=entropy[:, first:last])
+        np.multiply(np.log(np.maximum(block, TINY, out=logs), out=logs), block, out=logs)  # w log w
+        logs.sum(-1, out=entropy[:, first:last])
         if causal:  # |i - j| = (i - first) + (first - j) for j <= i: the second a column of the product, so no
             # cancellation between two sums as large as i
-            torch.sub(first, positions[:width], out=columns[OFFSET, :width])
+            np.subtract(first, positions[:width], out=columns[OFFSET, :width])
         else:
-            torch.sum(
-                torch.mul(block, (torch.arange(first, last)[:, None] - positions).abs_(), out=logs),
-                -1,
-                out=distance[:, first:last],
-            )
-        sums[:, :, first:last] = columns[:, :width] @ block.transpose(
-            1, 2
-        )  # (H, 5, C): the cheap order for a 5-wide product
-        if summed is not None:
-            torch.sum(block, 0, out=summed[first:last, :width])
+            far = np.abs(np.arange(first, last, dtype=np.float32)[:, None] - positions)  # (C, K) |i - j|
+            np.multiply(block, far, out=logs).sum(-1, out=distance[:, first:last])
+        np.matmul(columns[:, :width], block.transpose(0, 2, 1), out=sums[:, :, first:last])  # (H, 5, C)
+        if carried is not None:
+            block.sum(0, out=summed[first:last, :width])
     if causal:
-        distance = sums[:, OFFSET] + (torch.arange(tq) % ROWS) * sums[:, SUM]  # + (i - first) * the row's sum
-    rows = torch.stack([entropy.neg_(), distance, *sums[:, SHARES].unbind(1)], dim=-1)  # (H, Tq, ROW)
+        distance = sums[:, OFFSET] + (np.arange(tq) % ROWS) * sums[:, SUM]  # + (i - first) * the row's sum
+    rows = np.stack([-entropy, distance, *sums[:, SHARES].transpose(1, 0, 2)], axis=-1)  # (H, Tq, ROW)
     if carried is None:
-        return rows.numpy(), None
+        return rows, None
     # M = (0.5 mean + 0.5 I) / its rows' sums, times carried: in blocks of MIXED rows (a matrix product's own size)
     totals = 0.5 * sums[:, SUM].sum(0) / n_heads + 0.5  # (T,) the mixed rows' sums
-    mixed = torch.empty_like(carried)
+    mixed = np.empty_like(carried)
     for first in range(0, tq, MIXED):
         last = min(tq, first + MIXED)
         width = min(tk, last) if causal else tk
-        product = summed[first:last, :width] @ carried[:width]  # (C, n)
-        mixed[first:last] = (product.mul_(0.5 / n_heads) + 0.5 * carried[first:last]) / totals[first:last, None]
-    return rows.numpy(), mixed
-
-
-ROW = ("entropy", "distance", "cls", "sep", "punctuation")  # one_pass's sums of each query row
+        # torch's product (MKL): eight calls a layer at 2,048 tokens, and numpy's (OpenBLAS) took ten times as long on a
+        # busy machine
+        product = (torch.from_numpy(summed[first:last, :width]) @ torch.from_numpy(carried[:width])).numpy()  # (C, n)
+        mixed[first:last] = (product * (0.5 / n_heads) + 0.5 * carried[first:last]) / totals[first:last, None]
+    return rows, mixed
 
 
 def layer_statistics(
@@ -133,8 +136,6 @@ def layer_statistics(
 
 def _statistics(weights: np.ndarray, keys: Sequence[str], queries: Sequence[str] | None, rows: np.ndarray):
     """The statistics from one_pass's row sums (H, Tq, ROW), the diagonals and the induction targets."""
-    if len(keys) != weights.shape[-1]:
-        raise ValueError(f"{len(keys)} key tokens for {weights.shape[-1]} keys")
     means = rows.mean(axis=1, dtype=np.float64)  # (H, ROW): over every query row
     found = {name: means[:, i] for i, name in enumerate(ROW)}
     found |= {name: _diagonal_share(weights, offset) for name, offset in (("previous", -1), ("next", 1), ("self", 0))}
@@ -160,7 +161,8 @@ class Analysis:
 
     def __init__(self, cells: int, longer_than: int) -> None:
         self.cells, self.longer_than = cells, longer_than
-        self.carried: dict[str, torch.Tensor] = {}  # by kind: R_{l-1} S, (T, t) float32
+        self.carried: dict[str, np.ndarray] = {}  # by kind: R_{l-1} S, (T, t) float32
+        self.summed: dict[str, np.ndarray] = {}  # by kind: one_pass's buffer for the sum over heads
         self.asked: dict[tuple[str, str], int] = {}  # (reducer, kind): the layers it has been given
         self.done: dict[tuple[str, int], list] = {}  # (kind, layer): [statistics, rollout, reducers yet to ask]
 
@@ -190,11 +192,14 @@ class Analysis:
         sizes = np.diff(bounds)  # positions in each block
         carried = self.carried.get(kind)
         if rolled and carried is None:  # R_0 = I, so R_0 S = S
-            carried = torch.from_numpy(np.repeat(np.eye(len(sizes), dtype=np.float32), sizes, axis=0))  # (T, t)
-        rows, carried = one_pass(weights, keys, kind == "decoder_self", carried if rolled else None)
+            carried = np.repeat(np.eye(len(sizes), dtype=np.float32), sizes, axis=0)  # (T, t)
+        if rolled and kind not in self.summed:
+            self.summed[kind] = np.zeros(weights.shape[-2:], np.float32)
+        causal = kind == "decoder_self"
+        rows, carried = one_pass(weights, keys, causal, carried if rolled else None, self.summed.get(kind))
         statistics = _statistics(weights, keys, queries if kind != "cross" else None, rows)
         if carried is None:
             return statistics, np.empty(0, np.float32)
         self.carried[kind] = carried
-        sums = np.add.reduceat(carried.numpy(), bounds[:-1], axis=0, dtype=np.float64)  # (t, t) block sums
+        sums = np.add.reduceat(carried, bounds[:-1], axis=0, dtype=np.float64)  # (t, t) block sums
         return statistics, (sums / (sizes[:, None] * sizes[None, :])).astype(np.float32)
