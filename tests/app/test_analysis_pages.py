@@ -136,6 +136,10 @@ def test_a_long_rollout_is_the_block_means_of_the_whole_rollout_reduced_by_the_r
         np.testing.assert_allclose(array(figs[1]["data"][0]["z"]), rolled, rtol=1e-5)
         assert f"each cell averages {f} x {f} weights" in figs[1]["layout"]["title"]["text"]
         np.testing.assert_allclose(array(figs[0]["data"][0]["z"]), blocks.block_means(weights[layer].mean(0), f, f))
+    at.toggle(key="aggregate_words").set_value(True).run()  # words: from every layer, for texts drawn whole only
+    assert not at.exception
+    assert "At word level the rollout is computed for inputs of up to 8 tokens" in at.info[0].value
+    assert "aggregate_rollout" not in [c.key for c in at.get("plotly_chart")]
 
 
 def test_statistics_are_what_the_run_reduced(minilm, monkeypatch):
