@@ -38,7 +38,7 @@ def _columns(keys: tuple[str, ...]) -> np.ndarray:
     return np.array([*marks, [1.0] * len(keys), [0.0] * len(keys)], np.float32)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)  # a text of one repeated token has T^2 / 2 targets (32 MB at 2,048): hold few
 def _induction_targets(tokens: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(query rows, keys, each query row's first index): the induction targets (models.induction) of a text, row by
     row; the same for every layer of a run."""
