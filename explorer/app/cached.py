@@ -13,8 +13,9 @@ import streamlit as st
 
 from explorer.app import state
 from explorer.experiments import ablate, attribution, induction, lens
+from explorer.figures import zoom
 from explorer.lesson import starting, wording
-from explorer.run import analysis, blocks, compare, forward, memo, positions, reference_view, trace
+from explorer.run import analysis, blocks, compare, forward, memo, positions, reducers, reference_view, rows, trace
 from models import reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
@@ -121,17 +122,21 @@ def _sink(model_name: str, kind: str) -> bool:
 
 
 def _reducers(model_name: str) -> dict[str, trace.Reducer]:
-    """What the model view, the pages' opening head and the sub-layers' movement read of every layer, reduced while
-    the first run holds each layer: no layer of a long text is recomputed for them."""
+    """What the model view, the pages' opening head, the sub-layers' movement, Head statistics and Rollout read of every
+    layer, reduced while the first run holds each layer: no layer of a long text is recomputed for them."""
     sink = {kind: _sink(model_name, kind) for kind in trace.ATTENTION_KINDS}
 
     def start(kind, weights, queries, keys):
         return starting.layer_link(weights, queries, keys, self_attention=kind != "cross", sink=sink[kind])
 
+    # the statistics and the rollout's overview (the map as a long text's overview draws it) in one pass a layer
+    found = reducers.Analysis(zoom.OVERVIEW_CELLS, longer_than=zoom.FULL)
     return {
         "thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights),
         "start": start,
         "movement": trace.OnStates(forward.layer_movement),  # Add & Norm's, Forward pass's: every sub-layer's step
+        "statistics": found.statistics,
+        "rollout": found.rollout,
     }
 
 
@@ -240,12 +245,34 @@ def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words
     else:
         weights, (queries, keys) = result.attention(kind).weights, result.tokens_for(kind)
     self_attention = kind != "cross"  # the induction score needs the queries to be the keys
+    reduced = None if words else _reduced(result, "statistics", kind)
 
     def compute() -> tuple[dict, object]:
-        stats = analysis.head_statistics(weights, keys, queries if self_attention else None)
+        if reduced is not None:  # reduced by the run (reducers.Analysis): no layer read
+            stats = reducers.as_statistics(reduced)
+        else:
+            stats = analysis.head_statistics(weights, keys, queries if self_attention else None)
         return stats, analysis.head_labels(stats, len(keys))
 
     return store().get(_key("statistics", model_name, text, max_tokens, kind, words), compute)
+
+
+def get_rollout_overview(model_name: str, text: str, max_tokens: int, kind: str, layer: int):
+    """The rollout through layers 1..layer+1 as a long map's overview draws it: (t, t) block means (zoom.beside),
+    reduced by the run (reducers.Analysis); None where it was not (a text drawn whole, cross-attention, a run without
+    it)."""
+    found = _reduced(get_trace_for(model_name, text, max_tokens, kind), "rollout", kind)
+    return found[layer] if found is not None and found[layer].size else None
+
+
+def get_query_rows(model_name: str, text: str, max_tokens: int, kind: str, query: int):
+    """(L, H, Tk): what query `query` puts on every key in every layer and head (rows.query_rows: one row of each
+    layer, not the layers; kept across reruns)."""
+    attention = get_trace_for(model_name, text, max_tokens, kind).attention(kind)
+    return store().get(
+        _key("query_rows", model_name, text, max_tokens, kind, query),
+        lambda: _compute("Reading that query's row of every layer...", lambda: rows.query_rows(attention, query)),
+    )
 
 
 def get_random_repeat(model_name: str):

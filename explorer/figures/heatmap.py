@@ -138,6 +138,7 @@ def head_heatmap(
     overview: int | None = None,
     stretched: bool = False,
     first: tuple[int, int] = (0, 0),
+    blocked: bool = False,
 ) -> go.Figure:
     """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across.
     diverging: a difference of two such maps, on a red-blue scale centred at zero and symmetric about it.
@@ -148,8 +149,14 @@ def head_heatmap(
     stretched: colours span the map's own 1st to 99th percentile (named on the colour bar), not 0 to 1: for maps
     whose values are spread thin (rollout over hundreds of tokens) or evenly (flow).
     first: the positions of the first query and key drawn, for a region of a longer map (figures.zoom): labels and
-    click targets name the text's own positions."""
-    if weights.shape != (len(queries), len(keys)):
+    click targets name the text's own positions.
+    blocked: `weights` are already the `overview`'s block means (reduced while a run held each layer)."""
+    expected = (len(queries), len(keys))
+    if blocked:
+        if overview is None:
+            raise ValueError("block means need the overview they were made for")
+        expected = (len(blocks(len(queries), overview)) - 1, len(blocks(len(keys), overview)) - 1)
+    if weights.shape != expected:
         raise ValueError(f"weights {weights.shape} do not match {len(queries)} queries x {len(keys)} keys")
     q_labels, k_labels = escape_tokens(queries), escape_tokens(keys)
     n = max(len(queries), len(keys))
@@ -157,11 +164,11 @@ def head_heatmap(
     size = max(320, min(900, max(24 * n + 160, 220 + TICK_PX * min(n, MAX_TICKS) + TICK_PX)))
     # float32: the model's own precision, and half the bytes of float64 on the wire (a 512 x 512 map is 1.4 MB)
     weights = np.asarray(weights, dtype=np.float32)
-    if overview is not None and max(weights.shape) > overview:
+    if overview is not None and (blocked or max(weights.shape) > overview):
         y, q_ticks = block_labels(q_labels, overview)
         x, k_ticks = block_labels(k_labels, overview)
         f_q, f_k = factor(len(queries), overview), factor(len(keys), overview)
-        weights = block_means(weights, f_q, f_k)
+        weights = weights if blocked else block_means(weights, f_q, f_k)
         # short: a half-width chart has room for one line (a second line, <br>, made Plotly drop the whole title)
         title = f"{title} ({cells_note(f_q, f_k)})"
         q_labels, k_labels = q_ticks, k_ticks

@@ -33,9 +33,14 @@ attention = chosen.attention
 layer = pick_layer(attention.n_layers, "aggregate_layer", index=attention.n_layers - 1)
 
 raw = chosen.view(attention.weights[layer].mean(axis=0))
-rolled = chosen.view(analysis.rollout(attention.weights[: layer + 1])[-1])
 queries, keys = chosen.queries, chosen.keys
-length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's cost grows with tokens, not words
+# a long text's rollout as its overview draws it, reduced by the first run (the whole rollout is L T^3 and reads
+# every layer); at word level, or a text drawn whole, computed here from the layers
+reduced = None if chosen.groups else cached.get_rollout_overview(*state.sidebar(st.session_state), chosen.kind, layer)
+length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's and rollout's cost grow with tokens, not words
+rolled = reduced
+if reduced is None and (length <= zoom.FULL or chosen.groups is None):
+    rolled = chosen.view(analysis.rollout(attention.weights[: layer + 1])[-1])
 
 # two per row (three side by side leave each too narrow to read) while every key's label fits half the page;
 # past that one under another, each key still named
@@ -43,7 +48,18 @@ narrow = fits_half_width(len(keys))
 shown = {"narrow": narrow, "stretched": True, "overview": zoom.beside(len(queries), len(keys))}  # long: block means
 top = st.columns(2) if narrow else (st.container(), st.container())
 chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", **shown), "aggregate_raw", top[0])
-chart(head_heatmap(rolled, queries, keys, f"Rollout: layers 1-{layer + 1}", **shown), "aggregate_rollout", top[1])
+if rolled is None:  # word level on a long text: every layer's whole map at once (4.5 GB at 2,048 tokens), T^3 each
+    top[1].info(
+        f"At word level the rollout is computed for inputs of up to {zoom.FULL} tokens; this one has {length}. "
+        "Turn word level off to see the rollout over every token (as block means)."
+    )
+else:
+    rolled_title = f"Rollout: layers 1-{layer + 1}"
+    chart(
+        head_heatmap(rolled, queries, keys, rolled_title, blocked=reduced is not None, **shown),
+        "aggregate_rollout",
+        top[1],
+    )
 bottom = st.columns(2) if narrow else (st.container(), st.container())
 bottom[1].caption(
     "Reading them: raw attention is one layer's mixing only. Rollout follows it through every layer below, so "

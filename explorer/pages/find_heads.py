@@ -26,7 +26,10 @@ left, right = st.columns(2)
 query = pick_token(queries, "Query token (attending)", "find_query", left, index=start.query)
 key = pick_token(keys, "Key token (attended to)", "find_key", right, index=start.key, name=state.URL_KEY)
 
-ranked = starting.rank_heads(attention.weights, query, key)
+# the query's row of every layer, not every layer: a long text's layers are recomputed when read (10 s at 2,048 tokens)
+rows = cached.get_query_rows(*state.sidebar(st.session_state), chosen.kind, query)  # (L, H, Tk)
+picked = rows[:, :, key]  # (L, H)
+ranked = starting.rank_heads(rows[:, :, None, :], 0, key)
 best_layer, best_head, best_weight = ranked[0]
 if st.button(
     f"Open the best, layer {best_layer + 1} head {best_head + 1} ({best_weight:.3f}), in the attention heatmap",
@@ -35,7 +38,7 @@ if st.button(
 ):
     open_in_attention(chosen.kind, best_layer, best_head)
 
-ranks = np.empty(attention.weights.shape[:2], dtype=object)
+ranks = np.empty(picked.shape, dtype=object)
 for rank, (layer, head, _) in enumerate(ranked, start=1):
     ranks[layer, head] = f"rank {rank}"
 query_name, key_name = position_label(query, queries[query]), position_label(key, keys[key])
@@ -44,7 +47,7 @@ grid, table = st.columns([3, 2])
 with grid:
     chart(
         statistic_grid(
-            attention.weights[:, :, query, key],
+            picked,
             ranks,
             "weight",
             zrange=(0.0, 1.0),

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer.app import state
 from explorer.run import analysis, trace
 from tests.app import new_app
 from tests.figdata import array, spec
@@ -30,13 +31,14 @@ def test_statistics_grid_table_and_open_in_attention(minilm):
     result = trace.run(minilm, TEXT, 128)
     stats = analysis.head_statistics(result.encoder_self.weights, result.source_tokens)
     grid = charts(at)[0]["data"][0]
-    np.testing.assert_allclose(array(grid["z"]), stats["previous"])
+    np.testing.assert_allclose(array(grid["z"]), stats["previous"])  # read off the diagonal: the same numbers
     labels = analysis.head_labels(stats, len(result.source_tokens))
     assert [list(r) for r in grid["customdata"]] == [list(r) for r in labels]
     table = at.dataframe[0].value
     assert len(table) == 6 * 12
     row = table[(table["layer"] == 3) & (table["head"] == 5)].iloc[0]
-    assert row.entropy == stats["entropy"][2, 4] and row.label == labels[2, 4]
+    # reduced by the run in float32 (explorer.run.reducers), not in float64 over the whole layers
+    assert row.entropy == pytest.approx(stats["entropy"][2, 4], rel=1e-5) and row.label == labels[2, 4]
     at.selectbox(key="stats_layer").set_value(2).run()
     at.selectbox(key="stats_head").set_value(4).run()
     at.button(key="stats_open").click().run()
@@ -104,3 +106,77 @@ def test_reference_page_explains_models_without_a_twin():
     at.sidebar.selectbox[0].set_value("reverse").run()
     at.switch_page("explorer/pages/reference.py").run()
     assert "Only models read from Hugging Face files" in at.info[0].value and not at.exception
+
+
+def test_a_long_rollout_is_the_block_means_of_the_whole_rollout_reduced_by_the_run(minilm, monkeypatch):
+    """Past zoom.FULL tokens (forced to 8) the rollout is drawn from what the first run reduced: the block means of
+    analysis.rollout through the picked layer, as an overview of the whole rollout would draw it."""
+    from explorer.figures import zoom
+    from explorer.run import blocks
+
+    monkeypatch.setattr(zoom, "FULL", 8)
+    monkeypatch.setattr(zoom, "OVERVIEW_CELLS", 4)
+    text = "A rollout this long is reduced while the run holds each layer of it"  # a text no other test runs
+    result = trace.run(minilm, text, 128)
+    weights, n = result.encoder_self.weights, len(result.source_tokens)
+    f = blocks.factor(n, 4)
+    assert n > 8 and f > 1
+    expected = {layer: blocks.block_means(analysis.rollout(weights[: layer + 1])[-1], f, f) for layer in (5, 1)}
+
+    def refused(weights):
+        raise AssertionError("the page computed the rollout")
+
+    monkeypatch.setattr(analysis, "rollout", refused)  # the page draws what the run reduced
+    at = app_on("aggregation", text)
+    assert not at.exception
+    for layer, rolled in expected.items():
+        at.selectbox(key="aggregate_layer").set_value(layer).run()
+        assert not at.exception
+        figs = charts(at)
+        np.testing.assert_allclose(array(figs[1]["data"][0]["z"]), rolled, rtol=1e-5)
+        assert f"each cell averages {f} x {f} weights" in figs[1]["layout"]["title"]["text"]
+        np.testing.assert_allclose(array(figs[0]["data"][0]["z"]), blocks.block_means(weights[layer].mean(0), f, f))
+    at.toggle(key="aggregate_words").set_value(True).run()  # words: from every layer, for texts drawn whole only
+    assert not at.exception
+    assert "At word level the rollout is computed for inputs of up to 8 tokens" in at.info[0].value
+    assert "aggregate_rollout" not in [c.key for c in at.get("plotly_chart")]
+
+
+def test_statistics_are_what_the_run_reduced(minilm, monkeypatch):
+    text = "Statistics of every head come from the run itself, read from no layer"  # a text no other test runs
+    result = trace.run(minilm, text, 128)
+    stats = analysis.head_statistics(result.encoder_self.weights, result.source_tokens, result.source_tokens)
+
+    def refused(*args):
+        raise AssertionError("the page passed over every layer")
+
+    monkeypatch.setattr(analysis, "head_statistics", refused)
+    at = app_on("statistics", text)
+    assert not at.exception
+    at.selectbox(key="stats_statistic").set_value("entropy").run()
+    np.testing.assert_allclose(array(charts(at)[0]["data"][0]["z"]), stats["entropy"], rtol=1e-5)
+
+
+def test_find_heads_on_a_long_text_reads_the_querys_rows_not_the_layers(minilm, monkeypatch):
+    """Past trace.KEEP_ALL_BYTES a run keeps no layer: the ranking comes from the query's row of each layer."""
+    from explorer.run import layers
+
+    text = " ".join(["the cat sat on the mat and then it slept"] * 30)  # about 300 tokens
+    result = trace.run(minilm, text, 512)
+    assert result.encoder_self.source.kept is None
+    weights = result.encoder_self.weights
+    query, key = 100, 40
+    expected = np.stack([weights[i][:, query, key] for i in range(len(weights))])
+    layers.cache().clear()
+    monkeypatch.setattr(layers.StackLayers, "_compute", lambda *args: pytest.fail("a layer was recomputed"))
+    at = new_app().run()
+    at.session_state[state.MAX_TOKENS] = 512
+    at.sidebar.text_area[0].set_value(text).run()
+    at.switch_page("explorer/pages/find_heads.py").run()
+    at.selectbox(key="find_query").set_value(query).run()
+    at.selectbox(key="find_key").set_value(key).run()
+    assert not at.exception
+    grid = next(spec(c) for c in at.get("plotly_chart") if c.key == "find_grid")
+    np.testing.assert_allclose(array(grid["data"][0]["z"]), expected, rtol=1e-5, atol=1e-6)
+    table = at.dataframe[0].value
+    np.testing.assert_allclose(table["weight"].to_numpy(), np.sort(expected.ravel())[::-1], rtol=1e-5, atol=1e-6)

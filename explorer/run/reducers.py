@@ -1,0 +1,205 @@
+"""What the analysis pages read of every layer, reduced while a run holds the layer (explorer.run.layers.Reductions),
+so that no layer of a long text is recomputed for them: each head's statistics (analysis.STATISTICS) and the
+attention rollout's block means (analysis.rollout, as a long map's overview draws it), carried up the layers.
+
+Both come from one pass over the layer, a block of ROWS query rows at a time in float32: the block is read from
+memory once and stays in the processor's cache while every sum is taken from it (analysis.head_statistics passes
+over the whole (H, T, T) layer in float64 once per statistic: about 1 s a layer at 2,048 tokens). They agree with
+analysis's functions of the whole layers to float32 rounding (tests/explorer/test_reducers.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from explorer.run import analysis
+from explorer.run.blocks import edges, factor
+from models.induction import induction_targets
+
+ROWS = 16  # query rows a block: (H, 16, T) float32 is 1.2 MB at 2,048 tokens and 9 heads, within a core's cache
+MIXED = 256  # rows a block of the rollout's matrix product
+NAMES = tuple(analysis.STATISTICS)  # the order of a reduced layer's rows
+ROW = ("entropy", "distance", "cls", "sep", "punctuation")  # one_pass's sums of each query row
+TINY = float(np.finfo(np.float32).tiny)  # log(max(w, TINY)): finite where w is 0, and 0 * finite = 0 log 0 = 0
+# the columns of a block's one product with the keys: the three key shares, each row's sum, and distance
+SHARES, SUM, OFFSET = slice(0, 3), 3, 4
+
+
+@functools.lru_cache(maxsize=4)
+def _columns(keys: tuple[str, ...]) -> np.ndarray:
+    """(5, Tk) float32: 1 where a key is a start marker, an end marker, punctuation; 1; and (filled per block) the
+    key's distance back from the block's first row. One text's for every layer of a run."""
+    wanted = (analysis.STARTS.__contains__, analysis.ENDS.__contains__, analysis.is_punctuation)
+    marks = [[float(test(key)) for key in keys] for test in wanted]
+    return np.array([*marks, [1.0] * len(keys), [0.0] * len(keys)], np.float32)
+
+
+@functools.lru_cache(maxsize=2)  # a text of one repeated token has T^2 / 2 targets (32 MB at 2,048): hold few
+def _induction_targets(tokens: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(query rows, keys, each query row's first index): the induction targets (models.induction) of a text, row by
+    row; the same for every layer of a run."""
+    numbered = {token: i for i, token in enumerate(dict.fromkeys(tokens))}
+    queries, keys = np.nonzero(induction_targets([numbered[token] for token in tokens]))
+    return queries, keys, np.flatnonzero(np.diff(queries, prepend=-1))
+
+
+def _induction(weights: np.ndarray, tokens: Sequence[str]) -> np.ndarray:
+    """analysis.induction_of one layer (H, T, T) -> (H,): the weights on the targets gathered, not the whole layer
+    multiplied by the (T, T) target mask."""
+    queries, keys, starts = _induction_targets(tuple(tokens))
+    if not len(queries):
+        return np.full(weights.shape[0], np.nan)
+    on_targets = np.add.reduceat(weights[:, queries, keys], starts, axis=-1)  # (H, query rows with a target)
+    return on_targets.mean(axis=-1, dtype=np.float64)
+
+
+def _diagonal_share(weights: np.ndarray, offset: int) -> np.ndarray:
+    """analysis._diagonal_share of one layer (H, Tq, Tk) -> (H,), read from a view of the diagonal."""
+    diagonal = np.diagonal(weights, offset, axis1=-2, axis2=-1)  # (H, n)
+    if diagonal.shape[-1] == 0:
+        return np.full(weights.shape[0], np.nan)
+    return diagonal.mean(axis=-1, dtype=np.float64)
+
+
+def one_pass(
+    weights: np.ndarray,
+    keys: Sequence[str],
+    causal: bool = False,
+    carried: np.ndarray | None = None,
+    summed: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """One layer (H, Tq, Tk) read once, a block of ROWS query rows at a time: (each query row's sums (H, Tq, ROW):
+    -w log w, w |i - j|, and w on start markers, end markers and punctuation; `carried` (T, n) multiplied by the
+    layer's residual-mixed attention M (analysis._residual_mixed), or None without it). `causal`: every weight
+    beyond a query's own position is 0 (a decoder's masked self-attention: softmax of finfo.min) and adds nothing to
+    any sum, so a block reads only the keys up to its last row. `summed`: a (T, T) float32 buffer for the sum over
+    heads, zeros where a causal block reads no key (kept from layer to layer: a new 16 MB buffer costs its pages).
+    numpy, one thread: hundreds of small operations a layer, each of which would wait for a second thread (torch's)
+    that a busy machine may not give it (ten times slower at a load of 10 on two cores)."""
+    n_heads, tq, tk = weights.shape
+    if len(keys) != tk:
+        raise ValueError(f"{len(keys)} key tokens for {tk} keys")
+    w = np.asarray(weights, np.float32)  # (H, Tq, Tk): the run's own, no copy
+    columns = _columns(tuple(keys)).copy()  # (5, Tk)
+    sums = np.empty((n_heads, 5, tq), np.float32)  # each row's product with the columns
+    entropy = np.empty((n_heads, tq), np.float32)
+    distance = np.empty((n_heads, tq), np.float32)
+    scratch = np.empty((n_heads, min(ROWS, tq), tk), np.float32)
+    if carried is not None and summed is None:
+        summed = np.zeros((tq, tk), np.float32)  # the sum over heads, for the rollout
+    positions = np.arange(tk, dtype=np.float32)
+    for first in range(0, tq, ROWS):
+        last = min(tq, first + ROWS)
+        width = min(tk, last) if causal else tk
+        block = w[:, first:last, :width]  # (H, C, K): read from memory here, from the cache after
+        logs = scratch[:, : last - first, :width]
+        np.log(np.maximum(block, TINY, out=logs), out=logs)
+        np.einsum("hck,hck->hc", block, logs, out=entropy[:, first:last])  # sum of w log w: one pass, not two
+        if causal:  # |i - j| = (i - first) + (first - j) for j <= i: the second a column of the product, so no
+            # cancellation between two sums as large as i
+            np.subtract(first, positions[:width], out=columns[OFFSET, :width])
+        else:
+            far = np.abs(np.arange(first, last, dtype=np.float32)[:, None] - positions)  # (C, K) |i - j|
+            np.multiply(block, far, out=logs).sum(-1, out=distance[:, first:last])
+        np.matmul(columns[:, :width], block.transpose(0, 2, 1), out=sums[:, :, first:last])  # (H, 5, C)
+        if carried is not None:
+            block.sum(0, out=summed[first:last, :width])
+    if causal:
+        distance = sums[:, OFFSET] + (np.arange(tq) % ROWS) * sums[:, SUM]  # + (i - first) * the row's sum
+    rows = np.stack([-entropy, distance, *sums[:, SHARES].transpose(1, 0, 2)], axis=-1)  # (H, Tq, ROW)
+    if carried is None:
+        return rows, None
+    # M = (0.5 mean + 0.5 I) / its rows' sums, times carried: in blocks of MIXED rows (a matrix product's own size)
+    totals = 0.5 * sums[:, SUM].sum(0) / n_heads + 0.5  # (T,) the mixed rows' sums
+    mixed = np.empty_like(carried)
+    for first in range(0, tq, MIXED):
+        last = min(tq, first + MIXED)
+        width = min(tk, last) if causal else tk
+        # torch's product (MKL): eight calls a layer at 2,048 tokens, and numpy's (OpenBLAS) took ten times as long on a
+        # busy machine
+        product = (torch.from_numpy(summed[first:last, :width]) @ torch.from_numpy(carried[:width])).numpy()  # (C, n)
+        mixed[first:last] = (product * (0.5 / n_heads) + 0.5 * carried[first:last]) / totals[first:last, None]
+    return rows, mixed
+
+
+def layer_statistics(
+    weights: np.ndarray, keys: Sequence[str], queries: Sequence[str] | None = None, causal: bool = False
+) -> np.ndarray:
+    """analysis.head_statistics of one layer (H, Tq, Tk) -> (len(NAMES), H) float64, rows in NAMES' order (one_pass;
+    `causal` as there, `queries` as for head_statistics)."""
+    return _statistics(weights, keys, queries, one_pass(weights, keys, causal)[0])
+
+
+def _statistics(weights: np.ndarray, keys: Sequence[str], queries: Sequence[str] | None, rows: np.ndarray):
+    """The statistics from one_pass's row sums (H, Tq, ROW), the diagonals and the induction targets."""
+    means = rows.mean(axis=1, dtype=np.float64)  # (H, ROW): over every query row
+    found = {name: means[:, i] for i, name in enumerate(ROW)}
+    found |= {name: _diagonal_share(weights, offset) for name, offset in (("previous", -1), ("next", 1), ("self", 0))}
+    self_attention = queries is not None and tuple(queries) == tuple(keys)
+    found["induction"] = _induction(weights, keys) if self_attention else np.full(weights.shape[0], np.nan)
+    return np.stack([found[name] for name in NAMES])
+
+
+def as_statistics(reduced: np.ndarray) -> dict[str, np.ndarray]:
+    """Every layer's layer_statistics (L, len(NAMES), H) -> {name: (L, H)}, as analysis.head_statistics returns."""
+    return {name: reduced[:, i] for i, name in enumerate(NAMES)}
+
+
+class Analysis:
+    """The analysis pages' reducers for one run (it carries each kind's rollout from layer to layer): `statistics`
+    (layer_statistics) and, past `longer_than` tokens, `rollout`: the block means of the rollout through each layer
+    (analysis.rollout), at most `cells` x `cells`, factor(T, cells) positions a side, as blocks.block_means of the
+    whole rollout. Both from one one_pass over each layer, which ever of the two is asked first.
+
+    The rollout through layer l is R_l = M_l R_{l-1}; its block sums over keys, R_l S (S the (T, t) indicator of
+    each key's block), are M_l (R_{l-1} S): a (T, t) matrix carried up the layers costs T^2 t a layer, where the
+    whole rollout costs T^3. Self-attention only (cross-attention's queries are not its keys)."""
+
+    def __init__(self, cells: int, longer_than: int) -> None:
+        self.cells, self.longer_than = cells, longer_than
+        self.carried: dict[str, np.ndarray] = {}  # by kind: R_{l-1} S, (T, t) float32
+        self.summed: dict[str, np.ndarray] = {}  # by kind: one_pass's buffer for the sum over heads
+        self.asked: dict[tuple[str, str], int] = {}  # (reducer, kind): the layers it has been given
+        self.done: dict[tuple[str, int], list] = {}  # (kind, layer): [statistics, rollout, reducers yet to ask]
+
+    def statistics(self, kind: str, weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> np.ndarray:
+        return self._reduced("statistics", kind, weights, queries, keys)[0]
+
+    def rollout(self, kind: str, weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> np.ndarray:
+        """(t, t) float32 block means; an empty array where the rollout is not reduced."""
+        return self._reduced("rollout", kind, weights, queries, keys)[1]
+
+    def _reduced(self, name: str, kind: str, weights: np.ndarray, queries, keys) -> list:
+        """This layer's pass, made when the first of the two reducers is given the layer (they are given the layers
+        of each kind in order)."""
+        layer = self.asked[name, kind] = self.asked.get((name, kind), -1) + 1
+        found = self.done.get((kind, layer))
+        if found is None:
+            found = self.done[kind, layer] = [*self._pass(kind, weights, queries, keys), 2]
+        found[2] -= 1
+        if not found[2]:  # both have it
+            del self.done[kind, layer]
+        return found
+
+    def _pass(self, kind: str, weights: np.ndarray, queries, keys) -> tuple[np.ndarray, np.ndarray]:
+        n = weights.shape[-1]
+        rolled = kind != "cross" and n > self.longer_than
+        bounds = edges(n, factor(n, self.cells))
+        sizes = np.diff(bounds)  # positions in each block
+        carried = self.carried.get(kind)
+        if rolled and carried is None:  # R_0 = I, so R_0 S = S
+            carried = np.repeat(np.eye(len(sizes), dtype=np.float32), sizes, axis=0)  # (T, t)
+        if rolled and kind not in self.summed:
+            self.summed[kind] = np.zeros(weights.shape[-2:], np.float32)
+        causal = kind == "decoder_self"
+        rows, carried = one_pass(weights, keys, causal, carried if rolled else None, self.summed.get(kind))
+        statistics = _statistics(weights, keys, queries if kind != "cross" else None, rows)
+        if carried is None:
+            return statistics, np.empty(0, np.float32)
+        self.carried[kind] = carried
+        sums = np.add.reduceat(carried, bounds[:-1], axis=0, dtype=np.float64)  # (t, t) block sums
+        return statistics, (sums / (sizes[:, None] * sizes[None, :])).astype(np.float32)
