@@ -1,6 +1,7 @@
 """Ours against transformers' eager forward on the same weights and ids, in one process, two ways:
-- first run (issue 31): the app's first run of a new text, `explorer.run.trace.run`, against transformers' plain
-  forward (eager attention, no attention or hidden states returned; next-token logits, as the trace's top tokens);
+- first run (issue 31): the app's first run of a new text, `explorer.run.trace.run` with the pages' reductions, against
+  transformers' plain forward (eager attention, no attention or hidden states returned; next-token logits, as the
+  trace's top tokens);
 - capture: our forward returning every internal of every layer against transformers' with output_attentions and
   output_hidden_states (both hold every head's (T, T) weights: only up to `capture_up_to` tokens)."""
 
@@ -13,6 +14,7 @@ import torch
 
 from bench import folders
 from bench.inputs import lengths_for, text_of
+from explorer.app import reduced
 from explorer.run import trace
 from explorer.run.reference_view import folder_of
 from models import registry
@@ -80,7 +82,8 @@ def run(
         mask = torch.ones_like(ids)
 
         def first_run(text=text, tokens=tokens):
-            return trace.run(loaded, text, tokens)  # as cached.get_trace calls it: tokenizing and numpy copies included
+            # as cached.get_trace calls it: tokenizing, numpy copies and the pages' reductions of every layer included
+            return trace.run(loaded, text, tokens, reduce=reduced.for_model(loaded))
 
         def plain(ids=ids, mask=mask):
             return run_reference(reference, ids, mask, hidden_states=False, attentions=False)

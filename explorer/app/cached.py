@@ -11,9 +11,8 @@ import threading
 
 import streamlit as st
 
-from explorer.app import state
+from explorer.app import reduced, state
 from explorer.experiments import ablate, attribution, induction, lens
-from explorer.figures import zoom
 from explorer.lesson import starting, wording
 from explorer.run import analysis, blocks, compare, forward, memo, positions, reducers, reference_view, rows, trace
 from models import reference, registry
@@ -116,35 +115,6 @@ def _reload(model_name: str):
     return (lambda: get_model(model_name)) if model_name in registry.MODELS else None
 
 
-def _sink(model_name: str, kind: str) -> bool:
-    """A decoder-only text's first token is content, and the sink of its heads: links to it do not count."""
-    return kind == "decoder_self" and model(model_name).family.shape == "decoder-only"
-
-
-def _reducers(model_name: str) -> dict[str, trace.Reducer]:
-    """What the model view, the pages' opening head, the sub-layers' movement, Head statistics and Rollout read of every
-    layer, reduced while the first run holds each layer: no layer of a long text is recomputed for them."""
-    sink = {kind: _sink(model_name, kind) for kind in trace.ATTENTION_KINDS}
-
-    def start(kind, weights, queries, keys):
-        return starting.layer_link(weights, queries, keys, self_attention=kind != "cross", sink=sink[kind])
-
-    # the statistics and the rollout's overview (the map as a long text's overview draws it) in one pass a layer
-    found = reducers.Analysis(zoom.OVERVIEW_CELLS, longer_than=zoom.FULL)
-    return {
-        "thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights),
-        "start": start,
-        "movement": trace.OnStates(forward.layer_movement),  # Add & Norm's, Forward pass's: every sub-layer's step
-        "statistics": found.statistics,
-        "rollout": found.rollout,
-    }
-
-
-def _reduced(result: trace.Trace, name: str, kind: str):
-    """What the run reduced every layer of `kind` to under `name`, or None (a run made without it)."""
-    return (result.reduced or {}).get(name, {}).get(kind)
-
-
 def _first_run(message: str, model_name: str, text: str, max_tokens: int, **options) -> trace.Trace:
     """A text's first run as the pages read it (reduced as they read every layer), with a bar that fills layer by
     layer: a long text's run takes seconds (SmolLM2 at 2,048 tokens: about 10 s on two cores)."""
@@ -160,7 +130,7 @@ def _first_run(message: str, model_name: str, text: str, max_tokens: int, **opti
                 text,
                 max_tokens,
                 reload=_reload(model_name),
-                reduce=_reducers(model_name),
+                reduce=reduced.for_model(model(model_name)),
                 progress=progress,
                 **options,
             )
@@ -228,7 +198,7 @@ def get_thumbnails(model_name: str, text: str, max_tokens: int, kind: str):
     """Every head's thumbnail for the model view, (L, H, tq, tk): at most blocks.THUMBNAIL x blocks.THUMBNAIL block
     means each (blocks.thumbnails), reduced one layer at a time and kept across reruns."""
     result = get_trace_for(model_name, text, max_tokens, kind)
-    if (kept := _reduced(result, "thumbnails", kind)) is not None:
+    if (kept := reduced.of(result, "thumbnails", kind)) is not None:
         return kept
     attention = result.attention(kind)
     layers = (attention.layer(i).weights for i in range(attention.n_layers))
@@ -245,11 +215,11 @@ def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words
     else:
         weights, (queries, keys) = result.attention(kind).weights, result.tokens_for(kind)
     self_attention = kind != "cross"  # the induction score needs the queries to be the keys
-    reduced = None if words else _reduced(result, "statistics", kind)
+    found = None if words else reduced.of(result, "statistics", kind)
 
     def compute() -> tuple[dict, object]:
-        if reduced is not None:  # reduced by the run (reducers.Analysis): no layer read
-            stats = reducers.as_statistics(reduced)
+        if found is not None:  # reduced by the run (reducers.Analysis): no layer read
+            stats = reducers.as_statistics(found)
         else:
             stats = analysis.head_statistics(weights, keys, queries if self_attention else None)
         return stats, analysis.head_labels(stats, len(keys))
@@ -261,7 +231,7 @@ def get_rollout_overview(model_name: str, text: str, max_tokens: int, kind: str,
     """The rollout through layers 1..layer+1 as a long map's overview draws it: (t, t) block means (zoom.beside),
     reduced by the run (reducers.Analysis); None where it was not (a text drawn whole, cross-attention, a run without
     it)."""
-    found = _reduced(get_trace_for(model_name, text, max_tokens, kind), "rollout", kind)
+    found = reduced.of(get_trace_for(model_name, text, max_tokens, kind), "rollout", kind)
     return found[layer] if found is not None and found[layer].size else None
 
 
@@ -353,7 +323,7 @@ def get_reference_difference(model_name: str, text: str, max_tokens: int, layer:
 
 def get_scored(model_name: str, text: str, max_tokens: int, target: str):
     """(teacher-forced run on the target, where the target comes from): a forward pass, kept across reruns."""
-    from explorer.run import forward, output
+    from explorer.run import output
 
     result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
 
@@ -370,7 +340,7 @@ def get_sampled(
     model_name: str, text: str, max_tokens: int, method: str, temperature: float, top_k: int, top_p: float, seed: int
 ):
     """An output written by a seeded sampler (one decoder pass per token, kept across reruns)."""
-    from explorer.run import forward, output
+    from explorer.run import output
 
     result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
     if method == "greedy" and temperature == 1.0 and not result.decoder_only:
@@ -394,12 +364,12 @@ def get_start(model_name: str, text: str, max_tokens: int, kind: str):
     result = get_trace_for(model_name, text, max_tokens, kind)
     queries, keys = result.tokens_for(kind)
     weights = result.attention(kind).weights
+    sink = reduced.sink(model(model_name), kind)
     if wording.opens_on_alignment(model(model_name).family, kind):
         find = functools.partial(starting.aligned_link, weights, queries, keys)
-    elif (links := _reduced(result, "start", kind)) is not None:
-        return starting.best_of(links, queries, keys, self_attention=kind != "cross", sink=_sink(model_name, kind))
+    elif (links := reduced.of(result, "start", kind)) is not None:
+        return starting.best_of(links, queries, keys, self_attention=kind != "cross", sink=sink)
     else:
-        sink = _sink(model_name, kind)
         find = functools.partial(starting.best_link, weights, queries, keys, self_attention=kind != "cross", sink=sink)
     return store().get(_key("start", model_name, text, max_tokens, kind), find)
 

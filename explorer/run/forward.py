@@ -355,7 +355,7 @@ class Movement:
 def layer_movement(entering: np.ndarray, after: np.ndarray) -> np.ndarray:
     """One layer's movement: its input (T, D) and its states after each sub-layer (S, T, D) -> (3 S + 1, T): the
     states' norms, their dot products with the input, each sub-layer's step size, and the input's norm. A run
-    reduces every layer to this while it holds the layer (cached._reducers), so a long text recomputes none."""
+    reduces every layer to this while it holds the layer (explorer.app.reduced), so a long text recomputes none."""
     after = after.astype(np.float64)
     entering = entering.astype(np.float64)
     before = np.concatenate([entering[None], after[:-1]])  # (S, T, D)

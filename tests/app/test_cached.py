@@ -28,7 +28,7 @@ def store(monkeypatch) -> Recording:
     monkeypatch.setattr(cached, "model", lambda key: loaded)
     monkeypatch.setattr(cached, "get_model", lambda key: loaded)
     monkeypatch.setattr(cached, "_compute", lambda message, work: work())
-    monkeypatch.setattr(cached, "_reducers", lambda name: None)
+    monkeypatch.setattr(cached.reduced, "for_model", lambda loaded: None)
     result = SimpleNamespace(attention=lambda kind: SimpleNamespace(weights="ours"))
     monkeypatch.setattr(cached, "trace", SimpleNamespace(run=lambda *args, **options: result))
     monkeypatch.setattr(cached, "get_reference", lambda folder="": "reference")
@@ -75,7 +75,7 @@ def test_an_encoder_view_reuses_the_whole_trace_when_the_store_holds_it(monkeypa
     monkeypatch.setattr(cached, "store", lambda: kept)
     monkeypatch.setattr(cached, "model", lambda key: SimpleNamespace(revision="", is_encoder_decoder=True))
     monkeypatch.setattr(cached, "_compute", lambda message, work: work())
-    monkeypatch.setattr(cached, "_reducers", lambda name: None)
+    monkeypatch.setattr(cached.reduced, "for_model", lambda loaded: None)
     monkeypatch.setattr(
         cached,
         "trace",

@@ -23,7 +23,7 @@ def softmax_layers(rng, n_layers: int, n_heads: int, tq: int, tk: int, causal: b
 
 
 def reduced_by(found: reducers.Analysis, kind: str, weights, queries, keys) -> tuple[dict, list]:
-    """Both reducers over every layer in order, as a run gives them (statistics first, as cached._reducers lists)."""
+    """Both reducers over every layer in order, as a run gives them (statistics first, as reduced.for_model lists)."""
     stats, rolled = [], []
     for layer in weights:
         stats.append(found.statistics(kind, layer, queries, keys))
@@ -109,7 +109,7 @@ def test_what_a_run_reduces_equals_the_reference_of_the_layers_read_later(transl
 
 @pytest.mark.slow
 def test_smollm2_reduces_its_statistics_and_rollout_overview_at_600_tokens(smollm2):
-    """A real causal model past the length drawn whole (zoom.FULL), as the app reduces it (cached._reducers)."""
+    """A real causal model past the length drawn whole (zoom.FULL), as the app reduces it (reduced.for_model)."""
     from bench.inputs import text_of
     from explorer.figures import zoom
 

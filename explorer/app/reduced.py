@@ -1,0 +1,40 @@
+"""What the pages read of every layer, reduced while a text's first run holds each layer (explorer.run.layers
+.Reductions): the model view's thumbnails, the opening head's link, the sub-layers' movement, Head statistics and the
+rollout's overview. No layer of a long text is recomputed for them. No streamlit here: the app's first run
+(cached.get_trace) and the benches' (bench.forward, bench.memory) reduce the same things."""
+
+from __future__ import annotations
+
+from explorer.figures import zoom
+from explorer.lesson import starting
+from explorer.run import blocks, forward, reducers, trace
+from models.registry import LoadedModel
+
+
+def sink(loaded: LoadedModel, kind: str) -> bool:
+    """A decoder-only text's first token is content, and the sink of its heads: links to it do not count."""
+    return kind == "decoder_self" and loaded.family.shape == "decoder-only"
+
+
+def for_model(loaded: LoadedModel) -> dict[str, trace.Reducer | trace.OnStates]:
+    """Every reducer of a first run of `loaded`, by the name its results are kept under in `Trace.reduced`."""
+    sinks = {kind: sink(loaded, kind) for kind in trace.ATTENTION_KINDS}
+
+    def start(kind, weights, queries, keys):
+        return starting.layer_link(weights, queries, keys, self_attention=kind != "cross", sink=sinks[kind])
+
+    # the statistics and the rollout's overview (the map as a long text's overview draws it) in one pass a layer
+    found = reducers.Analysis(zoom.OVERVIEW_CELLS, longer_than=zoom.FULL)
+    return {
+        "thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights),
+        "start": start,
+        "movement": trace.OnStates(forward.layer_movement),  # Add & Norm's, Forward pass's: every sub-layer's step
+        "statistics": found.statistics,
+        "rollout": found.rollout,
+    }
+
+
+def of(result: trace.Trace, name: str, key: str):
+    """What the run reduced every layer of `key` (an attention kind, or a stack for OnStates) to under `name`, or None
+    (a run made without it)."""
+    return (result.reduced or {}).get(name, {}).get(key)
