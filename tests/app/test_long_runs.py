@@ -1,0 +1,63 @@
+"""A computation estimated past cost.ASK_AFTER_SECONDS (another full run of a long text, every head turned off) waits
+for a click: the page opens with no error and its cheap views drawn, says what the work is and about how long it
+takes; after the click it draws the model's own numbers. The threshold is set to 0 here, so short texts stand in for
+2,048 tokens, and every run recomputes its layers with any read of every layer at once refused, as at that length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.run import cost, layers, reference_view, trace
+from tests.app import new_app
+from tests.figdata import array, plain, spec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def long(monkeypatch):
+    """Every computation asks first; every run keeps only its residual stream, and no view may stack every layer."""
+    monkeypatch.setattr(cost, "ASK_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(trace, "KEEP_ALL_BYTES", 0)
+    monkeypatch.setattr(layers, "WHOLE_BYTES", 0)
+
+
+def opened(page: str, model: str, text: str):
+    at = new_app(page)
+    at.query_params["model"] = model
+    at.query_params["text"] = text
+    return at.run()
+
+
+def charts(at) -> dict:
+    return {c.key: spec(c) for c in at.get("plotly_chart")}
+
+
+def z(figure) -> np.ndarray:
+    return array(figure["data"][0]["z"])
+
+
+def asked(at, button: str) -> str:
+    """The page in its ask-first state: no error, the button there, and what it says."""
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    assert at.button(key=button).label
+    return plain(" ".join(str(i.value) for i in at.info))
+
+
+def test_the_reference_asks_first_then_draws_the_streamed_differences(minilm, long):
+    text = "The lighthouse keeper counted the ships that passed at night"
+    at = opened("reference", "minilm", text)
+    said = asked(at, "reference_run")
+    assert "transformers" in said and "takes about" in said and "only when you ask" in said
+    drawn = charts(at)
+    assert "reference_ours" in drawn and "reference_theirs" not in drawn and "reference_grid" not in drawn
+    layer, head = at.selectbox(key="reference_layer").value, at.selectbox(key="reference_head").value
+    at.button(key="reference_run").click().run()
+    assert not at.exception and not at.error
+    kept = trace.run(minilm, text, 128, keep_all=True).encoder_self.weights
+    ours = np.stack([kept[i] for i in range(len(kept))])
+    theirs = reference_view.attention(reference_view.load(), minilm, text, 128)
+    drawn = charts(at)
+    np.testing.assert_array_equal(z(drawn["reference_grid"]), reference_view.max_abs_difference(ours, theirs))
+    np.testing.assert_array_equal(z(drawn["reference_theirs"]), theirs[layer, head])
