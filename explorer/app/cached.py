@@ -439,6 +439,50 @@ def get_variant(model_name: str, text: str, max_tokens: int) -> str:
     )
 
 
+def _trace_kept(model_name: str, text: str, max_tokens: int, kind: str) -> bool:
+    """Whether the store holds the run get_trace_for would return (nothing is run)."""
+    kept = store().peek(_key("trace", model_name, text, max_tokens)) is not None
+    return kept or (
+        kind == "encoder_self" and store().peek(_key("encoder_trace", model_name, text, max_tokens)) is not None
+    )
+
+
+def comparison_seconds(
+    model_name: str, text: str, other: str, max_tokens: int, kind: str, by_word: bool
+) -> tuple[float, float]:
+    """(about how long sentence B's own run takes, and comparing every head of A and B): 0 for what is kept.
+    TokenizeError when the model cannot read B."""
+    loaded = model(model_name)
+    config = loaded.model.config
+    tokens_b = len(loaded.tokenizer.encode(other, max_tokens).ids)
+    logits = loaded.family.next_token_head  # a decoder's run reads its next-token logits too
+    run = 0.0 if _trace_kept(model_name, other, max_tokens, kind) else cost.forward_seconds(config, tokens_b, 1, logits)
+    if store().peek(_key("changed", model_name, text, other, max_tokens, kind, by_word)) is not None:
+        return run, 0.0
+    tokens_a = len(get_trace_for(model_name, text, max_tokens, kind).source_tokens)
+    n_layers = config.n_encoder_layers if kind == "encoder_self" else config.n_decoder_layers
+    cross = kind != "encoder_self" and config.is_encoder_decoder
+
+    def recomputed(tokens: int) -> float:  # a long text's every layer is run again to be read
+        return 0.0 if trace.short(loaded, tokens) else n_layers * cost.layer_seconds(config, tokens, cross=cross)
+
+    return run, recomputed(tokens_a) + recomputed(tokens_b)
+
+
+def get_changed(
+    model_name: str, text: str, other: str, max_tokens: int, kind: str, by_word: bool, weights_a, weights_b, alignment
+):
+    """Per head, the largest |A - B| of the lined-up cells (L, H) (compare.largest_changes: every layer of A and B
+    read once), with a progress bar; kept per pair of sentences. The arrays are those the key's plain values name."""
+    return store().get(
+        _key("changed", model_name, text, other, max_tokens, kind, by_word),
+        lambda: _progressing(
+            "Comparing every head of A and B, a layer at a time...",
+            lambda step: compare.largest_changes(weights_a, weights_b, alignment, step),
+        ),
+    )
+
+
 # --- experiments: heads turned off, the logit lens, attribution -------------------------------------------------
 
 

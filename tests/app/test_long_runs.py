@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.run import cost, layers, reference_view, trace
+from explorer.run import compare, cost, layers, reference_view, trace
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 
@@ -61,3 +61,29 @@ def test_the_reference_asks_first_then_draws_the_streamed_differences(minilm, lo
     drawn = charts(at)
     np.testing.assert_array_equal(z(drawn["reference_grid"]), reference_view.max_abs_difference(ours, theirs))
     np.testing.assert_array_equal(z(drawn["reference_theirs"]), theirs[layer, head])
+
+
+def test_sentence_b_asks_first_with_a_drawn_then_compares_every_head(minilm, long):
+    a_text, b_text = "The quiet river bends past the old mill", "The quiet rivers bend past the old mills"
+    at = opened("compare_sentences", "minilm", a_text)
+    at.text_input(key="compare_b").set_value(b_text).run()
+    said = asked(at, "compare_run")
+    assert "Sentence B is one more run" in said and "all 6 layers of A and of B" in said
+    drawn = charts(at)
+    assert "compare_a" in drawn and "compare_b_map" not in drawn and "compare_changed" not in drawn
+    a_kept = trace.run(minilm, a_text, 128, keep_all=True).encoder_self.weights
+    a = np.stack([a_kept[i] for i in range(len(a_kept))])
+    layer, head = at.selectbox(key="compare_layer").value, at.selectbox(key="compare_head").value
+    np.testing.assert_array_equal(z(drawn["compare_a"]), a[layer, head])
+    at.button(key="compare_run").click().run()
+    assert not at.exception and not at.error
+    b_kept = trace.run(minilm, b_text, 128, keep_all=True).encoder_self.weights
+    b = np.stack([b_kept[i] for i in range(len(b_kept))])
+    alignment = compare.by_position(*(trace.run(minilm, t, 128).source_tokens for t in (a_text, b_text)))
+    worst, _ = compare.changed_most(compare.difference(a, b, alignment))  # float64, every layer at once
+    drawn = charts(at)
+    # the page's float32 maxima are the float64 ones rounded to float32
+    np.testing.assert_array_equal(z(drawn["compare_changed"]), worst.astype(np.float32))
+    layer, head = at.selectbox(key="compare_layer").value, at.selectbox(key="compare_head").value
+    assert (layer, head) == np.unravel_index(worst.argmax(), worst.shape)
+    np.testing.assert_array_equal(z(drawn["compare_b_map"]), b[layer, head])
