@@ -506,17 +506,55 @@ def get_answer(model_name: str, text: str, max_tokens: int) -> ablate.Answer:
     )
 
 
+EFFECTS = "Turning off every head, one batch row each..."
+
+
+def _effects_parts(model_name: str, text: str, max_tokens: int, method: str):
+    """(the key of every head's effects, the chunks of batch rows they are measured in, the rows in all)."""
+    loaded, answer = model(model_name), get_answer(model_name, text, max_tokens)
+    rows = sum(n_layers * n_heads for n_layers, n_heads in ablate.model_shapes(loaded).values())
+    return _key("effects", model_name, text, max_tokens, method), ablate.parts(loaded, answer, rows), rows
+
+
+def effects_left(model_name: str, text: str, max_tokens: int, method: str) -> tuple[int, int, float]:
+    """(heads measured so far, heads in all, about how many seconds the rest takes): chunks of a measurement that was
+    stopped half way are kept, and only the rest is run (0 s once every head is kept)."""
+    key, chunks, rows = _effects_parts(model_name, text, max_tokens, method)
+    if store().peek(key) is not None:
+        return rows, rows, 0.0
+    done = sum(stop - start for start, stop in chunks if store().peek((*key, start, stop)) is not None)
+    clean = 0 if store().peek((*key, None)) is not None else 1
+    loaded, answer = model(model_name), get_answer(model_name, text, max_tokens)
+    tokens = max(len(answer.source_ids), len(answer.decoder_input or ()))
+    logits = answer.decoder_input is not None
+    return done, rows, cost.forward_seconds(loaded.model.config, tokens, rows - done + clean, logits)
+
+
 def get_effects(model_name: str, text: str, max_tokens: int, method: str) -> ablate.Effects:
-    """Every head turned off alone, in batched forwards."""
+    """Every head turned off alone, in batched forwards: each chunk of batch rows kept as it finishes (a measurement
+    stopped by a click goes on from there), an inference slot taken a chunk at a time, a progress bar meanwhile."""
     loaded = model(model_name)
     answer = get_answer(model_name, text, max_tokens)
     means = get_head_means(model_name) if method == "mean" else None
-    return store().get(
-        _key("effects", model_name, text, max_tokens, method),
-        lambda: _compute(
-            "Turning off every head, one batch row each...", lambda: ablate.effects(loaded, answer, means)
-        ),
-    )
+    key = _key("effects", model_name, text, max_tokens, method)
+    if (found := store().peek(key)) is not None:
+        return found  # type: ignore[return-value]
+    bar = st.progress(0.0, text=EFFECTS)
+
+    def kept(part, rows, work):
+        def run():
+            with _slots():
+                return work()
+
+        values = store().get((*key, *(part or (None,))), run)
+        if part is not None:
+            bar.progress(part[1] / rows, text=f"{EFFECTS} {part[1]} of {rows} heads")
+        return values
+
+    try:
+        return store().get(key, lambda: ablate.effects(loaded, answer, means, kept))
+    finally:
+        bar.empty()
 
 
 def get_layer_effects(model_name: str, text: str, max_tokens: int) -> ablate.LayerEffects:

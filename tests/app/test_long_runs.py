@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from explorer.experiments import ablate
 from explorer.run import compare, cost, layers, reference_view, trace
+from models import registry
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 
@@ -61,6 +63,19 @@ def test_the_reference_asks_first_then_draws_the_streamed_differences(minilm, lo
     drawn = charts(at)
     np.testing.assert_array_equal(z(drawn["reference_grid"]), reference_view.max_abs_difference(ours, theirs))
     np.testing.assert_array_equal(z(drawn["reference_theirs"]), theirs[layer, head])
+
+
+def test_every_heads_effect_asks_first_then_draws_the_batched_effects(long):
+    text = "kilo seven zulu echo two mike kilo seven zulu echo two mike kilo"
+    at = opened("head_effects", "induction", text)
+    said = asked(at, "effects_run")
+    assert "8 heads" in said and "takes about" in said
+    assert not at.get("plotly_chart")
+    at.button(key="effects_run").click().run()
+    assert not at.exception and not at.error
+    loaded = registry.load("induction")
+    expected = ablate.effects(loaded, ablate.answer(loaded, trace.run(loaded, text, loaded.max_tokens)))
+    np.testing.assert_allclose(z(charts(at)["effects_grid"]), expected.grid("decoder_self", (2, 4)), atol=1e-9)
 
 
 def test_sentence_b_asks_first_with_a_drawn_then_compares_every_head(minilm, long):
