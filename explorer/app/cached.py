@@ -282,10 +282,10 @@ def get_random_repeat(model_name: str):
     )
 
 
-def get_word_level(model_name: str, text: str, max_tokens: int, kind: str):
+def get_word_level(model_name: str, text: str, max_tokens: int, kind: str, result: trace.Trace | None = None):
     """(L, H, Wq, Wk) weights of one attention kind merged into words, and the query and key words (a pass over
-    every weight, 0.6 s at 512 tokens: kept across reruns)."""
-    result = get_trace_for(model_name, text, max_tokens, kind)
+    every weight, 0.6 s at 512 tokens: kept across reruns); `result`: the text's run where the caller has it."""
+    result = result or get_trace_for(model_name, text, max_tokens, kind)
     return store().get(
         _key("words", model_name, text, max_tokens, kind),
         lambda: analysis.at_word_level(result, kind, model(model_name).family.word_start),
@@ -439,11 +439,53 @@ def get_variant(model_name: str, text: str, max_tokens: int) -> str:
     )
 
 
+# Sentence B on Compare sentences: a long B's run does not fit the store beside A's (two 2,048-token SmolLM2 runs,
+# 150 MB each), and each pushed the other out at every rerun: a full run each time (69 s on a busy machine). A long B
+# is kept on a shelf of its own, one run at most; a short one in the store, as before.
+SECOND_BYTES = 192 * 2**20
+
+
+@st.cache_resource(show_spinner=False)
+def _second() -> memo.BoundedCache:
+    return memo.BoundedCache(SECOND_BYTES)
+
+
+def _second_key(model_name: str, text: str, max_tokens: int, kind: str) -> tuple:
+    encoder_only = kind == "encoder_self" and model(model_name).is_encoder_decoder
+    return _key("second_trace", model_name, text, max_tokens, encoder_only)
+
+
 def _trace_kept(model_name: str, text: str, max_tokens: int, kind: str) -> bool:
-    """Whether the store holds the run get_trace_for would return (nothing is run)."""
+    """Whether the store or B's shelf holds the run get_second_trace would return (nothing is run)."""
     kept = store().peek(_key("trace", model_name, text, max_tokens)) is not None
-    return kept or (
-        kind == "encoder_self" and store().peek(_key("encoder_trace", model_name, text, max_tokens)) is not None
+    encoder = kind == "encoder_self" and store().peek(_key("encoder_trace", model_name, text, max_tokens)) is not None
+    return kept or encoder or _second().peek(_second_key(model_name, text, max_tokens, kind)) is not None
+
+
+def get_second_trace(model_name: str, text: str, max_tokens: int, kind: str) -> trace.Trace:
+    """Sentence B's run (get_trace_for's, the same numbers): from the store when it holds it or the text is short,
+    else from B's own shelf."""
+    loaded = model(model_name)
+    key = _second_key(model_name, text, max_tokens, kind)
+    if (kept := _second().peek(key)) is not None:
+        return kept  # type: ignore[return-value]
+    if store().peek(_key("trace", model_name, text, max_tokens)) is not None or trace.short(
+        loaded, len(loaded.tokenizer.encode(text, max_tokens).ids)
+    ):
+        return get_trace_for(model_name, text, max_tokens, kind)
+    return _second().get(
+        key,
+        lambda: _compute(
+            "Running the model on sentence B...",
+            lambda: trace.run(
+                loaded,
+                text,
+                max_tokens,
+                encoder_only=key[-1],
+                reload=_reload(model_name),
+                reduce=_reducers(model_name),
+            ),
+        ),
     )
 
 

@@ -69,12 +69,12 @@ if not ask_first(what, run_b + every_head, "Run sentence B and compare every hea
     a = result_a.attention(kind).weights
     chart(head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", overview=OVERVIEW), "compare_a")
     stop()
-result_b = cached.get_trace_for(model, other, max_tokens, kind)
+result_b = cached.get_second_trace(model, other, max_tokens, kind)
 a, b = result_a.attention(kind).weights, result_b.attention(kind).weights
 labels_b = result_b.source_tokens
 if by_word:
     a, labels_a, _ = cached.get_word_level(model, text, max_tokens, kind)
-    b, labels_b, _ = cached.get_word_level(model, other, max_tokens, kind)
+    b, labels_b, _ = cached.get_word_level(model, other, max_tokens, kind, result_b)
     alignment = compare.by_word(labels_a, labels_b)
 else:
     alignment = compare.by_position(labels_a, labels_b)

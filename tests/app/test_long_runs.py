@@ -102,3 +102,25 @@ def test_sentence_b_asks_first_with_a_drawn_then_compares_every_head(minilm, lon
     layer, head = at.selectbox(key="compare_layer").value, at.selectbox(key="compare_head").value
     assert (layer, head) == np.unravel_index(worst.argmax(), worst.shape)
     np.testing.assert_array_equal(z(drawn["compare_b_map"]), b[layer, head])
+
+
+def test_a_long_sentence_b_is_kept_beside_a_not_run_again_at_every_rerun(minilm, long, monkeypatch):
+    """Two long runs do not fit the store together (two 2,048-token SmolLM2 runs): with a store too small for any run
+    (it keeps the grid and the like), B's run still happens once, on its own shelf, and another head reads it again."""
+    from explorer.app import cached  # noqa: PLC0415
+    from explorer.run import memo  # noqa: PLC0415
+
+    small = memo.BoundedCache(32 * 1024)  # a run of these texts' residual stream alone is 130 KB
+    monkeypatch.setattr(cached, "store", lambda: small)
+    runs = []
+    real = trace.run
+    monkeypatch.setattr(trace, "run", lambda loaded, text, *a, **o: runs.append(text) or real(loaded, text, *a, **o))
+    a_text, b_text = "The small boat drifted past the harbour wall", "The small boats drifted past the harbour walls"
+    at = opened("compare_sentences", "minilm", a_text)
+    at.text_input(key="compare_b").set_value(b_text).run()
+    at.button(key="compare_run").click().run()
+    at.selectbox(key="compare_head").set_value(5).run()
+    assert not at.exception and not at.error
+    assert runs.count(b_text) == 1 and runs.count(a_text) > 1  # A's run, not kept by this store, ran each time
+    b = trace.run(minilm, b_text, 128, keep_all=True).encoder_self.weights
+    np.testing.assert_array_equal(z(charts(at)["compare_b_map"]), b[at.selectbox(key="compare_layer").value, 5])
