@@ -473,20 +473,8 @@ def get_second_trace(model_name: str, text: str, max_tokens: int, kind: str) -> 
         loaded, len(loaded.tokenizer.encode(text, max_tokens).ids)
     ):
         return get_trace_for(model_name, text, max_tokens, kind)
-    return _second().get(
-        key,
-        lambda: _compute(
-            "Running the model on sentence B...",
-            lambda: trace.run(
-                loaded,
-                text,
-                max_tokens,
-                encoder_only=key[-1],
-                reload=_reload(model_name),
-                reduce=_reducers(model_name),
-            ),
-        ),
-    )
+    message = "Running the model on sentence B..."
+    return _second().get(key, lambda: _first_run(message, model_name, text, max_tokens, encoder_only=key[-1]))
 
 
 def comparison_seconds(
