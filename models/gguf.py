@@ -92,13 +92,46 @@ def _field(reader, name: str):
     return None if field is None else field.contents()
 
 
-def architecture(path: str | Path) -> str:
-    """The architecture the file's metadata names ("llama"), read without dequantizing anything."""
-    from gguf import GGUFReader
+# the sizes of GGUF's fixed-size metadata value types (uint8 .. float64, bool), by type code; 8 is a string, 9 an array
+_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
+
+def architecture(path: str | Path) -> str:
+    """The architecture the file's metadata names ("llama"), read from the metadata in order up to that key (llama.cpp
+    writes it first): GGUFReader parses every field, SmolLM2's 49,152-token vocabulary included (1-5 s)."""
     try:
-        return str(_field(GGUFReader(str(path)), "general.architecture"))
-    except (OSError, ValueError, KeyError) as e:
+        with open(path, "rb") as f:
+            magic, version = f.read(4), int.from_bytes(f.read(4), "little")
+            if magic != b"GGUF" or version not in (2, 3):
+                raise ValueError(f"not a GGUF file of version 2 or 3 (magic {magic!r}, version {version})")
+            f.read(8)  # the tensor count
+            fields = int.from_bytes(f.read(8), "little")
+
+            def number(size: int) -> int:
+                return int.from_bytes(f.read(size), "little")
+
+            def skip(kind: int) -> None:
+                if kind == 8:
+                    f.seek(number(8), 1)
+                elif kind == 9:
+                    inner, count = number(4), number(8)
+                    if inner in _SIZES:
+                        f.seek(_SIZES[inner] * count, 1)
+                    else:
+                        for _ in range(count):
+                            skip(inner)
+                elif kind in _SIZES:
+                    f.seek(_SIZES[kind], 1)
+                else:
+                    raise ValueError(f"unknown metadata value type {kind}")
+
+            for _ in range(fields):
+                key, kind = f.read(number(8)).decode(), number(4)
+                if key == "general.architecture" and kind == 8:
+                    return f.read(number(8)).decode()
+                skip(kind)
+        raise KeyError("general.architecture")
+    except (OSError, ValueError, KeyError, UnicodeDecodeError) as e:
         raise GGUFError(f"cannot read {path} as GGUF: {e}") from None
 
 

@@ -4,6 +4,8 @@ chosen by config.json's model_type, as the engine's own loader chooses its conve
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,3 +104,72 @@ def run_reference(
         output_hidden_states=hidden_states,
     )
     return ReferenceOutput(tuple(out.attentions or ()), tuple(out.hidden_states or ()), getattr(out, "logits", None))
+
+
+# Each layer's attention weights, read while the reference runs with output_attentions off (so transformers collects
+# none: at 2,048 tokens SmolLM2's would be 4.3 GB at once). transformers' own output capture works the same way: one
+# forward hook per attention module, installed once, inactive unless this thread's context has set a reader; the
+# eager attention modules return (output, weights) whether or not attentions are asked for.
+_READER: ContextVar[Callable[[int, Tensor], bool] | None] = ContextVar("reference_attention_reader", default=None)
+_HOOKS = threading.Lock()
+_HOOKED = "_explorer_attention_hooks"  # set on a reference model once its hooks are in
+
+
+class _Enough(Exception):  # noqa: N818 -- not an error: the reader has every layer it asked for
+    """Raised by the hook when the reader needs no later layer: the rest of the forward is skipped."""
+
+
+def _recorded(model):
+    """What transformers' output_attentions collects in this class: a module class, or an OutputRecorder (the class,
+    the sub-module's name where one is given, which of its outputs holds the weights)."""
+    spec = (getattr(type(model.base_model), "_can_record_outputs", None) or {}).get("attentions")
+    if spec is None:
+        raise TypeError(f"{type(model).__name__} does not say which of its modules return attention weights")
+    return spec
+
+
+def attention_modules(model) -> list[torch.nn.Module]:
+    """The reference's self-attention modules in layer order, found as transformers finds what output_attentions
+    collects (GPT-2's ".attn", not its ".crossattention")."""
+    spec = _recorded(model)
+    target, name = getattr(spec, "target_class", spec), getattr(spec, "layer_name", None)
+    wanted = f".{name.strip('.')}." if name else None
+    modules = model.base_model.named_modules()
+    found = [m for n, m in modules if isinstance(m, target) and (wanted is None or wanted in f".{n}.")]
+    if len(found) != model.config.num_hidden_layers:
+        raise TypeError(f"found {len(found)} attention modules in {type(model).__name__}, not one a layer")
+    return found
+
+
+def _install_hooks(model) -> None:
+    with _HOOKS:
+        if getattr(model, _HOOKED, False):
+            return
+        index = getattr(_recorded(model), "index", 1)  # (output, weights): the weights' place
+        for layer, module in enumerate(attention_modules(model)):
+            module.register_forward_hook(_hook(layer, index))
+        setattr(model, _HOOKED, True)
+
+
+def _hook(layer: int, index: int):
+    def read(module, args, output) -> None:
+        reader = _READER.get()
+        if reader is not None and reader(layer, output[index]):
+            raise _Enough
+
+    return read
+
+
+@torch.inference_mode()
+def each_attention(model, input_ids: Tensor, read: Callable[[int, Tensor], bool]) -> None:
+    """One forward of the reference's body (no output layer, no hidden states, no attentions collected) that hands
+    each layer's attention weights (B, H, T, T) to `read(layer, weights)` as that layer finishes; `read` returns True
+    once it needs no later layer, and the forward stops there."""
+    _install_hooks(model)
+    token = _READER.set(read)
+    try:
+        model.base_model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), output_attentions=False)
+    except _Enough:
+        pass
+    finally:
+        _READER.reset(token)

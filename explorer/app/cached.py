@@ -14,7 +14,20 @@ import streamlit as st
 from explorer.app import reduced, state
 from explorer.experiments import ablate, attribution, induction, lens
 from explorer.lesson import starting, wording
-from explorer.run import analysis, blocks, compare, forward, memo, positions, reducers, reference_view, rows, trace
+from explorer.run import (
+    analysis,
+    blocks,
+    compare,
+    cost,
+    forward,
+    memo,
+    positions,
+    reducers,
+    reference_view,
+    rows,
+    trace,
+)
+from explorer.run.layers import LayerArray
 from models import reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
@@ -107,6 +120,20 @@ def _compute(message: str, work):
     """Run `work` in an inference slot, with a spinner while it waits or runs."""
     with st.spinner(message), _slots():
         return work()
+
+
+def _progressing(message: str, work):
+    """_compute for work done in steps: `work(step)` calls step(done, total) and a progress bar under the message
+    follows it (removed once the work is done)."""
+    bar = st.progress(0.0, text=message)
+
+    def step(done: int, total: int) -> None:
+        bar.progress(min(1.0, done / max(total, 1)), text=f"{message} {done} of {total}")
+
+    try:
+        return _compute(message, lambda: work(step))
+    finally:
+        bar.empty()
 
 
 def _reload(model_name: str):
@@ -255,10 +282,10 @@ def get_random_repeat(model_name: str):
     )
 
 
-def get_word_level(model_name: str, text: str, max_tokens: int, kind: str):
+def get_word_level(model_name: str, text: str, max_tokens: int, kind: str, result: trace.Trace | None = None):
     """(L, H, Wq, Wk) weights of one attention kind merged into words, and the query and key words (a pass over
-    every weight, 0.6 s at 512 tokens: kept across reruns)."""
-    result = get_trace_for(model_name, text, max_tokens, kind)
+    every weight, 0.6 s at 512 tokens: kept across reruns); `result`: the text's run where the caller has it."""
+    result = result or get_trace_for(model_name, text, max_tokens, kind)
     return store().get(
         _key("words", model_name, text, max_tokens, kind),
         lambda: analysis.at_word_level(result, kind, model(model_name).family.word_start),
@@ -291,33 +318,62 @@ def get_reference(folder: str = ""):
     return _shelved(_reference_key(folder), "Loading the transformers reference...")
 
 
+def _layers_kept(weights) -> bool:
+    """Whether a run kept every layer's weights (a short text) rather than recomputing a layer when read."""
+    return not isinstance(weights, LayerArray)
+
+
+def reference_grid_kept(model_name: str, text: str, max_tokens: int) -> bool:
+    """Whether every head's max |ours - reference| on this text is kept (then another head needs only its map)."""
+    return store().peek(_key("difference", model_name, text, max_tokens)) is not None
+
+
+def reference_seconds(model_name: str, text: str, max_tokens: int, layer: int, head: int) -> float:
+    """About how long get_reference_difference takes now: 0 when both its results are kept; the reference up to
+    `layer` for another head; otherwise the reference's whole forward beside ours read a layer at a time."""
+    loaded = get_model(model_name)
+    result = get_trace(model_name, text, max_tokens)
+    config, tokens = loaded.model.config, len(result.source_tokens)
+    has = reference_grid_kept(model_name, text, max_tokens)
+    if has and store().peek(_key("reference_head", model_name, text, max_tokens, layer, head)) is not None:
+        return 0.0
+    n_layers = config.n_encoder_layers + config.n_decoder_layers
+    one = cost.forward_seconds(config, tokens) / n_layers  # a layer of the reference's or a layer of ours recomputed
+    if has:
+        return (layer + 1) * one + one
+    ours = 0 if _layers_kept(result.attention(loaded.family.kinds[0]).weights) else n_layers
+    return (n_layers + ours) * one
+
+
 def get_reference_difference(model_name: str, text: str, max_tokens: int, layer: int, head: int):
     """(per head max |ours - reference| (L, H), the reference's weights of one head (T, T)) on the sidebar's text,
     for the registry model `model_name` read from a folder, in its own attention (the first kind its family has:
-    BERT's encoder self-attention, GPT-2's masked decoder self-attention). Both come from one run of the reference,
-    of which only these are kept: its whole attention (75 MB at 512 tokens) beside the trace (185 MB) would push the
-    trace out of the store. Another head costs one more reference run (0.1 s at 512 tokens); the grid is kept per
-    sentence."""
+    BERT's encoder self-attention, GPT-2's masked decoder self-attention). One reference run, set against ours a layer
+    at a time (reference_view.compare), of which only these are kept. Another head once the grid is kept runs the
+    reference only up to its layer (0.1 s at 512 tokens; at 2,048 on SmolLM2 up to 10 s, with a progress bar)."""
     folder = reference_view.folder_of(model_name)
     if folder is None:
         raise ValueError(f"model {model_name!r} is not read from a folder: transformers has no reference for it")
     loaded = get_model(model_name)
     reference = get_reference(folder)
     ours = get_trace(model_name, text, max_tokens).attention(loaded.family.kinds[0]).weights
+    grid, one = _key("difference", model_name, text, max_tokens), _key("reference_head", model_name, text, max_tokens)
     ran: list = []
 
-    def run() -> tuple:  # at most once per call, whichever of the two values is missing
+    def run(every: bool) -> tuple:  # at most once per call: every layer for the grid, or up to `layer` for the head
         if not ran:
             ran.append(
-                _compute(
-                    "Running the transformers reference...",
-                    lambda: reference_view.compare(reference, loaded, text, max_tokens, ours, layer, head),
+                _progressing(
+                    "Running the transformers reference, a layer at a time...",
+                    lambda step: reference_view.compare(
+                        reference, loaded, text, max_tokens, ours, layer, head, every=every, step=step
+                    ),
                 )
             )
         return ran[0]
 
-    differences = store().get(_key("difference", model_name, text, max_tokens), lambda: run()[0])
-    theirs = store().get(_key("reference_head", model_name, text, max_tokens, layer, head), lambda: run()[1])
+    differences = store().get(grid, lambda: run(True)[0])
+    theirs = store().get((*one, layer, head), lambda: run(False)[1])
     return differences, theirs
 
 
@@ -383,6 +439,80 @@ def get_variant(model_name: str, text: str, max_tokens: int) -> str:
     )
 
 
+# Sentence B on Compare sentences: a long B's run does not fit the store beside A's (two 2,048-token SmolLM2 runs,
+# 150 MB each), and each pushed the other out at every rerun: a full run each time (69 s on a busy machine). A long B
+# is kept on a shelf of its own, one run at most; a short one in the store, as before.
+SECOND_BYTES = 192 * 2**20
+
+
+@st.cache_resource(show_spinner=False)
+def _second() -> memo.BoundedCache:
+    return memo.BoundedCache(SECOND_BYTES)
+
+
+def _second_key(model_name: str, text: str, max_tokens: int, kind: str) -> tuple:
+    encoder_only = kind == "encoder_self" and model(model_name).is_encoder_decoder
+    return _key("second_trace", model_name, text, max_tokens, encoder_only)
+
+
+def _trace_kept(model_name: str, text: str, max_tokens: int, kind: str) -> bool:
+    """Whether the store or B's shelf holds the run get_second_trace would return (nothing is run)."""
+    kept = store().peek(_key("trace", model_name, text, max_tokens)) is not None
+    encoder = kind == "encoder_self" and store().peek(_key("encoder_trace", model_name, text, max_tokens)) is not None
+    return kept or encoder or _second().peek(_second_key(model_name, text, max_tokens, kind)) is not None
+
+
+def get_second_trace(model_name: str, text: str, max_tokens: int, kind: str) -> trace.Trace:
+    """Sentence B's run (get_trace_for's, the same numbers): from the store when it holds it or the text is short,
+    else from B's own shelf."""
+    loaded = model(model_name)
+    key = _second_key(model_name, text, max_tokens, kind)
+    if (kept := _second().peek(key)) is not None:
+        return kept  # type: ignore[return-value]
+    if store().peek(_key("trace", model_name, text, max_tokens)) is not None or trace.short(
+        loaded, len(loaded.tokenizer.encode(text, max_tokens).ids)
+    ):
+        return get_trace_for(model_name, text, max_tokens, kind)
+    message = "Running the model on sentence B..."
+    return _second().get(key, lambda: _first_run(message, model_name, text, max_tokens, encoder_only=key[-1]))
+
+
+def comparison_seconds(
+    model_name: str, text: str, other: str, max_tokens: int, kind: str, by_word: bool
+) -> tuple[float, float]:
+    """(about how long sentence B's own run takes, and comparing every head of A and B): 0 for what is kept.
+    TokenizeError when the model cannot read B."""
+    loaded = model(model_name)
+    config = loaded.model.config
+    tokens_b = len(loaded.tokenizer.encode(other, max_tokens).ids)
+    logits = loaded.family.next_token_head  # a decoder's run reads its next-token logits too
+    run = 0.0 if _trace_kept(model_name, other, max_tokens, kind) else cost.forward_seconds(config, tokens_b, 1, logits)
+    if store().peek(_key("changed", model_name, text, other, max_tokens, kind, by_word)) is not None:
+        return run, 0.0
+    tokens_a = len(get_trace_for(model_name, text, max_tokens, kind).source_tokens)
+    n_layers = config.n_encoder_layers if kind == "encoder_self" else config.n_decoder_layers
+    cross = kind != "encoder_self" and config.is_encoder_decoder
+
+    def recomputed(tokens: int) -> float:  # a long text's every layer is run again to be read
+        return 0.0 if trace.short(loaded, tokens) else n_layers * cost.layer_seconds(config, tokens, cross=cross)
+
+    return run, recomputed(tokens_a) + recomputed(tokens_b)
+
+
+def get_changed(
+    model_name: str, text: str, other: str, max_tokens: int, kind: str, by_word: bool, weights_a, weights_b, alignment
+):
+    """Per head, the largest |A - B| of the lined-up cells (L, H) (compare.largest_changes: every layer of A and B
+    read once), with a progress bar; kept per pair of sentences. The arrays are those the key's plain values name."""
+    return store().get(
+        _key("changed", model_name, text, other, max_tokens, kind, by_word),
+        lambda: _progressing(
+            "Comparing every head of A and B, a layer at a time...",
+            lambda step: compare.largest_changes(weights_a, weights_b, alignment, step),
+        ),
+    )
+
+
 # --- experiments: heads turned off, the logit lens, attribution -------------------------------------------------
 
 
@@ -406,17 +536,55 @@ def get_answer(model_name: str, text: str, max_tokens: int) -> ablate.Answer:
     )
 
 
+EFFECTS = "Turning off every head, one batch row each..."
+
+
+def _effects_parts(model_name: str, text: str, max_tokens: int, method: str):
+    """(the key of every head's effects, the chunks of batch rows they are measured in, the rows in all)."""
+    loaded, answer = model(model_name), get_answer(model_name, text, max_tokens)
+    rows = sum(n_layers * n_heads for n_layers, n_heads in ablate.model_shapes(loaded).values())
+    return _key("effects", model_name, text, max_tokens, method), ablate.parts(loaded, answer, rows), rows
+
+
+def effects_left(model_name: str, text: str, max_tokens: int, method: str) -> tuple[int, int, float]:
+    """(heads measured so far, heads in all, about how many seconds the rest takes): chunks of a measurement that was
+    stopped half way are kept, and only the rest is run (0 s once every head is kept)."""
+    key, chunks, rows = _effects_parts(model_name, text, max_tokens, method)
+    if store().peek(key) is not None:
+        return rows, rows, 0.0
+    done = sum(stop - start for start, stop in chunks if store().peek((*key, start, stop)) is not None)
+    clean = 0 if store().peek((*key, None)) is not None else 1
+    loaded, answer = model(model_name), get_answer(model_name, text, max_tokens)
+    tokens = max(len(answer.source_ids), len(answer.decoder_input or ()))
+    logits = answer.decoder_input is not None
+    return done, rows, cost.forward_seconds(loaded.model.config, tokens, rows - done + clean, logits)
+
+
 def get_effects(model_name: str, text: str, max_tokens: int, method: str) -> ablate.Effects:
-    """Every head turned off alone, in batched forwards."""
+    """Every head turned off alone, in batched forwards: each chunk of batch rows kept as it finishes (a measurement
+    stopped by a click goes on from there), an inference slot taken a chunk at a time, a progress bar meanwhile."""
     loaded = model(model_name)
     answer = get_answer(model_name, text, max_tokens)
     means = get_head_means(model_name) if method == "mean" else None
-    return store().get(
-        _key("effects", model_name, text, max_tokens, method),
-        lambda: _compute(
-            "Turning off every head, one batch row each...", lambda: ablate.effects(loaded, answer, means)
-        ),
-    )
+    key = _key("effects", model_name, text, max_tokens, method)
+    if (found := store().peek(key)) is not None:
+        return found  # type: ignore[return-value]
+    bar = st.progress(0.0, text=EFFECTS)
+
+    def kept(part, rows, work):
+        def run():
+            with _slots():
+                return work()
+
+        values = store().get((*key, *(part or (None,))), run)
+        if part is not None:
+            bar.progress(part[1] / rows, text=f"{EFFECTS} {part[1]} of {rows} heads")
+        return values
+
+    try:
+        return store().get(key, lambda: ablate.effects(loaded, answer, means, kept))
+    finally:
+        bar.empty()
 
 
 def get_layer_effects(model_name: str, text: str, max_tokens: int) -> ablate.LayerEffects:

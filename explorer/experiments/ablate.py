@@ -7,7 +7,7 @@ Every ablated number comes from a real forward of the engine with the heads' out
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,44 +133,77 @@ def _rows_per_chunk(loaded: LoadedModel, answer: Answer) -> int:
     return max(1, BATCH_BYTES // max(per_row, 1))
 
 
+# How a caller keeps each part of a long measurement, and follows it: (its batch rows (start, stop), or None for the
+# clean run; how many rows there are in all; the part's computation) -> the part's values. A part already kept is not
+# computed again, so a measurement stopped half way goes on from where it stopped.
+Parts = Callable[[tuple[int, int] | None, int, Callable[[], np.ndarray]], np.ndarray]
+
+
+def _whole(part: tuple[int, int] | None, rows: int, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    return compute()
+
+
+def parts(loaded: LoadedModel, answer: Answer, rows: int) -> list[tuple[int, int]]:
+    """The batch rows of each chunk of a measurement over `rows` rows, in order: (start, stop)."""
+    step = _rows_per_chunk(loaded, answer)
+    return [(start, min(rows, start + step)) for start in range(0, rows, step)]
+
+
 @torch.inference_mode()
-def _measure(loaded: LoadedModel, answer: Answer, ablated: Ablation | None, clean: torch.Tensor | None = None):
+def _forward(loaded: LoadedModel, answer: Answer, part: Ablation | None, n: int) -> np.ndarray:
+    """One chunk of `n` batch rows: the right answer's log-probability per row (n, T), or the pooled state (n, D)."""
+    model = loaded.model
+    src = torch.tensor([answer.source_ids]).expand(n, -1)  # (B, S)
+    if answer.decoder_input is None:
+        return model(src, ablation=part, keep=drop_attention).encoder.output.mean(dim=1).numpy()  # (B, D)
+    tgt = torch.tensor([answer.decoder_input]).expand(n, -1)  # (B, T)
+    if model.encoder is None:
+        logits = model(tgt, ablation=part, keep=drop_attention).logits
+    else:
+        logits = model(src, tgt, ablation=part, keep=drop_attention).logits  # (B, T, V)
+    log_p = logits.double().log_softmax(-1)  # (B, T, V)
+    targets = torch.tensor(answer.targets)[None, :, None].expand(n, -1, 1)  # (B, T, 1)
+    return log_p.gather(-1, targets)[..., 0].numpy()  # (B, T)
+
+
+def _measure(
+    loaded: LoadedModel,
+    answer: Answer,
+    ablated: Ablation | None,
+    clean: torch.Tensor | None = None,
+    kept: Parts = _whole,
+):
     """Per batch row: the right answer's log-probability (summed over the counted rows) and its per-row values, or
     for an encoder-only model the sentence embedding (the tokens' mean final state), cosine to `clean`."""
-    model = loaded.model
-    n = ablated.rows if ablated is not None else 1
-    found = []
-    step = _rows_per_chunk(loaded, answer)
-    for start in range(0, n, step):
-        stop = min(n, start + step)
-        part = ablation.rows(ablated, start, stop) if ablated is not None else None
-        src = torch.tensor([answer.source_ids]).expand(stop - start, -1)  # (B, S)
-        if answer.decoder_input is None:
-            pooled = model(src, ablation=part, keep=drop_attention).encoder.output.mean(dim=1)  # (B, D)
-            found.append(pooled)
-            continue
-        if model.encoder is None:
-            logits = model(
-                torch.tensor([answer.decoder_input]).expand(stop - start, -1), ablation=part, keep=drop_attention
-            ).logits
-        else:
-            tgt = torch.tensor([answer.decoder_input]).expand(stop - start, -1)  # (B, T)
-            logits = model(src, tgt, ablation=part, keep=drop_attention).logits  # (B, T, V)
-        log_p = logits.double().log_softmax(-1)  # (B, T, V)
-        targets = torch.tensor(answer.targets)[None, :, None].expand(stop - start, -1, 1)  # (B, T, 1)
-        found.append(log_p.gather(-1, targets)[..., 0])  # (B, T)
-    values = torch.cat(found)
+    if ablated is None:
+        values = kept(None, 1, lambda: _forward(loaded, answer, None, 1))
+    else:
+        n = ablated.rows
+        found = [
+            kept(
+                (start, stop),
+                n,
+                lambda start=start, stop=stop: _forward(
+                    loaded, answer, ablation.rows(ablated, start, stop), stop - start
+                ),
+            )
+            for start, stop in parts(loaded, answer, n)
+        ]
+        values = np.concatenate(found)
     if answer.decoder_input is None:
         if clean is None:
-            return values.double().numpy()
-        return torch.nn.functional.cosine_similarity(values.double(), clean[None].double(), dim=-1).numpy()
-    return values.numpy()  # (B, T) log p(right token) per row
+            return values.astype(np.float64)
+        found = torch.from_numpy(values).double()
+        return torch.nn.functional.cosine_similarity(found, clean[None].double(), dim=-1).numpy()
+    return values  # (B, T) log p(right token) per row
 
 
-def sentence_embedding(loaded: LoadedModel, answer: Answer, ablated: Ablation | None = None) -> np.ndarray:
+def sentence_embedding(
+    loaded: LoadedModel, answer: Answer, ablated: Ablation | None = None, kept: Parts = _whole
+) -> np.ndarray:
     """(D,) the tokens' mean final state: the sentence embedding all-MiniLM-L6-v2 is trained to give (before its
     normalisation, which leaves every cosine unchanged)."""
-    return _measure(loaded, answer, ablated)[0]
+    return _measure(loaded, answer, ablated, kept=kept)[0]
 
 
 def cosine(loaded: LoadedModel, answer: Answer, ablated: Ablation) -> float:
@@ -210,23 +243,27 @@ class Effects:
         return [(self.heads[i], float(self.change[i])) for i in order]
 
 
-def effects(loaded: LoadedModel, answer: Answer, means: dict[str, np.ndarray] | None = None) -> Effects:
+def effects(
+    loaded: LoadedModel, answer: Answer, means: dict[str, np.ndarray] | None = None, kept: Parts = _whole
+) -> Effects:
     """Every head turned off alone (zero ablation, or mean with `means`), all in batched forwards: one batch row per
-    head, in chunks that fit in memory."""
+    head, in chunks that fit in memory (`kept`: how the caller keeps and follows each chunk)."""
     every, heads = ablation.each_head(model_shapes(loaded), _tensors(means))
-    return Effects(tuple(heads), *_each_row(loaded, answer, every))
+    return Effects(tuple(heads), *_each_row(loaded, answer, every, kept))
 
 
-def _each_row(loaded: LoadedModel, answer: Answer, every: Ablation) -> tuple[np.ndarray, float, str, str]:
+def _each_row(
+    loaded: LoadedModel, answer: Answer, every: Ablation, kept: Parts = _whole
+) -> tuple[np.ndarray, float, str, str]:
     """(the measure with each batch row's heads off, the clean run's, the measure's name, what it reads): the
     right answer's summed log-probability, or for an encoder-only model the cosine to the clean sentence embedding."""
     if answer.measured_by_embedding:
-        clean_embedding = torch.from_numpy(sentence_embedding(loaded, answer))
-        values = _measure(loaded, answer, every, clean_embedding)
+        clean_embedding = torch.from_numpy(sentence_embedding(loaded, answer, kept=kept))
+        values = _measure(loaded, answer, every, clean_embedding, kept)
         return values, 1.0, "cosine", "the sentence embedding with every head on"
     counted = np.array(answer.counted)
-    clean = float(_measure(loaded, answer, None)[0][counted].sum())
-    values = _measure(loaded, answer, every)[:, counted].sum(-1)
+    clean = float(_measure(loaded, answer, None, kept=kept)[0][counted].sum())
+    values = _measure(loaded, answer, every, kept=kept)[:, counted].sum(-1)
     return values, clean, "log_probability", answer.where
 
 

@@ -16,6 +16,7 @@ from explorer.figures import zoom
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.lesson import model_words
+from explorer.pages._long import ask_first
 from explorer.pages._shared import chart, current_trace, sidebar_loaded, stop
 from explorer.pages._zoom import head_map, largest_cell
 from explorer.run import output
@@ -337,6 +338,13 @@ def effects_view(key: str = "effects") -> None:
     current_trace()
     shapes = ablate.model_shapes(loaded)
     method = pick_method(key)
+    done, rows, seconds = cached.effects_left(*_sidebar(), method)
+    what = f"Every one of the {rows} heads turned off alone is one more forward over the whole text" + (
+        f"; {done} are measured already, and the rest go on from there." if done else "."
+    )
+    button = "Go on turning heads off" if done else "Turn off every head"
+    if not ask_first(what, seconds, button, f"{key}_run"):
+        return
     effects = cached.get_effects(*_sidebar(), method)
     describe_effects(effects, method)
     st.caption("Click a head to turn it off on the Turn heads off page and see what changed.")

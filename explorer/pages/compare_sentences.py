@@ -10,7 +10,8 @@ from explorer.figures.heatmap import fits_half_width, head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.figures.statistics import statistic_grid
 from explorer.lesson import starting
-from explorer.pages._shared import chart, current_trace, drill_to_pickers, kind_name, pick_layer_head
+from explorer.pages._long import ask_first
+from explorer.pages._shared import chart, current_trace, drill_to_pickers, kind_name, pick_layer_head, stop
 from explorer.pages._zoom import head_map, largest_cell
 from explorer.run import compare
 from explorer.run.compare import MINIMAL_PAIRS
@@ -43,17 +44,37 @@ st.selectbox(
 )
 other = st.text_input("Sentence B", max_chars=state.MAX_TEXT, key="compare_b")
 result_a = current_trace(kind)
+by_word = st.radio("Line up", ["position", "word"], horizontal=True, key="compare_align") == "word"
 try:
-    result_b = cached.get_trace_for(model, other, max_tokens, kind)
+    run_b, every_head = cached.comparison_seconds(model, text, other, max_tokens, kind, by_word)
 except TokenizeError as e:
     st.info("Sentence B: " + markdown_literal(str(e)))
     st.stop()
-by_word = st.radio("Line up", ["position", "word"], horizontal=True, key="compare_align") == "word"
+asked = st.container()
+n_layers, n_heads = result_a.attention(kind).weights.shape[:2]
+labels_a = result_a.source_tokens
+what = " ".join(
+    part
+    for part, seconds in (
+        ("Sentence B is one more run of the model over the whole text.", run_b),
+        (f"Finding the heads that changed most reads all {n_layers} layers of A and of B.", every_head),
+    )
+    if seconds
+)
+if not ask_first(what, run_b + every_head, "Run sentence B and compare every head", "compare_run", asked):
+    # meanwhile sentence A, from its own run: the head it opens on, or any other
+    start = cached.get_start(model, text, max_tokens, kind)
+    layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=start.layer, head=start.head)
+    which = head_title(layer, head, n_heads)
+    a = result_a.attention(kind).weights
+    chart(head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", overview=OVERVIEW), "compare_a")
+    stop()
+result_b = cached.get_second_trace(model, other, max_tokens, kind)
 a, b = result_a.attention(kind).weights, result_b.attention(kind).weights
-labels_a, labels_b = result_a.source_tokens, result_b.source_tokens
+labels_b = result_b.source_tokens
 if by_word:
     a, labels_a, _ = cached.get_word_level(model, text, max_tokens, kind)
-    b, labels_b, _ = cached.get_word_level(model, other, max_tokens, kind)
+    b, labels_b, _ = cached.get_word_level(model, other, max_tokens, kind, result_b)
     alignment = compare.by_word(labels_a, labels_b)
 else:
     alignment = compare.by_position(labels_a, labels_b)
@@ -62,17 +83,15 @@ if compare.left_out(alignment):
 if not alignment.a:
     st.info("Nothing in A lines up with B.")
     st.stop()
-difference = compare.layer_differences(a, b, alignment)  # (L, H, N, N), a layer when read
 st.subheader("Which heads changed most")
-changed = compare.changed_most(difference)
+worst = cached.get_changed(model, text, other, max_tokens, kind, by_word, a, b, alignment)
 chart(
-    statistic_grid(*changed, "max |A - B|", title="Largest |A - B| weight per head"),
+    statistic_grid(worst, compare.cell_text(worst), "max |A - B|", title="Largest |A - B| weight per head"),
     "compare_changed",
     on_click=drill_to_pickers("compare_layer", "compare_head"),
 )
 st.caption("Click a cell to compare that head below; it opens on the head that changed most.")
-n_layers, n_heads = a.shape[:2]
-most = starting.largest(changed[0])
+most = starting.largest(worst)
 layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=most[0], head=most[1])
 which = head_title(layer, head, n_heads)
 # side by side while every key's label fits half the page; past that one under the other, each key still named
@@ -90,5 +109,5 @@ chart(
 )
 labels = alignment.labels
 title = f"A - B: {which}, lined up by {'word' if by_word else 'position'}"
-changes = head_or_mean(difference, layer, head)
+changes = compare.head_difference(a, b, alignment, layer, head)  # (N, N) float64, from one layer of each
 head_map(changes, labels, labels, title, "compare_difference", largest_cell(changes), diverging=True)

@@ -10,7 +10,8 @@ from explorer.app import cached, state
 from explorer.figures.heatmap import head_heatmap
 from explorer.figures.statistics import statistic_grid
 from explorer.lesson.wording import starting_note
-from explorer.pages._shared import chart, current_trace, pick_layer_head
+from explorer.pages._long import ask_first
+from explorer.pages._shared import chart, current_trace, pick_layer_head, stop
 from explorer.pages._zoom import head_map, largest_cell
 from explorer.run import reference_view
 
@@ -45,6 +46,22 @@ start = cached.get_start(*sidebar, kind)  # the sentence's head worth seeing, as
 st.caption(starting_note(loaded.family, kind))
 summary = st.container()  # the grid goes above the pickers, but comes from the same reference run as the head
 layer, head = pick_layer_head(*ours.shape[:2], "reference", layer=start.layer, head=start.head)
+tokens = trace.source_tokens
+cols = st.columns(2)
+chart(  # ours first: a long text's reference waits for a click, and ours is drawn meanwhile
+    head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)", narrow=True, overview=OVERVIEW),
+    "reference_ours",
+    container=cols[0],
+)
+seconds = cached.reference_seconds(*sidebar, layer, head)
+what = (
+    f"Running transformers up to layer {layer + 1} gives its map of this head."
+    if cached.reference_grid_kept(*sidebar)
+    else f"The comparison runs transformers over all {len(tokens):,} tokens and sets each of its {ours.shape[0]} "
+    "layers against ours."
+)
+if not ask_first(what, seconds, "Run the transformers reference", "reference_run", summary):
+    stop()
 try:
     differences, theirs_head = cached.get_reference_difference(*sidebar, layer, head)
 except (OSError, ValueError) as e:  # a folder our engine reads but transformers cannot (e.g. no model_type it knows)
@@ -81,13 +98,6 @@ with summary:
             column_config={"max |ours - reference|": st.column_config.NumberColumn(format="%.3e")},
         )
 
-tokens = trace.source_tokens
-cols = st.columns(2)
-chart(
-    head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)", narrow=True, overview=OVERVIEW),
-    "reference_ours",
-    container=cols[0],
-)
 chart(
     head_heatmap(theirs_head, tokens, tokens, "transformers", narrow=True, overview=OVERVIEW),
     "reference_theirs",

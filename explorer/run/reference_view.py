@@ -3,13 +3,15 @@ local folder, a Hugging Face cache snapshot): the numbers that show the from-scr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
 from models import registry
 from models.gguf import package_file
 from models.pretrained import minilm_folder
-from models.reference import load_reference, reference_class, run_reference
+from models.reference import each_attention, load_reference, reference_class, run_reference
 from models.registry import LoadedModel
 
 
@@ -42,7 +44,7 @@ def attention(reference, loaded: LoadedModel, text: str, max_tokens: int) -> np.
 
 
 def max_abs_difference(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
-    """Per head, the largest |ours - reference| over every query and key: (L, H, T, T) x 2 -> (L, H).
+    """Per head, the largest |ours - reference| over every query and key: (..., H, T, T) x 2 -> (..., H).
     Subtracted in float32, the precision both models compute in: each difference is exact to within half a float32
     step of itself (a relative 6e-8), and 0 exactly where the two weights are the same number; a float64 pass over
     every weight (0.3-0.7 s at 512 tokens) would change no digit that is shown or checked against the 1e-5 bound."""
@@ -53,9 +55,35 @@ def max_abs_difference(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
 
 
 def compare(
-    reference, loaded: LoadedModel, text: str, max_tokens: int, ours: np.ndarray, layer: int, head: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """One reference run: (max |ours - reference| per head (L, H), the reference's weights of one head (T, T)), the
-    head copied out so that the rest of the reference's attention can be freed."""
-    theirs = attention(reference, loaded, text, max_tokens)
-    return max_abs_difference(ours, theirs), theirs[layer, head].copy()
+    reference,
+    loaded: LoadedModel,
+    text: str,
+    max_tokens: int,
+    ours,
+    layer: int,
+    head: int,
+    every: bool = True,
+    step: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """One reference run, a layer at a time: (max |ours - reference| per head (L, H), or None when not `every`; the
+    reference's weights of one head (T, T)). Each of the reference's layers is set against ours (`ours[i]`: a kept
+    array, or a long text's layer recomputed) as it finishes and let go, so neither model's every head is ever held
+    at once; without `every` the reference stops after `layer`. `step(done, total)` after each layer."""
+    ids = torch.tensor([loaded.tokenizer.encode(text, max_tokens).ids])
+    n_layers, n_heads = ours.shape[:2]
+    last = n_layers - 1 if every else layer
+    differences = np.zeros((n_layers, n_heads)) if every else None
+    found: list[np.ndarray] = []
+
+    def read(i: int, weights: torch.Tensor) -> bool:  # weights (1, H, T, T)
+        theirs = weights[0].numpy()
+        if differences is not None:
+            differences[i] = max_abs_difference(ours[i], theirs)
+        if i == layer:
+            found.append(theirs[head].copy())
+        if step is not None:
+            step(i + 1, last + 1)
+        return i >= last
+
+    each_attention(reference, ids, read)
+    return differences, found[0]

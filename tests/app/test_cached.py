@@ -19,6 +19,9 @@ class Recording:
         self.keys.append(key)
         return compute()
 
+    def peek(self, key):
+        return None  # keeps nothing
+
 
 @pytest.fixture
 def store(monkeypatch) -> Recording:
@@ -32,7 +35,7 @@ def store(monkeypatch) -> Recording:
     result = SimpleNamespace(attention=lambda kind: SimpleNamespace(weights="ours"))
     monkeypatch.setattr(cached, "trace", SimpleNamespace(run=lambda *args, **options: result))
     monkeypatch.setattr(cached, "get_reference", lambda folder="": "reference")
-    view = SimpleNamespace(compare=lambda *args: ("difference", "theirs"), folder_of=lambda key: "")
+    view = SimpleNamespace(compare=lambda *args, **options: ("difference", "theirs"), folder_of=lambda key: "")
     monkeypatch.setattr(cached, "reference_view", view)
     return recording
 
@@ -58,7 +61,7 @@ def test_trace_and_reference_keys_all_carry_the_revision(store):
 def test_one_reference_run_gives_both_the_grid_and_the_head(store, monkeypatch):
     runs = []
 
-    def compare(*args):
+    def compare(*args, **options):
         runs.append(args[-2:])
         return "difference", "theirs"
 

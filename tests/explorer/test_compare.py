@@ -79,3 +79,38 @@ def test_a_very_long_sentence_b_changes_a_word_the_model_reads(minilm):
     twin = compare.first_variant(minilm, long, 64)
     assert twin != long and len(twin.split(" ")) == len(long.split(" "))
     assert minilm.tokenizer.encode(twin, 64).ids != minilm.tokenizer.encode(long, 64).ids
+
+
+@pytest.mark.parametrize("line_up", ["position", "word"])
+def test_largest_changes_in_float32_are_the_float64_ones_rounded(line_up):
+    """max |A - B| per head subtracted in float32, a layer and a head at a time: rounding is monotone and symmetric,
+    so each maximum is the float64 one rounded to float32, exactly."""
+    rng = np.random.default_rng(0)
+    a = rng.dirichlet(np.ones(7), size=(3, 4, 7)).astype(np.float32)  # (L, H, T, T) rows summing to 1
+    b = rng.dirichlet(np.ones(6), size=(3, 4, 6)).astype(np.float32)
+    if line_up == "word":
+        alignment = compare.by_word(list("abcdefg"), list("abxdfg"))  # a replaced and a deleted word
+    else:
+        alignment = compare.by_position(list("abcdefg"), list("abcdef"))
+    steps = []
+    worst = compare.largest_changes(a, b, alignment, lambda *s: steps.append(s))
+    exact, _ = compare.changed_most(compare.difference(a, b, alignment))  # float64, every layer at once
+    np.testing.assert_array_equal(worst, exact.astype(np.float32))
+    np.testing.assert_allclose(worst, exact, rtol=2**-24, atol=0)
+    assert steps == [(1, 3), (2, 3), (3, 3)]
+
+
+@pytest.mark.parametrize("head", [2, -1])  # one head, and the mean over heads
+def test_one_heads_difference_equals_that_head_of_every_layers(head):
+    rng = np.random.default_rng(1)
+    a, b = rng.random((2, 5, 6, 6), dtype=np.float32), rng.random((2, 5, 6, 6), dtype=np.float32)
+    alignment = compare.Alignment(a=(0, 2, 3), b=(1, 2, 5), labels=("x", "y", "z"))
+    whole = compare.layer_differences(a, b, alignment)
+    expected = whole[1].mean(axis=0) if head == -1 else whole[1, head]
+    np.testing.assert_array_equal(compare.head_difference(a, b, alignment, 1, head), expected)
+
+
+def test_lined_up_by_position_is_a_view_not_a_copy():
+    weights = np.zeros((2, 5, 5), np.float32)
+    assert np.shares_memory(compare.aligned(weights, (0, 1, 2)), weights)
+    np.testing.assert_array_equal(compare.aligned(np.arange(25).reshape(5, 5), (0, 1)), [[0, 1], [5, 6]])

@@ -125,6 +125,33 @@ def test_effects_batched_equal_each_head_turned_off_alone(reverse):
     assert grid[1, 2] == effects.change[effects.heads.index(Head("cross", 1, 2))]
 
 
+def test_effects_stopped_half_way_go_on_from_the_kept_chunks(induction_model, monkeypatch):
+    """Each chunk of batch rows is handed to the caller to keep: a measurement stopped after some chunks computes only
+    the rest, and gives the numbers of one made at once."""
+    monkeypatch.setattr(ablate, "BATCH_BYTES", 1)  # one batch row a chunk
+    answer = ablate.answer(induction_model, trace.run(induction_model, REPEATED))
+    whole = ablate.effects(induction_model, answer)
+    kept: dict = {}
+    computed = []
+
+    def keeping(part, rows, compute):
+        if part not in kept:
+            computed.append(part)
+            kept[part] = compute()
+        if part == (3, 4) and len(computed) == 5:  # the clean run and rows 0-3: then a click stops the page
+            raise KeyboardInterrupt
+        return kept[part]
+
+    with pytest.raises(KeyboardInterrupt):
+        ablate.effects(induction_model, answer, kept=keeping)
+    assert computed == [None, (0, 1), (1, 2), (2, 3), (3, 4)]
+    computed.clear()
+    again = ablate.effects(induction_model, answer, kept=keeping)
+    assert computed == [(4, 5), (5, 6), (6, 7), (7, 8)]
+    np.testing.assert_array_equal(again.values, whole.values)
+    assert again.clean == whole.clean and ablate.parts(induction_model, answer, 8) == [(i, i + 1) for i in range(8)]
+
+
 @pytest.mark.parametrize("key", ["translate", "reverse", "induction", "paper-random", "gpt2", "llama", "smollm2"])
 def test_the_lens_last_read_is_the_models_own_output(request, key):
     fixture = {"induction": "induction_model", "paper-random": "paper_random"}.get(key, key)

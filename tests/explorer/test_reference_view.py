@@ -47,6 +47,51 @@ def test_a_gpt2_folder_is_compared_in_its_masked_self_attention(tiny, gpt2_folde
     np.testing.assert_array_equal(differences, np.abs(ours - theirs).max(axis=(-2, -1)))
 
 
+@pytest.mark.parametrize("folder", ["gpt2_folder", "llama_folder", ""])
+def test_the_streamed_comparison_equals_the_whole_arrays(folder, request, monkeypatch, minilm):
+    """Layer by layer, our layer i against transformers' layer i as it finishes: the same (L, H) maxima and the same
+    head as the whole (L, H, T, T) arrays compared at once; with output_attentions off nothing is collected."""
+    if folder:
+        path = str(request.getfixturevalue(folder))
+        monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: f"twin={path}"}))
+        loaded = registry.load("folder:twin")
+    else:
+        path, loaded = "", minilm
+    reference = reference_view.load(path)
+    ours = trace.run(loaded, TEXT, 64).attention(loaded.family.kinds[0]).weights
+    theirs = reference_view.attention(reference, loaded, TEXT, 64)  # (L, H, T, T) at once
+    steps = []
+    differences, head = reference_view.compare(reference, loaded, TEXT, 64, ours, 1, 1, step=lambda *s: steps.append(s))
+    np.testing.assert_array_equal(differences, reference_view.max_abs_difference(ours, theirs))
+    np.testing.assert_array_equal(head, theirs[1, 1])
+    assert differences.max() <= 1e-5 and steps == [(i + 1, len(ours)) for i in range(len(ours))]
+    # another head alone: the reference stops after its layer
+    steps.clear()
+    alone, head = reference_view.compare(
+        reference, loaded, TEXT, 64, ours, 0, 2, every=False, step=lambda *s: steps.append(s)
+    )
+    assert alone is None and steps == [(1, 1)]
+    np.testing.assert_array_equal(head, theirs[0, 2])
+
+
+def test_a_long_texts_layers_are_compared_as_recomputed(tiny, gpt2_folder, monkeypatch):
+    """A run that keeps only the residual stream (a long text) is compared a layer at a time, with no WholeArrayError
+    however small the bound on asking for every layer at once."""
+    from explorer.run import layers  # noqa: PLC0415
+
+    kept = np.asarray(trace.run(tiny, TEXT, 64, keep_all=True).decoder_self.weights)  # every layer, as a short text
+    monkeypatch.setattr(layers, "WHOLE_BYTES", 0)
+    reference = reference_view.load(str(gpt2_folder))
+    ours = trace.run(tiny, TEXT, 64, keep_all=False).decoder_self.weights
+    assert isinstance(ours, layers.LayerArray)
+    differences, head = reference_view.compare(reference, tiny, TEXT, 64, ours, 1, 3)
+    theirs = reference_view.attention(reference, tiny, TEXT, 64)
+    np.testing.assert_array_equal(differences, reference_view.max_abs_difference(kept, theirs))
+    np.testing.assert_array_equal(head, theirs[1, 3])
+    with pytest.raises(layers.WholeArrayError):  # what the whole-array comparison met
+        reference_view.max_abs_difference(ours, theirs)
+
+
 def test_attention_alone_skips_gpt2s_output_layer(gpt2_folder):
     reference = reference_view.load(str(gpt2_folder))
     ids = torch.tensor([[5, 9, 30, 2]])

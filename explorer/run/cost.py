@@ -1,0 +1,52 @@
+"""About how long a computation on a text takes, from the size of its work: what a page says before one that takes
+long, and the point past which it asks first instead of starting at once.
+
+An estimate from two rates fitted on a 2-core machine (one forward of SmolLM2-135M over 2,048 tokens: about 10 s;
+MiniLM's 72 heads turned off one batch row each at 512 tokens: about 12 s), never a promise: a busy machine takes
+longer. It reads only the model's shape and the token count, never the model's name.
+"""
+
+from __future__ import annotations
+
+from models.config import TransformerConfig
+
+MACS_PER_SECOND = 5e10  # multiply-adds of the matrix products (x W, q k^T, weights v)
+SECONDS_PER_WEIGHT = 3e-9  # each attention weight scored, masked, softmaxed and read again (bound by memory, not MACs)
+# Past this a page asks before it starts: MiniLM's every-head effects at 512 tokens (about 13 s estimated) run at once
+# as they always have; a second full run of SmolLM2 at 2,048 tokens with its 30 layers read (about 21 s) asks.
+ASK_AFTER_SECONDS = 15.0
+
+
+def layer_seconds(config: TransformerConfig, queries: int, keys: int | None = None, cross: bool = False) -> float:
+    """One layer over `queries` tokens attending to `keys` (default: themselves): its projections, attention and
+    feed-forward (a cross-attention adds a second attention)."""
+    keys = queries if keys is None else keys
+    d, kv = config.d_model, config.key_value_heads * config.d_head
+    per_token = 2 * d * d + 2 * d * kv + (3 if config.gated_ffn else 2) * d * config.d_ff  # W_Q, W_O, W_K, W_V, FFN
+    attentions = 2 if cross else 1
+    macs = queries * per_token + attentions * 2 * config.n_heads * queries * keys * config.d_head
+    weights = attentions * config.n_heads * queries * keys
+    return macs / MACS_PER_SECOND + weights * SECONDS_PER_WEIGHT
+
+
+def forward_seconds(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> float:
+    """One forward over `tokens` tokens (every layer of every stack; a decoder reads as many as the encoder), times
+    `rows` batch rows; `logits`: with the output layer over every position."""
+    encoder = config.n_encoder_layers * layer_seconds(config, tokens)
+    decoder = config.n_decoder_layers * layer_seconds(config, tokens, cross=config.is_encoder_decoder)
+    output = tokens * config.d_model * config.target_vocab_size / MACS_PER_SECOND if logits else 0.0
+    return rows * (encoder + decoder + output)
+
+
+def asks_first(seconds: float) -> bool:
+    """Whether a computation this long waits for a click instead of starting when the page opens."""
+    return seconds > ASK_AFTER_SECONDS
+
+
+def about(seconds: float) -> str:
+    """'about 20 s', 'about 4 minutes', 'about 2.5 hours': the estimate as a page says it."""
+    if seconds < 90:
+        return f"about {max(1, round(seconds, -1 if seconds >= 20 else 0)):.0f} s"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60):.0f} minutes"
+    return f"about {seconds / 3600:.1f} hours"

@@ -1,0 +1,126 @@
+"""A computation estimated past cost.ASK_AFTER_SECONDS (another full run of a long text, every head turned off) waits
+for a click: the page opens with no error and its cheap views drawn, says what the work is and about how long it
+takes; after the click it draws the model's own numbers. The threshold is set to 0 here, so short texts stand in for
+2,048 tokens, and every run recomputes its layers with any read of every layer at once refused, as at that length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.experiments import ablate
+from explorer.run import compare, cost, layers, reference_view, trace
+from models import registry
+from tests.app import new_app
+from tests.figdata import array, plain, spec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def long(monkeypatch):
+    """Every computation asks first; every run keeps only its residual stream, and no view may stack every layer."""
+    monkeypatch.setattr(cost, "ASK_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(trace, "KEEP_ALL_BYTES", 0)
+    monkeypatch.setattr(layers, "WHOLE_BYTES", 0)
+
+
+def opened(page: str, model: str, text: str):
+    at = new_app(page)
+    at.query_params["model"] = model
+    at.query_params["text"] = text
+    return at.run()
+
+
+def charts(at) -> dict:
+    return {c.key: spec(c) for c in at.get("plotly_chart")}
+
+
+def z(figure) -> np.ndarray:
+    return array(figure["data"][0]["z"])
+
+
+def asked(at, button: str) -> str:
+    """The page in its ask-first state: no error, the button there, and what it says."""
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    assert at.button(key=button).label
+    return plain(" ".join(str(i.value) for i in at.info))
+
+
+def test_the_reference_asks_first_then_draws_the_streamed_differences(minilm, long):
+    text = "The lighthouse keeper counted the ships that passed at night"
+    at = opened("reference", "minilm", text)
+    said = asked(at, "reference_run")
+    assert "transformers" in said and "takes about" in said and "only when you ask" in said
+    drawn = charts(at)
+    assert "reference_ours" in drawn and "reference_theirs" not in drawn and "reference_grid" not in drawn
+    layer, head = at.selectbox(key="reference_layer").value, at.selectbox(key="reference_head").value
+    at.button(key="reference_run").click().run()
+    assert not at.exception and not at.error
+    kept = trace.run(minilm, text, 128, keep_all=True).encoder_self.weights
+    ours = np.stack([kept[i] for i in range(len(kept))])
+    theirs = reference_view.attention(reference_view.load(), minilm, text, 128)
+    drawn = charts(at)
+    np.testing.assert_array_equal(z(drawn["reference_grid"]), reference_view.max_abs_difference(ours, theirs))
+    np.testing.assert_array_equal(z(drawn["reference_theirs"]), theirs[layer, head])
+
+
+def test_every_heads_effect_asks_first_then_draws_the_batched_effects(long):
+    text = "kilo seven zulu echo two mike kilo seven zulu echo two mike kilo"
+    at = opened("head_effects", "induction", text)
+    said = asked(at, "effects_run")
+    assert "8 heads" in said and "takes about" in said
+    assert not at.get("plotly_chart")
+    at.button(key="effects_run").click().run()
+    assert not at.exception and not at.error
+    loaded = registry.load("induction")
+    expected = ablate.effects(loaded, ablate.answer(loaded, trace.run(loaded, text, loaded.max_tokens)))
+    np.testing.assert_allclose(z(charts(at)["effects_grid"]), expected.grid("decoder_self", (2, 4)), atol=1e-9)
+
+
+def test_sentence_b_asks_first_with_a_drawn_then_compares_every_head(minilm, long):
+    a_text, b_text = "The quiet river bends past the old mill", "The quiet rivers bend past the old mills"
+    at = opened("compare_sentences", "minilm", a_text)
+    at.text_input(key="compare_b").set_value(b_text).run()
+    said = asked(at, "compare_run")
+    assert "Sentence B is one more run" in said and "all 6 layers of A and of B" in said
+    drawn = charts(at)
+    assert "compare_a" in drawn and "compare_b_map" not in drawn and "compare_changed" not in drawn
+    a_kept = trace.run(minilm, a_text, 128, keep_all=True).encoder_self.weights
+    a = np.stack([a_kept[i] for i in range(len(a_kept))])
+    layer, head = at.selectbox(key="compare_layer").value, at.selectbox(key="compare_head").value
+    np.testing.assert_array_equal(z(drawn["compare_a"]), a[layer, head])
+    at.button(key="compare_run").click().run()
+    assert not at.exception and not at.error
+    b_kept = trace.run(minilm, b_text, 128, keep_all=True).encoder_self.weights
+    b = np.stack([b_kept[i] for i in range(len(b_kept))])
+    alignment = compare.by_position(*(trace.run(minilm, t, 128).source_tokens for t in (a_text, b_text)))
+    worst, _ = compare.changed_most(compare.difference(a, b, alignment))  # float64, every layer at once
+    drawn = charts(at)
+    # the page's float32 maxima are the float64 ones rounded to float32
+    np.testing.assert_array_equal(z(drawn["compare_changed"]), worst.astype(np.float32))
+    layer, head = at.selectbox(key="compare_layer").value, at.selectbox(key="compare_head").value
+    assert (layer, head) == np.unravel_index(worst.argmax(), worst.shape)
+    np.testing.assert_array_equal(z(drawn["compare_b_map"]), b[layer, head])
+
+
+def test_a_long_sentence_b_is_kept_beside_a_not_run_again_at_every_rerun(minilm, long, monkeypatch):
+    """Two long runs do not fit the store together (two 2,048-token SmolLM2 runs): with a store too small for any run
+    (it keeps the grid and the like), B's run still happens once, on its own shelf, and another head reads it again."""
+    from explorer.app import cached  # noqa: PLC0415
+    from explorer.run import memo  # noqa: PLC0415
+
+    small = memo.BoundedCache(32 * 1024)  # a run of these texts' residual stream alone is 130 KB
+    monkeypatch.setattr(cached, "store", lambda: small)
+    runs = []
+    real = trace.run
+    monkeypatch.setattr(trace, "run", lambda loaded, text, *a, **o: runs.append(text) or real(loaded, text, *a, **o))
+    a_text, b_text = "The small boat drifted past the harbour wall", "The small boats drifted past the harbour walls"
+    at = opened("compare_sentences", "minilm", a_text)
+    at.text_input(key="compare_b").set_value(b_text).run()
+    at.button(key="compare_run").click().run()
+    at.selectbox(key="compare_head").set_value(5).run()
+    assert not at.exception and not at.error
+    assert runs.count(b_text) == 1 and runs.count(a_text) > 1  # A's run, not kept by this store, ran each time
+    b = trace.run(minilm, b_text, 128, keep_all=True).encoder_self.weights
+    np.testing.assert_array_equal(z(charts(at)["compare_b_map"]), b[at.selectbox(key="compare_layer").value, 5])
