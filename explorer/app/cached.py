@@ -587,6 +587,19 @@ def get_effects(model_name: str, text: str, max_tokens: int, method: str) -> abl
         bar.empty()
 
 
+def layer_effects_seconds(model_name: str, text: str, max_tokens: int) -> float:
+    """About how long get_layer_effects takes (0 once kept): one forward a layer with its heads off, the clean one,
+    and the run with the most-needed layer off that the page shows beside it."""
+    if store().peek(_key("layer_effects", model_name, text, max_tokens)) is not None:
+        return 0.0
+    loaded, answer = model(model_name), get_answer(model_name, text, max_tokens)
+    tokens = max(len(answer.source_ids), len(answer.decoder_input or ()))
+    layers = len(loaded.model.encoder.layers if loaded.model.encoder is not None else ()) + len(
+        loaded.model.decoder.layers if loaded.model.decoder is not None else ()
+    )
+    return cost.forward_seconds(loaded.model.config, tokens, layers + 2, answer.decoder_input is not None)
+
+
 def get_layer_effects(model_name: str, text: str, max_tokens: int) -> ablate.LayerEffects:
     """Every layer's heads turned off together (zero ablation), in batched forwards."""
     loaded, answer = model(model_name), get_answer(model_name, text, max_tokens)
@@ -594,6 +607,16 @@ def get_layer_effects(model_name: str, text: str, max_tokens: int) -> ablate.Lay
         _key("layer_effects", model_name, text, max_tokens),
         lambda: _compute("Turning off each layer's heads...", lambda: ablate.layer_effects(loaded, answer)),
     )
+
+
+def outcome_seconds(model_name: str, text: str, max_tokens: int, heads: tuple, method: str) -> float:
+    """About how long get_outcome takes (0 once kept): the run with the heads off, each of its layers read beside the
+    clean run's, and the right answer scored with and without them."""
+    if store().peek(_key("outcome", model_name, text, max_tokens, tuple(sorted(heads)), method)) is not None:
+        return 0.0
+    loaded, answer = model(model_name), get_answer(model_name, text, max_tokens)
+    tokens = max(len(answer.source_ids), len(answer.decoder_input or ()))
+    return cost.forward_seconds(loaded.model.config, tokens, 5, answer.decoder_input is not None)
 
 
 def get_outcome(model_name: str, text: str, max_tokens: int, heads: tuple, method: str) -> ablate.Outcome:

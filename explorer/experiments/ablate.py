@@ -314,8 +314,9 @@ class Outcome:
 
 def moved(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     """(L, H) how much of each query's attention moved, on average over queries: half the summed |change| of its
-    weights (0: the same map; 1: all of it went elsewhere)."""
-    return 0.5 * np.abs(after - before).sum(-1).mean(-1)
+    weights (0: the same map; 1: all of it went elsewhere). A layer at a time: a long text's layers are recomputed
+    when read, and never all held at once."""
+    return np.stack([0.5 * np.abs(after[i] - before[i]).sum(-1).mean(-1) for i in range(len(before))])
 
 
 def outcome(

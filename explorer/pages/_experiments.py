@@ -120,14 +120,19 @@ def ablation_view(key: str = "ablation") -> None:
         st.query_params[state.URL_OFF] = ",".join(chosen)
     outcome = None
     problem = ""
+    heads: tuple[Head, ...] = ()
+    waiting = st.container()  # a long text's run with the heads off asks first, above the grid
     if chosen:
         try:
             heads = tuple(parse(",".join(chosen), shapes))
-            outcome = cached.get_outcome(*_sidebar(), heads, method)
+            what = "The text runs again with these heads off, and every layer's maps are set beside the clean run's."
+            seconds = cached.outcome_seconds(*_sidebar(), heads, method)
+            if ask_first(what, seconds, "Run with these heads off", f"{key}_outcome_run", waiting):
+                outcome = cached.get_outcome(*_sidebar(), heads, method)
         except AblationError as e:
             problem = str(e)
     grids = outcome.moved if outcome is not None else {k: np.zeros(s) for k, s in shapes.items()}
-    marked = [(h.kind, h.layer, h.head) for h in outcome.heads] if outcome is not None else []
+    marked = [(h.kind, h.layer, h.head) for h in heads]
     st.caption(
         "Click a head to turn it off (click again to turn it on). Outlined: off. Each cell's number: how much of "
         "that head's attention moved when the outlined heads were off (0: the same map, 1: all of it elsewhere)."
@@ -150,8 +155,10 @@ def ablation_view(key: str = "ablation") -> None:
     if problem:
         st.warning(markdown_literal(problem), icon=":material/block:")
         stop()
-    if outcome is None:
+    if not heads:
         st.info("Pick at least one head to turn off: click its cell in the grid, or choose it above.")
+        stop()
+    if outcome is None:  # asked first, above the grid
         stop()
     show_outcome(loaded, run, outcome, key)
 
@@ -332,18 +339,24 @@ def effects_grid(loaded, effects: ablate.Effects, key: str, on_click, present_he
     )
 
 
+def effects_may_run(method: str, key: str) -> bool:
+    """Whether every head's effect may be measured in this rerun: at once when short, else once asked (its button
+    keyed `key`_run), saying how many heads are left and about how long they take."""
+    done, rows, seconds = cached.effects_left(*_sidebar(), method)
+    what = f"Every one of the {rows} heads turned off alone is one more forward over the whole text" + (
+        f"; {done} are measured already, and the rest go on from there." if done else "."
+    )
+    button = "Go on turning heads off" if done else "Turn off every head"
+    return ask_first(what, seconds, button, f"{key}_run")
+
+
 def effects_view(key: str = "effects") -> None:
     """A layer x head grid: each cell, the change when that head alone is off; a sortable table; a click opens it."""
     loaded = sidebar_loaded()
     current_trace()
     shapes = ablate.model_shapes(loaded)
     method = pick_method(key)
-    done, rows, seconds = cached.effects_left(*_sidebar(), method)
-    what = f"Every one of the {rows} heads turned off alone is one more forward over the whole text" + (
-        f"; {done} are measured already, and the rest go on from there." if done else "."
-    )
-    button = "Go on turning heads off" if done else "Turn off every head"
-    if not ask_first(what, seconds, button, f"{key}_run"):
+    if not effects_may_run(method, key):
         return
     effects = cached.get_effects(*_sidebar(), method)
     describe_effects(effects, method)

@@ -15,12 +15,14 @@ from explorer.pages._experiments import (
     address,
     describe_effects,
     effects_grid,
+    effects_may_run,
     label,
     measured,
     open_in_ablation,
     right_means,
     show_outcome,
 )
+from explorer.pages._long import ask_first
 from explorer.pages._shared import (
     PRESENT_LAYERS,
     chart,
@@ -110,6 +112,9 @@ options = [layer_name(kind, layer, kinds) for kind, layer in layers]
 guess = predict(question, options, (*sidebar, "turn_off_layer"), "turn_off_predict")
 if guess is None:
     stop()
+what = f"Each of the {len(layers)} layers turned off is one more forward over the whole text."
+if not ask_first(what, cached.layer_effects_seconds(*sidebar), "Turn off each layer", "turn_off_layers_run"):
+    stop()
 found = cached.get_layer_effects(*sidebar)
 ranked = found.ranked()
 (kind, layer), change = ranked[0]
@@ -171,6 +176,8 @@ st.button(
 show_outcome(loaded, run, outcome, "turn_off_outcome")
 
 st.subheader("Each head turned off alone")
+if not effects_may_run("zero", "turn_off_heads"):
+    stop()
 effects = cached.get_effects(*sidebar, "zero")
 head, _ = effects.ranked()[0]
 if loaded.family.learned:  # random weights: said above

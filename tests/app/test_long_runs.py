@@ -124,3 +124,47 @@ def test_a_long_sentence_b_is_kept_beside_a_not_run_again_at_every_rerun(minilm,
     assert runs.count(b_text) == 1 and runs.count(a_text) > 1  # A's run, not kept by this store, ran each time
     b = trace.run(minilm, b_text, 128, keep_all=True).encoder_self.weights
     np.testing.assert_array_equal(z(charts(at)["compare_b_map"]), b[at.selectbox(key="compare_layer").value, 5])
+
+
+def test_the_turn_off_step_asks_before_each_layer_and_then_each_head_is_turned_off(long):
+    """The lesson's Turn heads off step: after the guess, each layer off (one forward a layer) waits for a click, and
+    so does every head off alone; after both clicks the grids are the model's own."""
+    from tests.app import reveal
+
+    text = "the small red cat sees a big dog"
+    at = reveal(opened("turn_off", "translate", text), "turn_off_predict")
+    said = asked(at, "turn_off_layers_run")
+    assert "layers turned off" in said and "takes about" in said
+    assert "turn_off_layers_chart" not in charts(at)
+    at.button(key="turn_off_layers_run").click().run()
+    said = asked(at, "turn_off_heads_run")
+    assert "heads turned off alone" in said and "turn_off_layers_chart" in charts(at)
+    at.button(key="turn_off_heads_run").click().run()
+    assert not at.exception and not at.error
+    loaded = registry.load("translate")
+    expected = ablate.effects(loaded, ablate.answer(loaded, trace.run(loaded, text, loaded.max_tokens)))
+    grid = charts(at)["turn_off_grid"]
+    np.testing.assert_allclose(
+        z(grid), expected.grid("encoder_self", ablate.model_shapes(loaded)["encoder_self"]), atol=1e-9
+    )
+
+
+def test_turning_heads_off_on_a_long_text_asks_before_the_run_without_them(long, minilm):
+    """Turn heads off with heads picked: the grid outlines them at once, the run without them waits for a click, and
+    then each head's moved attention is the model's own, read a layer at a time."""
+    from models.ablation import Head
+
+    text = "The lighthouse keeper counted the ships that passed at night"
+    at = new_app("ablation")
+    at.query_params["model"] = "minilm"
+    at.query_params["text"] = text
+    at.query_params["off"] = "2.3"
+    at.run()
+    said = asked(at, "ablation_outcome_run")
+    assert "heads off" in said and "takes about" in said
+    assert not z(charts(at)["ablation_grid"]).any()  # nothing measured yet
+    at.button(key="ablation_outcome_run").click().run()
+    assert not at.exception and not at.error
+    clean = trace.run(minilm, text, 128, keep_all=True)
+    expected = ablate.outcome(minilm, clean, [Head("encoder_self", 1, 2)], "zero")
+    np.testing.assert_allclose(z(charts(at)["ablation_grid"]), expected.moved["encoder_self"], atol=1e-6)
