@@ -616,13 +616,18 @@ def get_outcome(model_name: str, text: str, max_tokens: int, heads: tuple, metho
     )
 
 
-def get_lens(model_name: str, text: str, max_tokens: int) -> lens.Lens:
-    """Every sub-layer's state read through the output layer."""
+def get_lens(model_name: str, text: str, max_tokens: int, position: int) -> lens.Lens:
+    """Every sub-layer's state read through the output layer, at the decoder rows a page looking at `position` reads
+    (lens.window: every row of a short text); a decoder-only model's from its trace, without a forward."""
     loaded = model(model_name)
     answer = get_answer(model_name, text, max_tokens)
+    rows = lens.window(loaded, len(answer.decoder_input), position) if answer.decoder_input else None
+    run = get_trace(model_name, text, max_tokens) if loaded.is_decoder_only else None
     return store().get(
-        _key("lens", model_name, text, max_tokens),
-        lambda: _compute("Reading every layer through the output matrix...", lambda: lens.lens(loaded, answer)),
+        _key("lens", model_name, text, max_tokens, rows),
+        lambda: _compute(
+            "Reading every layer through the output matrix...", lambda: lens.lens(loaded, answer, rows=rows, run=run)
+        ),
     )
 
 
