@@ -332,6 +332,16 @@ def smoothed_cross_entropy(logits: np.ndarray, target_ids: list[int], epsilon: f
     return (1 - epsilon) * nll + epsilon * uniform
 
 
+def _losses(normaliser, mean, right, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (-log p(right token), the label-smoothed cross-entropy) from log sum_v exp(logit_v), the mean logit
+    and the right token's logit: float32 sums (their rounding, ~1e-6, is far below the four decimals drawn)
+    subtracted in float64."""
+    normaliser = np.asarray(normaliser, np.float64)
+    nll = normaliser - np.asarray(right, np.float64)
+    uniform = normaliser - np.asarray(mean, np.float64)  # -mean_v log p_v: the smoothed target's uniform part
+    return nll, (1 - epsilon) * nll + epsilon * uniform
+
+
 SCORE_ROWS = 256  # rows of logits at a time while scoring: 50 MB for a 49,152-word vocabulary
 
 
@@ -345,13 +355,8 @@ def _score_rows(
     nll, per_token, predicted = np.empty(n), np.empty(n), np.empty(n, np.int64)
     for block in row_blocks(n, SCORE_ROWS):
         logits = _logits(model, torch.from_numpy(np.array(final_states[block], np.float32)))  # (n, V)
-        # float32: its rounding (~1e-6) is far below the four decimals drawn
-        normaliser = logits.logsumexp(-1).double()  # log sum_v exp(logit_v)
-        right = logits.gather(-1, torch.tensor(targets[block])[:, None])[:, 0].double()
-        nll[block] = (normaliser - right).numpy()
-        # the smoothed target's uniform part: -mean_v log p_v
-        uniform = (normaliser - logits.double().mean(-1)).numpy() if epsilon else 0.0
-        per_token[block] = (1 - epsilon) * nll[block] + epsilon * uniform
+        right = logits.gather(-1, torch.tensor(targets[block])[:, None])[:, 0]
+        nll[block], per_token[block] = _losses(logits.logsumexp(-1), logits.mean(-1), right, epsilon)
         predicted[block] = logits.argmax(-1).numpy()
     vocabulary = loaded.target_vocabulary
     return Scored(
@@ -394,13 +399,26 @@ def score(
 
 
 def score_text(loaded: LoadedModel, run: Trace, epsilon: float | None = None) -> Scored:
-    """A decoder-only model's score on its own text from its trace, without a forward: each row's loss on the next
-    token from the trace's kept last states (the trace's run: the heads it ran without, off)."""
+    """A decoder-only model's score on its own text from its trace, without a forward or the output layer: each row's
+    loss on the next token from what the run kept of its logits (TextLogits; the trace's run: the heads it ran
+    without, off)."""
     if not run.decoder_only:
         raise ValueError("score_text scores a decoder-only model's text; score teacher-forces a target")
     ids = forward.token_ids(loaded, run, "decoder")
     if len(ids) < 2:
         raise ValueError("a text of one token has no next token to score")
     epsilon = epsilon_for(loaded) if epsilon is None else epsilon
-    final = forward.states(run, "decoder")["after_ffn"][-1]  # (T, D): every row the trace's forward ran
-    return _score_rows(loaded, final, ids[:-1], ids[1:], epsilon)
+    kept = run.text_logits
+    assert kept is not None and run.output_tokens is not None
+    nll, per_token = _losses(kept.normaliser[:-1], kept.mean[:-1], kept.next, epsilon)
+    return Scored(
+        run.source_tokens[:-1],
+        run.source_tokens[1:],
+        tuple(ids[1:]),
+        forward.states(run, "decoder")["after_ffn"][-1],  # (T, D): every row the trace's forward ran
+        per_token,
+        nll,
+        epsilon,
+        run.output_tokens[:-1],  # each row's most probable token, the run's own
+        _decoder(loaded).generator.out_features,
+    )
