@@ -19,9 +19,9 @@ from models.registry import LoadedModel
 from models.transformer import Ablation, Keep, TransformerOutput
 
 TOP = 5  # tokens kept per read and position
-# the reads of every row are computed when they cost at most this many multiply-adds through the output matrix (about
-# a second on two cores); past it, a window of rows around the one looked at: SmolLM2's 61 reads of a 2,048-token
-# text through its 49,152-word matrix are 3.5 TFLOP, a minute, of which a page draws one screen
+# the reads of every row are computed when they cost at most this many floating-point operations through the output
+# matrix (about a second on two cores); past it, a window of rows around the one looked at: SmolLM2's 61 reads of a
+# 2,048-token text through its 49,152-word matrix are 3.5 TFLOP, a minute, of which a page draws one screen
 READ_FLOPS = 64e9
 LEAST_ROWS = 16  # a window holds at least this many rows (and a map's worth of positions to look at)
 
@@ -130,8 +130,12 @@ BLOCK_BYTES = 64 * 2**20  # logits (and their softmax) of this many bytes at a t
 def _blocks(n_rows: int, n_reads: int, vocab_size: int) -> list[slice]:
     """Row ranges of the window whose reads go through the output layer together: logits within BLOCK_BYTES, and
     at least LEAST_ROWS rows in each product."""
-    size = max(BLOCK_BYTES // (4 * n_reads * vocab_size), -(-LEAST_ROWS // n_reads), 1)
-    return [slice(i, min(i + size, n_rows)) for i in range(0, n_rows, size)]
+    least = -(-LEAST_ROWS // n_reads)
+    size = max(BLOCK_BYTES // (4 * n_reads * vocab_size), least, 1)
+    starts = list(range(0, n_rows, size))
+    if len(starts) > 1 and n_rows - starts[-1] < least:
+        starts.pop()  # a short tail joins the block before it
+    return [slice(a, b) for a, b in zip(starts, [*starts[1:], n_rows], strict=True)]
 
 
 def _read(loaded: LoadedModel, states: Tensor, targets: Tensor, k: int, together: bool) -> tuple[Tensor, ...]:

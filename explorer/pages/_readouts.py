@@ -122,10 +122,14 @@ def default_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> 
 def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int:
     """A decoder row, by default the last one whose right answer counts."""
     default_row(positions, answer, key)
+    assert answer.targets is not None
+    vocabulary = sidebar_loaded().target_vocabulary
+    targets = [vocabulary.id_to_token(i) for i in answer.targets]
     return st.selectbox(
         "Position (the row that predicts the next token)",
         range(len(positions)),
-        format_func=lambda i: f"{i}: {positions[i]} -> {_target(answer, i)}",
+        # a list's own lookup: a function reading the session (the model) failed where it is called outside a run
+        format_func=[f"{i}: {token} -> {targets[i]}" for i, token in enumerate(positions)].__getitem__,
         key=key,
     )
 
