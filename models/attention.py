@@ -138,10 +138,12 @@ class MultiHeadAttention(nn.Module):
         x_kv: Float[Tensor, "B Tk D"],
         mask: Bool[Tensor, "#B 1 #Tq Tk"] | None = None,
         patch: HeadPatch | None = None,
+        offset: int = 0,
     ) -> tuple[Float[Tensor, "B Tq D"], AttentionInternals]:
         """Self-attention when x_kv is x_q; encoder-decoder attention when x_kv is the encoder memory. `patch`: heads
-        turned off, their output replaced before W_O (the returned `heads` are what W_O read)."""
-        q, q_unrotated = self.queries(x_q)  # (B, H, Tq, Dh)
+        turned off, their output replaced before W_O (the returned `heads` are what W_O read). `offset`: the position
+        of x_q's first row, when the queries are the last rows of x_kv (a window of a long text)."""
+        q, q_unrotated = self.queries(x_q, offset)  # (B, H, Tq, Dh)
         k, v, k_unrotated = self.keys_values(x_kv)  # (B, H, Tk, Dh)
         # written out by hand, not F.scaled_dot_product_attention: the fused kernel never builds the weights
         heads, raw_scores, weights = scaled_dot_product_attention(q, k, v, mask)

@@ -31,6 +31,20 @@ class LayerCache:
     memory_v: Float[Tensor, "B H S Dh"] | None = None
 
 
+@torch.inference_mode()
+def prefix_caches(model: Transformer, inputs: list[Float[Tensor, "B T D"]]) -> list[LayerCache]:
+    """A decoder-only model's key/value caches of a prefix from the states that entered its layers (a run keeps
+    them): each layer's keys and values by the operations its forward ran on that input, so the same numbers, without
+    running the layers again."""
+    assert model.decoder is not None and model.encoder is None
+    caches = []
+    for layer, x in zip(model.decoder.layers, inputs, strict=True):
+        self_attn = next(sub for sub in layer.sublayers if sub.module == "self_attn")
+        k, v, _ = layer.self_attn.keys_values(getattr(layer, self_attn.norm).normed_input(x))  # (B, H, T, Dh)
+        caches.append(LayerCache(k, v))
+    return caches
+
+
 def _attend(
     attention: MultiHeadAttention,
     x_q: Float[Tensor, "B 1 D"],

@@ -205,19 +205,25 @@ class DecoderLayer(nn.Module):
         self,
         x: Float[Tensor, "B T D"],
         memory: Float[Tensor, "B S D"] | None,
-        self_mask: Bool[Tensor, "#B 1 #T T"],
+        self_mask: Bool[Tensor, "#B 1 #Tq T"],  # Tq: rows start.. only
         memory_mask: Bool[Tensor, "#B 1 1 S"] | None,
         patches: Patches = None,
+        start: int = 0,
     ) -> DecoderLayerInternals:
+        """`start`: compute rows start.. of x only (self_mask: their rows), each reading every row's keys and values
+        up to it: a window of a long text, by the same operations as the whole layer (the same numbers at start 0)."""
+
         def attend(name: str, attention: MultiHeadAttention, h: Tensor):
             patch = (patches or {}).get(name)
             if name == "self_attn":
-                return attention(h, h, self_mask, patch)
+                # the rows before the window are keys and values only: normed as the whole layer norms them
+                keys = h if start == 0 else self.norm1.normed_input(x)  # (B, T, D)
+                return attention(h, keys, self_mask, patch, start)
             # queries from the decoder, keys and values from the encoder's output (section 3.2.3)
             assert memory is not None
             return attention(h, memory, memory_mask, patch)
 
-        states, attentions = run_sublayers(self, x, attend)
+        states, attentions = run_sublayers(self, x[:, start:] if start else x, attend)
         assert attentions["self_attn"] is not None
         return DecoderLayerInternals(
             attentions["self_attn"],

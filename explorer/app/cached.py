@@ -385,6 +385,8 @@ def get_scored(model_name: str, text: str, max_tokens: int, target: str):
 
     def work():
         ids, where = output.target_for(loaded, result, target)
+        if result.decoder_only:  # its target is its text: the trace's own last states, no forward
+            return output.score_text(loaded, result), where
         stack = forward.stack_of(loaded.family.kinds[0])  # the stack that reads the text
         return output.score(loaded, forward.token_ids(loaded, result, stack), ids), where
 
@@ -401,6 +403,8 @@ def get_sampled(
     result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
     if method == "greedy" and temperature == 1.0 and not result.decoder_only:
         return output.greedy_from_trace(result)
+    if method == "greedy":  # k, p and the seed choose nothing: one entry for every greedy run at this temperature
+        top_k, top_p, seed = 1, 1.0, 0
     ids = forward.token_ids(loaded, result, forward.stack_of(loaded.family.kinds[0]))
     # an encoder-decoder writes about as many tokens as it read; a decoder-only model continues its text
     budget = output.CONTINUATION if result.decoder_only else min(len(ids) + 2, trace.MAX_TARGET)
@@ -408,7 +412,10 @@ def get_sampled(
     return store().get(
         key,
         lambda: _compute(
-            "Sampling...", lambda: output.sample(loaded, ids, method, temperature, top_k, top_p, seed, budget)
+            "Sampling...",
+            lambda: output.sample(
+                loaded, ids, method, temperature, top_k, top_p, seed, budget, result if result.decoder_only else None
+            ),
         ),
     )
 
@@ -632,13 +639,18 @@ def get_outcome(model_name: str, text: str, max_tokens: int, heads: tuple, metho
     )
 
 
-def get_lens(model_name: str, text: str, max_tokens: int) -> lens.Lens:
-    """Every sub-layer's state read through the output layer."""
+def get_lens(model_name: str, text: str, max_tokens: int, position: int) -> lens.Lens:
+    """Every sub-layer's state read through the output layer, at the decoder rows a page looking at `position` reads
+    (lens.window: every row of a short text); a decoder-only model's from its trace, without a forward."""
     loaded = model(model_name)
     answer = get_answer(model_name, text, max_tokens)
+    rows = lens.window(loaded, len(answer.decoder_input), position) if answer.decoder_input else None
+    run = get_trace(model_name, text, max_tokens) if loaded.is_decoder_only else None
     return store().get(
-        _key("lens", model_name, text, max_tokens),
-        lambda: _compute("Reading every layer through the output matrix...", lambda: lens.lens(loaded, answer)),
+        _key("lens", model_name, text, max_tokens, rows),
+        lambda: _compute(
+            "Reading every layer through the output matrix...", lambda: lens.lens(loaded, answer, rows=rows, run=run)
+        ),
     )
 
 

@@ -138,10 +138,12 @@ def before_after(
 LENS_TEXT = 24  # positions up to which each cell names its token
 
 
-def lens_map(reads: Sequence[str], positions: Sequence[str], top: Sequence[Sequence[str]], p: np.ndarray) -> go.Figure:
-    """Reads down (embedding at the top, the model's output at the bottom), positions across; each cell is the most
-    likely next token after that read, coloured by its probability."""
-    x = position_labels(escape_tokens(positions))
+def lens_map(
+    reads: Sequence[str], positions: Sequence[str], top: Sequence[Sequence[str]], p: np.ndarray, start: int = 0
+) -> go.Figure:
+    """Reads down (embedding at the top, the model's output at the bottom), positions across (from `start`: a window
+    of a long text); each cell is the most likely next token after that read, coloured by its probability."""
+    x = position_labels(escape_tokens(positions), start)
     y = [html.escape(r, quote=False) for r in reads]
     words = [escape_tokens(row) for row in top]
     show_text = len(positions) <= LENS_TEXT

@@ -198,7 +198,7 @@ def one_position(s: Scored, number: int = 2) -> None:
     equation.latex(
         rf"\text{{logits}} = h\, W^\top{bias},\qquad p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
     )
-    logits = scored.logits[index]
+    logits = scored.logits(loaded, index)
     p = output.softmax(logits, temperature)
     right = scored.target_ids[index]
     order = [int(i) for i in np.argsort(-p, kind="stable")[:SHOWN]]

@@ -23,8 +23,8 @@ def rank_chart(found, position: int, answer, key: str, present_height: int | Non
     chart(
         figures.rank_lines(
             found.reads,
-            found.target_rank[:, position],
-            found.target_probability[:, position],
+            found.target_rank[:, found.index(position)],
+            found.target_probability[:, found.index(position)],
             found.targets[position],
             model_words.answer_name(answer.where),
         ),
@@ -38,13 +38,15 @@ def _sidebar():
 
 
 def lens_chart(found, key: str, present_height: int | None = None) -> None:
-    """The logit lens as one map: reads down, positions across, each cell the top next token and its probability."""
+    """The logit lens as one map: reads down, positions across (the rows read: a window of a long text), each cell
+    the top next token and its probability."""
     chart(
         figures.lens_map(
             found.reads,
-            found.positions,
+            found.positions[found.rows.start : found.rows.stop],
             [[r[0] for r in read] for read in found.top_tokens],
             found.top_probabilities[..., 0],
+            found.rows.start,
         ),
         f"{key}_map",
         present_height=present_height,
@@ -56,30 +58,41 @@ def lens_view(key: str = "lens") -> None:
     loaded = sidebar_loaded()
     current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    found = cached.get_lens(*_sidebar())
+    answer = cached.get_answer(*_sidebar())
+    positions = answer_positions(answer)
+    # the row picked under the map: the map shows the rows around it (a window of a long text)
+    position = default_row(positions, answer, f"{key}_position")
+    found = cached.get_lens(*_sidebar(), position)
     norm = f"the final {loaded.family.norm_name} and then " if found.final_norm else ""
+    window = (
+        ""
+        if len(found.rows) == len(positions)
+        else f" The map shows positions {found.rows.start}-{found.rows.stop - 1} of {len(positions)}, around the "
+        "position picked under it."
+    )
     st.markdown(
         f"Each row reads the decoder's state after one sub-layer through {norm}the output matrix, as if the model "
         "stopped there; each cell is the most likely next token then, coloured by its probability. The bottom row "
-        "is the model's own output."
+        "is the model's own output." + window
     )
-    own = sum(row[0] == token for row, token in zip(found.top_tokens[0], found.positions, strict=True))
-    if output.output_matrix(loaded).target_embedding and own > len(found.positions) / 2:
+    shown = found.positions[found.rows.start : found.rows.stop]
+    own = sum(row[0] == token for row, token in zip(found.top_tokens[0], shown, strict=True))
+    if output.output_matrix(loaded).target_embedding and own > len(shown) / 2:
         st.caption(
-            f"The embedding row names the position's own token at {own} of {len(found.positions)} positions: this "
+            f"The embedding row names the position's own token at {own} of {len(shown)} positions: this "
             "model's output matrix is its token embedding matrix (tied, section 3.4), and a token's embedding scores "
             "highest against itself."
         )
     lens_chart(found, key)
-    answer = cached.get_answer(*_sidebar())
-    position = pick_row(found.positions, answer, f"{key}_position")
+    position = pick_row(positions, answer, f"{key}_position")
     rank_chart(found, position, answer, f"{key}_rank")
+    row = found.index(position)
     st.dataframe(
         [
             {
                 "read": r,
                 **{
-                    f"{k + 1}.": f"{found.top_tokens[i][position][k]} ({found.top_probabilities[i, position, k]:.0%})"
+                    f"{k + 1}.": f"{found.top_tokens[i][row][k]} ({found.top_probabilities[i, row, k]:.0%})"
                     for k in range(found.top_probabilities.shape[-1])
                 },
             }
@@ -90,16 +103,33 @@ def lens_view(key: str = "lens") -> None:
     )
 
 
+def answer_positions(answer: ablate.Answer) -> tuple[str, ...]:
+    """The decoder's input tokens, one per row."""
+    assert answer.decoder_input is not None
+    vocabulary = sidebar_loaded().target_vocabulary
+    return tuple(vocabulary.id_to_token(i) for i in answer.decoder_input)
+
+
+def default_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int:
+    """The row the picker `key` holds (set to its default, the last row whose right answer counts, when it holds
+    none): what the views drawn above the picker read."""
+    counted = [i for i, c in enumerate(answer.counted) if c] or [len(positions) - 1]
+    if key not in st.session_state or st.session_state[key] >= len(positions):
+        st.session_state[key] = counted[-1]
+    return st.session_state[key]
+
+
 def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int:
     """A decoder row, by default the last one whose right answer counts."""
-    counted = [i for i, c in enumerate(answer.counted) if c] or [len(positions) - 1]
-    default = counted[-1]
-    if key not in st.session_state or st.session_state[key] >= len(positions):
-        st.session_state[key] = default
+    default_row(positions, answer, key)
+    assert answer.targets is not None
+    vocabulary = sidebar_loaded().target_vocabulary
+    targets = [vocabulary.id_to_token(i) for i in answer.targets]
     return st.selectbox(
         "Position (the row that predicts the next token)",
         range(len(positions)),
-        format_func=lambda i: f"{i}: {positions[i]} -> {_target(answer, i)}",
+        # a list's own lookup: a function reading the session (the model) failed where it is called outside a run
+        format_func=[f"{i}: {token} -> {targets[i]}" for i, token in enumerate(positions)].__getitem__,
         key=key,
     )
 
@@ -116,10 +146,10 @@ def attribution_view(key: str = "attribution") -> None:
     current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
     answer = cached.get_answer(*_sidebar())
-    found = cached.get_lens(*_sidebar())
-    position = pick_row(found.positions, answer, f"{key}_position")
+    position = pick_row(answer_positions(answer), answer, f"{key}_position")
+    found = cached.get_lens(*_sidebar(), position)
     right = answer.targets[position]
-    predicted_token = found.top_tokens[-1][position][0]
+    predicted_token = found.top_tokens[-1][found.index(position)][0]
     predicted = loaded.target_vocabulary.token_to_id(predicted_token)
     choices = {right: f"{model_words.answer_name(answer.where)}: {_target(answer, position)}"}
     if predicted is not None and predicted != right:

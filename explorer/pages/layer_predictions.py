@@ -21,9 +21,9 @@ current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(loaded)
 intro(lens_intro(loaded.family))
 sidebar = state.sidebar(st.session_state)
-found = cached.get_lens(*sidebar)
 answer = cached.get_answer(*sidebar)
 position = question_row(answer, loaded.eos_id)
+found = cached.get_lens(*sidebar, position)  # the rows around it, where the text is long
 target = found.targets[position]
 known = output.scored_token(answer.where) == "right"
 # the model's own greedy token always ranks first at the output: "not even there" is offered only for a right answer
@@ -36,11 +36,11 @@ question = (
 guess = predict(question, options, (*sidebar, "layer_predictions"), "layer_predictions_predict")
 if guess is None:
     stop()
-first = next((i for i, r in enumerate(found.target_rank[:, position]) if r == 1), len(found.reads))
+first = next((i for i, r in enumerate(found.target_rank[:, found.index(position)]) if r == 1), len(found.reads))
 if first < len(found.reads):
     st.success(markdown_literal(f"It first ranks first in the row {options[first]}."))
 else:
-    last_rank = int(found.target_rank[-1, position])
+    last_rank = int(found.target_rank[-1, found.index(position)])
     st.warning(
         markdown_literal(
             f"It never ranks first, not even at the output (rank {last_rank} there): the model gets this position "

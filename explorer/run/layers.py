@@ -223,6 +223,26 @@ class StackLayers:
         x = torch.from_numpy(np.array(self.inputs(i)))[None]  # (1, T, D)
         return Layer.of(layers[i](x, *self.context, patches))
 
+    def rows(self, i: int, start: int, stop: int) -> Layer:
+        """Decoder layer i for rows start..stop-1 only, each reading the keys and values of every row up to it: what
+        a window of a long text needs, at a fraction of the whole layer (its attention is (H, stop - start, stop));
+        the whole layer's numbers when the window is every row."""
+        return Layer.of(self.internals(i, start, stop))
+
+    @torch.inference_mode()
+    def internals(self, i: int, start: int, stop: int):
+        """rows' models.transformer.DecoderLayerInternals, as tensors (1, stop - start, ...)."""
+        if self.stack != "decoder":
+            raise ValueError("only a decoder's rows can be computed apart (an encoder's rows read later rows too)")
+        if not 0 <= start < stop <= len(self.inputs(0)):
+            raise IndexError(f"rows {start}..{stop - 1} of {len(self.inputs(0))}")
+        layers = self._stack.layers
+        patches = self.ablation.stack_patches(self.stack, len(layers))[i] if self.ablation is not None else None
+        x = torch.from_numpy(np.array(self.inputs(i)[:stop]))[None]  # (1, stop, D)
+        memory, mask, memory_mask = self.context
+        assert mask is not None
+        return layers[i](x, memory, mask[:, :, start:stop, :stop], memory_mask, patches, start)
+
 
 def cache() -> memo.BoundedCache:
     return _CACHE

@@ -57,11 +57,36 @@ def text_target(loaded: LoadedModel) -> str:
 @torch.inference_mode()
 def logits_from_state(loaded: LoadedModel, final_states: np.ndarray) -> np.ndarray:
     """(T, V): the final linear layer (figure 1, top) on the decoder's last states (final LayerNorm when pre-LN)."""
-    model = _decoder(loaded)
-    x = torch.from_numpy(np.ascontiguousarray(final_states, np.float32))
+    return _logits(_decoder(loaded), torch.from_numpy(np.array(final_states, np.float32))).numpy()
+
+
+def _logits(model, x: torch.Tensor) -> torch.Tensor:
     if model.decoder.final_norm is not None:
         x = model.decoder.final_norm(x)
-    return model.generator(x).numpy()
+    return model.generator(x)
+
+
+# the fewest rows of a product through the output matrix that get the numbers of a forward over 16 rows or more: MKL's
+# sgemm takes another path below 16 rows (and a forward of fewer rows computed them all at once)
+LEAST_ROWS = 16
+
+
+def row_blocks(n_rows: int, size: int) -> list[slice]:
+    """Consecutive blocks of about `size` rows covering n_rows, none under LEAST_ROWS rows unless n_rows is."""
+    starts = list(range(0, n_rows, max(size, LEAST_ROWS)))
+    if len(starts) > 1 and n_rows - starts[-1] < LEAST_ROWS:
+        starts.pop()  # a short tail joins the block before it
+    return [slice(a, b) for a, b in zip(starts, [*starts[1:], n_rows], strict=True)]
+
+
+def row_logits(loaded: LoadedModel, final_states: np.ndarray, row: int) -> np.ndarray:
+    """(V,) one row's logits from the last states (T, D) of a forward over T rows, with the numbers that forward
+    computed: through the output layer with the rows around it (LEAST_ROWS), not alone."""
+    n = len(final_states)
+    if not 0 <= row < n:
+        raise IndexError(f"row {row} of {n}")
+    start = min(max(0, row - LEAST_ROWS // 2), max(0, n - LEAST_ROWS))
+    return logits_from_state(loaded, final_states[start : start + LEAST_ROWS])[row - start]
 
 
 @dataclass(frozen=True)
@@ -147,18 +172,29 @@ def sample(
     top_p: float = 0.9,
     seed: int = 0,
     max_new: int = 64,
+    run: Trace | None = None,
 ) -> Sampled:
     """Write an output one token at a time with the model, drawing each next token by `method` (seeded: the same
-    arguments always write the same output)."""
+    arguments always write the same output). `run`: a decoder-only model's trace of `source_ids`, whose kept states
+    give the key/value caches and the first next-token logits without a forward."""
     model = _decoder(loaded)
     rng = np.random.default_rng(seed)
     src = torch.tensor([source_ids])
     written: list[int] = []
     probabilities, kept_p, counts = [], [], []
     if model.encoder is None:  # decoder-only: continue the text, each step on its newest position (a key/value cache)
-        out = model(src)
-        caches = [greedy.LayerCache(layer.self_attn.k, layer.self_attn.v) for layer in out.decoder.layers]
-        next_logits = out.logits[0, -1]
+        # the caches from the states that entered each layer: a trace's kept ones, else a run's that keeps no head
+        if run is None:
+            run_states = model(src, keep=drop_attention).decoder
+            inputs = [run_states.embeddings, *(layer.after_ffn for layer in run_states.layers[:-1])]
+            final = run_states.layers[-1].after_ffn[0].numpy()
+        else:
+            kept = forward.states(run, "decoder")
+            assert forward.token_ids(loaded, run, "decoder") == list(source_ids), "the trace was made from another text"
+            inputs = [torch.from_numpy(np.array(x))[None] for x in (kept["embeddings"], *kept["after_ffn"][:-1])]
+            final = kept["after_ffn"][-1]
+        caches = greedy.prefix_caches(model, inputs)
+        next_logits = torch.from_numpy(row_logits(loaded, final, len(source_ids) - 1))
         steps = min(max_new, model.config.max_len - len(source_ids))
     else:
         memory = model.encode(src).output
@@ -244,24 +280,26 @@ def ids_of(loaded: LoadedModel, words: tuple[str, ...]) -> list[int]:
 @dataclass(frozen=True)
 class Scored:
     """The decoder run with teacher forcing on a target: row i reads the start token + target[:i] and should write
-    target[i]."""
+    target[i]. What a page draws of every row, and the decoder's last states to read any one row's logits
+    (`logits`): a long text's (T, V) logits (400 MB for SmolLM2 at 2,048 tokens) are never kept."""
 
     decoder_input: tuple[str, ...]
     targets: tuple[str, ...]
     target_ids: tuple[int, ...]
-    logits: np.ndarray  # (T, V)
+    final_states: np.ndarray  # (T', D) the decoder's last states (before a final norm), T' >= T: every row it ran
     per_token: np.ndarray  # (T,) label-smoothed cross-entropy, what training minimises
     nll: np.ndarray  # (T,) -log p(right token): plain cross-entropy
     epsilon: float
     predicted: tuple[str, ...]  # the most probable token of each row
+    vocab_size: int
 
     @property
     def mean(self) -> float:
         return float(self.per_token.mean())
 
-    @property
-    def vocab_size(self) -> int:
-        return self.logits.shape[-1]
+    def logits(self, loaded: LoadedModel, row: int) -> np.ndarray:
+        """(V,) row `row`'s logits, the numbers of the run that scored it."""
+        return row_logits(loaded, self.final_states, row)
 
     def right_probabilities(self) -> np.ndarray:
         """(T,) the probability (T = 1) each row gives the token it should write."""
@@ -294,6 +332,46 @@ def smoothed_cross_entropy(logits: np.ndarray, target_ids: list[int], epsilon: f
     return (1 - epsilon) * nll + epsilon * uniform
 
 
+def _losses(normaliser, mean, right, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (-log p(right token), the label-smoothed cross-entropy) from log sum_v exp(logit_v), the mean logit
+    and the right token's logit: float32 sums (their rounding, ~1e-6, is far below the four decimals drawn)
+    subtracted in float64."""
+    normaliser = np.asarray(normaliser, np.float64)
+    nll = normaliser - np.asarray(right, np.float64)
+    uniform = normaliser - np.asarray(mean, np.float64)  # -mean_v log p_v: the smoothed target's uniform part
+    return nll, (1 - epsilon) * nll + epsilon * uniform
+
+
+SCORE_ROWS = 256  # rows of logits at a time while scoring: 50 MB for a 49,152-word vocabulary
+
+
+@torch.inference_mode()
+def _score_rows(
+    loaded: LoadedModel, final_states: np.ndarray, decoder_input: list[int], targets: list[int], epsilon: float
+) -> Scored:
+    """Score rows 0..len(targets)-1 of a run from its last states, SCORE_ROWS rows of logits at a time."""
+    model = _decoder(loaded)
+    n = len(targets)
+    nll, per_token, predicted = np.empty(n), np.empty(n), np.empty(n, np.int64)
+    for block in row_blocks(n, SCORE_ROWS):
+        logits = _logits(model, torch.from_numpy(np.array(final_states[block], np.float32)))  # (n, V)
+        right = logits.gather(-1, torch.tensor(targets[block])[:, None])[:, 0]
+        nll[block], per_token[block] = _losses(logits.logsumexp(-1), logits.mean(-1), right, epsilon)
+        predicted[block] = logits.argmax(-1).numpy()
+    vocabulary = loaded.target_vocabulary
+    return Scored(
+        tuple(vocabulary.id_to_token(i) for i in decoder_input),
+        tuple(vocabulary.id_to_token(i) for i in targets),
+        tuple(targets),
+        final_states,
+        per_token,
+        nll,
+        epsilon,
+        tuple(vocabulary.id_to_token(int(i)) for i in predicted),
+        model.generator.out_features,
+    )
+
+
 @torch.inference_mode()
 def score(
     loaded: LoadedModel,
@@ -312,23 +390,35 @@ def score(
             raise ValueError("a text of one token has no next token to score")
         out = model(torch.tensor([targets]), ablation=ablation, keep=drop_attention)
         decoder_input, targets = list(targets[:-1]), list(targets[1:])
-        logits = out.logits[0, :-1].numpy()
     else:
         targets = targets[: model.config.max_len]
         decoder_input = [loaded.bos_id, *targets[:-1]]
         out = model(torch.tensor([source_ids]), torch.tensor([decoder_input]), ablation=ablation, keep=drop_attention)
-        logits = out.logits[0].numpy()
-    z = logits.astype(np.float64)
-    log_p = z - z.max(-1, keepdims=True)
-    log_p = log_p - np.log(np.exp(log_p).sum(-1, keepdims=True))
-    vocabulary = loaded.target_vocabulary
+    assert out.decoder is not None
+    return _score_rows(loaded, out.decoder.layers[-1].after_ffn[0].numpy(), decoder_input, targets, epsilon)
+
+
+def score_text(loaded: LoadedModel, run: Trace, epsilon: float | None = None) -> Scored:
+    """A decoder-only model's score on its own text from its trace, without a forward or the output layer: each row's
+    loss on the next token from what the run kept of its logits (TextLogits; the trace's run: the heads it ran
+    without, off)."""
+    if not run.decoder_only:
+        raise ValueError("score_text scores a decoder-only model's text; score teacher-forces a target")
+    ids = forward.token_ids(loaded, run, "decoder")
+    if len(ids) < 2:
+        raise ValueError("a text of one token has no next token to score")
+    epsilon = epsilon_for(loaded) if epsilon is None else epsilon
+    kept = run.text_logits
+    assert kept is not None and run.output_tokens is not None
+    nll, per_token = _losses(kept.normaliser[:-1], kept.mean[:-1], kept.next, epsilon)
     return Scored(
-        tuple(vocabulary.id_to_token(i) for i in decoder_input),
-        tuple(vocabulary.id_to_token(i) for i in targets),
-        tuple(targets),
-        logits,
-        smoothed_cross_entropy(logits, targets, epsilon),
-        -log_p[np.arange(len(targets)), targets],
+        run.source_tokens[:-1],
+        run.source_tokens[1:],
+        tuple(ids[1:]),
+        forward.states(run, "decoder")["after_ffn"][-1],  # (T, D): every row the trace's forward ran
+        per_token,
+        nll,
         epsilon,
-        tuple(vocabulary.id_to_token(int(i)) for i in logits.argmax(-1)),
+        run.output_tokens[:-1],  # each row's most probable token, the run's own
+        _decoder(loaded).generator.out_features,
     )

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.inputs import text_of as long_text
 from explorer import lesson
 from explorer.app import state
+from explorer.experiments import ablate, lens
 from explorer.run import positions, trace
 from models import registry
 from tests.app import new_app
@@ -164,3 +166,29 @@ def test_presenter_mode_keeps_a_deep_grid_readable(smollm2):
     grid = spec(at.get("plotly_chart")[0])["layout"]
     rows = len(grid["yaxis"]["ticktext"])
     assert (grid["height"] - 60) / rows >= 100 and grid["height"] <= 660  # MiniLM's 12 heads: 116 px, on the screen
+
+
+def test_the_logit_lens_of_a_long_text_draws_a_window_around_the_picked_row(smollm2):
+    """SmolLM2's 61 reads of every row of a long text are 3.5 TFLOP: the map draws the rows around the picked one,
+    each cell the model's own (the same numbers as the lens of those rows)."""
+    tokens = 300
+    long = long_text(smollm2, tokens)
+    at = new_app("logit_lens").run()  # as a person types it: the model, the text, then the length
+    at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value("smollm2").run()
+    at.sidebar.text_area[0].set_value(long).run()
+    at.sidebar.number_input[0].set_value(tokens).run()
+    assert not at.exception and at.session_state[state.MAX_TOKENS] == tokens
+    run = trace.run(smollm2, long, tokens)
+    answer = ablate.answer(smollm2, run)
+    rows = len(answer.decoder_input)
+    for later in (250, 5):  # the row picked (kept from the first model's text), then a late and an early one
+        picked = at.session_state["lens_position"]
+        window = lens.window(smollm2, rows, picked)
+        assert len(window) < rows and picked in window
+        found = lens.lens(smollm2, answer, rows=window, run=run)
+        drawn = spec(at.get("plotly_chart")[0])["data"][0]
+        np.testing.assert_allclose(array(drawn["z"]), found.top_probabilities[..., 0], rtol=1e-6)
+        assert drawn["x"][0].startswith(f"{window.start}: ") and len(drawn["x"]) == len(window)
+        assert f"The map shows positions {window.start}-{window.stop - 1} of {rows}" in text_of(at)
+        at.selectbox(key="lens_position").set_value(later).run()  # the map moves to it
+        assert not at.exception

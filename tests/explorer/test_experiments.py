@@ -161,7 +161,10 @@ def test_the_lens_last_read_is_the_models_own_output(request, key):
     run = trace.run(loaded, text)
     answer = ablate.answer(loaded, run)
     read = lens.lens(loaded, answer)
-    assert np.array_equal(read.logits, lens.run_on(loaded, answer).logits[0].numpy())
+    logits = lens.run_on(loaded, answer).logits[0]
+    assert_the_output_read_is(read, logits, answer)
+    if loaded.is_decoder_only:  # read from the trace's kept states, no forward: the same numbers
+        assert_same_reads(lens.lens(loaded, answer, run=run), read)
     assert len(read.layer_ends) == loaded.model.config.n_decoder_layers
     assert read.final_norm == loaded.model.config.norm_first
     # on the trace's own decoder input, the last layer's tokens are the trace's next tokens
@@ -172,8 +175,27 @@ def test_the_lens_last_read_is_the_models_own_output(request, key):
     kind = "decoder_self" if loaded.is_decoder_only else "cross"
     off = ablate.make(loaded, [Head(kind, 0, 1)], "zero")
     ablated = lens.lens(loaded, answer, off)
-    assert np.array_equal(ablated.logits, lens.run_on(loaded, answer, off).logits[0].numpy())
-    assert not np.array_equal(ablated.logits, read.logits)
+    assert_the_output_read_is(ablated, lens.run_on(loaded, answer, off).logits[0], answer)
+    assert not np.array_equal(ablated.top_probabilities[-1], read.top_probabilities[-1])
+
+
+def assert_the_output_read_is(read: lens.Lens, logits: torch.Tensor, answer: ablate.Answer) -> None:
+    """The lens's last read of every row is the model's own output (T, V): its top tokens and probabilities, and the
+    right answer's probability and rank, computed from those logits."""
+    assert read.rows == range(len(answer.decoder_input))
+    p = logits.softmax(-1)
+    top = p.topk(read.top_probabilities.shape[-1])
+    np.testing.assert_array_equal(read.top_probabilities[-1], top.values.numpy())
+    targets = torch.tensor(answer.targets)[:, None]
+    np.testing.assert_array_equal(read.target_probability[-1], p.gather(-1, targets)[:, 0].numpy())
+    np.testing.assert_array_equal(read.target_rank[-1], (logits > logits.gather(-1, targets)).sum(-1).numpy() + 1)
+
+
+def assert_same_reads(found: lens.Lens, expected: lens.Lens) -> None:
+    """Two lenses of the same rows hold the same numbers and tokens."""
+    assert (found.reads, found.rows, found.top_tokens) == (expected.reads, expected.rows, expected.top_tokens)
+    for field in ("top_probabilities", "target_probability", "target_rank"):
+        np.testing.assert_array_equal(getattr(found, field), getattr(expected, field))
 
 
 def attribution_cases(loaded, answer: ablate.Answer) -> list[tuple[int, int]]:
@@ -276,8 +298,8 @@ def test_the_lens_first_read_is_the_embedding_through_the_output_layer(induction
     assert read.reads[0] == "embedding" and read.reads[read.layer_ends[-1]].startswith("layer 2")
     out = lens.run_on(induction_model, answer)
     model = induction_model.model
-    first = model.generator(model.decoder.final_norm(out.decoder.embeddings))[0].double().softmax(-1)
-    np.testing.assert_allclose(read.top_probabilities[0, :, 0], first.max(-1).values.numpy(), rtol=1e-12)
+    first = model.generator(model.decoder.final_norm(out.decoder.embeddings))[0].softmax(-1)
+    np.testing.assert_array_equal(read.top_probabilities[0, :, 0], first.max(-1).values.numpy())
 
 
 def test_part_bars_leave_room_for_every_number():

@@ -1,0 +1,129 @@
+"""The output pages' numbers read from a decoder-only trace's kept states (no forward over the whole text) are the
+model's own: the loss, one row's logits and sampling's key/value caches equal what a full forward computes, on a
+short text and on a long one (SmolLM2 at 300 tokens, where the trace keeps no layer and a window of rows is
+recomputed from the residual stream)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bench.inputs import text_of
+from explorer.run import forward, output, trace
+from models import greedy, registry
+
+SHORT = "the cat sat on the mat because it was tired"
+LONG = 300  # tokens: past trace.KEEP_ALL_BYTES for SmolLM2 (its run keeps no attention) and past a lens window
+
+
+@pytest.fixture(scope="module")
+def gpt2(gpt2_folder):
+    (spec,) = registry.folder_specs(f"tiny-gpt2={gpt2_folder}")
+    return registry.build(spec)
+
+
+@pytest.fixture(scope="module")
+def long_run(smollm2):
+    run = trace.run(smollm2, text_of(smollm2, LONG), LONG)
+    assert len(run.source_tokens) == LONG and not trace.short(smollm2, LONG)
+    return run
+
+
+def cases(request, case: str):
+    """(model, its trace): a short text (every layer kept) or SmolLM2's long one (layers recomputed)."""
+    if case == "short-gpt2":
+        loaded = request.getfixturevalue("gpt2")
+        return loaded, trace.run(loaded, SHORT)
+    if case == "short-induction":
+        loaded = registry.load("induction")
+        return loaded, trace.run(loaded, loaded.example)
+    return request.getfixturevalue("smollm2"), request.getfixturevalue("long_run")
+
+
+CASES = ["short-gpt2", "short-induction", "long-smollm2"]
+
+
+@torch.inference_mode()
+def forward_logits(loaded, ids: list[int]) -> torch.Tensor:
+    """(T, V) the straightforward computation: the model's full forward over the text."""
+    return loaded.model(torch.tensor([ids])).logits[0]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_scoring_the_text_from_its_trace_is_the_forwards_loss(request, case):
+    loaded, run = cases(request, case)
+    ids = forward.token_ids(loaded, run, "decoder")
+    scored = output.score_text(loaded, run)
+    logits = forward_logits(loaded, ids)
+    # the straightforward loss: a float64 log-softmax of the forward's (T, V) logits, at the next token
+    log_p = logits.double().log_softmax(-1)[:-1]
+    nll = -log_p.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].numpy()
+    np.testing.assert_allclose(scored.nll, nll, atol=2e-5, rtol=0)
+    uniform = -log_p.mean(-1).numpy()
+    epsilon = scored.epsilon
+    np.testing.assert_allclose(scored.per_token, (1 - epsilon) * nll + epsilon * uniform, atol=2e-5, rtol=0)
+    vocabulary = loaded.target_vocabulary
+    assert scored.predicted == tuple(vocabulary.id_to_token(int(i)) for i in logits[:-1].argmax(-1))
+    assert scored.targets == run.source_tokens[1:] and scored.vocab_size == logits.shape[-1]
+    # one row's logits, as the page draws them: the forward's own numbers, bit for bit
+    for row in sorted({0, len(ids) // 2, len(ids) - 2}):
+        np.testing.assert_array_equal(scored.logits(loaded, row), logits[row].numpy())
+    # and scoring by a forward (what an ablation runs) gives the same numbers as the trace
+    by_forward = output.score(loaded, ids, ids)
+    for field in ("nll", "per_token"):
+        np.testing.assert_array_equal(getattr(by_forward, field), getattr(scored, field))
+    assert by_forward.predicted == scored.predicted
+
+
+def test_a_scored_record_keeps_no_vocabulary_sized_array(smollm2, long_run):
+    scored = output.score_text(smollm2, long_run)
+    vocab = smollm2.model.config.target_vocab_size
+    arrays = [v for v in vars(scored).values() if isinstance(v, np.ndarray)]
+    assert arrays and all(vocab not in a.shape for a in arrays)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_sampling_from_the_traces_caches_continues_as_the_model_does(request, case):
+    loaded, run = cases(request, case)
+    ids = forward.token_ids(loaded, run, "decoder")
+    steps = 6
+    from_trace = output.sample(loaded, ids, "greedy", max_new=steps, run=run)
+    by_forward = output.sample(loaded, ids, "greedy", max_new=steps)
+    assert from_trace == by_forward
+    # greedy decoding with its own cache, built by a forward that keeps every head
+    assert list(from_trace.ids) == greedy.continue_text(loaded.model, ids, steps, greedy.Sampling())
+    # the first pick's probability is the forward's last row's
+    p = forward_logits(loaded, ids)[-1].double().softmax(-1)
+    assert from_trace.probabilities[0] == pytest.approx(float(p[from_trace.ids[0]]), abs=1e-6)
+    sampled = output.sample(loaded, ids, "top-p", 1.5, top_p=0.9, seed=3, max_new=steps, run=run)
+    assert sampled == output.sample(loaded, ids, "top-p", 1.5, top_p=0.9, seed=3, max_new=steps)
+
+
+def test_the_caches_from_a_trace_are_the_forwards_keys_and_values(smollm2, long_run):
+    ids = forward.token_ids(smollm2, long_run, "decoder")
+    kept = forward.states(long_run, "decoder")
+    inputs = [torch.from_numpy(np.array(x))[None] for x in (kept["embeddings"], *kept["after_ffn"][:-1])]
+    caches = greedy.prefix_caches(smollm2.model, inputs)
+    with torch.inference_mode():
+        out = smollm2.model(torch.tensor([ids[:LONG]]))
+    for layer in (0, 14, 29):
+        assert torch.equal(caches[layer].self_k, out.decoder.layers[layer].self_attn.k)
+        assert torch.equal(caches[layer].self_v, out.decoder.layers[layer].self_attn.v)
+
+
+def test_a_window_of_a_layer_is_the_whole_layers_rows(smollm2, long_run):
+    source = long_run.attention("decoder_self").source
+    n = len(long_run.source_tokens)
+    for layer in (0, 29):
+        whole = source.layer(layer)
+        every = source.rows(layer, 0, n)
+        np.testing.assert_array_equal(every.states["after_self_attn"], whole.states["after_self_attn"])
+        np.testing.assert_array_equal(every.attention["self_attn"].weights, whole.attention["self_attn"].weights)
+        window = source.rows(layer, 250, 270)
+        for name in ("after_self_attn", "after_ffn"):
+            np.testing.assert_allclose(window.states[name], whole.states[name][250:270], atol=1e-5, rtol=1e-5)
+        weights = window.attention["self_attn"].weights  # (H, 20, 270): rows 250..269 over keys 0..269
+        np.testing.assert_allclose(weights, whole.attention["self_attn"].weights[:, 250:270, :270], atol=1e-6)
+    with pytest.raises(IndexError):
+        source.rows(0, 10, n + 1)
