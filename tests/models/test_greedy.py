@@ -40,3 +40,21 @@ def test_an_encoder_only_model_cannot_decode():
     model = Transformer(replace(TOY, n_decoder_layers=0)).eval()
     with pytest.raises(ValueError, match="encoder-only"):
         greedy.generate(model, torch.tensor([[4, 5]]), 1, 2, 4)
+
+
+def test_a_grown_cache_is_torch_cat_written_into_room_it_keeps():
+    """Each step's keys are the rows so far and the newest, as torch.cat gives them; after the first step the new
+    row is written into the buffer's room (no copy of the rows so far), and the first step's tensor is never
+    written into (a cache from elsewhere may be shared)."""
+    from models.greedy import ROOM, _grown
+
+    first = torch.randn(1, 3, 5, 4)
+    kept, before = first, first.clone()
+    rows, buffer, buffers = [first], None, set()
+    for _ in range(ROOM + 3):  # past the first buffer's room: copied once into a bigger one
+        new = torch.randn(1, 3, 1, 4)
+        rows.append(new)
+        kept, buffer = _grown(kept, buffer, new)
+        buffers.add(buffer.data_ptr())
+        assert torch.equal(kept, torch.cat(rows, dim=2)) and kept.data_ptr() == buffer.data_ptr()
+    assert len(buffers) == 2 and torch.equal(first, before)
