@@ -30,18 +30,6 @@ def reverse():
     return registry.load("reverse")
 
 
-@pytest.fixture(scope="module")
-def gpt2(gpt2_folder):
-    (spec,) = registry.folder_specs(f"tiny-gpt2={gpt2_folder}")
-    return registry.build(spec)
-
-
-@pytest.fixture(scope="module")
-def llama(llama_folder):
-    (spec,) = registry.folder_specs(f"tiny-llama={llama_folder}")
-    return registry.build(spec)
-
-
 def right_answer_probability(outcome: ablate.Outcome) -> tuple[float, float]:
     """The right answer's mean probability over the counted rows, (clean, with the heads off)."""
     counted = np.array(outcome.answer.counted)

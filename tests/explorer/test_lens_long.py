@@ -8,26 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from bench.inputs import text_of
 from explorer.experiments import ablate, lens
 from explorer.run import trace
-from models import registry
 
 SHORT = "the cat sat on the mat because it was tired"
-LONG = 300  # tokens: past trace.KEEP_ALL_BYTES for SmolLM2 (its run keeps no attention) and past a lens window
-
-
-@pytest.fixture(scope="module")
-def gpt2(gpt2_folder):
-    (spec,) = registry.folder_specs(f"tiny-gpt2={gpt2_folder}")
-    return registry.build(spec)
-
-
-@pytest.fixture(scope="module")
-def long_run(smollm2):
-    run = trace.run(smollm2, text_of(smollm2, LONG), LONG)
-    assert len(run.source_tokens) == LONG and not trace.short(smollm2, LONG)
-    return run
 
 
 @torch.inference_mode()

@@ -9,25 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from bench.inputs import text_of
 from explorer.run import forward, output, trace
 from models import greedy, registry
 
 SHORT = "the cat sat on the mat because it was tired"
-LONG = 300  # tokens: past trace.KEEP_ALL_BYTES for SmolLM2 (its run keeps no attention) and past a lens window
-
-
-@pytest.fixture(scope="module")
-def gpt2(gpt2_folder):
-    (spec,) = registry.folder_specs(f"tiny-gpt2={gpt2_folder}")
-    return registry.build(spec)
-
-
-@pytest.fixture(scope="module")
-def long_run(smollm2):
-    run = trace.run(smollm2, text_of(smollm2, LONG), LONG)
-    assert len(run.source_tokens) == LONG and not trace.short(smollm2, LONG)
-    return run
 
 
 def cases(request, case: str):
@@ -106,7 +91,7 @@ def test_the_caches_from_a_trace_are_the_forwards_keys_and_values(smollm2, long_
     inputs = [torch.from_numpy(np.array(x))[None] for x in (kept["embeddings"], *kept["after_ffn"][:-1])]
     caches = greedy.prefix_caches(smollm2.model, inputs)
     with torch.inference_mode():
-        out = smollm2.model(torch.tensor([ids[:LONG]]))
+        out = smollm2.model(torch.tensor([ids]))  # the text as the run read it
     for layer in (0, 14, 29):
         assert torch.equal(caches[layer].self_k, out.decoder.layers[layer].self_attn.k)
         assert torch.equal(caches[layer].self_v, out.decoder.layers[layer].self_attn.v)
