@@ -39,14 +39,18 @@ def token_of(point: Mapping | None) -> int | None:
     return None
 
 
-def select_head(session: MutableMapping, point: Mapping | None, layer_key: str, head_key: str) -> bool:
-    """Put a clicked (layer, head) into the pickers' keys; False when the point names no head."""
-    chosen = head_of(point)
+def _choose_pair(session: MutableMapping, chosen: tuple[int, int] | None, first_key: str, second_key: str) -> bool:
+    """Put a clicked pair into two pickers' keys; False when the click named none."""
     if chosen is None:
         return False
-    state.choose(session, layer_key, chosen[0])
-    state.choose(session, head_key, chosen[1])
+    state.choose(session, first_key, chosen[0])
+    state.choose(session, second_key, chosen[1])
     return True
+
+
+def select_head(session: MutableMapping, point: Mapping | None, layer_key: str, head_key: str) -> bool:
+    """Put a clicked (layer, head) into the pickers' keys; False when the point names no head."""
+    return _choose_pair(session, head_of(point), layer_key, head_key)
 
 
 def select_token(session: MutableMapping, point: Mapping | None, token_key: str) -> bool:
@@ -70,9 +74,4 @@ def region_of(point: Mapping | None) -> tuple[int, int] | None:
 
 def select_region(session: MutableMapping, point: Mapping | None, query_key: str, key_key: str) -> bool:
     """Centre a long map's full-resolution region on the overview tile clicked; False when the point names none."""
-    centre = region_of(point)
-    if centre is None:
-        return False
-    state.choose(session, query_key, centre[0])
-    state.choose(session, key_key, centre[1])
-    return True
+    return _choose_pair(session, region_of(point), query_key, key_key)
