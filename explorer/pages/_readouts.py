@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 import streamlit as st
 
-from explorer.app import cached, state
+from explorer.app import experiment_runs, state
 from explorer.experiments import ablate
 from explorer.figures import experiments as figures
 from explorer.lesson import model_words
@@ -58,11 +58,11 @@ def lens_view(key: str = "lens") -> None:
     loaded = sidebar_loaded()
     current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    answer = cached.get_answer(*_sidebar())
+    answer = experiment_runs.get_answer(*_sidebar())
     positions = answer_positions(answer)
     # the row picked under the map: the map shows the rows around it (a window of a long text)
     position = default_row(positions, answer, f"{key}_position")
-    found = cached.get_lens(*_sidebar(), position)
+    found = experiment_runs.get_lens(*_sidebar(), position)
     norm = f"the final {loaded.family.norm_name} and then " if found.final_norm else ""
     window = (
         ""
@@ -145,9 +145,9 @@ def attribution_view(key: str = "attribution") -> None:
     loaded = sidebar_loaded()
     current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    answer = cached.get_answer(*_sidebar())
+    answer = experiment_runs.get_answer(*_sidebar())
     position = pick_row(answer_positions(answer), answer, f"{key}_position")
-    found = cached.get_lens(*_sidebar(), position)
+    found = experiment_runs.get_lens(*_sidebar(), position)
     right = answer.targets[position]
     predicted_token = found.top_tokens[-1][found.index(position)][0]
     predicted = loaded.target_vocabulary.token_to_id(predicted_token)
@@ -155,7 +155,7 @@ def attribution_view(key: str = "attribution") -> None:
     if predicted is not None and predicted != right:
         choices[predicted] = f"the model's prediction: {predicted_token}"
     token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")
-    split = cached.get_attribution(*_sidebar(), position, token)
+    split = experiment_runs.get_attribution(*_sidebar(), position, token)
     st.metric(f"Logit of {split.token} at position {position}", f"{split.logit:.3f}")
     st.caption(f"The parts below add up to {split.total:.4f}.")
     if not split.exact_all_layers:
@@ -185,7 +185,7 @@ def attribution_view(key: str = "attribution") -> None:
     if layer >= n_layers or head is None or head >= n_heads:  # nothing clicked yet: the largest head of the last kind
         layer = split.first_layer
         head = int(np.nanargmax(np.abs(split.heads[kinds[-1]][layer])))
-    forced = cached.get_forced_trace(*_sidebar())
+    forced = experiment_runs.get_forced_trace(*_sidebar())
     queries, keys = forced.tokens_for(kind)
     if kind == "encoder_self":  # its rows are the source's tokens, not the decoder positions a logit is read at
         st.caption(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import lesson
-from explorer.app import cached, state
+from explorer.app import experiment_runs, state
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
 from explorer.lesson.model_words import lens_intro, question_row
@@ -21,9 +21,9 @@ current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(loaded)
 intro(lens_intro(loaded.family))
 sidebar = state.sidebar(st.session_state)
-answer = cached.get_answer(*sidebar)
+answer = experiment_runs.get_answer(*sidebar)
 position = question_row(answer, loaded.eos_id)
-found = cached.get_lens(*sidebar, position)  # the rows around it, where the text is long
+found = experiment_runs.get_lens(*sidebar, position)  # the rows around it, where the text is long
 target = found.targets[position]
 known = output.scored_token(answer.where) == "right"
 # the model's own greedy token always ranks first at the output: "not even there" is offered only for a right answer
@@ -50,7 +50,7 @@ else:
 rank_chart(found, position, answer, "layer_predictions_rank", present_height=360)
 lens_chart(found, "layer_predictions")
 token = answer.targets[position]
-split = cached.get_attribution(*sidebar, position, token)
+split = experiment_runs.get_attribution(*sidebar, position, token)
 st.subheader("Who wrote it: the logit split into parts")
 st.caption(
     f"The logit of {markdown_literal(split.token)} at position {position} is {split.logit:.3f}; the parts add up to "

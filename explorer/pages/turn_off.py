@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.app import cached, state
+from explorer.app import experiment_runs, state
 from explorer.experiments import ablate
 from explorer.figures import experiments as figures
 from explorer.figures.labels import markdown_literal
@@ -113,9 +113,9 @@ guess = predict(question, options, (*sidebar, "turn_off_layer"), "turn_off_predi
 if guess is None:
     stop()
 what = f"Each of the {len(layers)} layers turned off is one more forward over the whole text."
-if not ask_first(what, cached.layer_effects_seconds(*sidebar), "Turn off each layer", "turn_off_layers_run"):
+if not ask_first(what, experiment_runs.layer_effects_seconds(*sidebar), "Turn off each layer", "turn_off_layers_run"):
     stop()
-found = cached.get_layer_effects(*sidebar)
+found = experiment_runs.get_layer_effects(*sidebar)
 ranked = found.ranked()
 (kind, layer), change = ranked[0]
 said = ""
@@ -123,7 +123,7 @@ if guess >= 0:
     place = [where for where, _ in ranked].index(layers[guess]) + 1
     said = f" Your class picked {options[guess]}: it ranks {place} of {len(layers)}."
 top = tuple(Head(kind, layer, h) for h in range(shapes[kind][1]))
-outcome = cached.get_outcome(*sidebar, top, "zero")
+outcome = experiment_runs.get_outcome(*sidebar, top, "zero")
 name = layer_name(kind, layer, kinds)
 if not loaded.family.learned:  # random weights: nothing was learned, so no layer or head has a job to lose
     measure = "log-probability" if outcome.cosine is None else "cosine to the clean embedding"
@@ -178,10 +178,10 @@ show_outcome(loaded, run, outcome, "turn_off_outcome")
 st.subheader("Each head turned off alone")
 if not effects_may_run("zero", "turn_off_heads"):
     stop()
-effects = cached.get_effects(*sidebar, "zero")
+effects = experiment_runs.get_effects(*sidebar, "zero")
 head, _ = effects.ranked()[0]
 if loaded.family.learned:  # random weights: said above
-    head_alone(head, cached.get_outcome(*sidebar, (head,), "zero"), outcome, name, kinds)
+    head_alone(head, experiment_runs.get_outcome(*sidebar, (head,), "zero"), outcome, name, kinds)
 deep = max(n_layers for n_layers, _ in shapes.values()) > PRESENT_LAYERS  # a deep grid scrolls rather than shrinks
 effects_grid(loaded, effects, "turn_off", open_in_ablation(shapes), present_height=None if deep else 330)
 describe_effects(effects)

@@ -129,8 +129,10 @@ def test_a_long_sentence_b_is_kept_beside_a_not_run_again_at_every_rerun(minilm,
 def test_the_turn_off_step_asks_before_each_layer_and_then_each_head_is_turned_off(long):
     """The lesson's Turn heads off step: after the guess, each layer off (one forward a layer) waits for a click, and
     so does every head off alone; after both clicks the grids are the model's own."""
+    from explorer.app import cached
     from tests.app import reveal
 
+    cached.store().clear()  # an earlier test's runs of this sentence would be kept, and kept work never asks
     text = "the small red cat sees a big dog"
     at = reveal(opened("turn_off", "translate", text), "turn_off_predict")
     said = asked(at, "turn_off_layers_run")
@@ -152,8 +154,10 @@ def test_the_turn_off_step_asks_before_each_layer_and_then_each_head_is_turned_o
 def test_turning_heads_off_on_a_long_text_asks_before_the_run_without_them(long, minilm):
     """Turn heads off with heads picked: the grid outlines them at once, the run without them waits for a click, and
     then each head's moved attention is the model's own, read a layer at a time."""
+    from explorer.app import cached
     from models.ablation import Head
 
+    cached.store().clear()  # as above: kept work never asks
     text = "The lighthouse keeper counted the ships that passed at night"
     at = new_app("ablation")
     at.query_params["model"] = "minilm"
