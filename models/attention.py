@@ -71,8 +71,10 @@ def scaled_dot_product_attention(
     scores = scale(raw_scores, q.size(-1))
     # a mask that hides nothing (one unpadded sentence) would change no score: skip the pass over all of them
     if mask is not None and not bool(mask.all()):
-        # finfo.min, not -inf: a fully masked row stays finite instead of becoming NaN
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        # finfo.min, not -inf: a fully masked row stays finite instead of becoming NaN. In place: `scores` is scale's
+        # new tensor, and a long text's scores are 151 MB a layer (SmolLM2 at 2,048 tokens) whose every new copy costs
+        # its memory pages as well as a pass
+        scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)  # (B, H, Tq, Tk)
     return weights @ v, raw_scores, weights  # (B, H, Tq, Dh)
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from explorer.figures import zoom
 from explorer.lesson import starting
-from explorer.run import blocks, forward, reducers, trace
+from explorer.run import forward, reducers, trace
+from explorer.run.blocks import THUMBNAIL
 from models.registry import LoadedModel
 
 
@@ -20,13 +21,20 @@ def for_model(loaded: LoadedModel) -> dict[str, trace.Reducer | trace.OnStates]:
     """Every reducer of a first run of `loaded`, by the name its results are kept under in `Trace.reduced`."""
     sinks = {kind: sink(loaded, kind) for kind in trace.ATTENTION_KINDS}
 
-    def start(kind, weights, queries, keys):
-        return starting.layer_link(weights, queries, keys, self_attention=kind != "cross", sink=sinks[kind])
+    def allowed(kind, queries, keys):
+        return starting.counted(queries, keys, self_attention=kind != "cross", sink=sinks[kind])
 
-    # the statistics and the rollout's overview (the map as a long text's overview draws it) in one pass a layer
-    found = reducers.Analysis(zoom.OVERVIEW_CELLS, longer_than=zoom.FULL)
+    # the thumbnails, the link's row maxima, the statistics and the rollout's overview (the map as a long text's
+    # overview draws it): one pass over each layer
+    found = reducers.Analysis(
+        zoom.OVERVIEW_CELLS, zoom.FULL, ("thumbnails", "row_max", "statistics", "rollout"), THUMBNAIL, allowed
+    )
+
+    def start(kind, weights, queries, keys):
+        return starting.link_of_rows(weights, found.row_max(kind, weights, queries, keys), allowed(kind, queries, keys))
+
     return {
-        "thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights),
+        "thumbnails": found.thumbnails,
         "start": start,
         "movement": trace.OnStates(forward.layer_movement),  # Add & Norm's, Forward pass's: every sub-layer's step
         "statistics": found.statistics,

@@ -45,7 +45,7 @@ class Link:
     weight: float
 
 
-def _allowed(queries: Sequence[str], keys: Sequence[str], self_attention: bool, sink: bool = False) -> np.ndarray:
+def counted(queries: Sequence[str], keys: Sequence[str], self_attention: bool, sink: bool = False) -> np.ndarray:
     """(Tq, Tk) True where a query -> key link counts toward the score; in a sentence too short for links beyond
     NEAR (two words), any content key other than the query itself. `sink`: the first key never counts (a causal
     model's heads park the weight they do not need on the first token, whatever it is). Read-only: the same array
@@ -68,7 +68,7 @@ def _allowed_of(queries: tuple[str, ...], keys: tuple[str, ...], self_attention:
 
 def links(weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], self_attention: bool = True) -> np.ndarray:
     """Each head's link score: weights (L, H, Tq, Tk) -> (L, H), 0 where no link counts (all markers, too short)."""
-    allowed = _allowed(queries, keys, self_attention)
+    allowed = counted(queries, keys, self_attention)
     return np.where(allowed, weights, 0.0).max(axis=(-2, -1), initial=0.0)
 
 
@@ -87,10 +87,14 @@ def layer_link(
 ) -> np.ndarray:
     """One layer's (H, Tq, Tk) strongest counted link: [weight, head, query, key] (the first, on ties). A run
     reduces every layer to this while it holds it (explorer.run.layers.Reductions)."""
-    allowed = _allowed(queries, keys, self_attention, sink)  # (Tq, Tk)
-    # each row's largest counted weight, then the first row and key holding the largest: argmax of the masked
-    # (H, Tq, Tk) in its order, without building it
-    rows = _counted_row_max(weights, allowed)  # (H, Tq)
+    allowed = counted(queries, keys, self_attention, sink)  # (Tq, Tk)
+    return link_of_rows(weights, _counted_row_max(weights, allowed), allowed)
+
+
+def link_of_rows(weights: np.ndarray, rows: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """layer_link from each row's largest counted weight (H, Tq) (a run's reducers.Analysis.row_max, or
+    _counted_row_max): the first row and key holding the largest, the argmax of the masked (H, Tq, Tk) in its order,
+    without building it."""
     head, query = np.unravel_index(int(np.argmax(rows)), rows.shape)
     key = int(np.argmax(np.where(allowed[query], weights[head, query], 0.0)))
     weight = weights[head, query, key] if allowed[query, key] else 0.0
@@ -116,7 +120,7 @@ def best_of(
     links: np.ndarray, queries: Sequence[str], keys: Sequence[str], self_attention: bool = True, sink: bool = False
 ) -> Link:
     """best_link from each layer's layer_link (L, 4): the first layer holding the highest weight."""
-    if not _allowed(queries, keys, self_attention, sink).any():
+    if not counted(queries, keys, self_attention, sink).any():
         content = [i for i, q in enumerate(queries) if is_content(q)]
         return Link(0, 0, content[0] if content else 0, 0, 0.0)
     layer = int(np.argmax(links[:, 0]))

@@ -29,12 +29,12 @@ def block_means(weights: np.ndarray, f_q: int, f_k: int) -> np.ndarray:
         return weights.astype(np.float32, copy=False)
     rows, cols = edges(weights.shape[-2], f_q), edges(weights.shape[-1], f_k)
     # rows first: the float64 partial sums are f_q times smaller than the map
-    summed = _block_sums(_block_sums(weights, f_q, -2), f_k, -1)
+    summed = block_sums(block_sums(weights, f_q, -2), f_k, -1)
     counts = np.diff(rows)[:, None] * np.diff(cols)[None, :]  # (tq, tk) weights per block
     return (summed / counts).astype(np.float32)
 
 
-def _block_sums(x: np.ndarray, f: int, axis: int) -> np.ndarray:
+def block_sums(x: np.ndarray, f: int, axis: int) -> np.ndarray:
     """Sums in float64 over consecutive blocks of f along `axis` (the last block what is left): whole blocks as one
     reshape (a reduceat that casts to float64 was ten times slower), the rest apart."""
     x = np.moveaxis(x, axis, -1)

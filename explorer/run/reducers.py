@@ -1,8 +1,9 @@
-"""What the analysis pages read of every layer, reduced while a run holds the layer (explorer.run.layers.Reductions),
-so that no layer of a long text is recomputed for them: each head's statistics (analysis.STATISTICS) and the
-attention rollout's block means (analysis.rollout, as a long map's overview draws it), carried up the layers.
+"""What the pages read of every layer's attention, reduced while a run holds the layer (explorer.run.layers.Reductions),
+so that no layer of a long text is recomputed for them: the model view's thumbnails, each query row's largest counted
+weight (the opening head's link), each head's statistics (analysis.STATISTICS) and the attention rollout's block
+means (analysis.rollout, as a long map's overview draws it), carried up the layers.
 
-Both come from one pass over the layer, a block of ROWS query rows at a time in float32: the block is read from
+All come from one pass over the layer, a block of query rows at a time in float32: the block is read from
 memory once and stays in the processor's cache while every sum is taken from it (analysis.head_statistics passes
 over the whole (H, T, T) layer in float64 once per statistic: about 1 s a layer at 2,048 tokens). They agree with
 analysis's functions of the whole layers to float32 rounding (tests/explorer/test_reducers.py).
@@ -11,16 +12,31 @@ analysis's functions of the whole layers to float32 rounding (tests/explorer/tes
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
+import threadpoolctl
 import torch
 
 from explorer.run import analysis
-from explorer.run.blocks import edges, factor
+from explorer.run.blocks import THUMBNAIL, block_sums, edges, factor
 from models.induction import induction_targets
 
-ROWS = 16  # query rows a block: (H, 16, T) float32 is 1.2 MB at 2,048 tokens and 9 heads, within a core's cache
+# numpy's own matrix products (OpenBLAS) on one thread each: one_pass's threads each make hundreds of small products a
+# layer, and an OpenBLAS that splits each over two threads of its own makes them wait for each other (a layer's pass
+# took longer on two threads than on one) and spins on the cores torch's products need. Process-wide: torch does
+# this project's large products, with its own library.
+threadpoolctl.ThreadpoolController().select(internal_api="openblas").limit(limits=1)
+THREADS = min(2, os.cpu_count() or 1)  # one_pass's threads: the two cores CI and this machine have
+# query rows from which a layer's blocks are shared between threads: below, each operation is so short that the threads
+# mostly wait for the interpreter's lock (one thread was as fast at 512 tokens, two 20% faster at 1,024)
+THREADED = 1024
+# query rows a block: (H, 16, T) float32 is 1.2 MB at 2,048 tokens and 9 heads, within a core's cache (more rows a
+# block were no faster on shorter texts: 64 rows took 9.6 ms a layer of 512 tokens, 16 rows 8.6)
+ROWS = 16
 MIXED = 256  # rows a block of the rollout's matrix product
 NAMES = tuple(analysis.STATISTICS)  # the order of a reduced layer's rows
 ROW = ("entropy", "distance", "cls", "sep", "punctuation")  # one_pass's sums of each query row
@@ -65,54 +81,93 @@ def _diagonal_share(weights: np.ndarray, offset: int) -> np.ndarray:
     return diagonal.mean(axis=-1, dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class Pass:
+    """What one_pass read of one layer."""
+
+    rows: np.ndarray  # (H, Tq, ROW) each query row's sums
+    mixed: np.ndarray | None  # `carried` multiplied by the layer's residual-mixed attention, or None
+    key_sums: np.ndarray | None  # (H, Tq, t) each row's sums over the blocks of keys `key_edges` bounds, or None
+    row_max: np.ndarray | None  # (H, Tq) each row's largest weight where `allowed`, 0 where none is; or None
+
+
 def one_pass(
     weights: np.ndarray,
     keys: Sequence[str],
     causal: bool = False,
     carried: np.ndarray | None = None,
     summed: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """One layer (H, Tq, Tk) read once, a block of ROWS query rows at a time: (each query row's sums (H, Tq, ROW):
-    -w log w, w |i - j|, and w on start markers, end markers and punctuation; `carried` (T, n) multiplied by the
-    layer's residual-mixed attention M (analysis._residual_mixed), or None without it). `causal`: every weight
-    beyond a query's own position is 0 (a decoder's masked self-attention: softmax of finfo.min) and adds nothing to
-    any sum, so a block reads only the keys up to its last row. `summed`: a (T, T) float32 buffer for the sum over
-    heads, zeros where a causal block reads no key (kept from layer to layer: a new 16 MB buffer costs its pages).
-    numpy, one thread: hundreds of small operations a layer, each of which would wait for a second thread (torch's)
-    that a busy machine may not give it (ten times slower at a load of 10 on two cores)."""
+    key_edges: np.ndarray | None = None,
+    allowed: np.ndarray | None = None,
+) -> Pass:
+    """One layer (H, Tq, Tk) read once, a block of ROWS query rows at a time (from THREADED rows, the blocks shared
+    between THREADS threads): each query row's sums (-w log w, w |i - j|, and w on start markers, end markers and
+    punctuation); `carried` (T, n) multiplied by the layer's residual-mixed attention M (analysis._residual_mixed); with
+    `key_edges` (blocks.edges of the keys), each row's sum over each block of keys (a thumbnail's columns); with
+    `allowed` (Tq, Tk) bool, each row's largest allowed weight (starting's link). `causal`: every weight beyond a
+    query's own position is 0 (a decoder's masked self-attention: softmax of finfo.min) and adds nothing to any sum,
+    so a block reads only the keys up to its last row. `summed`: a (T, T) float32 buffer for the sum over heads, zeros
+    where a causal block reads no key (kept from layer to layer: a new 16 MB buffer costs its pages).
+    numpy: hundreds of small operations a layer, each of which would wait for a second thread (torch's) that a busy
+    machine may not give it (ten times slower at a load of 10 on two cores); instead each of THREADS threads takes
+    every THREADS-th block (numpy lets go of the interpreter's lock inside each operation) and no thread waits for
+    another until the layer is done."""
     n_heads, tq, tk = weights.shape
     if len(keys) != tk:
         raise ValueError(f"{len(keys)} key tokens for {tk} keys")
     w = np.asarray(weights, np.float32)  # (H, Tq, Tk): the run's own, no copy
-    columns = _columns(tuple(keys)).copy()  # (5, Tk)
-    sums = np.empty((n_heads, 5, tq), np.float32)  # each row's product with the columns
+    columns = _columns(tuple(keys))  # (5, Tk)
+    sums = np.empty((n_heads, len(columns), tq), np.float32)  # each row's product with the columns
+    f = 0 if key_edges is None else int(key_edges[1] - key_edges[0])  # keys a block (the last may hold fewer)
+    # zeros where a causal block reads no key
+    key_sums = None if key_edges is None else np.zeros((n_heads, tq, len(key_edges) - 1), np.float32)
     entropy = np.empty((n_heads, tq), np.float32)
     distance = np.empty((n_heads, tq), np.float32)
-    scratch = np.empty((n_heads, min(ROWS, tq), tk), np.float32)
+    row_max = None if allowed is None else np.empty((n_heads, tq), np.float32)
     if carried is not None and summed is None:
         summed = np.zeros((tq, tk), np.float32)  # the sum over heads, for the rollout
     positions = np.arange(tk, dtype=np.float32)
-    for first in range(0, tq, ROWS):
-        last = min(tq, first + ROWS)
-        width = min(tk, last) if causal else tk
-        block = w[:, first:last, :width]  # (H, C, K): read from memory here, from the cache after
-        logs = scratch[:, : last - first, :width]
-        np.log(np.maximum(block, TINY, out=logs), out=logs)
-        np.einsum("hck,hck->hc", block, logs, out=entropy[:, first:last])  # sum of w log w: one pass, not two
-        if causal:  # |i - j| = (i - first) + (first - j) for j <= i: the second a column of the product, so no
-            # cancellation between two sums as large as i
-            np.subtract(first, positions[:width], out=columns[OFFSET, :width])
-        else:
-            far = np.abs(np.arange(first, last, dtype=np.float32)[:, None] - positions)  # (C, K) |i - j|
-            np.multiply(block, far, out=logs).sum(-1, out=distance[:, first:last])
-        np.matmul(columns[:, :width], block.transpose(0, 2, 1), out=sums[:, :, first:last])  # (H, 5, C)
-        if carried is not None:
-            block.sum(0, out=summed[first:last, :width])
+
+    def blocks(firsts: range) -> None:
+        own = columns.copy()  # its distance row is rewritten for each block
+        scratch = np.empty((n_heads, min(ROWS, tq), tk), np.float32)
+        for first in firsts:
+            last = min(tq, first + ROWS)
+            width = min(tk, last) if causal else tk
+            block = w[:, first:last, :width]  # (H, C, K): read from memory here, from the cache after
+            logs = scratch[:, : last - first, :width]
+            if row_max is not None:  # weights are >= 0: weight x allowed keeps the allowed ones, zeroes the rest
+                np.multiply(block, allowed[first:last, :width], out=logs)
+                logs.max(axis=-1, out=row_max[:, first:last], initial=0.0)
+            np.log(np.maximum(block, TINY, out=logs), out=logs)
+            np.einsum("hck,hck->hc", block, logs, out=entropy[:, first:last])  # sum of w log w: one pass, not two
+            if causal:  # |i - j| = (i - first) + (first - j) for j <= i: the second a column of the product, so no
+                # cancellation between two sums as large as i
+                np.subtract(first, positions[:width], out=own[OFFSET, :width])
+            else:
+                far = np.abs(np.arange(first, last, dtype=np.float32)[:, None] - positions)  # (C, K) |i - j|
+                np.multiply(block, far, out=logs).sum(-1, out=distance[:, first:last])
+            np.matmul(own[:, :width], block.transpose(0, 2, 1), out=sums[:, :, first:last])  # (H, 5, C)
+            if key_sums is not None:  # each row's sum over each whole block of keys, then the rest
+                whole = width // f
+                grouped = block[..., : whole * f].reshape(n_heads, last - first, whole, f)
+                grouped.sum(-1, out=key_sums[:, first:last, :whole])
+                if whole * f < width:
+                    block[..., whole * f :].sum(-1, out=key_sums[:, first:last, whole])
+            if carried is not None:
+                block.sum(0, out=summed[first:last, :width])
+
+    firsts = range(0, tq, ROWS)
+    parts = [firsts[i::THREADS] for i in range(THREADS)] if tq >= THREADED else [firsts]
+    waiting = [_pool().submit(blocks, part) for part in parts[1:]]
+    blocks(parts[0])
+    for future in waiting:
+        future.result()
     if causal:
         distance = sums[:, OFFSET] + (np.arange(tq) % ROWS) * sums[:, SUM]  # + (i - first) * the row's sum
     rows = np.stack([-entropy, distance, *sums[:, SHARES].transpose(1, 0, 2)], axis=-1)  # (H, Tq, ROW)
     if carried is None:
-        return rows, None
+        return Pass(rows, None, key_sums, row_max)
     # M = (0.5 mean + 0.5 I) / its rows' sums, times carried: in blocks of MIXED rows (a matrix product's own size)
     totals = 0.5 * sums[:, SUM].sum(0) / n_heads + 0.5  # (T,) the mixed rows' sums
     mixed = np.empty_like(carried)
@@ -123,7 +178,13 @@ def one_pass(
         # busy machine
         product = (torch.from_numpy(summed[first:last, :width]) @ torch.from_numpy(carried[:width])).numpy()  # (C, n)
         mixed[first:last] = (product * (0.5 / n_heads) + 0.5 * carried[first:last]) / totals[first:last, None]
-    return rows, mixed
+    return Pass(rows, mixed, key_sums, row_max)
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """The threads one_pass shares its blocks with (one fewer than THREADS: the caller takes a part itself)."""
+    return ThreadPoolExecutor(max(1, THREADS - 1), thread_name_prefix="reduce")
 
 
 def layer_statistics(
@@ -131,7 +192,7 @@ def layer_statistics(
 ) -> np.ndarray:
     """analysis.head_statistics of one layer (H, Tq, Tk) -> (len(NAMES), H) float64, rows in NAMES' order (one_pass;
     `causal` as there, `queries` as for head_statistics)."""
-    return _statistics(weights, keys, queries, one_pass(weights, keys, causal)[0])
+    return _statistics(weights, keys, queries, one_pass(weights, keys, causal).rows)
 
 
 def _statistics(weights: np.ndarray, keys: Sequence[str], queries: Sequence[str] | None, rows: np.ndarray):
@@ -149,45 +210,70 @@ def as_statistics(reduced: np.ndarray) -> dict[str, np.ndarray]:
     return {name: reduced[:, i] for i, name in enumerate(NAMES)}
 
 
+# the reducers an Analysis makes from its one pass over each layer, in the order a run gives each layer to them
+WANTED = ("statistics", "rollout")
+
+
 class Analysis:
-    """The analysis pages' reducers for one run (it carries each kind's rollout from layer to layer): `statistics`
-    (layer_statistics) and, past `longer_than` tokens, `rollout`: the block means of the rollout through each layer
-    (analysis.rollout), at most `cells` x `cells`, factor(T, cells) positions a side, as blocks.block_means of the
-    whole rollout. Both from one one_pass over each layer, which ever of the two is asked first.
+    """The pages' reducers for one run, all from one one_pass over each layer (made when the first of them is given
+    the layer; they are given the layers of each kind in order): `statistics` (layer_statistics); past `longer_than`
+    tokens, `rollout`, the block means of the rollout through each layer (analysis.rollout), at most `cells` x `cells`,
+    factor(T, cells) positions a side, as blocks.block_means of the whole rollout (it carries each kind's rollout from
+    layer to layer); with "thumbnails" wanted, `thumbnails` (blocks.thumbnails, at most `thumbnail` cells a side);
+    given `allowed` (kind, queries, keys) -> (Tq, Tk) bool, `row_max`: each row's largest allowed weight.
+    `wanted`: which of these a run asks for (each is asked once a layer).
 
     The rollout through layer l is R_l = M_l R_{l-1}; its block sums over keys, R_l S (S the (T, t) indicator of
     each key's block), are M_l (R_{l-1} S): a (T, t) matrix carried up the layers costs T^2 t a layer, where the
     whole rollout costs T^3. Self-attention only (cross-attention's queries are not its keys)."""
 
-    def __init__(self, cells: int, longer_than: int) -> None:
-        self.cells, self.longer_than = cells, longer_than
+    def __init__(
+        self,
+        cells: int,
+        longer_than: int,
+        wanted: Sequence[str] = WANTED,
+        thumbnail: int = THUMBNAIL,
+        allowed: Callable[[str, Sequence[str], Sequence[str]], np.ndarray] | None = None,
+    ) -> None:
+        if "row_max" in wanted and allowed is None:
+            raise ValueError("row_max needs `allowed`")
+        self.cells, self.longer_than, self.wanted, self.thumbnail = cells, longer_than, tuple(wanted), thumbnail
+        self.allowed = allowed
         self.carried: dict[str, np.ndarray] = {}  # by kind: R_{l-1} S, (T, t) float32
         self.summed: dict[str, np.ndarray] = {}  # by kind: one_pass's buffer for the sum over heads
         self.asked: dict[tuple[str, str], int] = {}  # (reducer, kind): the layers it has been given
-        self.done: dict[tuple[str, int], list] = {}  # (kind, layer): [statistics, rollout, reducers yet to ask]
+        self.done: dict[tuple[str, int], tuple[dict, set]] = {}  # (kind, layer): (results, reducers yet to ask)
 
     def statistics(self, kind: str, weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> np.ndarray:
-        return self._reduced("statistics", kind, weights, queries, keys)[0]
+        return self._reduced("statistics", kind, weights, queries, keys)
 
     def rollout(self, kind: str, weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> np.ndarray:
         """(t, t) float32 block means; an empty array where the rollout is not reduced."""
-        return self._reduced("rollout", kind, weights, queries, keys)[1]
+        return self._reduced("rollout", kind, weights, queries, keys)
 
-    def _reduced(self, name: str, kind: str, weights: np.ndarray, queries, keys) -> list:
-        """This layer's pass, made when the first of the two reducers is given the layer (they are given the layers
-        of each kind in order)."""
+    def thumbnails(self, kind: str, weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> np.ndarray:
+        """(H, tq, tk) float32: blocks.thumbnails of the layer."""
+        return self._reduced("thumbnails", kind, weights, queries, keys)
+
+    def row_max(self, kind: str, weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> np.ndarray:
+        """(H, Tq): each query row's largest weight where `allowed`, 0 where none is."""
+        return self._reduced("row_max", kind, weights, queries, keys)
+
+    def _reduced(self, name: str, kind: str, weights: np.ndarray, queries, keys) -> np.ndarray:
+        if name not in self.wanted:
+            raise ValueError(f"{name} is not among the reducers this Analysis was made for: {self.wanted}")
         layer = self.asked[name, kind] = self.asked.get((name, kind), -1) + 1
         found = self.done.get((kind, layer))
         if found is None:
-            found = self.done[kind, layer] = [*self._pass(kind, weights, queries, keys), 2]
-        found[2] -= 1
-        if not found[2]:  # both have it
+            found = self.done[kind, layer] = (self._pass(kind, weights, queries, keys), set(self.wanted))
+        found[1].discard(name)
+        if not found[1]:  # every reducer has it
             del self.done[kind, layer]
-        return found
+        return found[0][name]
 
-    def _pass(self, kind: str, weights: np.ndarray, queries, keys) -> tuple[np.ndarray, np.ndarray]:
-        n = weights.shape[-1]
-        rolled = kind != "cross" and n > self.longer_than
+    def _pass(self, kind: str, weights: np.ndarray, queries, keys) -> dict[str, np.ndarray]:
+        tq, n = weights.shape[-2:]
+        rolled = "rollout" in self.wanted and kind != "cross" and n > self.longer_than
         bounds = edges(n, factor(n, self.cells))
         sizes = np.diff(bounds)  # positions in each block
         carried = self.carried.get(kind)
@@ -195,11 +281,34 @@ class Analysis:
             carried = np.repeat(np.eye(len(sizes), dtype=np.float32), sizes, axis=0)  # (T, t)
         if rolled and kind not in self.summed:
             self.summed[kind] = np.zeros(weights.shape[-2:], np.float32)
-        causal = kind == "decoder_self"
-        rows, carried = one_pass(weights, keys, causal, carried if rolled else None, self.summed.get(kind))
-        statistics = _statistics(weights, keys, queries if kind != "cross" else None, rows)
-        if carried is None:
-            return statistics, np.empty(0, np.float32)
-        self.carried[kind] = carried
-        sums = np.add.reduceat(carried, bounds[:-1], axis=0, dtype=np.float64)  # (t, t) block sums
-        return statistics, (sums / (sizes[:, None] * sizes[None, :])).astype(np.float32)
+        f_q, f_k = factor(tq, self.thumbnail), factor(n, self.thumbnail)
+        summed_keys = "thumbnails" in self.wanted and f_q * f_k > 1  # a short map is its own thumbnail
+        found = one_pass(
+            weights,
+            keys,
+            kind == "decoder_self",
+            carried if rolled else None,
+            self.summed.get(kind),
+            edges(n, f_k) if summed_keys else None,
+            self.allowed(kind, queries, keys) if "row_max" in self.wanted else None,
+        )
+        done = {"statistics": _statistics(weights, keys, queries if kind != "cross" else None, found.rows)}
+        done["row_max"] = found.row_max
+        if "thumbnails" in self.wanted:
+            summed = _thumbnails(found.key_sums, f_q, edges(n, f_k)) if summed_keys else None
+            done["thumbnails"] = weights.astype(np.float32) if summed is None else summed
+        if found.mixed is None:
+            done["rollout"] = np.empty(0, np.float32)
+            return done
+        self.carried[kind] = found.mixed
+        sums = np.add.reduceat(found.mixed, bounds[:-1], axis=0, dtype=np.float64)  # (t, t) block sums
+        done["rollout"] = (sums / (sizes[:, None] * sizes[None, :])).astype(np.float32)
+        return done
+
+
+def _thumbnails(key_sums: np.ndarray, f_q: int, key_bounds: np.ndarray) -> np.ndarray:
+    """blocks.thumbnails from each row's sums over the blocks of keys `key_bounds` (H, Tq, tk): their sums over
+    blocks of f_q rows, in float64, over each block's count of weights."""
+    summed = block_sums(key_sums, f_q, -2)  # (H, tq, tk)
+    rows, cols = np.diff(edges(key_sums.shape[-2], f_q)), np.diff(key_bounds)
+    return (summed / (rows[:, None] * cols[None, :])).astype(np.float32)

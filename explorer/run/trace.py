@@ -265,7 +265,7 @@ def run(
     if loaded.is_decoder_only:
         keep = keeper({"decoder_self": (enc.tokens, enc.tokens)})
         out = model(src, ablation=ablation, keep=keep)
-        found = _top(out, loaded.tokenizer)
+        found, normaliser = _top(out.logits[0], loaded.tokenizer)
         decoder_self, decoder_states = _stack(
             loaded, "decoder", out.decoder, (None, model.decoder_mask(src), None), ablation, reload
         )
@@ -277,7 +277,7 @@ def run(
             decoder_self=decoder_self["self_attn"],
             decoder_states=decoder_states,
             reduced=_results(keep, out),
-            text_logits=_text_logits(out.logits[0], enc.ids),
+            text_logits=_text_logits(out.logits[0], enc.ids, normaliser),
             **found,
             **common,
         )
@@ -325,7 +325,7 @@ def run(
         cross=decoder["cross_attn"],
         decoder_states=decoder_states,
         reduced=_results(keep, out),
-        **_top(out, vocabulary),
+        **_top(out.logits[0], vocabulary)[0],
         **common,
     )
 
@@ -344,22 +344,24 @@ def target_budget(n_source: int) -> int:
     return min(n_source + 2, MAX_TARGET)
 
 
-def _text_logits(logits: torch.Tensor, ids: list[int]) -> TextLogits:
-    """(T, V) logits of a decoder-only text -> what its loss needs of them."""
+def _text_logits(logits: torch.Tensor, ids: list[int], normaliser: torch.Tensor) -> TextLogits:
+    """(T, V) logits of a decoder-only text and their rows' log sum exp (T,) -> what its loss needs of them."""
     following = torch.tensor(ids[1:])[:, None]  # (T - 1, 1): each row's next token
-    return TextLogits(
-        logits.logsumexp(-1).numpy(), logits.mean(-1).numpy(), logits[:-1].gather(-1, following)[:, 0].numpy()
-    )
+    return TextLogits(normaliser.numpy(), logits.mean(-1).numpy(), logits[:-1].gather(-1, following)[:, 0].numpy())
 
 
-def _top(out, vocabulary) -> dict:
-    """Final linear + softmax (figure 1, top): the candidates for each next token, most probable first."""
-    probabilities = out.probabilities[0]  # (T, V)
-    top = probabilities.topk(min(TOP_K, probabilities.size(-1)), dim=-1)  # (T, k)
-    return {
+def _top(logits: torch.Tensor, vocabulary) -> tuple[dict, torch.Tensor]:
+    """Final linear + softmax (figure 1, top): the candidates for each next token, most probable first, from the
+    logits (T, V); and each row's log sum exp (T,). Softmax is exp(logit - log sum exp): the top k of each row
+    from one pass of exp over the logits, not a second (T, V) array of every probability (100 MB at 512 tokens of
+    SmolLM2)."""
+    normaliser = logits.logsumexp(-1)  # (T,)
+    top = logits.topk(min(TOP_K, logits.size(-1)), dim=-1)  # (T, k)
+    found = {
         "top_tokens": tuple(tuple(vocabulary.id_to_token(i) for i in row) for row in top.indices.tolist()),
-        "top_probabilities": top.values.numpy(),
+        "top_probabilities": (top.values - normaliser[:, None]).exp().numpy(),
     }
+    return found, normaliser
 
 
 def _stack(

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.run import analysis, layers, reducers, rows, trace
+from explorer.lesson import starting
+from explorer.run import analysis, blocks, layers, reducers, rows, trace
 from explorer.run.blocks import block_means, factor
 from tests.explorer.test_layers import folder
 
@@ -71,6 +72,46 @@ def test_hand_made_heads_get_the_references_statistics_and_labels():
     assert_statistics_equal(stats, expected)
     assert stats["entropy"][0, 0] == 0 and stats["entropy"][0, 1] == pytest.approx(np.log(n))
     assert analysis.head_labels(stats, n).tolist() == analysis.head_labels(expected, n).tolist()
+
+
+@pytest.mark.parametrize("threaded", [False, True])  # one thread, or the blocks shared between threads
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("length", [10, 37, 300])  # drawn whole (a short map is its own thumbnail); in blocks
+def test_one_pass_also_gives_the_thumbnails_and_the_link(monkeypatch, threaded, causal, length):
+    """The model view's thumbnails (blocks.thumbnails) and the opening head's link (starting.layer_link), from the
+    same pass as the statistics and the rollout."""
+    monkeypatch.setattr(reducers, "THREADED", 0 if threaded else 10**9)
+    rng = np.random.default_rng(length)
+    weights = softmax_layers(rng, 2, 3, length, length, causal)
+    tokens = [TOKENS[i] for i in rng.integers(0, len(TOKENS), length)]
+    kind = "decoder_self" if causal else "encoder_self"
+
+    def counted(kind, queries, keys):
+        return starting.counted(queries, keys, True, sink=causal)
+
+    wanted = ("thumbnails", "row_max", "statistics", "rollout")
+    found = reducers.Analysis(8, 0, wanted, thumbnail=8, allowed=counted)
+    stats = []
+    for layer in weights:
+        thumbnails = found.thumbnails(kind, layer, tokens, tokens)
+        rows = found.row_max(kind, layer, tokens, tokens)
+        stats.append(found.statistics(kind, layer, tokens, tokens))
+        found.rollout(kind, layer, tokens, tokens)
+        expected = blocks.thumbnails(layer, cells=8)
+        assert thumbnails.shape == expected.shape and thumbnails.dtype == np.float32
+        np.testing.assert_allclose(thumbnails, expected, rtol=1e-5, atol=1e-7)
+        link = starting.link_of_rows(layer, rows, counted(kind, tokens, tokens))
+        np.testing.assert_array_equal(link, starting.layer_link(layer, tokens, tokens, True, sink=causal))
+    assert not found.done  # every reducer took every layer's results
+    assert_statistics_equal(reducers.as_statistics(np.stack(stats)), analysis.head_statistics(weights, tokens, tokens))
+
+
+def test_a_reducer_the_analysis_was_not_made_for_is_refused():
+    found = reducers.Analysis(8, 0)  # statistics and rollout
+    with pytest.raises(ValueError, match="thumbnails"):
+        found.thumbnails(
+            "encoder_self", softmax_layers(np.random.default_rng(0), 1, 1, 4, 4, False)[0], TOKENS[:4], TOKENS[:4]
+        )
 
 
 def test_cross_attention_and_short_maps_get_statistics_but_no_rollout():

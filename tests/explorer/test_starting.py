@@ -161,7 +161,7 @@ def test_a_layers_link_is_the_first_largest_counted_weight_of_the_masked_layer()
     rng = np.random.default_rng(3)
     tokens = tuple(f"w{i}" for i in range(12))
     for weights in (rng.random((3, 12, 12), dtype=np.float32), np.full((2, 12, 12), 0.25, np.float32)):
-        allowed = starting._allowed(tokens, tokens, True)
+        allowed = starting.counted(tokens, tokens, True)
         masked = np.where(allowed, weights, 0.0)
         head, query, key = np.unravel_index(int(np.argmax(masked)), masked.shape)
         expected = [masked[head, query, key], head, query, key]
