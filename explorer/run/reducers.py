@@ -87,7 +87,7 @@ class Pass:
 
     rows: np.ndarray  # (H, Tq, ROW) each query row's sums
     mixed: np.ndarray | None  # `carried` multiplied by the layer's residual-mixed attention, or None
-    key_sums: np.ndarray | None  # (H, Tq, t) each row's sums over the blocks of keys `key_edges` bounds, or None
+    cell_sums: np.ndarray | None  # (H, tq, tk) float64: the weights' sums in each cell of `cells`, or None
     row_max: np.ndarray | None  # (H, Tq) each row's largest weight where `allowed`, 0 where none is; or None
 
 
@@ -97,13 +97,13 @@ def one_pass(
     causal: bool = False,
     carried: np.ndarray | None = None,
     summed: np.ndarray | None = None,
-    key_edges: np.ndarray | None = None,
+    cells: tuple[int, int] | None = None,
     allowed: np.ndarray | None = None,
 ) -> Pass:
     """One layer (H, Tq, Tk) read once, a block of ROWS query rows at a time (from THREADED rows, the blocks shared
     between THREADS threads): each query row's sums (-w log w, w |i - j|, and w on start markers, end markers and
     punctuation); `carried` (T, n) multiplied by the layer's residual-mixed attention M (analysis._residual_mixed); with
-    `key_edges` (blocks.edges of the keys), each row's sum over each block of keys (a thumbnail's columns); with
+    `cells` (f_q, f_k), the sums over each block of f_q queries by f_k keys (blocks.block_means's; a thumbnail's); with
     `allowed` (Tq, Tk) bool, each row's largest allowed weight (starting's link). `causal`: every weight beyond a
     query's own position is 0 (a decoder's masked self-attention: softmax of finfo.min) and adds nothing to any sum,
     so a block reads only the keys up to its last row. `summed`: a (T, T) float32 buffer for the sum over heads, zeros
@@ -118,9 +118,6 @@ def one_pass(
     w = np.asarray(weights, np.float32)  # (H, Tq, Tk): the run's own, no copy
     columns = _columns(tuple(keys))  # (5, Tk)
     sums = np.empty((n_heads, len(columns), tq), np.float32)  # each row's product with the columns
-    f = 0 if key_edges is None else int(key_edges[1] - key_edges[0])  # keys a block (the last may hold fewer)
-    # zeros where a causal block reads no key
-    key_sums = None if key_edges is None else np.zeros((n_heads, tq, len(key_edges) - 1), np.float32)
     entropy = np.empty((n_heads, tq), np.float32)
     distance = np.empty((n_heads, tq), np.float32)
     row_max = None if allowed is None else np.empty((n_heads, tq), np.float32)
@@ -128,8 +125,13 @@ def one_pass(
         summed = np.zeros((tq, tk), np.float32)  # the sum over heads, for the rollout
     positions = np.arange(tk, dtype=np.float32)
 
-    def blocks(firsts: range) -> None:
+    f_q = 0 if cells is None else cells[0]
+
+    def blocks(firsts: range) -> np.ndarray | None:
+        """The blocks starting at `firsts`; the sums of their query rows in each block of f_q rows (H, tq, Tk)."""
         own = columns.copy()  # its distance row is rewritten for each block
+        # zeros where a causal block reads no key; one each thread (two threads' blocks share a cell's rows)
+        row_sums = None if cells is None else np.zeros((n_heads, -(-tq // f_q), tk), np.float32)
         scratch = np.empty((n_heads, min(ROWS, tq), tk), np.float32)
         for first in firsts:
             last = min(tq, first + ROWS)
@@ -148,26 +150,29 @@ def one_pass(
                 far = np.abs(np.arange(first, last, dtype=np.float32)[:, None] - positions)  # (C, K) |i - j|
                 np.multiply(block, far, out=logs).sum(-1, out=distance[:, first:last])
             np.matmul(own[:, :width], block.transpose(0, 2, 1), out=sums[:, :, first:last])  # (H, 5, C)
-            if key_sums is not None:  # each row's sum over each whole block of keys, then the rest
-                whole = width // f
-                grouped = block[..., : whole * f].reshape(n_heads, last - first, whole, f)
-                grouped.sum(-1, out=key_sums[:, first:last, :whole])
-                if whole * f < width:
-                    block[..., whole * f :].sum(-1, out=key_sums[:, first:last, whole])
+            if row_sums is not None:  # summed over the rows in each cell first: along whole rows, in cache
+                for cell in range(first // f_q, (last - 1) // f_q + 1):
+                    start, stop = max(first, cell * f_q) - first, min(last, (cell + 1) * f_q) - first
+                    into = row_sums[:, cell, :width]
+                    np.add(into, block[:, start:stop].sum(1), out=into)
             if carried is not None:
                 block.sum(0, out=summed[first:last, :width])
+        return row_sums
 
     firsts = range(0, tq, ROWS)
     parts = [firsts[i::THREADS] for i in range(THREADS)] if tq >= THREADED else [firsts]
     waiting = [_pool().submit(blocks, part) for part in parts[1:]]
-    blocks(parts[0])
+    row_sums = blocks(parts[0])
     for future in waiting:
-        future.result()
+        found = future.result()
+        if row_sums is not None:
+            row_sums += found
+    cell_sums = None if cells is None else block_sums(row_sums, cells[1], -1)  # (H, tq, tk) float64
     if causal:
         distance = sums[:, OFFSET] + (np.arange(tq) % ROWS) * sums[:, SUM]  # + (i - first) * the row's sum
     rows = np.stack([-entropy, distance, *sums[:, SHARES].transpose(1, 0, 2)], axis=-1)  # (H, Tq, ROW)
     if carried is None:
-        return Pass(rows, None, key_sums, row_max)
+        return Pass(rows, None, cell_sums, row_max)
     # M = (0.5 mean + 0.5 I) / its rows' sums, times carried: in blocks of MIXED rows (a matrix product's own size)
     totals = 0.5 * sums[:, SUM].sum(0) / n_heads + 0.5  # (T,) the mixed rows' sums
     mixed = np.empty_like(carried)
@@ -178,7 +183,7 @@ def one_pass(
         # busy machine
         product = (torch.from_numpy(summed[first:last, :width]) @ torch.from_numpy(carried[:width])).numpy()  # (C, n)
         mixed[first:last] = (product * (0.5 / n_heads) + 0.5 * carried[first:last]) / totals[first:last, None]
-    return Pass(rows, mixed, key_sums, row_max)
+    return Pass(rows, mixed, cell_sums, row_max)
 
 
 @functools.cache
@@ -289,13 +294,13 @@ class Analysis:
             kind == "decoder_self",
             carried if rolled else None,
             self.summed.get(kind),
-            edges(n, f_k) if summed_keys else None,
+            (f_q, f_k) if summed_keys else None,
             self.allowed(kind, queries, keys) if "row_max" in self.wanted else None,
         )
         done = {"statistics": _statistics(weights, keys, queries if kind != "cross" else None, found.rows)}
         done["row_max"] = found.row_max
         if "thumbnails" in self.wanted:
-            summed = _thumbnails(found.key_sums, f_q, edges(n, f_k)) if summed_keys else None
+            summed = _thumbnails(found.cell_sums, tq, n, f_q, f_k) if summed_keys else None
             done["thumbnails"] = weights.astype(np.float32) if summed is None else summed
         if found.mixed is None:
             done["rollout"] = np.empty(0, np.float32)
@@ -306,9 +311,8 @@ class Analysis:
         return done
 
 
-def _thumbnails(key_sums: np.ndarray, f_q: int, key_bounds: np.ndarray) -> np.ndarray:
-    """blocks.thumbnails from each row's sums over the blocks of keys `key_bounds` (H, Tq, tk): their sums over
-    blocks of f_q rows, in float64, over each block's count of weights."""
-    summed = block_sums(key_sums, f_q, -2)  # (H, tq, tk)
-    rows, cols = np.diff(edges(key_sums.shape[-2], f_q)), np.diff(key_bounds)
-    return (summed / (rows[:, None] * cols[None, :])).astype(np.float32)
+def _thumbnails(cell_sums: np.ndarray, tq: int, tk: int, f_q: int, f_k: int) -> np.ndarray:
+    """blocks.thumbnails from the sums in each cell of f_q queries by f_k keys (H, tq cells, tk cells): over each
+    cell's count of weights."""
+    counts = np.diff(edges(tq, f_q))[:, None] * np.diff(edges(tk, f_k))[None, :]
+    return (cell_sums / counts).astype(np.float32)
