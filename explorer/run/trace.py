@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from explorer.run.layers import (
     drop_attention,
 )
 from models import greedy
+from models.attention import raw_scores_dropped
 from models.registry import LoadedModel
 from models.tokenize import TokenizeError
 from models.transformer import Ablation, padding_mask
@@ -241,6 +243,13 @@ def run(
     limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
     enc = loaded.tokenizer.encode(text, limit)
     keep_every = short(loaded, len(enc.ids)) if keep_all is None else keep_all
+    # a run that keeps no layer's attention holds no layer's raw scores either (their views recompute the layer)
+    with contextlib.nullcontext() if keep_every else raw_scores_dropped():
+        return _run(loaded, text, enc, max_target, encoder_only, ablation, forced, reload, keep_every, reduce, progress)
+
+
+def _run(loaded, text, enc, max_target, encoder_only, ablation, forced, reload, keep_every, reduce, progress) -> Trace:
+    """run's body, once the text is tokenized and whether every layer is kept is known."""
 
     def keeper(tokens: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]):
         if reduce or progress:

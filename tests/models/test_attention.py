@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.attention import MultiHeadAttention, scaled_dot_product_attention
+from models.attention import MultiHeadAttention, raw_scores_dropped, scaled_dot_product_attention
 from models.transformer import causal_mask
 
 
@@ -83,3 +83,16 @@ def test_multi_head_returns_every_internal_consistently():
 def test_d_model_must_split_into_heads():
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(d_model=10, n_heads=3)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_dropping_the_raw_scores_leaves_the_weights_and_output_bit_for_bit(qkv, masked):
+    """A run that keeps no layer's attention scales q k^T in place and holds no raw scores (raw_scores_dropped)."""
+    q, k, v = qkv
+    mask = causal_mask(q.size(-2)) if masked else None
+    out, raw, weights = scaled_dot_product_attention(q, k, v, mask)
+    with raw_scores_dropped():
+        dropped_out, dropped_raw, dropped_weights = scaled_dot_product_attention(q, k, v, mask)
+    assert raw is not None and dropped_raw is None
+    assert torch.equal(dropped_weights, weights) and torch.equal(dropped_out, out)
+    assert scaled_dot_product_attention(q, k, v, mask)[1] is not None  # kept again once the block is left
