@@ -12,9 +12,11 @@ from models.config import TransformerConfig
 
 MACS_PER_SECOND = 5e10  # multiply-adds of the matrix products (x W, q k^T, weights v)
 SECONDS_PER_WEIGHT = 3e-9  # each attention weight scored, masked, softmaxed and read again (bound by memory, not MACs)
-# Past this a page asks before it starts: MiniLM's every-head effects at 512 tokens (about 13 s estimated) run at once
-# as they always have; a second full run of SmolLM2 at 2,048 tokens with its 30 layers read (about 21 s) asks.
-ASK_AFTER_SECONDS = 15.0
+# Past this a page asks before it starts, so that it is drawn within 4 s: one more run of MiniLM over 512 tokens
+# (about 0.2 s estimated) starts at once; the transformers reference of a GPT-2-small-sized model over 1,024 tokens
+# beside its 12 layers recomputed (about 5 s; 7.4 s measured, as it started at once at 15 s) asks, and so do MiniLM's
+# every-head effects at 512 tokens (about 13 s).
+ASK_AFTER_SECONDS = 3.0
 
 
 def layer_seconds(config: TransformerConfig, queries: int, keys: int | None = None, cross: bool = False) -> float:
