@@ -2,8 +2,9 @@
 
 An `Ablation` is passed to `Transformer.forward` (and greedy decoding) by value; each attention layer gets a
 `models.attention.HeadPatch` for the heads it must replace. Zero ablation writes 0 where the head's output was;
-mean ablation writes the head's mean output over a fixed set of the model's example sentences
-(explorer.experiments.ablate.head_means computes it). One batch row per head turns every head off in turn in one batched
+mean ablation writes the head's mean output over a sample of texts the model reads (explorer.experiments.ablate
+computes it); resample ablation and activation patching write the head's output on another run, position by
+position. One batch row per head turns every head off in turn in one batched
 forward (`each_head`).
 """
 
@@ -70,11 +71,12 @@ def shapes(config: TransformerConfig) -> dict[str, tuple[int, int]]:
 
 @dataclass(frozen=True)
 class Ablation:
-    """Heads turned off: per attention kind, a (B, L, H) mask (True: off in that batch row), and per kind the
-    (L, H, Dh) values that replace them (mean ablation) or None (zero ablation)."""
+    """Heads turned off: per attention kind, a (B, L, H) mask (True: off in that batch row), and per kind the values
+    that replace them: (L, H, Dh), one a head (mean ablation), or (L, H, T, Dh), one a head and position (resample
+    ablation: the head's output on another text), or None (zero ablation)."""
 
     off: Mapping[str, Bool[Tensor, "B L H"]]
-    means: Mapping[str, Float[Tensor, "L H Dh"]] | None = None
+    values: Mapping[str, Float[Tensor, "L H Dh"] | Float[Tensor, "L H T Dh"]] | None = None
     rows: int = field(default=1)
 
     def stack_patches(self, stack: str, n_layers: int) -> list[dict[str, HeadPatch]]:
@@ -86,7 +88,7 @@ class Ablation:
                 continue
             for layer in range(n_layers):
                 if bool(off[:, layer].any()):
-                    value = None if self.means is None else self.means[kind][layer]
+                    value = None if self.values is None else self.values[kind][layer]
                     patches[layer][module] = HeadPatch(off[:, layer], value)  # (B, H)
         return patches
 
@@ -106,7 +108,7 @@ def _check(head: Head, model_shapes: Mapping[str, tuple[int, int]]) -> None:
 def heads_off(
     heads: Iterable[Head],
     model_shapes: Mapping[str, tuple[int, int]],
-    means: Mapping[str, Tensor] | None = None,
+    values: Mapping[str, Tensor] | None = None,
 ) -> Ablation:
     """One batch row with `heads` turned off (AblationError for none, a head the model lacks, or every head)."""
     chosen = sorted(set(heads))
@@ -122,11 +124,11 @@ def heads_off(
     off = {kind: torch.zeros(1, *shape, dtype=torch.bool) for kind, shape in model_shapes.items()}
     for head in chosen:
         off[head.kind][0, head.layer, head.head] = True
-    return Ablation(off, means, 1)
+    return Ablation(off, values, 1)
 
 
 def each_head(
-    model_shapes: Mapping[str, tuple[int, int]], means: Mapping[str, Tensor] | None = None
+    model_shapes: Mapping[str, tuple[int, int]], values: Mapping[str, Tensor] | None = None
 ) -> tuple[Ablation, list[Head]]:
     """One batch row per head, that head alone turned off: (the ablation, the head of each row)."""
     heads = [
@@ -138,11 +140,11 @@ def each_head(
     off = {kind: torch.zeros(len(heads), *shape, dtype=torch.bool) for kind, shape in model_shapes.items()}
     for row, head in enumerate(heads):
         off[head.kind][row, head.layer, head.head] = True
-    return Ablation(off, means, len(heads)), heads
+    return Ablation(off, values, len(heads)), heads
 
 
 def each_layer(
-    model_shapes: Mapping[str, tuple[int, int]], means: Mapping[str, Tensor] | None = None
+    model_shapes: Mapping[str, tuple[int, int]], values: Mapping[str, Tensor] | None = None
 ) -> tuple[Ablation, list[tuple[str, int]]]:
     """One batch row per layer of each attention kind, every head of that layer turned off together: (the ablation,
     the (kind, layer) of each row)."""
@@ -150,12 +152,12 @@ def each_layer(
     off = {kind: torch.zeros(len(layers), *shape, dtype=torch.bool) for kind, shape in model_shapes.items()}
     for row, (kind, layer) in enumerate(layers):
         off[kind][row, layer, :] = True
-    return Ablation(off, means, len(layers)), layers
+    return Ablation(off, values, len(layers)), layers
 
 
 def rows(ablation: Ablation, start: int, stop: int) -> Ablation:
     """Batch rows [start, stop) of an ablation (a batched forward in chunks)."""
-    return Ablation({kind: off[start:stop] for kind, off in ablation.off.items()}, ablation.means, stop - start)
+    return Ablation({kind: off[start:stop] for kind, off in ablation.off.items()}, ablation.values, stop - start)
 
 
 ADDRESS = re.compile(r"^(?:(?P<kind>[a-z_]+):)?(?P<layer>\d+)\.(?P<head>\d+)$")

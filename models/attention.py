@@ -42,19 +42,30 @@ class AttentionInternals:
 
 @dataclass(frozen=True)
 class HeadPatch:
-    """Heads of one attention layer whose output is replaced before W_O (an ablation): `off` is True where a batch
-    row's head is turned off; `value` is what it writes instead at every position (its mean output over example
-    sentences), or None for zero. Passed to a forward by value: the shared model never holds it."""
+    """Heads of one attention layer whose output is replaced before W_O: `off` is True where a batch row's head is
+    replaced, at every position (B, H) or at the positions marked (B, H, T); `value` is what it writes instead: one
+    vector a head at every position (its mean output: mean ablation), one a head and position (H, T, Dh: its output
+    on another run, resample ablation and activation patching), or None for zero. Passed to a forward by value: the
+    shared model never holds it."""
 
-    off: Bool[Tensor, "#B H"]
-    value: Float[Tensor, "H Dh"] | None = None
+    off: Bool[Tensor, "#B H"] | Bool[Tensor, "#B H T"]
+    value: Float[Tensor, "H Dh"] | Float[Tensor, "H T Dh"] | None = None
 
-    def apply(self, heads: Float[Tensor, "B H Tq Dh"]) -> Float[Tensor, "B H Tq Dh"]:
-        """The heads' outputs with the turned-off ones replaced."""
-        off = self.off[:, :, None, None]  # (B, H, 1, 1)
+    def apply(self, heads: Float[Tensor, "B H Tq Dh"], offset: int = 0) -> Float[Tensor, "B H Tq Dh"]:
+        """The heads' outputs with the replaced ones replaced; `offset`: the position of the first query row (a
+        window, or one decoding step), where `off` or `value` is given per position."""
+        tq = heads.size(2)
+        if self.off.dim() == 2:
+            off = self.off[:, :, None, None]  # (B, H, 1, 1)
+        else:
+            off = self.off[:, :, offset : offset + tq, None]  # (B, H, Tq, 1)
         if self.value is None:
             return heads.masked_fill(off, 0.0)
-        return torch.where(off, self.value[None, :, None, :].to(heads.dtype), heads)  # (B, H, Tq, Dh)
+        if self.value.dim() == 2:
+            value = self.value[None, :, None, :]  # (1, H, 1, Dh)
+        else:
+            value = self.value[None, :, offset : offset + tq]  # (1, H, Tq, Dh)
+        return torch.where(off, value.to(heads.dtype), heads)  # (B, H, Tq, Dh)
 
 
 def scale(raw_scores: Tensor, d_head: int) -> Tensor:
@@ -175,7 +186,7 @@ class MultiHeadAttention(nn.Module):
         # dropout on the weights that mix values (identity at inference); the returned weights are pre-dropout
         mixed = self.dropout(weights) @ v if self.training and self.dropout.p > 0 else heads  # (B, H, Tq, Dh)
         if patch is not None:
-            heads = mixed = patch.apply(mixed)  # (B, H, Tq, Dh)
+            heads = mixed = patch.apply(mixed, offset)  # (B, H, Tq, Dh)
         output = self.combine_heads(mixed)  # (B, Tq, D)
         internals = AttentionInternals(
             q, k, v, raw_scores, mask, weights, heads, output, self.n_kv_heads, q_unrotated, k_unrotated

@@ -62,7 +62,7 @@ def _attend(
     q, _ = attention.queries(x_q, offset)  # (B, H, 1, Dh)
     heads, _, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, 1, Dh)
     if patch is not None:  # heads turned off: replaced before W_O, as in MultiHeadAttention.forward
-        heads = patch.apply(heads)
+        heads = patch.apply(heads, offset)
     return attention.combine_heads(heads)  # (B, 1, D)
 
 
@@ -106,7 +106,9 @@ def _step(
             # the newest position is the last row of the causal mask: it may see every position so far, so no mask
             return _attend(attention, h, k, v, None, patch, position), None
         assert cache.memory_k is not None and cache.memory_v is not None
-        return _attend(attention, h, cache.memory_k, cache.memory_v, memory_mask, patch), None
+        # the newest position's index again: a patch given per position reads its row (cross-attention turns nothing)
+        position = cache.self_k.size(2)
+        return _attend(attention, h, cache.memory_k, cache.memory_v, memory_mask, patch, position), None
 
     states, _ = run_sublayers(layer, x, attend)
     return states["after_ffn"], grown[0]

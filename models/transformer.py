@@ -221,7 +221,7 @@ class DecoderLayer(nn.Module):
                 return attention(h, keys, self_mask, patch, start)
             # queries from the decoder, keys and values from the encoder's output (section 3.2.3)
             assert memory is not None
-            return attention(h, memory, memory_mask, patch)
+            return attention(h, memory, memory_mask, patch, start)  # `start`: a patch given per position reads its rows
 
         states, attentions = run_sublayers(self, x[:, start:] if start else x, attend)
         assert attentions["self_attn"] is not None
