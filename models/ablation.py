@@ -75,7 +75,7 @@ class Ablation:
     that replace them: (L, H, Dh), one a head (mean ablation), or (L, H, T, Dh), one a head and position (resample
     ablation: the head's output on another text), or None (zero ablation)."""
 
-    off: Mapping[str, Bool[Tensor, "B L H"]]
+    off: Mapping[str, Bool[Tensor, "B L H"] | Bool[Tensor, "B L H T"]]  # (B, L, H, T): at the positions marked only
     values: Mapping[str, Float[Tensor, "L H Dh"] | Float[Tensor, "L H T Dh"]] | None = None
     rows: int = field(default=1)
 

@@ -55,16 +55,12 @@ class HeadPatch:
         """The heads' outputs with the replaced ones replaced; `offset`: the position of the first query row (a
         window, or one decoding step), where `off` or `value` is given per position."""
         tq = heads.size(2)
-        if self.off.dim() == 2:
-            off = self.off[:, :, None, None]  # (B, H, 1, 1)
-        else:
-            off = self.off[:, :, offset : offset + tq, None]  # (B, H, Tq, 1)
+        # (B, H, 1, 1) for every position, or (B, H, Tq, 1) those rows' own
+        off = self.off[:, :, None, None] if self.off.dim() == 2 else self.off[:, :, offset : offset + tq, None]
         if self.value is None:
             return heads.masked_fill(off, 0.0)
-        if self.value.dim() == 2:
-            value = self.value[None, :, None, :]  # (1, H, 1, Dh)
-        else:
-            value = self.value[None, :, offset : offset + tq]  # (1, H, Tq, Dh)
+        # (1, H, 1, Dh) one a head, or (1, H, Tq, Dh) those rows' own
+        value = self.value[None, :, None, :] if self.value.dim() == 2 else self.value[None, :, offset : offset + tq]
         return torch.where(off, value.to(heads.dtype), heads)  # (B, H, Tq, Dh)
 
 

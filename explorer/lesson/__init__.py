@@ -40,6 +40,7 @@ _STEPS = (
     ("add_norm", "Add & Norm and feed-forward", "route", False),
     ("model_view", "The stack: every layer and head", "apps", False),
     ("turn_off", "Turn heads off: a layer, then one head", "block", False),
+    ("patch", "Patch activations: where the answer travels", "swap_horiz", True),
     ("why_attention", "Why attention", "table_chart", False),
     ("decoding", "Decoder: one output word at a time", "translate", True),
     ("final_linear", "Final linear, softmax and sampling", "functions", True),
@@ -59,6 +60,7 @@ EXPLORE = (
     Page("reference", "Ours vs transformers", "compare"),
     Page("ablation", "Turn heads off", "block"),
     Page("head_effects", "Effect of every head", "grid_view"),
+    Page("patching", "Activation patching", "swap_horiz"),
     Page("logit_lens", "Logit lens", "layers"),
     Page("attribution", "Logit attribution", "pie_chart"),
     # the whole walk-throughs on one page each, as they were before the lesson split them into steps

@@ -1,0 +1,105 @@
+"""Activation patching's cached runs (no page here): the checked inputs, the two texts' runs, the proposed
+corruptions and each grid of patched runs, kept in the shared store (cached.store) under cached._key; a grid's chunks
+are kept as they finish, so a measurement stopped by a click goes on from there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+import torch
+
+from explorer.app import cached
+from explorer.experiments import corruptions, patching
+from explorer.experiments.patching import Patch
+
+
+def get_setup(model_name: str, text: str, max_tokens: int, corrupt: str, answer: str, wrong: str) -> patching.Setup:
+    """The inputs checked and read as token ids (PatchingError says what is wrong)."""
+    loaded = cached.model(model_name)
+    return cached.store().get(
+        cached._key("patching_setup", model_name, text, max_tokens, corrupt, answer, wrong),
+        lambda: patching.setup(loaded, text, corrupt, answer, wrong, max_tokens),
+    )
+
+
+def get_runs(model_name: str, setup: patching.Setup) -> tuple[patching.Run, patching.Run]:
+    """(the clean run, the corrupted run) as patching reads them."""
+    loaded = cached.model(model_name)
+
+    def both():
+        return tuple(patching.read(loaded, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
+
+    return cached.store().get(
+        cached._key("patching_runs", model_name, setup),
+        lambda: cached._compute("Running the clean and the corrupted text...", both),
+    )
+
+
+def get_top(model_name: str, ids: Sequence[int]) -> str:
+    """The model's most likely next token after these ids."""
+    loaded = cached.model(model_name)
+
+    @torch.inference_mode()
+    def top() -> str:
+        logits = loaded.model(torch.tensor([list(ids)])).logits
+        return loaded.target_vocabulary.id_to_token(int(logits[0, -1].argmax()))
+
+    return cached.store().get(cached._key("top_next", model_name, tuple(ids)), lambda: cached._compute("...", top))
+
+
+def get_proposals(model_name: str, text: str, max_tokens: int) -> list[corruptions.Proposal]:
+    """The corrupted texts proposed for this clean one (corruptions.proposals)."""
+    loaded = cached.model(model_name)
+    return cached.store().get(
+        cached._key("patching_proposals", model_name, text, max_tokens),
+        lambda: corruptions.proposals(loaded, text, max_tokens, lambda ids: get_top(model_name, ids)),
+    )
+
+
+def patches(model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0) -> list[Patch]:
+    """A grid's patches: "residual" (layer x position), "heads" (layer x head) or "positions" (one head)."""
+    loaded = cached.model(model_name)
+    if which == "residual":
+        return patching.residual_patches(loaded, setup)
+    if which == "heads":
+        return patching.head_patches(loaded)
+    return patching.position_patches(setup, layer, head)
+
+
+def _key(model_name: str, setup: patching.Setup, which: str, layer: int, head: int) -> tuple:
+    return cached._key("patching", model_name, setup, which, *((layer, head) if which == "positions" else ()))
+
+
+def seconds(model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0) -> float:
+    """About how long a grid takes (0 once kept)."""
+    if cached.store().peek(_key(model_name, setup, which, layer, head)) is not None:
+        return 0.0
+    return patching.seconds(cached.model(model_name), setup, patches(model_name, setup, which, layer, head))
+
+
+def get_shares(model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0):
+    """Each patch's share restored, in the grid's order: chunks of batch rows kept as they finish, an inference slot
+    taken a chunk at a time, a progress bar meanwhile."""
+    key = _key(model_name, setup, which, layer, head)
+    if (found := cached.store().peek(key)) is not None:
+        return found
+    loaded = cached.model(model_name)
+    clean, corrupt = get_runs(model_name, setup)
+    chosen = patches(model_name, setup, which, layer, head)
+    message = f"Patching {len(chosen)} activations, one batch row each..."
+    bar = st.progress(0.0, text=message)
+
+    def kept(part, rows, work):
+        def run():
+            with cached._slots():
+                return work()
+
+        values = cached.store().get((*key, *part), run)
+        bar.progress(part[1] / rows, text=f"{message} {part[1]} of {rows} that change the run")
+        return values
+
+    try:
+        return cached.store().get(key, lambda: patching.measure(loaded, setup, clean, corrupt, chosen, kept))
+    finally:
+        bar.empty()

@@ -1,0 +1,152 @@
+"""Corrupted texts the patching page proposes for a clean one (no streamlit): the clean text with one token changed,
+so that both have as many tokens, and the right and the wrong answer that the change should swap.
+
+- A name swap (the indirect-object task of Wang et al. 2022): the last word said twice is replaced, at its second
+  mention, by the other word said once before it: "..., John gave a drink to" -> "..., Mary gave a drink to". The
+  clean text's answer is the word said once (Mary), the corrupted one's the word the change made single (John).
+- A changed repeated word (induction): the text ends on a word said earlier; the word after its earlier mention is
+  what an induction head copies, and it is changed for a word the text does not hold.
+- A changed word: any text; its last word said once is changed for a word the text does not hold, and the answers are
+  the two runs' own most likely next tokens (the caller's `top`), as they are for a changed repeated word.
+
+Every proposal is a real text: the changed token's characters are replaced in the clean text, and the text is read
+again to check that it gives the same number of tokens with exactly that one changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from models.registry import LoadedModel
+from models.tokenize import Encoding
+
+# words a changed word becomes, where the vocabulary is not a toy task's: common, and one token each in most
+# vocabularies with a space before them
+SUBSTITUTES = ("blue", "river", "table", "seven", "garden", "yellow", "window", "music", "paper", "horse")
+PROPER = ("Italy", "Spain", "London", "Peter", "Anna", "Tokyo", "Egypt", "Berlin")  # for a word with a capital
+MARKERS = ("Ġ", "▁", "##")
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A corrupted text, which token it changes, and the answers the change should swap."""
+
+    name: str  # "name swap", "changed repeated word", "changed word"
+    text: str
+    position: int  # the changed token
+    answer: str  # the clean run's right answer, as a token of the vocabulary
+    wrong: str  # the corrupted run's
+
+
+def _bare(token: str) -> str:
+    for marker in MARKERS:
+        token = token.removeprefix(marker)
+    return token
+
+
+def _words(encoding: Encoding) -> list[int]:
+    """The positions of tokens that are words (letters only), not specials or punctuation."""
+    return [i for i, t in enumerate(encoding.tokens) if _bare(t).isalpha() and encoding.word_ids[i] is not None]
+
+
+def _replaced(loaded: LoadedModel, text: str, encoding: Encoding, position: int, surface: str) -> str | None:
+    """The text with token `position`'s characters replaced by `surface`, if it reads as the same tokens but that one
+    (None otherwise)."""
+    start, end = encoding.offsets[position]
+    if end <= start:
+        return None
+    spaced = text[start:end].startswith(" ") and not surface.startswith(" ")
+    changed = text[:start] + (" " if spaced else "") + surface + text[end:]
+    try:
+        found = loaded.tokenizer.encode(changed, len(encoding) + 8)
+    except ValueError:
+        return None
+    same = [a == b for a, b in zip(found.ids, encoding.ids, strict=False)]
+    if len(found) != len(encoding) or same.count(False) != 1 or same[position]:
+        return None
+    return changed
+
+
+def _surface(text: str, encoding: Encoding, position: int) -> str:
+    start, end = encoding.offsets[position]
+    return text[start:end].strip()
+
+
+def name_swap(loaded: LoadedModel, text: str, encoding: Encoding) -> Proposal | None:
+    """The last word said twice, at its second mention, replaced by the other word said once before it (the one
+    nearest its first mention)."""
+    ids, words = encoding.ids, _words(encoding)
+    for j in reversed(words[:-1] if words and words[-1] == len(ids) - 1 else words):
+        earlier = [i for i in words if i < j and ids[i] == ids[j]]
+        if not earlier:
+            continue
+        if not _surface(text, encoding, j)[:1].isupper():
+            continue  # names: a word with a capital said twice
+        once = [i for i in words if i < j and ids.count(ids[i]) == 1 and _surface(text, encoding, i)[:1].isupper()]
+        for i in sorted(once, key=lambda i: abs(i - earlier[0])):
+            changed = _replaced(loaded, text, encoding, j, _surface(text, encoding, i))
+            if changed is not None:
+                return Proposal("name swap", changed, j, encoding.tokens[i], encoding.tokens[j])
+    return None
+
+
+def _substitutes(loaded: LoadedModel, encoding: Encoding, capital: bool = False) -> list[str]:
+    """Words to change a word for, none of them in the text: a toy task's own vocabulary, else SUBSTITUTES (PROPER
+    for a word with a capital)."""
+    if loaded.task is not None:
+        vocabulary = [w for w in loaded.task.source.words if w.isalnum()]  # no <bos>, <eos>, <pad>
+        return [w for w in vocabulary if w not in {_bare(t) for t in encoding.tokens}]
+    held = {_bare(t).lower() for t in encoding.tokens}
+    return [w for w in (PROPER if capital else SUBSTITUTES) if w.lower() not in held]
+
+
+Top = Callable[[Sequence[int]], str]  # token ids -> the model's most likely next token
+
+
+def _changed(loaded: LoadedModel, text: str, encoding: Encoding, position: int, name: str, top: Top) -> Proposal | None:
+    """Token `position` changed for the first substitute that reads as one token, if the two runs' most likely next
+    tokens then differ (they are the answers)."""
+    capital = _surface(text, encoding, position)[:1].isupper()
+    for word in _substitutes(loaded, encoding, capital):
+        changed = _replaced(loaded, text, encoding, position, word)
+        if changed is None:
+            continue
+        answer, wrong = top(encoding.ids), top(loaded.tokenizer.encode(changed, len(encoding) + 8).ids)
+        return Proposal(name, changed, position, answer, wrong) if answer != wrong else None
+    return None
+
+
+def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top) -> Proposal | None:
+    """The text ends on a word said before: the word after that earlier mention (what an induction head copies)
+    changed for one the text lacks."""
+    ids, words = encoding.ids, _words(encoding)
+    last = len(ids) - 1
+    if not words or words[-1] != last:
+        return None
+    earlier = [i for i in words if i < last - 1 and ids[i] == ids[last]]
+    if not earlier or earlier[-1] + 1 not in words:
+        return None
+    return _changed(loaded, text, encoding, earlier[-1] + 1, "changed repeated word", top)
+
+
+def changed_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top) -> Proposal | None:
+    """The last word said once (not the last token) whose change moves the most likely next token, changed for one the
+    text lacks."""
+    ids = encoding.ids
+    for j in reversed([i for i in _words(encoding) if i < len(ids) - 1 and ids.count(ids[i]) == 1]):
+        if (found := _changed(loaded, text, encoding, j, "changed word", top)) is not None:
+            return found
+    return None
+
+
+def proposals(loaded: LoadedModel, text: str, max_tokens: int, top: Top) -> list[Proposal]:
+    """Every kind of corruption this text allows, the most telling first (at most one of each)."""
+    encoding = loaded.tokenizer.encode(text, max_tokens)
+    if encoding.truncated:
+        text = text[: encoding.offsets[-1][1]]
+        encoding = loaded.tokenizer.encode(text, max_tokens)
+    found = [name_swap(loaded, text, encoding), repeated_word(loaded, text, encoding, top)]
+    if not any(found):
+        found.append(changed_word(loaded, text, encoding, top))
+    return [p for p in found if p is not None]

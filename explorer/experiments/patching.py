@@ -1,0 +1,289 @@
+"""Activation patching (no streamlit): run a clean text and a corrupted one that differs in a detail, copy one
+activation of the clean run into the corrupted run, and measure how much of the right answer comes back.
+
+The measure is the logit difference at the last position: logit(right answer) - logit(wrong answer), read from the
+model's own final norm and output layer. A patched run's result is the share restored:
+(patched - corrupted) / (clean - corrupted): 1 where the copied activation alone brings the clean answer back, 0 where
+it changes nothing.
+
+Three families of patches, each one batch row of a batched forward:
+- the residual stream: the state entering layer l (l = 0: after the embedding; l = L: the last layer's output,
+  before the final norm) at one position;
+- one head's output (weights @ v, before W_O) at every position;
+- one head's output at one position.
+
+A decoder-only model is causal, so before the first position where the two texts differ both runs are the same, bit
+for bit: a patch there changes nothing (its share is 0 without a run), and a patched run computes only the positions
+from there on (DecoderLayer's window), its keys and values before it the corrupted run's own. A patch at layer l starts
+from the corrupted run's state entering layer l: the layers below are the corrupted run's, unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from explorer.run import cost
+from models.attention import HeadPatch, raw_scores_dropped
+from models.registry import LoadedModel
+from models.transformer import causal_mask
+
+BATCH_BYTES = 384 * 2**20  # about this much memory per chunk of batch rows
+
+
+class PatchingError(ValueError):
+    """Texts or answers patching cannot run on: the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What is patched and measured: both texts' token ids (as many each), the right and the wrong answer's ids."""
+
+    clean_ids: tuple[int, ...]
+    corrupt_ids: tuple[int, ...]
+    answer: int
+    wrong: int
+
+    @property
+    def changed(self) -> tuple[int, ...]:
+        """The positions whose tokens differ."""
+        return tuple(i for i, (a, b) in enumerate(zip(self.clean_ids, self.corrupt_ids, strict=True)) if a != b)
+
+    @property
+    def start(self) -> int:
+        """The first position that differs: every run is the same before it."""
+        return self.changed[0]
+
+
+MARKERS = ("Ġ", "▁")  # how byte-level and SentencePiece vocabularies spell the space before a word
+
+
+def _single_token(loaded: LoadedModel, read: str, typed: str, what: str) -> int:
+    """The id of an answer as one token after the text `read` (what the model read of the clean text): typed as the
+    model names a token ("ĠMary"), or as the text would go on, a space before it (" Mary": one token, where "Mary"
+    alone is another); PatchingError otherwise, with the pieces it is."""
+    if not typed.strip():
+        raise PatchingError(f"write the {what}: one token the model could write next")
+    named = loaded.target_vocabulary.token_to_id(typed)
+    if named is not None and typed.startswith(MARKERS):
+        return named
+    words = typed if typed.startswith(" ") else f" {typed}"
+    before = loaded.tokenizer.encode(read, loaded.max_tokens)
+    after = loaded.tokenizer.encode(read + words, len(before) + 64)
+    if after.ids[: len(before)] == before.ids and len(after) == len(before) + 1:
+        return after.ids[-1]
+    if named is not None:  # a word-level vocabulary's word, or a token written without its space
+        return named
+    pieces = after.tokens[len(before) :] if after.ids[: len(before)] == before.ids else ()
+    if not pieces:
+        raise PatchingError(f"the {what} {typed!r} is not one token of this model's vocabulary")
+    raise PatchingError(
+        f"the {what} {typed!r} is {len(pieces)} tokens ({' + '.join(pieces)}) after the text: write one token, e.g. "
+        f"{pieces[0]!r}"
+    )
+
+
+def setup(loaded: LoadedModel, clean: str, corrupt: str, answer: str, wrong: str, max_tokens: int) -> Setup:
+    """Check the inputs and read them as token ids; PatchingError says what is wrong."""
+    if not loaded.is_decoder_only:
+        what = "an encoder-decoder" if loaded.is_encoder_decoder else "an encoder with no output layer"
+        raise PatchingError(
+            f"patching here measures the next token of a decoder-only model; {loaded.title} is {what}. Choose "
+            "SmolLM2, the induction model or a GPT-2 or Llama folder."
+        )
+    if not corrupt.strip():
+        raise PatchingError("write a corrupted text: the clean one with one detail changed")
+    encoding = loaded.tokenizer.encode(clean, max_tokens)
+    clean_ids = tuple(encoding.ids)
+    corrupt_ids = tuple(loaded.tokenizer.encode(corrupt, max_tokens).ids)
+    if len(clean_ids) != len(corrupt_ids):
+        raise PatchingError(
+            f"the clean text has {len(clean_ids)} tokens and the corrupted one {len(corrupt_ids)}: patching copies "
+            "an activation position by position, so both need as many tokens. Change a word for one that is as "
+            "many tokens long."
+        )
+    if clean_ids == corrupt_ids:
+        raise PatchingError("the corrupted text reads as the same tokens as the clean one: change one detail")
+    read = clean[: encoding.offsets[-1][1]] if encoding.truncated else clean  # the text up to the last token kept
+    right = _single_token(loaded, read, answer, "right answer")
+    other = _single_token(loaded, read, wrong, "wrong answer")
+    if right == other:
+        raise PatchingError("the right and the wrong answer are the same token: choose two different ones")
+    return Setup(clean_ids, corrupt_ids, right, other)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What patching reads of one text's run: the state entering every layer and each head's output."""
+
+    states: Tensor  # (L + 1, T, D): [0] after the embedding, [l] entering layer l, [L] the last layer's output
+    heads: Tensor  # (L, H, T, Dh) each head's output, weights @ v, before W_O
+    difference: float  # logit(answer) - logit(wrong) at the last position
+
+
+def _difference(loaded: LoadedModel, last: Tensor, setup: Setup) -> Tensor:
+    """(B,) logit(answer) - logit(wrong) from the last layer's outputs at the last position (B, D): the model's own
+    final norm and output layer, read for the two tokens only."""
+    model = loaded.model
+    assert model.decoder is not None and model.generator is not None
+    x = last[:, None]  # (B, 1, D)
+    if model.decoder.final_norm is not None:
+        x = model.decoder.final_norm(x)
+    pair = [setup.answer, setup.wrong]
+    weight = model.generator.weight[pair]  # (2, D)
+    logits = x[:, 0] @ weight.T  # (B, 2)
+    if model.generator.bias is not None:
+        logits = logits + model.generator.bias[pair]
+    return (logits[:, 0] - logits[:, 1]).double()
+
+
+@torch.inference_mode()
+def read(loaded: LoadedModel, ids: Sequence[int], setup: Setup) -> Run:
+    """One text's forward, kept as patching reads it."""
+    with raw_scores_dropped():
+        out = loaded.model(torch.tensor([list(ids)]))
+    assert out.decoder is not None
+    heads = torch.stack([layer.self_attn.heads[0] for layer in out.decoder.layers])  # (L, H, T, Dh)
+    states = torch.stack([out.decoder.embeddings[0], *(layer.after_ffn[0] for layer in out.decoder.layers)])
+    return Run(states, heads, float(_difference(loaded, states[-1, -1:], setup)[0]))
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One patched run: at layer `layer`, the residual stream at `position` (head None), or head `head`'s output at
+    `position` (None: every position)."""
+
+    layer: int
+    position: int | None = None
+    head: int | None = None
+
+
+# How a caller keeps each part of a long measurement and follows it: (the part's first and last patch, how many
+# patches there are, its computation) -> its values (as ablate.Parts)
+Parts = Callable[[tuple[int, int], int, Callable[[], np.ndarray]], np.ndarray]
+
+
+def _whole(part: tuple[int, int], rows: int, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    return compute()
+
+
+def _rows_per_chunk(loaded: LoadedModel, tokens: int, window: int) -> int:
+    """Batch rows one chunk holds within about BATCH_BYTES: one layer's attention and states at a time."""
+    config = loaded.model.config
+    per_row = 4 * (3 * config.n_heads * window * tokens + 10 * tokens * config.d_model + window * config.d_ff)
+    return max(1, BATCH_BYTES // max(per_row, 1))
+
+
+@torch.inference_mode()
+def _patched(loaded: LoadedModel, setup: Setup, clean: Run, corrupt: Run, patches: Sequence[Patch]) -> np.ndarray:
+    """(N,) the logit difference of each patched run, in one batch whose rows join at their patch's layer: a row
+    patched at layer l starts from the corrupted run's state entering l, and only positions start.. are computed
+    (the last layer: the last position only)."""
+    model = loaded.model
+    assert model.decoder is not None
+    layers = model.decoder.layers
+    n_layers, tokens = len(layers), clean.states.size(1)
+    order = sorted(range(len(patches)), key=lambda i: patches[i].layer)
+    x: Tensor | None = None  # (B, T, D) the rows so far, in `order`
+    joined = 0
+    for index in range(n_layers + 1):
+        new = [i for i in order if patches[i].layer == index]
+        if new:
+            base = corrupt.states[index].expand(len(new), -1, -1).clone()  # (N, T, D)
+            for row, i in enumerate(new):
+                if patches[i].head is None:  # the residual stream at one position
+                    position = patches[i].position
+                    base[row, position] = clean.states[index, position]
+            x = base if x is None else torch.cat([x, base])
+        if index == n_layers or x is None:
+            joined += len(new)
+            continue
+        head_patch = None
+        if any(patches[i].head is not None for i in new):
+            off = torch.zeros(x.size(0), model.config.n_heads, tokens, dtype=torch.bool)  # (B, H, T)
+            for row, i in enumerate(new, start=joined):
+                patch = patches[i]
+                if patch.head is not None:
+                    off[row, patch.head, slice(None) if patch.position is None else patch.position] = True
+            head_patch = {"self_attn": HeadPatch(off, clean.heads[index])}
+        joined += len(new)
+        window = tokens - 1 if index == n_layers - 1 else setup.start  # the last layer: the measured row only
+        mask = causal_mask(tokens)[:, :, window:]  # (1, 1, T - window, T)
+        out = layers[index](x, None, mask, None, head_patch, window).after_ffn  # (B, T - window, D)
+        if window == 0:
+            x = out
+        else:  # the rows before the window: the corrupted run's, the same in every batch row
+            x = torch.cat([corrupt.states[index + 1, :window].expand(x.size(0), -1, -1), out], dim=1)
+    assert x is not None
+    values = np.empty(len(patches))
+    values[order] = _difference(loaded, x[:, -1], setup).numpy()
+    return values
+
+
+def _changes(patch: Patch, setup: Setup, clean: Run, corrupt: Run) -> bool:
+    """Whether copying this activation changes the corrupted run at all: not before the first changed position, and
+    not where the clean value already equals the corrupted one (then its share is 0 without a run)."""
+    positions = slice(setup.start, None) if patch.position is None else patch.position
+    if patch.position is not None and patch.position < setup.start:
+        return False
+    if patch.head is None:
+        return not torch.equal(clean.states[patch.layer, positions], corrupt.states[patch.layer, positions])
+    found = clean.heads[patch.layer, patch.head, positions]
+    return not torch.equal(found, corrupt.heads[patch.layer, patch.head, positions])
+
+
+def measure(
+    loaded: LoadedModel, setup: Setup, clean: Run, corrupt: Run, patches: Sequence[Patch], kept: Parts = _whole
+) -> np.ndarray:
+    """(N,) the share of the logit difference each patch restores, (patched - corrupted) / (clean - corrupted); the
+    patches that change nothing are 0 without a run, the others run in chunks of batch rows (`kept`: how the caller
+    keeps and follows each chunk, by its first and last patch's index among those run)."""
+    gap = clean.difference - corrupt.difference
+    if gap == 0:
+        raise PatchingError("both texts give the same logit difference: there is nothing for a patch to restore")
+    running = [i for i, patch in enumerate(patches) if _changes(patch, setup, clean, corrupt)]
+    step = _rows_per_chunk(loaded, len(setup.clean_ids), len(setup.clean_ids) - setup.start)
+    found = np.full(len(patches), corrupt.difference)
+    for first in range(0, len(running), step):
+        chunk = running[first : first + step]
+        values = kept(
+            (first, first + len(chunk)),
+            len(running),
+            lambda chunk=chunk: _patched(loaded, setup, clean, corrupt, [patches[i] for i in chunk]),
+        )
+        found[chunk] = values
+    return (found - corrupt.difference) / gap
+
+
+def residual_patches(loaded: LoadedModel, setup: Setup) -> list[Patch]:
+    """The residual stream at every layer (0: after the embedding .. L: the last layer's output) and position, layer
+    by layer."""
+    n_layers, tokens = loaded.model.config.n_decoder_layers, len(setup.clean_ids)
+    return [Patch(layer, position) for layer in range(n_layers + 1) for position in range(tokens)]
+
+
+def head_patches(loaded: LoadedModel) -> list[Patch]:
+    """Every head's output at every position, layer by layer."""
+    config = loaded.model.config
+    return [Patch(layer, None, head) for layer in range(config.n_decoder_layers) for head in range(config.n_heads)]
+
+
+def position_patches(setup: Setup, layer: int, head: int) -> list[Patch]:
+    """One head's output at each position alone."""
+    return [Patch(layer, position, head) for position in range(len(setup.clean_ids))]
+
+
+def seconds(loaded: LoadedModel, setup: Setup, patches: Sequence[Patch]) -> float:
+    """About how long these patches take: each row runs the layers from its patch's up, over the changed window."""
+    config = loaded.model.config
+    tokens, window = len(setup.clean_ids), len(setup.clean_ids) - setup.start
+    layers = sum(
+        config.n_decoder_layers - patch.layer
+        for patch in patches
+        if patch.position is None or patch.position >= setup.start
+    )
+    return layers * cost.layer_seconds(config, window, tokens)

@@ -1,0 +1,17 @@
+"""Lesson step: activation patching. The clean text, a corrupted copy and the answers; predict where the head that
+carries the answer sits, then patch the residual stream, every head, and one head's positions, with its map in both
+runs."""
+
+from __future__ import annotations
+
+from explorer.pages._patching import patching_view
+from explorer.pages._shared import intro, page_footer, page_header
+
+page_header()
+intro(
+    "Turning heads off showed which heads the model needs. Patching asks where the answer travels: run the text and "
+    "a corrupted copy with one detail changed (a name swapped), then copy one activation at a time from the clean "
+    "run into the corrupted one. Where a copy brings the right answer back, that activation carries it."
+)
+patching_view("patch", lesson=True)
+page_footer()

@@ -1,0 +1,91 @@
+"""Activation patching through app.py (AppTest): the name swap on SmolLM2 one click away, the induction model's
+proposed corruption, the three grids drawn from explorer.experiments.patching, a click on a head, bad inputs said
+plainly, and the lesson step's predict-then-reveal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.experiments import patching
+from explorer.pages._patching import ANSWER, CORRUPT, HEAD, NAMES, SWAPPED, WRONG
+from models import registry
+from tests.app import new_app, reveal
+from tests.figdata import array, plain, spec
+
+pytestmark = pytest.mark.slow
+
+INDUCTION = "alpha bravo seven kilo alpha bravo seven"
+
+
+def opened(page: str, model: str, text: str):
+    at = new_app(page)
+    at.query_params["model"] = model
+    at.query_params["text"] = text
+    return at.run()
+
+
+def figure(at, suffix: str) -> dict:
+    found = [c for c in at.get("plotly_chart") if c.key == suffix]
+    assert found, [c.key for c in at.get("plotly_chart")]
+    return spec(found[0])
+
+
+def text_of(at) -> str:
+    parts = [*at.markdown, *at.caption, *at.info, *at.warning, *at.error, *at.subheader, *at.metric]
+    return plain(" ".join(str(getattr(p, "value", "")) + " " + str(getattr(p, "label", "")) for p in parts))
+
+
+def test_the_induction_model_is_offered_its_corruption_and_every_grid_is_the_models_own():
+    at = opened("patching", "induction", INDUCTION)
+    assert not at.exception, at.exception
+    assert at.session_state[CORRUPT] == "alpha bravo seven charlie alpha bravo seven"
+    assert (at.session_state[ANSWER], at.session_state[WRONG]) == ("kilo", "charlie")
+    loaded = registry.load("induction")
+    setup = patching.setup(loaded, INDUCTION, at.session_state[CORRUPT], "kilo", "charlie", 128)
+    clean, corrupt = (patching.read(loaded, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
+    residual = patching.measure(loaded, setup, clean, corrupt, patching.residual_patches(loaded, setup))
+    heads = patching.measure(loaded, setup, clean, corrupt, patching.head_patches(loaded))
+    drawn = figure(at, "patching_residual")["data"][0]["z"]
+    np.testing.assert_allclose(array(drawn), residual.reshape(3, -1), atol=1e-6)
+    drawn = figure(at, "patching_heads_grid")["data"][0]["z"]
+    np.testing.assert_allclose(array(drawn), heads.reshape(2, 4), atol=1e-6)
+    best = np.unravel_index(np.argmax(heads), (2, 4))
+    assert f"What head {best[0] + 1}.{best[1] + 1} looks at" in text_of(at)
+    bars = figure(at, "patching_positions_chart")["data"][0]["y"]
+    want = patching.measure(loaded, setup, clean, corrupt, patching.position_patches(setup, *map(int, best)))
+    np.testing.assert_allclose(array(bars), want, atol=1e-6)
+    assert "Patching convention: the metric is the logit difference" in text_of(at)
+
+
+def test_a_clicked_head_is_the_one_shown_and_bad_inputs_are_said_plainly():
+    at = opened("patching", "induction", INDUCTION)
+    at.session_state[HEAD] = (0, 2)
+    at.run()
+    assert "What head 1.3 looks at" in text_of(at)
+    at.text_input(key="sidebar_" + CORRUPT).set_value("alpha bravo seven alpha bravo seven").run()
+    assert not at.exception
+    assert "the clean text has 8 tokens and the corrupted one 7" in text_of(at)
+    at.text_input(key="sidebar_" + CORRUPT).set_value("alpha bravo seven charlie alpha bravo seven").run()
+    at.text_input(key="sidebar_" + WRONG).set_value("kilo").run()
+    assert "the same token" in text_of(at)
+
+
+def test_an_encoder_is_offered_the_name_swap_on_smollm2_in_one_click():
+    at = opened("patching", "minilm", "The animal didn't cross the street")
+    assert "decoder-only" in text_of(at)
+    at.button(key="patching_name_swap").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["model"] == "smollm2" and at.session_state["text"] == NAMES
+    assert at.session_state[CORRUPT] == SWAPPED
+    assert "position 9 'ĠJohn' -> 'ĠMary'" in text_of(at)
+
+
+def test_the_lesson_step_asks_first_then_patches():
+    at = opened("patch", "induction", INDUCTION)
+    assert not at.exception
+    assert not [c for c in at.get("plotly_chart") if c.key == "patch_residual"]
+    at = reveal(at, "patch_predict", 2)
+    assert not at.exception
+    assert [c for c in at.get("plotly_chart") if c.key == "patch_residual"]
+    assert "your class picked the last third" in text_of(at)

@@ -1,0 +1,145 @@
+"""Activation patching (explorer.experiments.patching) is what it says: each batched, windowed patched run equals a
+plain forward of the corrupted text with that one activation overwritten by the clean run's; the shares that must be
+exact are; bad texts and answers are refused with a message that says what to change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.experiments import patching
+from explorer.experiments.patching import Patch, PatchingError
+from models import registry
+from models.ablation import Ablation
+
+CLEAN = "alpha bravo seven kilo alpha bravo seven"  # the induction model writes kilo next
+CORRUPT = "alpha bravo seven lima alpha bravo seven"  # ... and here lima: the word after the earlier copy changed
+NAMES = "When Mary and John went to the store, John gave a drink to"
+SWAPPED = "When Mary and John went to the store, Mary gave a drink to"
+
+
+@pytest.fixture(scope="module")
+def induction():
+    return registry.load("induction")
+
+
+@pytest.fixture(scope="module")
+def runs(induction):
+    found = patching.setup(induction, CLEAN, CORRUPT, "kilo", "lima", 64)
+    return found, patching.read(induction, found.clean_ids, found), patching.read(induction, found.corrupt_ids, found)
+
+
+def _difference(loaded, logits, setup) -> float:
+    return float(logits[0, -1, setup.answer] - logits[0, -1, setup.wrong])
+
+
+@torch.inference_mode()
+def _by_hand(loaded, setup, clean, patch: Patch) -> float:
+    """The corrupted text's plain forward, every layer whole, with one activation overwritten by the clean run's:
+    the state entering a layer at one position, or one head's output through a one-row ablation."""
+    model = loaded.model
+    config = model.config
+    if patch.head is not None:
+        tokens = len(setup.clean_ids)
+        off = torch.zeros(1, config.n_decoder_layers, config.n_heads, tokens, dtype=torch.bool)
+        off[0, patch.layer, patch.head, slice(None) if patch.position is None else patch.position] = True
+        ablation = Ablation({"decoder_self": off}, {"decoder_self": clean.heads}, 1)
+        return _difference(loaded, model(torch.tensor([setup.corrupt_ids]), ablation=ablation).logits, setup)
+    x = model.decoder.embeddings(torch.tensor([setup.corrupt_ids])).clone()
+    mask = model.decoder_mask(torch.tensor([setup.corrupt_ids]))
+    for index, layer in enumerate([*model.decoder.layers, None]):
+        if index == patch.layer:
+            x[0, patch.position] = clean.states[index, patch.position]
+        if layer is not None:
+            x = layer(x, None, mask, None).after_ffn
+    if model.decoder.final_norm is not None:
+        x = model.decoder.final_norm(x)
+    return _difference(loaded, model.generator(x), setup)
+
+
+def test_the_runs_read_are_the_models_own(induction, runs):
+    setup, clean, corrupt = runs
+    with torch.inference_mode():
+        logits = induction.model(torch.tensor([setup.clean_ids])).logits
+    assert clean.difference == pytest.approx(_difference(induction, logits, setup), abs=1e-5)
+    assert clean.difference > 0 > corrupt.difference  # the model copies the earlier word after "seven" in each
+    assert setup.changed == (4,)  # <bos> first: kilo / lima is token 4
+
+
+def test_the_embedding_at_the_changed_position_restores_all_and_elsewhere_nothing(induction, runs):
+    setup, clean, corrupt = runs
+    tokens = len(setup.clean_ids)
+    shares = patching.measure(induction, setup, clean, corrupt, [Patch(0, p) for p in range(tokens)])
+    assert shares[4] == pytest.approx(1.0, abs=1e-5)
+    assert np.all(np.delete(shares, 4) == 0.0)
+    n_layers = induction.model.config.n_decoder_layers
+    last = patching.measure(induction, setup, clean, corrupt, [Patch(n_layers, tokens - 1)])
+    assert last[0] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_every_batched_patch_equals_a_plain_forward_with_that_activation_copied(induction, runs):
+    setup, clean, corrupt = runs
+    config = induction.model.config
+    patches = [
+        *patching.residual_patches(induction, setup),
+        *patching.head_patches(induction),
+        *patching.position_patches(setup, 1, 2),
+    ]
+    shares = patching.measure(induction, setup, clean, corrupt, patches)
+    gap = clean.difference - corrupt.difference
+    want = np.array([(_by_hand(induction, setup, clean, p) - corrupt.difference) / gap for p in patches])
+    np.testing.assert_allclose(shares, want, atol=1e-5)
+    grid = shares[: (config.n_decoder_layers + 1) * len(setup.clean_ids)]
+    assert grid.reshape(config.n_decoder_layers + 1, -1)[-1, -1] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_chunks_give_the_same_shares_and_are_told(induction, runs, monkeypatch):
+    setup, clean, corrupt = runs
+    patches = patching.head_patches(induction)
+    whole = patching.measure(induction, setup, clean, corrupt, patches)
+    monkeypatch.setattr(patching, "BATCH_BYTES", 1)  # one row a chunk
+    told = []
+
+    def kept(part, rows, compute):
+        told.append((part, rows))
+        return compute()
+
+    np.testing.assert_allclose(patching.measure(induction, setup, clean, corrupt, patches, kept), whole, atol=1e-6)
+    assert [part for part, _ in told] == [(i, i + 1) for i in range(len(patches))]
+
+
+def test_the_name_swap_on_smollm2(smollm2):
+    setup = patching.setup(smollm2, NAMES, SWAPPED, "Mary", "John", 64)
+    assert smollm2.tokenizer.id_to_token(setup.answer) == "ĠMary"
+    clean, corrupt = (patching.read(smollm2, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
+    assert clean.difference > 0 > corrupt.difference
+    patches = [Patch(0, setup.start), Patch(30, len(setup.clean_ids) - 1), Patch(23, None, 3)]
+    shares = patching.measure(smollm2, setup, clean, corrupt, patches)
+    np.testing.assert_allclose(shares[:2], 1.0, atol=1e-5)
+    gap = clean.difference - corrupt.difference
+    by_hand = (_by_hand(smollm2, setup, clean, patches[2]) - corrupt.difference) / gap
+    assert shares[2] == pytest.approx(by_hand, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "answer", "wrong", "message"),
+    [
+        ("alpha bravo seven kilo alpha bravo", "kilo", "lima", "8 tokens and the corrupted one 7"),
+        (CLEAN, "kilo", "lima", "same tokens"),
+        (CORRUPT, "kilo", "kilo", "same token"),
+        (CORRUPT, "", "lima", "write the right answer"),
+        ("   ", "kilo", "lima", "write a corrupted text"),
+    ],
+)
+def test_bad_inputs_are_refused_with_what_to_change(induction, corrupt, answer, wrong, message):
+    with pytest.raises(PatchingError, match=message):
+        patching.setup(induction, CLEAN, corrupt, answer, wrong, 64)
+
+
+def test_answers_must_be_one_token(smollm2, minilm):
+    with pytest.raises(PatchingError, match=r"is 2 tokens .* write one token"):
+        patching.setup(smollm2, NAMES, SWAPPED, "Mary Ann", "John", 64)
+    assert patching.setup(smollm2, NAMES, SWAPPED, " Mary", "ĠJohn", 64).wrong == smollm2.tokenizer.token_to_id("ĠJohn")
+    with pytest.raises(PatchingError, match="decoder-only"):
+        patching.setup(minilm, "a cat", "a dog", "cat", "dog", 64)
