@@ -40,7 +40,7 @@ _STEPS = (
     ("add_norm", "Add & Norm and feed-forward", "route", False),
     ("model_view", "The stack: every layer and head", "apps", False),
     ("turn_off", "Turn heads off: a layer, then one head", "block", False),
-    ("patch", "Patch activations: where the answer travels", "swap_horiz", True),
+    ("patch", "Patch activations: where the answer travels", "swap_horiz", False),
     ("why_attention", "Why attention", "table_chart", False),
     ("decoding", "Decoder: one output word at a time", "translate", True),
     ("final_linear", "Final linear, softmax and sampling", "functions", True),
