@@ -63,12 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --ablate: what a turned-off head writes, nothing (zero, the default) or its mean output over the "
         "model's example sentences (mean)",
     )
+    export.add_argument(
+        "--corrupt",
+        metavar="TEXT",
+        help="activation patching (decoder-only models): a corrupted copy of --text with as many tokens; adds "
+        '"patching" with the share of the logit difference each head and each residual state restores',
+    )
+    export.add_argument("--answer", help="with --corrupt: the right answer, one token (the clean text's next)")
+    export.add_argument("--wrong", help="with --corrupt: the wrong answer, one token (the corrupted text's next)")
     return parser
 
 
 def export(args: argparse.Namespace) -> None:
     from explorer.app import export as to_data
-    from explorer.experiments import ablate
+    from explorer.experiments import ablate, patching
     from explorer.run import trace
     from models import ablation, registry
 
@@ -85,6 +93,11 @@ def export(args: argparse.Namespace) -> None:
         raise CliError("--target applies to the JSON export only")
     if args.ablation is not None and args.ablate is None:
         raise CliError("--ablation needs --ablate: name the heads to turn off")
+    patched = (args.corrupt, args.answer, args.wrong)
+    if any(p is not None for p in patched) and any(p is None for p in patched):
+        raise CliError("patching needs all three of --corrupt, --answer and --wrong")
+    if args.corrupt is not None and (args.format != "json" or args.ablate is not None):
+        raise CliError("--corrupt applies to the JSON export, without --ablate")
     if args.what is not None and args.format != "npz":
         raise CliError("--what applies to the npz export only")
     what = to_data.npz_what(args.what or "weights")
@@ -94,6 +107,8 @@ def export(args: argparse.Namespace) -> None:
         why = " (a decoder-only model's target is its own text)" if loaded.is_decoder_only else ""
         raise CliError(f"--target needs an encoder-decoder model; {args.model!r} is {loaded.family.shape}{why}")
     text = loaded.example if args.example else args.text
+    if args.corrupt is not None:  # checked before the long runs: PatchingError (a ValueError) says what is wrong
+        patching.setup(loaded, text, args.corrupt, args.answer, args.wrong, args.max_tokens or loaded.max_tokens)
     chosen = to_data.selection(args.layers, args.heads, ablate.model_shapes(loaded))  # before a long run, not after
     heads, ablated = (), None
     if args.ablate is not None:  # AblationError (a ValueError) for a head the model lacks, none, or every head
@@ -116,6 +131,9 @@ def export(args: argparse.Namespace) -> None:
             **to_data.forward_document(loaded, result, args.target or "", ablated),
             **to_data.lens_document(loaded, result, ablated),
         }
+        if args.corrupt is not None:
+            limit = args.max_tokens or loaded.max_tokens
+            document |= patching.document(loaded, text, args.corrupt, args.answer, args.wrong, limit)
         with _opened(out) as stream:
             json.dump(document, stream, ensure_ascii=False)
             stream.write("\n")

@@ -287,3 +287,30 @@ def seconds(loaded: LoadedModel, setup: Setup, patches: Sequence[Patch]) -> floa
         if patch.position is None or patch.position >= setup.start
     )
     return layers * cost.layer_seconds(config, window, tokens)
+
+
+def document(loaded: LoadedModel, clean: str, corrupt: str, answer: str, wrong: str, max_tokens: int) -> dict:
+    """The export's "patching" entry: both runs' logit differences, the share each head's output restores
+    [layer][head], and the residual stream's [layer 0..L][position] (0: after the embedding; L: the last layer's
+    output, before the final norm), with the convention they follow."""
+    found = setup(loaded, clean, corrupt, answer, wrong, max_tokens)
+    clean_run, corrupt_run = read(loaded, found.clean_ids, found), read(loaded, found.corrupt_ids, found)
+    config = loaded.model.config
+    heads = measure(loaded, found, clean_run, corrupt_run, head_patches(loaded))
+    residual = measure(loaded, found, clean_run, corrupt_run, residual_patches(loaded, found))
+    vocabulary = loaded.target_vocabulary
+    return {
+        "patching": {
+            "clean": clean_run.difference,
+            "corrupted": corrupt_run.difference,
+            "heads": heads.reshape(config.n_decoder_layers, config.n_heads).tolist(),
+            "residual": residual.reshape(config.n_decoder_layers + 1, -1).tolist(),
+            "answer": vocabulary.id_to_token(found.answer),
+            "wrong": vocabulary.id_to_token(found.wrong),
+            "changed": list(found.changed),
+            "corrupted_tokens": [vocabulary.id_to_token(i) for i in found.corrupt_ids],
+            "convention": "logit difference logit(answer) - logit(wrong) at the last position; each patch copies one "
+            "activation of the clean run into the corrupted run; share restored = (patched - corrupted) / (clean - "
+            "corrupted); heads: each head's output (before W_O) at every position",
+        }
+    }

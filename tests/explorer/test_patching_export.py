@@ -1,0 +1,62 @@
+"""`python -m explorer export --corrupt ... --answer ... --wrong ...`: the patching entry is the experiment's own
+numbers beside the usual export; bad input is one line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from explorer.__main__ import main
+from explorer.experiments import patching
+
+CLEAN = "alpha bravo seven kilo alpha bravo seven"
+CORRUPT = "alpha bravo seven lima alpha bravo seven"
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["export", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_patching_entry_is_the_experiments_own(capsys):
+    argv = ("--model", "induction", "--text", CLEAN, "--corrupt", CORRUPT, "--answer", "kilo", "--wrong", "lima")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    document = json.loads(out)
+    found = document["patching"]
+    assert document["tokens"] and found["answer"] == "kilo" and found["changed"] == [4]
+    from models import registry
+
+    loaded = registry.load("induction")
+    setup = patching.setup(loaded, CLEAN, CORRUPT, "kilo", "lima", loaded.max_tokens)
+    clean, corrupt = (patching.read(loaded, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
+    assert (found["clean"], found["corrupted"]) == (clean.difference, corrupt.difference)
+    heads = patching.measure(loaded, setup, clean, corrupt, patching.head_patches(loaded))
+    np.testing.assert_allclose(found["heads"], heads.reshape(2, 4), atol=1e-6)
+    residual = np.array(found["residual"])
+    assert residual.shape == (3, 8)  # the embedding, then each of the 2 layers' outputs; 8 positions (<bos> first)
+    assert residual[0, 4] == pytest.approx(1.0, abs=1e-5) and residual[-1, -1] == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--corrupt", "alpha bravo seven lima alpha bravo"), "needs all three"),
+        (("--corrupt", "alpha bravo seven lima alpha bravo", "--answer", "kilo", "--wrong", "lima"), "8 tokens and"),
+        (("--corrupt", CORRUPT, "--answer", "kilo", "--wrong", "kilo"), "the same token"),
+        (("--corrupt", CORRUPT, "--answer", "kilo", "--wrong", "lima", "--format", "csv"), "JSON export"),
+    ],
+)
+def test_bad_patching_input_is_one_line_and_exit_status_2(capsys, argv, message):
+    code, out, err = run_cli(capsys, "--model", "induction", "--text", CLEAN, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err
+
+
+def test_patching_needs_a_decoder_only_model(capsys):
+    argv = ("--corrupt", "the small red dog", "--answer", "chat", "--wrong", "chien")
+    code, _, err = run_cli(capsys, "--model", "translate", "--text", "the small red cat", *argv)
+    assert code == 2 and "decoder-only" in err
