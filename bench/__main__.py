@@ -1,5 +1,5 @@
-"""`python -m bench forward|startup|figures|browser|load|memory [--json]`: benchmarks, never run as tests. A model key
-folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
+"""`python -m bench forward|startup|figures|browser|load|memory|patching [--json]`: benchmarks, never run as tests. A
+model key folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
 
 from __future__ import annotations
 
@@ -56,9 +56,17 @@ def main(argv: list[str] | None = None) -> int:
     memory.add_argument("--model", default=None, help="long-text mode: this model alone (smollm2, folder:gpt2-small)")
     memory.add_argument("--tokens", type=int, default=2048, help="long-text mode: each text's tokens")
     memory.add_argument("--texts", type=int, default=100, help="long-text mode: distinct texts read")
+    patching = commands.add_parser("patching", help="activation patching of every head of SmolLM2 at 20 tokens")
+    patching.add_argument("--json", action="store_true")
+    patching.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
 
-    if args.command == "forward":
+    if args.command == "patching":
+        from bench import patching as bench_patching
+
+        rows = bench_patching.run(args.repeats)
+        print(json.dumps(rows) if args.json else bench_patching.table(rows))
+    elif args.command == "forward":
         from bench import forward as bench_forward
 
         lengths = tuple(args.lengths or bench_forward.LENGTHS)
