@@ -130,11 +130,17 @@ def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top) 
     return _changed(loaded, text, encoding, earlier[-1] + 1, "changed repeated word", top)
 
 
+TRIES = 4  # words a changed-word proposal tries, nearest the end first: each try is one more run of the text
+
+
 def changed_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top) -> Proposal | None:
-    """The last word said once (not the last token) whose change moves the most likely next token, changed for one the
-    text lacks."""
+    """A word near the end (not the last token; words said once first) whose change moves the most likely next token,
+    changed for one the text lacks; at most TRIES words are tried."""
     ids = encoding.ids
-    for j in reversed([i for i in _words(encoding) if i < len(ids) - 1 and ids.count(ids[i]) == 1]):
+    words = [i for i in _words(encoding) if i < len(ids) - 1]
+    once = [i for i in words if ids.count(ids[i]) == 1]
+    order = [*reversed(once), *(i for i in reversed(words) if i not in once)]
+    for j in order[:TRIES]:
         if (found := _changed(loaded, text, encoding, j, "changed word", top)) is not None:
             return found
     return None

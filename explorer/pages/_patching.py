@@ -128,6 +128,9 @@ def patching_view(key: str, lesson: bool = False) -> None:
     current_trace()  # the sidebar's text can be read (a message and a stop otherwise)
     _offer_name_swap(key)
     _inputs(key, sidebar)
+    if not st.session_state[CORRUPT].strip():
+        st.info("Write a corrupted text above: the clean one with one detail changed, as many tokens long.")
+        stop()
     try:
         setup = patching_runs.get_setup(
             *sidebar, st.session_state[CORRUPT], st.session_state[ANSWER], st.session_state[WRONG]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.experiments import patching
+from explorer.experiments import corruptions, patching
 from explorer.experiments.patching import Patch, PatchingError
 from models import registry
 from models.ablation import Ablation
@@ -143,3 +143,24 @@ def test_answers_must_be_one_token(smollm2, minilm):
     assert patching.setup(smollm2, NAMES, SWAPPED, " Mary", "ĠJohn", 64).wrong == smollm2.tokenizer.token_to_id("ĠJohn")
     with pytest.raises(PatchingError, match="decoder-only"):
         patching.setup(minilm, "a cat", "a dog", "cat", "dog", 64)
+
+
+def _top(loaded):
+    @torch.inference_mode()
+    def top(ids):
+        logits = loaded.model(torch.tensor([list(ids)])).logits
+        return loaded.target_vocabulary.id_to_token(int(logits[0, -1].argmax()))
+
+    return top
+
+
+def test_the_proposed_corruptions_are_real_texts_one_token_apart(smollm2, induction):
+    (swap,) = corruptions.proposals(smollm2, NAMES, 64, _top(smollm2))
+    assert (swap.name, swap.text, swap.answer, swap.wrong) == ("name swap", SWAPPED, "ĠMary", "ĠJohn")
+    (country,) = corruptions.proposals(smollm2, "The capital of France is", 64, _top(smollm2))
+    assert (country.text, country.answer, country.wrong) == ("The capital of Italy is", "ĠParis", "ĠRome")
+    (repeat,) = corruptions.proposals(induction, CLEAN, 64, _top(induction))
+    assert repeat.name == "changed repeated word" and repeat.position == 4 and repeat.answer == "kilo"
+    for loaded, proposal, clean in ((smollm2, swap, NAMES), (induction, repeat, CLEAN)):
+        found = patching.setup(loaded, clean, proposal.text, proposal.answer, proposal.wrong, 64)
+        assert found.changed == (proposal.position,)
