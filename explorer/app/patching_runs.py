@@ -12,6 +12,7 @@ import torch
 from explorer.app import cached
 from explorer.experiments import corruptions, patching
 from explorer.experiments.patching import Patch
+from explorer.run import cost
 
 
 def get_setup(model_name: str, text: str, max_tokens: int, corrupt: str, answer: str, wrong: str) -> patching.Setup:
@@ -51,10 +52,21 @@ def get_top(model_name: str, ids: Sequence[int]) -> str:
 def get_proposals(model_name: str, text: str, max_tokens: int) -> list[corruptions.Proposal]:
     """The corrupted texts proposed for this clean one (corruptions.proposals)."""
     loaded = cached.model(model_name)
+    tokens = len(cached.get_trace(model_name, text, max_tokens).source_tokens)
+    # a proposal that reads the model's own next tokens runs the text again for each: only where that is quick
+    quick = cost.forward_seconds(loaded.model.config, tokens, rows=1 + corruptions.TRIES) <= cost.ASK_AFTER_SECONDS
+    top = (lambda ids: get_top(model_name, ids)) if quick else None
     return cached.store().get(
         cached._key("patching_proposals", model_name, text, max_tokens),
-        lambda: corruptions.proposals(loaded, text, max_tokens, lambda ids: get_top(model_name, ids)),
+        lambda: corruptions.proposals(loaded, text, max_tokens, top),
     )
+
+
+def runs_seconds(model_name: str, setup: patching.Setup) -> float:
+    """About how long reading both texts takes (0 once kept)."""
+    if cached.store().peek(cached._key("patching_runs", model_name, setup)) is not None:
+        return 0.0
+    return patching.read_seconds(cached.model(model_name), len(setup.clean_ids))
 
 
 def patches(model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0) -> list[Patch]:

@@ -117,9 +117,10 @@ def _changed(loaded: LoadedModel, text: str, encoding: Encoding, position: int, 
     return None
 
 
-def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top) -> Proposal | None:
+def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top | None) -> Proposal | None:
     """The text ends on a word said before: the word after that earlier mention (what an induction head copies)
-    changed for one the text lacks."""
+    changed for one the text lacks. The answers: the two runs' most likely next tokens, or with no `top` (a long text,
+    where each is another run) the word an induction head would copy in each."""
     ids, words = encoding.ids, _words(encoding)
     last = len(ids) - 1
     if not words or words[-1] != last:
@@ -127,7 +128,14 @@ def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top) 
     earlier = [i for i in words if i < last - 1 and ids[i] == ids[last]]
     if not earlier or earlier[-1] + 1 not in words:
         return None
-    return _changed(loaded, text, encoding, earlier[-1] + 1, "changed repeated word", top)
+    copied = earlier[-1] + 1
+    if top is not None:
+        return _changed(loaded, text, encoding, copied, "changed repeated word", top)
+    for word in _substitutes(loaded, encoding, _surface(text, encoding, copied)[:1].isupper()):
+        if (changed := _replaced(loaded, text, encoding, copied, word)) is not None:
+            new = loaded.tokenizer.encode(changed, len(encoding) + 8)
+            return Proposal("changed repeated word", changed, copied, encoding.tokens[copied], new.tokens[copied])
+    return None
 
 
 TRIES = 4  # words a changed-word proposal tries, nearest the end first: each try is one more run of the text
@@ -146,13 +154,14 @@ def changed_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top) -
     return None
 
 
-def proposals(loaded: LoadedModel, text: str, max_tokens: int, top: Top) -> list[Proposal]:
-    """Every kind of corruption this text allows, the most telling first (at most one of each)."""
+def proposals(loaded: LoadedModel, text: str, max_tokens: int, top: Top | None) -> list[Proposal]:
+    """Every kind of corruption this text allows, the most telling first (at most one of each); with no `top` (a long
+    text) none that needs more runs of the model."""
     encoding = loaded.tokenizer.encode(text, max_tokens)
     if encoding.truncated:
         text = text[: encoding.offsets[-1][1]]
         encoding = loaded.tokenizer.encode(text, max_tokens)
     found = [name_swap(loaded, text, encoding), repeated_word(loaded, text, encoding, top)]
-    if not any(found):
+    if not any(found) and top is not None:
         found.append(changed_word(loaded, text, encoding, top))
     return [p for p in found if p is not None]

@@ -143,13 +143,29 @@ def _difference(loaded: LoadedModel, last: Tensor, setup: Setup) -> Tensor:
 
 @torch.inference_mode()
 def read(loaded: LoadedModel, ids: Sequence[int], setup: Setup) -> Run:
-    """One text's forward, kept as patching reads it."""
+    """One text's forward, kept as patching reads it: the decoder's layers run one at a time by their own forward (the
+    same operations as the whole model's), each layer's attention let go before the next runs (a long text's maps are
+    150 MB a layer)."""
+    decoder = loaded.model.decoder
+    assert decoder is not None
+    tokens = torch.tensor([list(ids)])  # (1, T)
+    x = decoder.embeddings(tokens)  # (1, T, D)
+    mask = loaded.model.decoder_mask(tokens)  # (1, 1, T, T)
+    states, heads = [x[0]], []
     with raw_scores_dropped():
-        out = loaded.model(torch.tensor([list(ids)]))
-    assert out.decoder is not None
-    heads = torch.stack([layer.self_attn.heads[0] for layer in out.decoder.layers])  # (L, H, T, Dh)
-    states = torch.stack([out.decoder.embeddings[0], *(layer.after_ffn[0] for layer in out.decoder.layers)])
-    return Run(states, heads, float(_difference(loaded, states[-1, -1:], setup)[0]))
+        for layer in decoder.layers:
+            internals = layer(x, None, mask, None)
+            heads.append(internals.self_attn.heads[0])  # (H, T, Dh)
+            x = internals.after_ffn
+            states.append(x[0])
+            del internals
+    stacked = torch.stack(states)  # (L + 1, T, D)
+    return Run(stacked, torch.stack(heads), float(_difference(loaded, stacked[-1, -1:], setup)[0]))
+
+
+def read_seconds(loaded: LoadedModel, tokens: int) -> float:
+    """About how long reading both texts takes."""
+    return cost.forward_seconds(loaded.model.config, tokens, rows=2)
 
 
 @dataclass(frozen=True)

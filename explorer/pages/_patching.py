@@ -142,9 +142,12 @@ def patching_view(key: str, lesson: bool = False) -> None:
     changes = ", ".join(
         f"position {i} {tokens[i]!r} -> {_token(loaded, setup.corrupt_ids[i])!r}" for i in setup.changed
     )
-    clean, corrupt = patching_runs.get_runs(sidebar[0], setup)
     right, wrong = _token(loaded, setup.answer), _token(loaded, setup.wrong)
     st.markdown(markdown_literal(f"Changed: {changes}."))
+    what = "Patching first runs both texts, keeping every layer's state and each head's output."
+    if not ask_first(what, patching_runs.runs_seconds(sidebar[0], setup), "Run both texts", f"{key}_runs"):
+        stop()
+    clean, corrupt = patching_runs.get_runs(sidebar[0], setup)
     a, b, c = st.columns(3)
     a.metric(f"Clean: logit {right} - logit {wrong}", f"{clean.difference:+.2f}")
     b.metric("Corrupted", f"{corrupt.difference:+.2f}")

@@ -61,8 +61,13 @@ def _by_hand(loaded, setup, clean, patch: Patch) -> float:
 def test_the_runs_read_are_the_models_own(induction, runs):
     setup, clean, corrupt = runs
     with torch.inference_mode():
-        logits = induction.model(torch.tensor([setup.clean_ids])).logits
-    assert clean.difference == pytest.approx(_difference(induction, logits, setup), abs=1e-5)
+        out = induction.model(torch.tensor([setup.clean_ids]))
+    assert clean.difference == pytest.approx(_difference(induction, out.logits, setup), abs=1e-5)
+    # layer by layer, each let go: the whole forward's states and heads, bit for bit
+    assert torch.equal(
+        clean.states, torch.stack([out.decoder.embeddings[0], *(x.after_ffn[0] for x in out.decoder.layers)])
+    )
+    assert torch.equal(clean.heads, torch.stack([x.self_attn.heads[0] for x in out.decoder.layers]))
     assert clean.difference > 0 > corrupt.difference  # the model copies the earlier word after "seven" in each
     assert setup.changed == (4,)  # <bos> first: kilo / lima is token 4
 
@@ -161,6 +166,9 @@ def test_the_proposed_corruptions_are_real_texts_one_token_apart(smollm2, induct
     assert (country.text, country.answer, country.wrong) == ("The capital of Italy is", "ĠParis", "ĠRome")
     (repeat,) = corruptions.proposals(induction, CLEAN, 64, _top(induction))
     assert repeat.name == "changed repeated word" and repeat.position == 4 and repeat.answer == "kilo"
+    # a long text's proposals run nothing more: the word an induction head would copy is the answer
+    (cheap,) = corruptions.proposals(induction, CLEAN, 64, None)
+    assert (cheap.text, cheap.answer, cheap.wrong) == (repeat.text, "kilo", "charlie")
     for loaded, proposal, clean in ((smollm2, swap, NAMES), (induction, repeat, CLEAN)):
         found = patching.setup(loaded, clean, proposal.text, proposal.answer, proposal.wrong, 64)
         assert found.changed == (proposal.position,)
