@@ -220,8 +220,18 @@ def _maps(sidebar: tuple[str, str, int], corrupt: str, layer: int, head: int, ke
     """The head's attention map in the clean run and in the corrupted one, side by side."""
     model_name, text, max_tokens = sidebar
     runs = [cached.get_trace(model_name, text, max_tokens), cached.get_trace(model_name, corrupt, max_tokens)]
-    st.markdown("Its attention in both runs: where the last row's weight goes is what it copies into the answer.")
     tokens = runs[0].source_tokens
+    last = [run.attention("decoder_self").weights[layer][head][-1] for run in runs]  # the row that predicts
+    said = [
+        f"{name} to position {int(np.argmax(row))} {run.source_tokens[int(np.argmax(row))]!r} ({row.max():.2f})"
+        for name, run, row in zip(("in the clean run", "in the corrupted run"), runs, last, strict=True)
+    ]
+    st.markdown(
+        markdown_literal(
+            f"Its attention in both runs. The last row is the position that predicts the answer; it gives most weight "
+            f"{said[0]}, and {said[1]}."
+        )
+    )
     narrow = fits_half_width(len(tokens))  # side by side while every key's label fits half the page
     columns = st.columns(2) if narrow else (st.container(), st.container())
     for column, run, name in zip(columns, runs, ("clean", "corrupted"), strict=True):

@@ -56,6 +56,11 @@ def test_the_induction_model_is_offered_its_corruption_and_every_grid_is_the_mod
     want = patching.measure(loaded, setup, clean, corrupt, patching.position_patches(setup, *map(int, best)))
     np.testing.assert_allclose(array(bars), want, atol=1e-6)
     assert "Patching convention: the metric is the logit difference" in text_of(at)
+    from explorer.run import trace
+
+    row = trace.run(loaded, INDUCTION, 128).attention("decoder_self").weights[best[0]][best[1]][-1]
+    token = ("<bos>", "alpha", "bravo", "seven", "kilo")[int(np.argmax(row))] if np.argmax(row) < 5 else None
+    assert f"in the clean run to position {int(np.argmax(row))} {token!r} ({row.max():.2f})" in text_of(at)
 
 
 def test_a_clicked_head_is_the_one_shown_and_bad_inputs_are_said_plainly():
