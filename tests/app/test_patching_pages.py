@@ -58,7 +58,7 @@ def test_the_induction_model_is_offered_its_corruption_and_every_grid_is_the_mod
     assert "Patching convention: the metric is the logit difference" in text_of(at)
     from explorer.run import trace
 
-    row = trace.run(loaded, INDUCTION, 128).attention("decoder_self").weights[best[0]][best[1]][-1]
+    row = trace.run(loaded, INDUCTION, 32).attention("decoder_self").weights[best[0]][best[1]][-1]
     token = ("<bos>", "alpha", "bravo", "seven", "kilo")[int(np.argmax(row))] if np.argmax(row) < 5 else None
     assert f"in the clean run to position {int(np.argmax(row))} {token!r} ({row.max():.2f})" in text_of(at)
 
