@@ -148,10 +148,13 @@ def patching_view(key: str, lesson: bool = False) -> None:
     if not ask_first(what, patching_runs.runs_seconds(sidebar[0], setup), "Run both texts", f"{key}_runs"):
         stop()
     clean, corrupt = patching_runs.get_runs(sidebar[0], setup)
-    a, b, c = st.columns(3)
-    a.metric(f"Clean: logit {right} - logit {wrong}", f"{clean.difference:+.2f}")
-    b.metric("Corrupted", f"{corrupt.difference:+.2f}")
-    c.metric("Gap a patch can restore", f"{clean.difference - corrupt.difference:.2f}")
+    gap = clean.difference - corrupt.difference
+    st.markdown(
+        markdown_literal(
+            f"Logit difference, logit {right} - logit {wrong} at the last position: clean run {clean.difference:+.2f}, "
+            f"corrupted run {corrupt.difference:+.2f}. A patch can restore up to {gap:.2f} of it."
+        )
+    )
     st.caption(markdown_literal(CONVENTION))
     if clean.difference <= corrupt.difference:
         st.warning(

@@ -56,6 +56,8 @@ def test_the_induction_model_is_offered_its_corruption_and_every_grid_is_the_mod
     want = patching.measure(loaded, setup, clean, corrupt, patching.position_patches(setup, *map(int, best)))
     np.testing.assert_allclose(array(bars), want, atol=1e-6)
     assert "Patching convention: the metric is the logit difference" in text_of(at)
+    said = f"clean run {clean.difference:+.2f}, corrupted run {corrupt.difference:+.2f}"
+    assert said in text_of(at)
     from explorer.run import trace
 
     row = trace.run(loaded, INDUCTION, 32).attention("decoder_self").weights[best[0]][best[1]][-1]
