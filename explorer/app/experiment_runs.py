@@ -143,8 +143,10 @@ def get_lens(model_name: str, text: str, max_tokens: int, position: int) -> lens
     )
 
 
-def get_attribution(model_name: str, text: str, max_tokens: int, position: int, token_id: int):
-    """One logit split into what each part of the model wrote."""
+def get_attribution(
+    model_name: str, text: str, max_tokens: int, position: int, token_id: int, against: int | None = None
+):
+    """One logit, or the logit difference with `against`, split into what each part of the model wrote."""
     loaded = cached.model(model_name)
     answer = get_answer(model_name, text, max_tokens)
     entering = None
@@ -153,10 +155,10 @@ def get_attribution(model_name: str, text: str, max_tokens: int, position: int, 
         assert states is not None and len(states["embeddings"]) == len(answer.source_ids)  # its rows and one more
         entering = lambda i: states["embeddings"] if i == 0 else states["after_ffn"][i - 1]  # noqa: E731
     return cached.store().get(
-        cached._key("attribution", model_name, text, max_tokens, position, token_id),
+        cached._key("attribution", model_name, text, max_tokens, position, token_id, against),
         lambda: cached._compute(
             "Splitting the logit into its parts...",
-            lambda: attribution.attribute(loaded, answer, position, token_id, entering),
+            lambda: attribution.attribute(loaded, answer, position, token_id, entering, against),
         ),
     )
 
