@@ -32,14 +32,6 @@ def model_shapes(loaded: LoadedModel) -> dict[str, tuple[int, int]]:
     return ablation.shapes(loaded.model.config)
 
 
-def head_means(loaded: LoadedModel) -> dict[str, np.ndarray]:
-    """Each head's mean output (weights @ v, before W_O) over every position of the model's sample of texts, per
-    attention kind: (L, H, Dh). What mean ablation writes in place of a head (replacements.mean)."""
-    values = replacements.mean(loaded).values
-    assert values is not None
-    return values
-
-
 def replacement(loaded: LoadedModel, method: str, source_ids: Sequence[int] | None = None) -> Replacement:
     """What heads turned off by `method` write: zero, mean (over the model's sample) or resample (another sample
     text's run, at the length of the clean text whose `source_ids` are given); AblationError for a bad request."""
