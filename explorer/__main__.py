@@ -1,5 +1,5 @@
 """Headless CLI: `python -m explorer export --model M --text T [--max-tokens N] [--format json|csv|npz] [--out FILE]
-[--layers 1,3-5] [--heads 2] [--what weights,scores,qkv] [--ablate L.H[,L.H...] [--ablation zero|mean]]`: the
+[--layers 1,3-5] [--heads 2] [--what weights,scores,qkv] [--ablate L.H[,L.H...] [--ablation zero|mean|resample]]`: the
 attention of every layer and head (or the chosen ones), from the clean model or with some heads turned off (their
 output replaced before W_O, models.ablation)."""
 
@@ -59,9 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument(
         "--ablation",
-        choices=("zero", "mean"),
-        help="with --ablate: what a turned-off head writes, nothing (zero, the default) or its mean output over the "
-        "model's example sentences (mean)",
+        choices=("zero", "mean", "resample"),
+        help="with --ablate: what a turned-off head writes: nothing (zero, the default), its mean output over a sample "
+        "of texts the model reads (mean), or its output on another text of that sample, position by position "
+        "(resample)",
     )
     export.add_argument(
         "--corrupt",
@@ -110,24 +111,27 @@ def export(args: argparse.Namespace) -> None:
     if args.corrupt is not None:  # checked before the long runs: PatchingError (a ValueError) says what is wrong
         patching.setup(loaded, text, args.corrupt, args.answer, args.wrong, args.max_tokens or loaded.max_tokens)
     chosen = to_data.selection(args.layers, args.heads, ablate.model_shapes(loaded))  # before a long run, not after
-    heads, ablated = (), None
+    heads, ablated, replaced = (), None, None
     if args.ablate is not None:  # AblationError (a ValueError) for a head the model lacks, none, or every head
         heads = tuple(ablation.parse(args.ablate, ablate.model_shapes(loaded)))
-        ablated = ablate.make(loaded, heads, args.ablation or "zero")
+        replaced = ablate.text_replacement(loaded, args.ablation or "zero", text, args.max_tokens)
+        ablated = ablate.make(loaded, heads, replaced.method, replaced)
     result = trace.run(loaded, text, args.max_tokens, ablation=ablated)
     if result.truncated:
         kept = len(result.source_tokens)
         print(f"warning: input truncated to {kept} tokens ({result.truncated} tokens cut)", file=sys.stderr)
     if args.format == "npz":
         assert out is not None
-        to_data.write_npz(result, out, chosen, what, to_data.ablation_document(heads, args.ablation or "zero"))
+        to_data.write_npz(
+            result, out, chosen, what, to_data.ablation_document(heads, args.ablation or "zero", replaced)
+        )
     elif args.format == "csv":
         with _opened(out) as stream:
             to_data.write_csv(result, stream, chosen)
     else:
         document = {
             **to_data.to_document(result, chosen),
-            **to_data.ablation_document(heads, args.ablation or "zero"),
+            **to_data.ablation_document(heads, args.ablation or "zero", replaced),
             **to_data.forward_document(loaded, result, args.target or "", ablated),
             **to_data.lens_document(loaded, result, ablated),
         }

@@ -2,7 +2,7 @@
 
 An `Ablation` is passed to `Transformer.forward` (and greedy decoding) by value; each attention layer gets a
 `models.attention.HeadPatch` for the heads it must replace. Zero ablation writes 0 where the head's output was;
-mean ablation writes the head's mean output over a sample of texts the model reads (explorer.experiments.ablate
+mean ablation writes the head's mean output over a sample of texts the model reads (explorer.experiments.replacements
 computes it); resample ablation and activation patching write the head's output on another run, position by
 position. One batch row per head turns every head off in turn in one batched
 forward (`each_head`).

@@ -7,17 +7,28 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.app import cached
-from explorer.experiments import ablate, attribution, lens
+from explorer.experiments import ablate, attribution, lens, replacements, sample
 from explorer.run import cost, trace
 
 
-def get_head_means(model_name: str) -> dict:
-    """Each head's mean output over the model's example sentences (what mean ablation writes)."""
+def get_replacement(model_name: str, text: str, max_tokens: int, method: str) -> replacements.Replacement:
+    """What heads turned off by `method` write: nothing (zero), their mean over the model's sample of texts (kept
+    once per model) or their output on another sample text (kept per text)."""
     loaded = cached.model(model_name)
+    if method == "zero":
+        return replacements.zero()
+    if method == "mean":
+        what = f"Averaging each head's output over {sample.name(loaded)}..."
+        return cached.store().get(
+            cached._key("mean_ablation", model_name),
+            lambda: cached._compute(what, lambda: ablate.replacement(loaded, "mean")),
+        )
+    answer = get_answer(model_name, text, max_tokens)
     return cached.store().get(
-        cached._key("head_means", model_name),
+        cached._key("resampled", model_name, text, max_tokens),
         lambda: cached._compute(
-            "Averaging each head's output over the example sentences...", lambda: ablate.head_means(loaded)
+            "Running another text of the sample for resample ablation...",
+            lambda: ablate.replacement(loaded, method, answer.source_ids),
         ),
     )
 
@@ -60,7 +71,7 @@ def get_effects(model_name: str, text: str, max_tokens: int, method: str) -> abl
     stopped by a click goes on from there), an inference slot taken a chunk at a time, a progress bar meanwhile."""
     loaded = cached.model(model_name)
     answer = get_answer(model_name, text, max_tokens)
-    means = get_head_means(model_name) if method == "mean" else None
+    replaced = get_replacement(model_name, text, max_tokens, method)
     key = cached._key("effects", model_name, text, max_tokens, method)
     if (found := cached.store().peek(key)) is not None:
         return found  # type: ignore[return-value]
@@ -77,7 +88,7 @@ def get_effects(model_name: str, text: str, max_tokens: int, method: str) -> abl
         return values
 
     try:
-        return cached.store().get(key, lambda: ablate.effects(loaded, answer, means, kept))
+        return cached.store().get(key, lambda: ablate.effects(loaded, answer, replaced, kept))
     finally:
         bar.empty()
 
@@ -119,11 +130,11 @@ def get_outcome(model_name: str, text: str, max_tokens: int, heads: tuple, metho
     """The sentence run again with these heads off, beside the clean run (AblationError for a bad request)."""
     loaded = cached.model(model_name)
     clean = cached.get_trace(model_name, text, max_tokens)
-    means = get_head_means(model_name) if method == "mean" else None
+    replaced = get_replacement(model_name, text, max_tokens, method)
     return cached.store().get(
         cached._key("outcome", model_name, text, max_tokens, tuple(sorted(heads)), method),
         lambda: cached._compute(
-            "Running the model with those heads off...", lambda: ablate.outcome(loaded, clean, heads, method, means)
+            "Running the model with those heads off...", lambda: ablate.outcome(loaded, clean, heads, method, replaced)
         ),
     )
 
@@ -143,8 +154,10 @@ def get_lens(model_name: str, text: str, max_tokens: int, position: int) -> lens
     )
 
 
-def get_attribution(model_name: str, text: str, max_tokens: int, position: int, token_id: int):
-    """One logit split into what each part of the model wrote."""
+def get_attribution(
+    model_name: str, text: str, max_tokens: int, position: int, token_id: int, against: int | None = None
+):
+    """One logit, or the logit difference with `against`, split into what each part of the model wrote."""
     loaded = cached.model(model_name)
     answer = get_answer(model_name, text, max_tokens)
     entering = None
@@ -153,10 +166,10 @@ def get_attribution(model_name: str, text: str, max_tokens: int, position: int, 
         assert states is not None and len(states["embeddings"]) == len(answer.source_ids)  # its rows and one more
         entering = lambda i: states["embeddings"] if i == 0 else states["after_ffn"][i - 1]  # noqa: E731
     return cached.store().get(
-        cached._key("attribution", model_name, text, max_tokens, position, token_id),
+        cached._key("attribution", model_name, text, max_tokens, position, token_id, against),
         lambda: cached._compute(
             "Splitting the logit into its parts...",
-            lambda: attribution.attribute(loaded, answer, position, token_id, entering),
+            lambda: attribution.attribute(loaded, answer, position, token_id, entering, against),
         ),
     )
 

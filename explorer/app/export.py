@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from explorer.experiments.replacements import Replacement
 from explorer.run.trace import AttentionLayer, AttentionTrace, Trace
 from models.ablation import Ablation, Head
 
@@ -226,12 +227,21 @@ def forward_document(loaded, trace: Trace, target: str = "", ablation: Ablation 
     return doc
 
 
-def ablation_document(heads: tuple[Head, ...], method: str) -> dict:
-    """{"ablated": ["cross:2.1", ...], "ablation": "zero" | "mean"} naming the heads turned off (counted from 1, with
-    their attention kind, as --ablate reads them back); nothing for a clean run."""
+def ablation_document(heads: tuple[Head, ...], method: str, replaced: Replacement | None = None) -> dict:
+    """{"ablated": ["cross:2.1", ...], "ablation": "zero" | "mean" | "resample"} naming the heads turned off (counted
+    from 1, with their attention kind, as --ablate reads them back), and with `replaced` the convention in a sentence,
+    how many texts and token positions its values come from and, for resample ablation, the other text; nothing for
+    a clean run."""
     if not heads:
         return {}
-    return {"ablated": [f"{head.kind}:{head.address}" for head in heads], "ablation": method}
+    doc: dict = {"ablated": [f"{head.kind}:{head.address}" for head in heads], "ablation": method}
+    if replaced is not None:
+        doc["ablation_convention"] = replaced.convention
+        if replaced.method != "zero":
+            doc["ablation_texts"], doc["ablation_tokens"] = replaced.texts, replaced.tokens
+        if replaced.other:
+            doc["ablation_other_text"] = replaced.other
+    return doc
 
 
 def lens_document(loaded, trace: Trace, ablation: Ablation | None = None) -> dict:

@@ -2,17 +2,20 @@
 off alone, every head in one batched forward (one batch row per head), and measure what it changed.
 
 Every ablated number comes from a real forward of the engine with the heads' outputs replaced before W_O
-(models.ablation); nothing is recomputed on the side.
+(models.ablation) by 0, by their mean over a sample of texts, or by their output on another text
+(explorer.experiments.replacements); nothing is recomputed on the side, and each result says which it used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from explorer.experiments import replacements
+from explorer.experiments.replacements import Replacement
 from explorer.run import forward, output, trace
 from explorer.run.layers import drop_attention
 from explorer.run.trace import Trace
@@ -20,8 +23,7 @@ from models import ablation, greedy, tasks
 from models.ablation import Ablation, Head
 from models.registry import LoadedModel
 
-METHODS = {"zero": "zero (the head writes nothing)", "mean": "mean (the head writes its average output)"}
-MEAN_TOKENS = 64  # each example sentence is cut at this many tokens when averaging the heads' outputs
+METHODS = replacements.METHODS  # zero, mean, resample: what a turned-off head writes
 BATCH_BYTES = 384 * 2**20  # about this much memory per chunk of batch rows in the batched forward
 
 
@@ -30,35 +32,46 @@ def model_shapes(loaded: LoadedModel) -> dict[str, tuple[int, int]]:
     return ablation.shapes(loaded.model.config)
 
 
-@torch.inference_mode()
-def head_means(loaded: LoadedModel) -> dict[str, np.ndarray]:
-    """Each head's mean output (weights @ v, before W_O) over every position of the model's example sentences,
-    per attention kind: (L, H, Dh). What mean ablation writes in place of a head."""
-    sums: dict[str, np.ndarray] = {}
-    counts: dict[str, int] = {}
-    for text in loaded.examples:
-        run = trace.run(loaded, text, min(loaded.max_tokens, MEAN_TOKENS))
-        for kind in run.kinds:
-            heads = run.attention(kind).heads.astype(np.float64)  # (L, H, T, Dh)
-            sums[kind] = sums.get(kind, 0) + heads.sum(axis=2)
-            counts[kind] = counts.get(kind, 0) + heads.shape[2]
-    return {kind: (sums[kind] / counts[kind]).astype(np.float32) for kind in sums}
+def replacement(loaded: LoadedModel, method: str, source_ids: Sequence[int] | None = None) -> Replacement:
+    """What heads turned off by `method` write: zero, mean (over the model's sample) or resample (another sample
+    text's run, at the length of the clean text whose `source_ids` are given); AblationError for a bad request."""
+    if method not in METHODS:
+        raise ablation.AblationError(f"unknown ablation {method!r}; choose zero, mean or resample")
+    if method == "zero":
+        return replacements.zero()
+    if method == "mean":
+        return replacements.mean(loaded)
+    if source_ids is None:
+        raise ablation.AblationError("resample ablation needs the clean text: its heads are another text's, as long")
+    return replacements.resample(loaded, source_ids)
 
 
-def _tensors(means: dict[str, np.ndarray] | None) -> dict[str, torch.Tensor] | None:
-    return None if means is None else {kind: torch.tensor(np.asarray(m)) for kind, m in means.items()}
+def text_replacement(loaded: LoadedModel, method: str, text: str, max_tokens: int | None = None) -> Replacement:
+    """replacement() for a clean text as a run reads it (cut at max_tokens, the model's maximum by default)."""
+    limit = trace.check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
+    return replacement(loaded, method, loaded.tokenizer.encode(text, limit).ids if method == "resample" else None)
+
+
+def _tensors(values: dict[str, np.ndarray] | None) -> dict[str, torch.Tensor] | None:
+    return None if values is None else {kind: torch.tensor(np.asarray(v)) for kind, v in values.items()}
 
 
 def make(
-    loaded: LoadedModel, heads: Iterable[Head], method: str, means: dict[str, np.ndarray] | None = None
+    loaded: LoadedModel,
+    heads: Iterable[Head],
+    method: str,
+    replaced: Replacement | None = None,
+    source_ids: Sequence[int] | None = None,
 ) -> Ablation:
-    """These heads turned off by `method` ("zero", or "mean": `means` from head_means, computed when not given);
-    AblationError for a bad request."""
-    if method not in METHODS:
-        raise ablation.AblationError(f"unknown ablation {method!r}; choose zero or mean")
-    if method == "mean" and means is None:
-        means = head_means(loaded)
-    return ablation.heads_off(heads, model_shapes(loaded), _tensors(means) if method == "mean" else None)
+    """These heads turned off by `method` (zero, mean or resample), writing `replaced`'s values (computed when not
+    given: resample needs the clean text's `source_ids`); AblationError for a bad request."""
+    heads = tuple(heads)
+    if replaced is None:
+        ablation.heads_off(heads, model_shapes(loaded))  # a bad request is refused before any values are computed
+        replaced = replacement(loaded, method, source_ids)
+    elif replaced.method != method:
+        raise ablation.AblationError(f"the values given are for {replaced.method} ablation, not {method}")
+    return ablation.heads_off(heads, model_shapes(loaded), _tensors(replaced.values))
 
 
 @dataclass(frozen=True)
@@ -222,6 +235,7 @@ class Effects:
     clean: float
     measure: str
     where: str
+    convention: str = ""  # which ablation, over which texts (Replacement.convention)
 
     @property
     def change(self) -> np.ndarray:
@@ -243,13 +257,12 @@ class Effects:
         return [(self.heads[i], float(self.change[i])) for i in order]
 
 
-def effects(
-    loaded: LoadedModel, answer: Answer, means: dict[str, np.ndarray] | None = None, kept: Parts = _whole
-) -> Effects:
-    """Every head turned off alone (zero ablation, or mean with `means`), all in batched forwards: one batch row per
-    head, in chunks that fit in memory (`kept`: how the caller keeps and follows each chunk)."""
-    every, heads = ablation.each_head(model_shapes(loaded), _tensors(means))
-    return Effects(tuple(heads), *_each_row(loaded, answer, every, kept))
+def effects(loaded: LoadedModel, answer: Answer, replaced: Replacement | None = None, kept: Parts = _whole) -> Effects:
+    """Every head turned off alone (zero ablation, or `replaced`'s: mean or resample), all in batched forwards: one
+    batch row per head, in chunks that fit in memory (`kept`: how the caller keeps and follows each chunk)."""
+    replaced = replaced or replacements.zero()
+    every, heads = ablation.each_head(model_shapes(loaded), _tensors(replaced.values))
+    return Effects(tuple(heads), *_each_row(loaded, answer, every, kept), replaced.convention)
 
 
 def _each_row(
@@ -302,6 +315,7 @@ class Outcome:
 
     heads: tuple[Head, ...]
     method: str
+    convention: str  # which ablation, over which texts (Replacement.convention)
     weights: dict[str, np.ndarray]  # per kind, the ablated run's attention (L, H, Tq, Tk), on the clean run's input
     moved: dict[str, np.ndarray]  # per kind, (L, H) how much each head's map moved (moved())
     predicted: tuple[str, ...] | None  # with the heads off: the most likely token at each decoder row
@@ -324,14 +338,16 @@ def outcome(
     clean: Trace,
     heads: Iterable[Head],
     method: str,
-    means: dict[str, np.ndarray] | None = None,
+    replaced: Replacement | None = None,
     typed: str = "",
 ) -> Outcome:
-    """Run the sidebar's sentence with these heads off (`means`: head_means, for mean ablation) and measure it
-    against the clean run."""
+    """Run the sidebar's sentence with these heads off by `method` (`replaced`: its values, computed when not given)
+    and measure it against the clean run."""
     chosen = tuple(sorted(set(heads)))
-    ablated_by = make(loaded, chosen, method, means)
+    ablation.heads_off(chosen, model_shapes(loaded))  # a bad request is refused before any values are computed
     found = answer(loaded, clean, typed)
+    replaced = replaced or replacement(loaded, method, found.source_ids)
+    ablated_by = make(loaded, chosen, method, replaced)
     max_tokens = len(clean.source_tokens)
     if loaded.is_encoder_decoder:
         forced = forward.token_ids(loaded, clean, "decoder")
@@ -348,6 +364,7 @@ def outcome(
     common = dict(
         heads=chosen,
         method=method,
+        convention=replaced.convention,
         weights=weights,
         moved={kind: moved(clean.attention(kind).weights, weights[kind]) for kind in clean.kinds},
         predicted=ablated.output_tokens,

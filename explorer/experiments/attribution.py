@@ -6,6 +6,9 @@ the final LayerNorm with its scale frozen is affine, so the logit splits exactly
 output through its own slice of W_O), each attention's W_O bias, each feed-forward, and a constant (the final norm's
 shift and the output bias).
 
+A logit difference, logit(X) - logit(Y) (how much more the model favours X than Y, what a study of one behaviour
+usually measures), splits the same way through the difference of the two tokens' output rows.
+
 Post-LN (the paper's): every sub-layer ends in LayerNorm(x + Sublayer(x)), so a part written in layer 1 reaches the
 output only re-centred and divided by every later LayerNorm's spread, and every later sub-layer reads it too. We
 split the last layer only: its input (everything before, as one part), its heads, biases and feed-forward, through
@@ -35,21 +38,32 @@ SUBLAYER_NAMES = {"self_attn": "masked self-attention", "cross_attn": "cross-att
 
 @dataclass(frozen=True)
 class Attribution:
-    """One logit (position, token) split into parts; the parts sum to the logit."""
+    """One logit (position, token) split into parts, or with `against` the logit difference logit(token) -
+    logit(against) (every part read through the difference of the two tokens' output rows, the same frozen norms);
+    the parts sum to the model's own logit, or logit difference."""
 
     position: int
     token: str
     token_id: int
-    logit: float  # the model's own
+    logit: float  # the model's own logit, or logit difference with `against`
     names: tuple[str, ...]  # one per part: "embedding", "L2.H3 masked self-attention", "layer 2 feed-forward", ...
     values: np.ndarray  # (P,) each part's share of the logit
     heads: dict[str, np.ndarray]  # per attention kind, (L, H) each head's share; NaN for layers not separated
     first_layer: int  # the first layer whose parts are separated (0 for pre-LN; the last layer for post-LN)
     exact_all_layers: bool  # pre-LN: every layer separated
+    against: str | None = None  # the second token of a logit difference; None: one logit
+    against_id: int | None = None
 
     @property
     def total(self) -> float:
         return float(self.values.sum())
+
+    @property
+    def split(self) -> str:
+        """What the parts share, as a sentence says it: "the logit of X" or "the logit difference X - Y"."""
+        if self.against is None:
+            return f"the logit of {self.token}"
+        return f"the logit difference {self.token} \u2212 {self.against}"
 
 
 def _head_parts(attention: MultiHeadAttention, heads: Tensor) -> Tensor:
@@ -114,9 +128,12 @@ def attribute(
     position: int,
     token_id: int,
     entering: Callable[[int], np.ndarray] | None = None,
+    against: int | None = None,
 ) -> Attribution:
-    """Split the logit of `token_id` at decoder row `position` into the parts that wrote it. `entering`: for a
-    decoder-only model, the state entering each layer as a run kept it (layer -> (T, D)): then only that row is run
+    """Split the logit of `token_id` at decoder row `position` into the parts that wrote it; with `against`, the
+    logit difference logit(token_id) - logit(against), each part's share read through the difference of the two
+    output rows (so each part's value is its share of token_id's logit minus its share of against's). `entering`: for
+    a decoder-only model, the state entering each layer as a run kept it (layer -> (T, D)): then only that row is run
     again (one_row), not the whole forward."""
     if answer.decoder_input is None:
         raise ValueError(f"{loaded.title} has no output matrix: {loaded.family.shape_name}, it writes no tokens")
@@ -171,8 +188,12 @@ def attribute(
         parts, constant = _freeze(model.decoder.final_norm, x[0, row], torch.stack(rows), constant)
         rows = list(parts)
     unembed = model.generator.weight[token_id].double()  # (D,)
+    if against is not None:  # a difference of logits is linear in the last state: read through the rows' difference
+        unembed = unembed - model.generator.weight[against].double()
     values = (torch.stack(rows) @ unembed).numpy()
     bias = 0.0 if model.generator.bias is None else float(model.generator.bias[token_id])
+    if against is not None and model.generator.bias is not None:
+        bias -= float(model.generator.bias[against])
     # what the constant holds: the LayerNorm's shift (an RMSNorm has none) and the output bias, where the model has them
     has_bias = model.generator.bias is not None
     held = [name for name, has in (("LayerNorm shift", model.config.norm == "layer"), ("output bias", has_bias)) if has]
@@ -180,14 +201,20 @@ def attribute(
     values = np.append(values, float(constant @ unembed) + bias)
     for kind, index, h, part in head_rows:
         heads[kind][index, h] = values[part]
+    logit = float(out.logits[0, row, token_id])
+    if against is not None:  # the model's own difference, of its float32 logits, read in double
+        logit = float(out.logits[0, row, token_id].double() - out.logits[0, row, against].double())
+    vocabulary = loaded.target_vocabulary
     return Attribution(
         position,
-        loaded.target_vocabulary.id_to_token(token_id),
+        vocabulary.id_to_token(token_id),
         token_id,
-        float(out.logits[0, row, token_id]),
+        logit,
         tuple(names),
         values,
         heads,
         first,
         pre_ln,
+        None if against is None else vocabulary.id_to_token(against),
+        against,
     )

@@ -10,7 +10,7 @@ import streamlit as st
 
 from explorer import lesson
 from explorer.app import experiment_runs, state
-from explorer.experiments import ablate
+from explorer.experiments import ablate, replacements
 from explorer.figures import experiments as figures
 from explorer.figures import zoom
 from explorer.figures.heatmap import head_heatmap
@@ -84,14 +84,22 @@ def open_in_ablation(shapes: Mapping[str, tuple[int, int]]):
 
 
 def pick_method(key: str) -> str:
-    """Zero or mean ablation, a radio keyed `{key}_method`."""
-    return st.radio(
+    """Zero, mean or resample ablation, a radio keyed `{key}_method`, with what the chosen one writes and over which
+    texts under it."""
+    method = st.radio(
         "Turn off by writing",
         list(ablate.METHODS),
         format_func=ablate.METHODS.get,
         horizontal=True,
         key=f"{key}_method",
     )
+    st.caption(markdown_literal(replacements.explain(sidebar_loaded(), method)))
+    return method
+
+
+def convention(text: str) -> None:
+    """Which ablation a result used, and over which texts, under it."""
+    st.caption(markdown_literal(f"{text[:1].upper()}{text[1:]}."))
 
 
 def measured(loaded) -> str:
@@ -283,6 +291,7 @@ def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
             ),
             f"{key}_loss",
         )
+    convention(outcome.convention)
     if outcome.method == "zero":
         st.caption(model_words.ZERO_ABLATION)
     moved_maps(run, outcome, key)
@@ -383,5 +392,7 @@ def describe_effects(effects: ablate.Effects, method: str = "zero") -> None:
             "helped; near 0: the model did not need it here."
         )
         st.caption(markdown_literal(f"Measured against {effects.where}."))
+    if effects.convention:
+        convention(effects.convention)
     if method == "zero":
         st.caption(model_words.ZERO_ABLATION)

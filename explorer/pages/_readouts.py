@@ -11,6 +11,7 @@ import streamlit as st
 from explorer.app import experiment_runs, state
 from explorer.experiments import ablate
 from explorer.figures import experiments as figures
+from explorer.figures.labels import markdown_literal
 from explorer.lesson import model_words
 from explorer.pages._offers import needs_decoder
 from explorer.pages._shared import KIND_NAMES, chart, current_trace, sidebar_loaded
@@ -140,6 +141,30 @@ def _target(answer: ablate.Answer, row: int) -> str:
     return loaded.target_vocabulary.id_to_token(answer.targets[row])
 
 
+def compared_with(loaded, found, position: int, token: int, choices: Mapping[int, str], key: str) -> int | None:
+    """A second token to split the logit difference against (keyed `key`_against), or None: one logit alone. The
+    offers: the other radio choice and the model's top next tokens at this row."""
+    top = found.top_tokens[-1][found.index(position)]
+    offers: dict[int | None, str] = {None: "nothing: split the logit alone"}
+    for other, named in choices.items():
+        if other != token:
+            offers[other] = named
+    for rank, name in enumerate(top):
+        other = loaded.target_vocabulary.token_to_id(name)
+        if other is not None and other != token and other not in offers:
+            offers[other] = f"the model's choice {rank + 1}: {name}"
+    if st.session_state.get(f"{key}_against") not in offers:
+        st.session_state[f"{key}_against"] = None
+    return st.selectbox(
+        "Compared with",
+        list(offers),
+        format_func=offers.__getitem__,
+        key=f"{key}_against",
+        help="Split the logit difference between the two tokens (how much more the model favours the first) "
+        "instead of one logit: the usual measure of one behaviour, free of what raises every token's logit alike.",
+    )
+
+
 def attribution_view(key: str = "attribution") -> None:
     """One logit split into the embedding, each head, each feed-forward; a grid linked to the head's map."""
     loaded = sidebar_loaded()
@@ -155,9 +180,22 @@ def attribution_view(key: str = "attribution") -> None:
     if predicted is not None and predicted != right:
         choices[predicted] = f"the model's prediction: {predicted_token}"
     token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")
-    split = experiment_runs.get_attribution(*_sidebar(), position, token)
-    st.metric(f"Logit of {split.token} at position {position}", f"{split.logit:.3f}")
-    st.caption(f"The parts below add up to {split.total:.4f}.")
+    against = compared_with(loaded, found, position, token, choices, key)
+    split = experiment_runs.get_attribution(*_sidebar(), position, token, against)
+    named = f"Logit of {split.token}"
+    if split.against is not None:
+        named = f"Logit difference {split.token} \u2212 {split.against}"
+    st.metric(f"{named} at position {position}", f"{split.logit:.3f}")
+    st.caption(
+        markdown_literal(
+            f"Each part below is its share of {split.split}; the parts add up to {split.total:.4f}"
+            + (
+                "."
+                if split.against is None
+                else f" (each part's share of {split.token}'s logit minus its share of {split.against}'s)."
+            )
+        )
+    )
     if not split.exact_all_layers:
         st.info(
             "This model is post-LN, as in the paper: every sub-layer ends in LayerNorm(x + Sublayer(x)), so what a "
@@ -175,7 +213,8 @@ def attribution_view(key: str = "attribution") -> None:
             st.session_state[layer_key], st.session_state[head_key], st.session_state[kind_key] = data[:3]
 
     # one under the other, each the page's width: side by side, a grid of 2 kinds x 4 heads had no room for its numbers
-    grid = figures.head_grids(split.heads, "share of the logit", "Each head's direct share")
+    share = "share of the logit" if split.against is None else "share of the logit difference"
+    grid = figures.head_grids(split.heads, share, "Each head's direct share")
     chart(grid, f"{key}_grid", on_click=clicked)
     chart(figures.part_bars(split.names, split.values, title="The largest parts"), f"{key}_bars")
     n_layers, n_heads = split.heads[kinds[-1]].shape

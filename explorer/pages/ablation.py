@@ -1,4 +1,5 @@
-"""Turn heads off: pick heads (click the grid), zero or mean ablation; the run with them off beside the clean one."""
+"""Turn heads off: pick heads (click the grid), zero, mean or resample ablation; the run with them off beside the clean
+one."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from explorer.pages._shared import intro, page_header, sidebar_loaded
 page_header()
 intro(
     "What a head does is a causal question: what changes when it is turned off. Here the model runs again with the "
-    "heads you pick replaced just before W^O, by zero or by their average output over the model's example "
-    f"sentences; everything else is the model's own forward. Measured by {measured(sidebar_loaded())}."
+    "heads you pick replaced just before W^O, by zero, by their average output over a sample of texts the model "
+    "reads, or by their output on another text of that sample; everything else is the model's own forward. Measured "
+    f"by {measured(sidebar_loaded())}."
 )
 ablation_view()

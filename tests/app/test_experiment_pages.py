@@ -234,3 +234,51 @@ def test_layer_predictions_step_names_where_the_right_token_first_ranks_first(te
         assert f"It first ranks first in the row {found.reads[first]}." in text_of(at)
     else:
         assert f"It never ranks first, not even at the output (rank {int(ranks[-1])} there)" in text_of(at)
+
+
+def test_each_ablation_is_explained_where_it_is_chosen_and_named_under_its_results():
+    from explorer.experiments import replacements
+
+    at = opened("ablation", "induction")
+    at.multiselect(key=HEADS).set_value(["2.1", "2.2"]).run()
+    loaded = registry.load("induction")
+    clean = trace.run(loaded, TEXTS["induction"], loaded.max_tokens)
+    heads = [Head("decoder_self", 1, 0), Head("decoder_self", 1, 1)]
+    for method in ("zero", "mean", "resample"):
+        at.radio(key="ablation_method").set_value(method).run()
+        assert not at.exception
+        words = text_of(at)
+        assert plain(replacements.explain(loaded, method)) in words
+        expected = ablate.outcome(loaded, clean, heads, method)
+        assert plain(expected.convention[:1].upper() + expected.convention[1:]) in words
+        bars = [spec(c) for c in at.get("plotly_chart")][1]
+        np.testing.assert_allclose(array(bars["data"][1]["y"]), expected.after.right_probabilities(), rtol=1e-6)
+    assert "another text of the sample (200 inputs of the toy induction task" in words
+    at = opened("head_effects", "induction")
+    at.radio(key="effects_method").set_value("mean").run()
+    assert not at.exception
+    means = ablate.replacement(loaded, "mean")
+    expected = ablate.effects(loaded, ablate.answer(loaded, clean), means)
+    grid = [spec(c) for c in at.get("plotly_chart")][0]
+    np.testing.assert_allclose(array(grid["data"][0]["z"]), expected.grid("decoder_self", (2, 4)), atol=1e-9)
+    assert f"over all {means.tokens:,} token positions of 200 inputs of the toy induction task" in text_of(at)
+
+
+def test_attribution_splits_a_logit_difference_when_a_second_token_is_chosen():
+    loaded = registry.load("induction")
+    run = trace.run(loaded, TEXTS["induction"], loaded.max_tokens)
+    answer = ablate.answer(loaded, run)
+    at = opened("attribution", "induction")
+    assert at.selectbox(key="attribution_against").value is None
+    assert "share of the logit of" in text_of(at)
+    at.selectbox(key="attribution_against").select_index(1).run()  # the first token offered after "nothing"
+    assert not at.exception
+    row = max(i for i, c in enumerate(answer.counted) if c)
+    token, against = answer.targets[row], at.selectbox(key="attribution_against").value
+    assert against is not None and against != token
+    split = attribution.attribute(loaded, answer, row, token, against=against)
+    words = text_of(at)
+    assert f"Logit difference {split.token} \u2212 {split.against} at position {row}" in words
+    assert f"share of the logit difference {split.token} \u2212 {split.against}" in words
+    _, bars, _ = [spec(c) for c in at.get("plotly_chart")]
+    assert set(np.round(array(bars["data"][0]["x"]), 5)) <= set(np.round(split.values, 5))

@@ -271,6 +271,37 @@ def test_a_bad_head_is_one_line_and_exit_status_2(capsys, model, heads, message)
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
 
 
+def test_resample_ablation_writes_another_text_s_heads_and_says_which(capsys, translate):
+    from explorer.experiments import ablate, replacements
+    from models.ablation import Head
+
+    text = "the small red cat sees a big dog"
+    heads = "cross:2.1,cross:2.2"
+    argv = ("export", "--model", "translate", "--text", text, "--ablate", heads, "--ablation", "resample")
+    code, out, err = run_cli(capsys, *argv)
+    doc = json.loads(out)
+    assert code == 0 and err == "" and doc["ablation"] == "resample"
+    source = translate.tokenizer.encode(text, translate.max_tokens).ids
+    other, _ = replacements.other_text(translate, source)
+    assert doc["ablation_other_text"] == other != text
+    assert (doc["ablation_texts"], doc["ablation_tokens"]) == (1, len(source))
+    assert doc["ablation_convention"].startswith("resample ablation:") and other in doc["ablation_convention"]
+    # the model's own run with those heads writing the other text's outputs, greedy decoding included
+    replaced = ablate.replacement(translate, "resample", source)
+    off = ablate.make(translate, [Head("cross", 1, 0), Head("cross", 1, 1)], "resample", replaced)
+    expected = trace.run(translate, text, ablation=off)
+    assert doc["output"] == list(expected.output_tokens)
+    np.testing.assert_array_equal(np.array(doc["attention"]["cross"], np.float32), expected.attention("cross").weights)
+    # mean ablation says how many texts and positions its mean is over
+    code, out, _ = run_cli(capsys, *argv[:-1], "mean")
+    mean = json.loads(out)
+    assert code == 0 and mean["ablation_texts"] == 200
+    assert "200 inputs of the toy translate task" in mean["ablation_convention"]
+    code, out, err = run_cli(capsys, *argv[:-1], "resampled")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: argument --ablation: invalid choice: 'resampled'") and "'resample'" in err
+
+
 def test_ablation_method_needs_heads(capsys):
     code, out, err = run_cli(capsys, "export", "--model", "induction", "--example", "--ablation", "mean")
     assert code == 2 and out == "" and err == "error: --ablation needs --ablate: name the heads to turn off\n"

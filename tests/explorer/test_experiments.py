@@ -91,8 +91,8 @@ def test_turning_off_the_induction_heads_breaks_the_repeat(induction_model):
 
 
 def test_mean_ablation_of_the_induction_heads_also_breaks_the_repeat(induction_model):
-    means = ablate.head_means(induction_model)
-    assert means["decoder_self"].shape == (2, 4, induction_model.model.config.d_head)
+    means = ablate.replacement(induction_model, "mean")
+    assert means.values["decoder_self"].shape == (2, 4, induction_model.model.config.d_head)
     run = trace.run(induction_model, REPEATED)
     heads = [Head("decoder_self", 1, h) for h in range(4)]
     before, after = right_answer_probability(ablate.outcome(induction_model, run, heads, "mean", means))
