@@ -12,6 +12,9 @@ Three families of patches, each one batch row of a batched forward:
 - one head's output (weights @ v, before W_O) at every position;
 - one head's output at one position.
 
+An encoder-decoder's patching is explorer.experiments.patching_encdec: two sources, one target, the encoder's residual
+stream and every attention kind's heads.
+
 A decoder-only model is causal, so before the first position where the two texts differ both runs are the same, bit
 for bit: a patch there changes nothing (its share is 0 without a run), and a patched run computes only the positions
 from there on (DecoderLayer's window), its keys and values before it the corrupted run's own. A patch at layer l starts
@@ -27,7 +30,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from explorer.experiments import patching_encdec
 from explorer.run import cost
+from models import ablation
 from models.attention import HeadPatch, raw_scores_dropped
 from models.registry import LoadedModel
 from models.transformer import causal_mask
@@ -41,12 +46,14 @@ class PatchingError(ValueError):
 
 @dataclass(frozen=True)
 class Setup:
-    """What is patched and measured: both texts' token ids (as many each), the right and the wrong answer's ids."""
+    """What is patched and measured: both texts' token ids (as many each), the right and the wrong answer's ids, and
+    for an encoder-decoder the target its decoder reads in both runs (measured at its last row)."""
 
     clean_ids: tuple[int, ...]
     corrupt_ids: tuple[int, ...]
     answer: int
     wrong: int
+    decoder_input: tuple[int, ...] = ()  # encoder-decoders only
 
     @property
     def changed(self) -> tuple[int, ...]:
@@ -55,8 +62,9 @@ class Setup:
 
     @property
     def start(self) -> int:
-        """The first position that differs: every run is the same before it."""
-        return self.changed[0]
+        """The first position that differs: every run of a decoder-only model is the same before it (0 for an
+        encoder-decoder, whose encoder reads both ways)."""
+        return 0 if self.decoder_input else self.changed[0]
 
 
 MARKERS = ("Ġ", "▁")  # how byte-level and SentencePiece vocabularies spell the space before a word
@@ -68,6 +76,10 @@ def _single_token(loaded: LoadedModel, read: str, typed: str, what: str) -> int:
     alone is another); PatchingError otherwise, with the pieces it is."""
     if not typed.strip():
         raise PatchingError(f"write the {what}: one token the model could write next")
+    if loaded.is_encoder_decoder:  # a word of the output vocabulary
+        if (found := loaded.target_vocabulary.token_to_id(typed.strip())) is None:
+            raise PatchingError(f"the {what} {typed.strip()!r} is not a word this model writes")
+        return found
     named = loaded.target_vocabulary.token_to_id(typed)
     if named is not None and typed.startswith(MARKERS):
         return named
@@ -89,11 +101,10 @@ def _single_token(loaded: LoadedModel, read: str, typed: str, what: str) -> int:
 
 def setup(loaded: LoadedModel, clean: str, corrupt: str, answer: str, wrong: str, max_tokens: int) -> Setup:
     """Check the inputs and read them as token ids; PatchingError says what is wrong."""
-    if not loaded.is_decoder_only:
-        what = "an encoder-decoder" if loaded.is_encoder_decoder else "an encoder with no output layer"
+    if not loaded.family.next_token_head:
         raise PatchingError(
-            f"patching here measures the next token of a decoder-only model; {loaded.title} is {what}. Choose "
-            "SmolLM2, the induction model or a GPT-2 or Llama folder."
+            f"patching measures a logit difference of the model's output; {loaded.title} is an encoder with no "
+            "output layer. Choose SmolLM2, the induction model or an encoder-decoder."
         )
     if not corrupt.strip():
         raise PatchingError("write a corrupted text: the clean one with one detail changed")
@@ -113,15 +124,19 @@ def setup(loaded: LoadedModel, clean: str, corrupt: str, answer: str, wrong: str
     other = _single_token(loaded, read, wrong, "wrong answer")
     if right == other:
         raise PatchingError("the right and the wrong answer are the same token: choose two different ones")
+    if loaded.is_encoder_decoder:
+        target, _, _ = patching_encdec.target_row(loaded, clean_ids, corrupt_ids)
+        return Setup(clean_ids, corrupt_ids, right, other, target)
     return Setup(clean_ids, corrupt_ids, right, other)
 
 
 @dataclass(frozen=True)
 class Run:
-    """What patching reads of one text's run: the state entering every layer and each head's output."""
+    """What patching reads of one text's run: the state entering every layer (an encoder-decoder: its encoder's) and
+    each head's output, by attention kind."""
 
     states: Tensor  # (L + 1, T, D): [0] after the embedding, [l] entering layer l, [L] the last layer's output
-    heads: Tensor  # (L, H, T, Dh) each head's output, weights @ v, before W_O
+    heads: dict[str, Tensor]  # kind -> (L, H, T, Dh) each head's output, weights @ v, before W_O
     difference: float  # logit(answer) - logit(wrong) at the last position
 
 
@@ -145,7 +160,10 @@ def _difference(loaded: LoadedModel, last: Tensor, setup: Setup) -> Tensor:
 def read(loaded: LoadedModel, ids: Sequence[int], setup: Setup) -> Run:
     """One text's forward, kept as patching reads it: the decoder's layers run one at a time by their own forward (the
     same operations as the whole model's), each layer's attention let go before the next runs (a long text's maps are
-    150 MB a layer)."""
+    150 MB a layer). An encoder-decoder's: patching_encdec.tensors, the decoder reading setup.decoder_input."""
+    if loaded.is_encoder_decoder:
+        states, heads, last = patching_encdec.tensors(loaded, ids, setup.decoder_input)
+        return Run(states, heads, float(_difference(loaded, last, setup)[0]))
     decoder = loaded.model.decoder
     assert decoder is not None
     tokens = torch.tensor([list(ids)])  # (1, T)
@@ -160,7 +178,8 @@ def read(loaded: LoadedModel, ids: Sequence[int], setup: Setup) -> Run:
             states.append(x[0])
             del internals
     stacked = torch.stack(states)  # (L + 1, T, D)
-    return Run(stacked, torch.stack(heads), float(_difference(loaded, stacked[-1, -1:], setup)[0]))
+    difference = float(_difference(loaded, stacked[-1, -1:], setup)[0])
+    return Run(stacked, {"decoder_self": torch.stack(heads)}, difference)
 
 
 def read_seconds(loaded: LoadedModel, tokens: int) -> float:
@@ -171,11 +190,13 @@ def read_seconds(loaded: LoadedModel, tokens: int) -> float:
 @dataclass(frozen=True)
 class Patch:
     """One patched run: at layer `layer`, the residual stream at `position` (head None), or head `head`'s output at
-    `position` (None: every position)."""
+    `position` (None: every position), of attention kind `kind` (an encoder-decoder's residual stream: its
+    encoder's, "encoder_self")."""
 
     layer: int
     position: int | None = None
     head: int | None = None
+    kind: str = "decoder_self"
 
 
 # How a caller keeps each part of a long measurement and follows it: (the part's first and last patch, how many
@@ -225,7 +246,7 @@ def _patched(loaded: LoadedModel, setup: Setup, clean: Run, corrupt: Run, patche
                 patch = patches[i]
                 if patch.head is not None:
                     off[row, patch.head, slice(None) if patch.position is None else patch.position] = True
-            head_patch = {"self_attn": HeadPatch(off, clean.heads[index])}
+            head_patch = {"self_attn": HeadPatch(off, clean.heads["decoder_self"][index])}
         joined += len(new)
         window = tokens - 1 if index == n_layers - 1 else setup.start  # the last layer: the measured row only
         mask = causal_mask(tokens)[:, :, window:]  # (1, 1, T - window, T)
@@ -248,8 +269,16 @@ def _changes(patch: Patch, setup: Setup, clean: Run, corrupt: Run) -> bool:
         return False
     if patch.head is None:
         return not torch.equal(clean.states[patch.layer, positions], corrupt.states[patch.layer, positions])
-    found = clean.heads[patch.layer, patch.head, positions]
-    return not torch.equal(found, corrupt.heads[patch.layer, patch.head, positions])
+    found = clean.heads[patch.kind][patch.layer, patch.head, positions]
+    return not torch.equal(found, corrupt.heads[patch.kind][patch.layer, patch.head, positions])
+
+
+def _run(loaded: LoadedModel, setup: Setup, clean: Run, corrupt: Run, patches: Sequence[Patch]) -> np.ndarray:
+    """(N,) the logit difference of each patched run."""
+    if loaded.is_encoder_decoder:
+        last = patching_encdec.patched_last(loaded, setup, clean, corrupt, patches)
+        return _difference(loaded, last, setup).numpy()
+    return _patched(loaded, setup, clean, corrupt, patches)
 
 
 def measure(
@@ -269,7 +298,7 @@ def measure(
         values = kept(
             (first, first + len(chunk)),
             len(running),
-            lambda chunk=chunk: _patched(loaded, setup, clean, corrupt, [patches[i] for i in chunk]),
+            lambda chunk=chunk: _run(loaded, setup, clean, corrupt, [patches[i] for i in chunk]),
         )
         found[chunk] = values
     return (found - corrupt.difference) / gap
@@ -277,25 +306,42 @@ def measure(
 
 def residual_patches(loaded: LoadedModel, setup: Setup) -> list[Patch]:
     """The residual stream at every layer (0: after the embedding .. L: the last layer's output) and position, layer
-    by layer."""
-    n_layers, tokens = loaded.model.config.n_decoder_layers, len(setup.clean_ids)
-    return [Patch(layer, position) for layer in range(n_layers + 1) for position in range(tokens)]
+    by layer (an encoder-decoder: its encoder's)."""
+    kind = residual_kind(loaded)
+    n_layers, tokens = ablation.shapes(loaded.model.config)[kind][0], len(setup.clean_ids)
+    return [Patch(layer, position, None, kind) for layer in range(n_layers + 1) for position in range(tokens)]
+
+
+def residual_kind(loaded: LoadedModel) -> str:
+    """Whose residual stream is patched: the decoder's (decoder-only) or the encoder's (an encoder-decoder)."""
+    return "encoder_self" if loaded.is_encoder_decoder else "decoder_self"
 
 
 def head_patches(loaded: LoadedModel) -> list[Patch]:
-    """Every head's output at every position, layer by layer."""
-    config = loaded.model.config
-    return [Patch(layer, None, head) for layer in range(config.n_decoder_layers) for head in range(config.n_heads)]
+    """Every head of every attention kind, its output at every position, kind by kind and layer by layer."""
+    return [
+        Patch(layer, None, head, kind)
+        for kind, (n_layers, n_heads) in ablation.shapes(loaded.model.config).items()
+        for layer in range(n_layers)
+        for head in range(n_heads)
+    ]
 
 
-def position_patches(setup: Setup, layer: int, head: int) -> list[Patch]:
+def positions(setup: Setup, kind: str) -> int:
+    """How many positions a head of this kind writes: the source's (the encoder) or the decoder's rows."""
+    return len(setup.decoder_input) if setup.decoder_input and kind != "encoder_self" else len(setup.clean_ids)
+
+
+def position_patches(setup: Setup, layer: int, head: int, kind: str = "decoder_self") -> list[Patch]:
     """One head's output at each position alone."""
-    return [Patch(layer, position, head) for position in range(len(setup.clean_ids))]
+    return [Patch(layer, position, head, kind) for position in range(positions(setup, kind))]
 
 
 def seconds(loaded: LoadedModel, setup: Setup, patches: Sequence[Patch]) -> float:
     """About how long these patches take: each row runs the layers from its patch's up, over the changed window."""
     config = loaded.model.config
+    if loaded.is_encoder_decoder:  # a whole forward a patch
+        return cost.forward_seconds(config, max(len(setup.clean_ids), len(setup.decoder_input)), len(patches), True)
     tokens, window = len(setup.clean_ids), len(setup.clean_ids) - setup.start
     layers = sum(
         config.n_decoder_layers - patch.layer
@@ -311,20 +357,30 @@ def document(loaded: LoadedModel, clean: str, corrupt: str, answer: str, wrong: 
     output, before the final norm), with the convention they follow."""
     found = setup(loaded, clean, corrupt, answer, wrong, max_tokens)
     clean_run, corrupt_run = read(loaded, found.clean_ids, found), read(loaded, found.corrupt_ids, found)
-    config = loaded.model.config
-    heads = measure(loaded, found, clean_run, corrupt_run, head_patches(loaded))
+    shapes = ablation.shapes(loaded.model.config)
+    shares = measure(loaded, found, clean_run, corrupt_run, head_patches(loaded))
+    grids, start = {}, 0
+    for kind, (n_layers, n_heads) in shapes.items():
+        grids[kind] = shares[start : start + n_layers * n_heads].reshape(n_layers, n_heads).tolist()
+        start += n_layers * n_heads
     residual = measure(loaded, found, clean_run, corrupt_run, residual_patches(loaded, found))
+    n_residual = shapes[residual_kind(loaded)][0] + 1
     vocabulary = loaded.target_vocabulary
+    more = {}
+    if loaded.is_encoder_decoder:
+        more = {"decoder_input": [vocabulary.id_to_token(i) for i in found.decoder_input]}
     return {
         "patching": {
             "clean": clean_run.difference,
             "corrupted": corrupt_run.difference,
-            "heads": heads.reshape(config.n_decoder_layers, config.n_heads).tolist(),
-            "residual": residual.reshape(config.n_decoder_layers + 1, -1).tolist(),
+            # decoder-only: [layer][head]; an encoder-decoder: by attention kind, each [layer][head]
+            "heads": grids["decoder_self"] if len(grids) == 1 else grids,
+            "residual": residual.reshape(n_residual, -1).tolist(),
+            **more,
             "answer": vocabulary.id_to_token(found.answer),
             "wrong": vocabulary.id_to_token(found.wrong),
             "changed": list(found.changed),
-            "corrupted_tokens": [vocabulary.id_to_token(i) for i in found.corrupt_ids],
+            "corrupted_tokens": [loaded.tokenizer.id_to_token(i) for i in found.corrupt_ids],
             "convention": "logit difference logit(answer) - logit(wrong) at the last position; each patch copies one "
             "activation of the clean run into the corrupted run; share restored = (patched - corrupted) / (clean - "
             "corrupted); heads: each head's output (before W_O) at every position",

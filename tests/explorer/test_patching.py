@@ -10,8 +10,9 @@ import torch
 
 from explorer.experiments import corruptions, patching
 from explorer.experiments.patching import Patch, PatchingError
-from models import registry
+from models import ablation, registry
 from models.ablation import Ablation
+from models.transformer import padding_mask
 
 CLEAN = "alpha bravo seven kilo alpha bravo seven"  # the induction model writes kilo next
 CORRUPT = "alpha bravo seven lima alpha bravo seven"  # ... and here lima: the word after the earlier copy changed
@@ -44,7 +45,7 @@ def _by_hand(loaded, setup, clean, patch: Patch) -> float:
         tokens = len(setup.clean_ids)
         off = torch.zeros(1, config.n_decoder_layers, config.n_heads, tokens, dtype=torch.bool)
         off[0, patch.layer, patch.head, slice(None) if patch.position is None else patch.position] = True
-        ablation = Ablation({"decoder_self": off}, {"decoder_self": clean.heads}, 1)
+        ablation = Ablation({"decoder_self": off}, {"decoder_self": clean.heads["decoder_self"]}, 1)
         return _difference(loaded, model(torch.tensor([setup.corrupt_ids]), ablation=ablation).logits, setup)
     x = model.decoder.embeddings(torch.tensor([setup.corrupt_ids])).clone()
     mask = model.decoder_mask(torch.tensor([setup.corrupt_ids]))
@@ -67,7 +68,7 @@ def test_the_runs_read_are_the_models_own(induction, runs):
     assert torch.equal(
         clean.states, torch.stack([out.decoder.embeddings[0], *(x.after_ffn[0] for x in out.decoder.layers)])
     )
-    assert torch.equal(clean.heads, torch.stack([x.self_attn.heads[0] for x in out.decoder.layers]))
+    assert torch.equal(clean.heads["decoder_self"], torch.stack([x.self_attn.heads[0] for x in out.decoder.layers]))
     assert clean.difference > 0 > corrupt.difference  # the model copies the earlier word after "seven" in each
     assert setup.changed == (4,)  # <bos> first: kilo / lima is token 4
 
@@ -146,7 +147,7 @@ def test_answers_must_be_one_token(smollm2, minilm):
     with pytest.raises(PatchingError, match=r"is 2 tokens .* write one token"):
         patching.setup(smollm2, NAMES, SWAPPED, "Mary Ann", "John", 64)
     assert patching.setup(smollm2, NAMES, SWAPPED, " Mary", "ĠJohn", 64).wrong == smollm2.tokenizer.token_to_id("ĠJohn")
-    with pytest.raises(PatchingError, match="decoder-only"):
+    with pytest.raises(PatchingError, match="no output layer"):
         patching.setup(minilm, "a cat", "a dog", "cat", "dog", 64)
 
 
@@ -172,3 +173,55 @@ def test_the_proposed_corruptions_are_real_texts_one_token_apart(smollm2, induct
     for loaded, proposal, clean in ((smollm2, swap, NAMES), (induction, repeat, CLEAN)):
         found = patching.setup(loaded, clean, proposal.text, proposal.answer, proposal.wrong, 64)
         assert found.changed == (proposal.position,)
+
+
+TRANSLATE = "the small red cat sees a big dog"
+TRANSLATE_DOG = "the small red dog sees a big dog"
+
+
+@torch.inference_mode()
+def _by_hand_encdec(loaded, setup, clean, patch: Patch) -> float:
+    """The corrupted source's plain forward (Transformer.forward, or its encoder layer by layer) with one activation
+    overwritten by the clean run's, the decoder reading setup.decoder_input."""
+    model = loaded.model
+    src, tgt = torch.tensor([setup.corrupt_ids]), torch.tensor([setup.decoder_input])
+    if patch.head is not None:
+        n_layers, n_heads = ablation.shapes(model.config)[patch.kind]
+        off = torch.zeros(1, n_layers, n_heads, clean.heads[patch.kind].size(2), dtype=torch.bool)
+        off[0, patch.layer, patch.head, slice(None) if patch.position is None else patch.position] = True
+        found = Ablation({patch.kind: off}, {patch.kind: clean.heads[patch.kind]}, 1)
+        return _difference(loaded, model(src, tgt, ablation=found).logits, setup)
+    mask = padding_mask(src, model.config.pad_id)
+    x = model.encoder.embeddings(src).clone()
+    for index, layer in enumerate([*model.encoder.layers, None]):
+        if index == patch.layer:
+            x[0, patch.position] = clean.states[index, patch.position]
+        if layer is not None:
+            x = layer(x, mask).after_ffn
+    memory = model.encoder.final_norm(x) if model.encoder.final_norm is not None else x
+    return _difference(loaded, model.decode(tgt, memory, mask)[1], setup)
+
+
+def test_an_encoder_decoders_patches_equal_plain_forwards(translate):
+    setup = patching.setup(translate, TRANSLATE, TRANSLATE_DOG, "chat", "chien", 64)
+    vocabulary = translate.target_vocabulary
+    assert [vocabulary.id_to_token(i) for i in setup.decoder_input] == ["<bos>", "le"]  # the outputs part at "chat"
+    clean, corrupt = (patching.read(translate, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
+    with torch.inference_mode():
+        logits = translate.model(torch.tensor([setup.clean_ids]), torch.tensor([setup.decoder_input])).logits
+    assert clean.difference == pytest.approx(_difference(translate, logits, setup), abs=1e-5)
+    assert clean.difference > 0 > corrupt.difference
+    patches = [
+        *patching.residual_patches(translate, setup),
+        *patching.head_patches(translate),
+        *patching.position_patches(setup, 1, 0, "cross"),
+        *patching.position_patches(setup, 0, 1, "encoder_self"),
+    ]
+    shares = patching.measure(translate, setup, clean, corrupt, patches)
+    gap = clean.difference - corrupt.difference
+    want = np.array([(_by_hand_encdec(translate, setup, clean, p) - corrupt.difference) / gap for p in patches])
+    np.testing.assert_allclose(shares, want, atol=1e-5)
+    assert shares[setup.changed[0]] == pytest.approx(1.0, abs=1e-5)  # the embedding at the changed source word
+    assert {p.kind for p in patching.head_patches(translate)} == {"encoder_self", "decoder_self", "cross"}
+    with pytest.raises(PatchingError, match="not a word this model writes"):
+        patching.setup(translate, TRANSLATE, TRANSLATE_DOG, "cat", "chien", 64)
