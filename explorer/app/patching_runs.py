@@ -10,7 +10,7 @@ import streamlit as st
 import torch
 
 from explorer.app import cached
-from explorer.experiments import corruptions, patching
+from explorer.experiments import corruptions, patching, patching_encdec
 from explorer.experiments.patching import Patch
 from explorer.run import cost
 
@@ -55,11 +55,27 @@ def get_proposals(model_name: str, text: str, max_tokens: int) -> list[corruptio
     tokens = len(cached.get_trace(model_name, text, max_tokens).source_tokens)
     # a proposal that reads the model's own next tokens runs the text again for each: only where that is quick
     quick = cost.forward_seconds(loaded.model.config, tokens, rows=1 + corruptions.TRIES) <= cost.ASK_AFTER_SECONDS
-    top = (lambda ids: get_top(model_name, ids)) if quick else None
     return cached.store().get(
         cached._key("patching_proposals", model_name, text, max_tokens),
-        lambda: corruptions.proposals(loaded, text, max_tokens, top),
+        lambda: corruptions.proposals(loaded, text, max_tokens, answers(model_name) if quick else None),
     )
+
+
+def answers(model_name: str) -> corruptions.Answers:
+    """What a change swaps: the two runs' most likely next tokens (decoder-only), or an encoder-decoder's two outputs
+    where they first differ; None where it swaps nothing."""
+    loaded = cached.model(model_name)
+
+    def swapped(clean, corrupt):
+        if loaded.is_encoder_decoder:
+            _, right, wrong = patching_encdec.target_row(loaded, clean, corrupt)
+            vocabulary = loaded.target_vocabulary
+            right, wrong = vocabulary.id_to_token(right), vocabulary.id_to_token(wrong)
+        else:
+            right, wrong = get_top(model_name, clean), get_top(model_name, corrupt)
+        return None if right == wrong else (right, wrong)
+
+    return swapped
 
 
 def runs_seconds(model_name: str, setup: patching.Setup) -> float:
@@ -69,36 +85,56 @@ def runs_seconds(model_name: str, setup: patching.Setup) -> float:
     return patching.read_seconds(cached.model(model_name), len(setup.clean_ids))
 
 
-def patches(model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0) -> list[Patch]:
-    """A grid's patches: "residual" (layer x position), "heads" (layer x head) or "positions" (one head)."""
+def patches(
+    model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0, kind: str = "decoder_self"
+) -> list[Patch]:
+    """A grid's patches: "residual" (layer x position), "heads" (every kind's layer x head) or "positions" (one
+    head of `kind`)."""
     loaded = cached.model(model_name)
     if which == "residual":
         return patching.residual_patches(loaded, setup)
     if which == "heads":
         return patching.head_patches(loaded)
-    return patching.position_patches(setup, layer, head)
+    return patching.position_patches(setup, layer, head, kind)
 
 
-def _key(model_name: str, setup: patching.Setup, which: str, layer: int, head: int) -> tuple:
-    return cached._key("patching", model_name, setup, which, *((layer, head) if which == "positions" else ()))
+def _key(model_name: str, setup: patching.Setup, which: str, layer: int, head: int, kind: str) -> tuple:
+    return cached._key("patching", model_name, setup, which, *((kind, layer, head) if which == "positions" else ()))
 
 
-def seconds(model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0) -> float:
+def seconds(
+    model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0, kind: str = "decoder_self"
+) -> float:
     """About how long a grid takes (0 once kept)."""
-    if cached.store().peek(_key(model_name, setup, which, layer, head)) is not None:
+    if cached.store().peek(_key(model_name, setup, which, layer, head, kind)) is not None:
         return 0.0
-    return patching.seconds(cached.model(model_name), setup, patches(model_name, setup, which, layer, head))
+    return patching.seconds(cached.model(model_name), setup, patches(model_name, setup, which, layer, head, kind))
 
 
-def get_shares(model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0):
+def get_weights(model_name: str, setup: patching.Setup, ids, kind: str, layer: int):
+    """(H, Tq, Tk) an encoder-decoder's layer of one attention kind in one source's run, the decoder reading
+    setup.decoder_input."""
+    loaded = cached.model(model_name)
+    return cached.store().get(
+        cached._key("patching_weights", model_name, setup, tuple(ids), kind, layer),
+        lambda: cached._compute(
+            "Reading the head's maps...",
+            lambda: patching_encdec.weights(loaded, ids, setup.decoder_input, kind, layer),
+        ),
+    )
+
+
+def get_shares(
+    model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0, kind: str = "decoder_self"
+):
     """Each patch's share restored, in the grid's order: chunks of batch rows kept as they finish, an inference slot
     taken a chunk at a time, a progress bar meanwhile."""
-    key = _key(model_name, setup, which, layer, head)
+    key = _key(model_name, setup, which, layer, head, kind)
     if (found := cached.store().peek(key)) is not None:
         return found
     loaded = cached.model(model_name)
     clean, corrupt = get_runs(model_name, setup)
-    chosen = patches(model_name, setup, which, layer, head)
+    chosen = patches(model_name, setup, which, layer, head, kind)
     message = f"Patching {len(chosen)} activations, one batch row each..."
     bar = st.progress(0.0, text=message)
 

@@ -6,8 +6,9 @@ so that both have as many tokens, and the right and the wrong answer that the ch
   clean text's answer is the word said once (Mary), the corrupted one's the word the change made single (John).
 - A changed repeated word (induction): the text ends on a word said earlier; the word after its earlier mention is
   what an induction head copies, and it is changed for a word the text does not hold.
-- A changed word: any text; its last word said once is changed for a word the text does not hold, and the answers are
-  the two runs' own most likely next tokens (the caller's `top`), as they are for a changed repeated word.
+- A changed word (an encoder-decoder: a changed source word): any text; a word near its end is changed for a word
+  the text does not hold, and the answers are what the change swaps (the caller's `answers`: the two runs' most likely
+  next tokens, or an encoder-decoder's outputs where they first differ), as they are for a changed repeated word.
 
 Every proposal is a real text: the changed token's characters are replaced in the clean text, and the text is read
 again to check that it gives the same number of tokens with exactly that one changed.
@@ -101,26 +102,30 @@ def _substitutes(loaded: LoadedModel, encoding: Encoding, capital: bool = False)
     return [w for w in (PROPER if capital else SUBSTITUTES) if w.lower() not in held]
 
 
-Top = Callable[[Sequence[int]], str]  # token ids -> the model's most likely next token
+# (the clean text's ids, the corrupted one's) -> the answers the change swaps, (right, wrong), as tokens of the output
+# vocabulary, or None where it swaps none: the two runs' most likely next tokens (decoder-only), or an
+# encoder-decoder's two outputs where they first differ
+Answers = Callable[[Sequence[int], Sequence[int]], "tuple[str, str] | None"]
 
 
-def _changed(loaded: LoadedModel, text: str, encoding: Encoding, position: int, name: str, top: Top) -> Proposal | None:
-    """Token `position` changed for the first substitute that reads as one token, if the two runs' most likely next
-    tokens then differ (they are the answers)."""
+def _changed(
+    loaded: LoadedModel, text: str, encoding: Encoding, position: int, name: str, answers: Answers
+) -> Proposal | None:
+    """Token `position` changed for the first substitute that reads as one token, if the change swaps answers."""
     capital = _surface(text, encoding, position)[:1].isupper()
     for word in _substitutes(loaded, encoding, capital):
         changed = _replaced(loaded, text, encoding, position, word)
         if changed is None:
             continue
-        answer, wrong = top(encoding.ids), top(loaded.tokenizer.encode(changed, len(encoding) + 8).ids)
-        return Proposal(name, changed, position, answer, wrong) if answer != wrong else None
+        found = answers(encoding.ids, loaded.tokenizer.encode(changed, len(encoding) + 8).ids)
+        return None if found is None else Proposal(name, changed, position, *found)
     return None
 
 
-def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top | None) -> Proposal | None:
+def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, answers: Answers | None) -> Proposal | None:
     """The text ends on a word said before: the word after that earlier mention (what an induction head copies)
-    changed for one the text lacks. The answers: the two runs' most likely next tokens, or with no `top` (a long text,
-    where each is another run) the word an induction head would copy in each."""
+    changed for one the text lacks. The answers: what `answers` says, or without it (a long text, where each is
+    another run) the word an induction head would copy in each."""
     ids, words = encoding.ids, _words(encoding)
     last = len(ids) - 1
     if not words or words[-1] != last:
@@ -129,8 +134,8 @@ def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top |
     if not earlier or earlier[-1] + 1 not in words:
         return None
     copied = earlier[-1] + 1
-    if top is not None:
-        return _changed(loaded, text, encoding, copied, "changed repeated word", top)
+    if answers is not None:
+        return _changed(loaded, text, encoding, copied, "changed repeated word", answers)
     for word in _substitutes(loaded, encoding, _surface(text, encoding, copied)[:1].isupper()):
         if (changed := _replaced(loaded, text, encoding, copied, word)) is not None:
             new = loaded.tokenizer.encode(changed, len(encoding) + 8)
@@ -141,27 +146,32 @@ def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top |
 TRIES = 4  # words a changed-word proposal tries, nearest the end first: each try is one more run of the text
 
 
-def changed_word(loaded: LoadedModel, text: str, encoding: Encoding, top: Top) -> Proposal | None:
-    """A word near the end (not the last token; words said once first) whose change moves the most likely next token,
-    changed for one the text lacks; at most TRIES words are tried."""
+def changed_word(
+    loaded: LoadedModel, text: str, encoding: Encoding, answers: Answers, name: str = "changed word"
+) -> Proposal | None:
+    """A word near the end (not the last token; words said once first) whose change swaps answers, changed for one
+    the text lacks; at most TRIES words are tried."""
     ids = encoding.ids
     words = [i for i in _words(encoding) if i < len(ids) - 1]
     once = [i for i in words if ids.count(ids[i]) == 1]
     order = [*reversed(once), *(i for i in reversed(words) if i not in once)]
     for j in order[:TRIES]:
-        if (found := _changed(loaded, text, encoding, j, "changed word", top)) is not None:
+        if (found := _changed(loaded, text, encoding, j, name, answers)) is not None:
             return found
     return None
 
 
-def proposals(loaded: LoadedModel, text: str, max_tokens: int, top: Top | None) -> list[Proposal]:
-    """Every kind of corruption this text allows, the most telling first (at most one of each); with no `top` (a long
-    text) none that needs more runs of the model."""
+def proposals(loaded: LoadedModel, text: str, max_tokens: int, answers: Answers | None) -> list[Proposal]:
+    """Every kind of corruption this text allows, the most telling first (at most one of each); with no `answers` (a
+    long text) none that needs more runs of the model. An encoder-decoder's: a changed source word."""
     encoding = loaded.tokenizer.encode(text, max_tokens)
     if encoding.truncated:
         text = text[: encoding.offsets[-1][1]]
         encoding = loaded.tokenizer.encode(text, max_tokens)
-    found = [name_swap(loaded, text, encoding), repeated_word(loaded, text, encoding, top)]
-    if not any(found) and top is not None:
-        found.append(changed_word(loaded, text, encoding, top))
+    if loaded.is_encoder_decoder:
+        found = [changed_word(loaded, text, encoding, answers, "changed source word")] if answers else []
+        return [p for p in found if p is not None]
+    found = [name_swap(loaded, text, encoding), repeated_word(loaded, text, encoding, answers)]
+    if not any(found) and answers is not None:
+        found.append(changed_word(loaded, text, encoding, answers))
     return [p for p in found if p is not None]

@@ -12,6 +12,7 @@ import streamlit as st
 
 from explorer.app import cached, patching_runs, state
 from explorer.app.callbacks import bound, use_model
+from explorer.experiments import patching
 from explorer.experiments.patching import PatchingError
 from explorer.figures import experiments as experiment_figures
 from explorer.figures import patching as figures
@@ -19,15 +20,16 @@ from explorer.figures.heatmap import fits_half_width, head_heatmap
 from explorer.figures.labels import markdown_literal
 from explorer.pages._long import ask_first
 from explorer.pages._shared import chart, current_trace, predict, sidebar_loaded, stop
-from models import registry
+from models import ablation, registry
 
 NAMES = "When Mary and John went to the store, John gave a drink to"
 SWAPPED = "When Mary and John went to the store, Mary gave a drink to"
 NAME_MODEL = "smollm2"
 CORRUPT, ANSWER, WRONG = "patching_corrupt", "patching_answer", "patching_wrong"
 PROPOSED_FOR = "patching_proposed_for"  # (model, text, max tokens) the boxes were last filled for
-HEAD = "patching_head"  # (layer, head) whose positions and map are shown
+HEAD = "patching_head"  # (kind, layer, head) whose positions and map are shown
 OVERVIEW = 256  # past this many tokens the two maps show block means
+KINDS = {"encoder_self": "encoder", "decoder_self": "decoder", "cross": "cross"}  # a head's kind, as a name says it
 CONVENTION = (
     "Patching convention: the metric is the logit difference, logit(right) - logit(wrong), at the last position; a "
     "patch copies one activation of the clean run into the corrupted run, and its result is the share restored, "
@@ -97,10 +99,11 @@ def _inputs(key: str, sidebar: tuple[str, str, int]) -> None:
     right.text_input("Wrong answer (the corrupted text's next token)", **bound(WRONG))
 
 
-def _clicked_head(point: Mapping) -> None:
+def _clicked_head(point: Mapping, kinds: list[str]) -> None:
+    """A cell of the head grids: customdata (layer, head, kind index, value)."""
     data = point.get("customdata")
     if data is not None:
-        st.session_state[HEAD] = (int(data[0]), int(data[1]))
+        st.session_state[HEAD] = (kinds[int(data[2])], int(data[0]), int(data[1]))
 
 
 DEPTHS = ("the first third of the layers", "the middle third", "the last third")
@@ -115,12 +118,11 @@ def patching_view(key: str, lesson: bool = False) -> None:
     restores most sits before anything is patched."""
     loaded = sidebar_loaded()
     sidebar = state.sidebar(st.session_state)
-    if not loaded.is_decoder_only:
-        what = "an encoder-decoder" if loaded.is_encoder_decoder else "an encoder with no output layer"
+    if not loaded.family.next_token_head:
         st.info(
             markdown_literal(
-                f"Patching here measures the next token of a decoder-only model; {loaded.title} is {what}. Choose "
-                "SmolLM2, the induction model or a GPT-2 or Llama folder, or try the classic example:"
+                f"Patching measures a logit difference of the model's output; {loaded.title} is an encoder with no "
+                "output layer. Choose SmolLM2, the induction model or an encoder-decoder, or try the classic example:"
             )
         )
         _offer_name_swap(key)
@@ -138,12 +140,16 @@ def patching_view(key: str, lesson: bool = False) -> None:
     except (PatchingError, ValueError) as e:
         st.error(markdown_literal(str(e)), icon=":material/error:")
         stop()
-    tokens = [_token(loaded, i) for i in setup.clean_ids]
+    tokens = [loaded.tokenizer.id_to_token(i) for i in setup.clean_ids]
     changes = ", ".join(
-        f"position {i} {tokens[i]!r} -> {_token(loaded, setup.corrupt_ids[i])!r}" for i in setup.changed
+        f"position {i} {tokens[i]!r} -> {loaded.tokenizer.id_to_token(setup.corrupt_ids[i])!r}" for i in setup.changed
     )
     right, wrong = _token(loaded, setup.answer), _token(loaded, setup.wrong)
     st.markdown(markdown_literal(f"Changed: {changes}."))
+    where = "at the last position"
+    if setup.decoder_input:  # an encoder-decoder: the decoder reads the same words in both runs
+        read = " ".join(_token(loaded, i) for i in setup.decoder_input)
+        where = f"at the decoder's last row (it reads {read} in both runs: the clean output up to where the two part)"
     what = "Patching first runs both texts, keeping every layer's state and each head's output."
     if not ask_first(what, patching_runs.runs_seconds(sidebar[0], setup), "Run both texts", f"{key}_runs"):
         stop()
@@ -151,8 +157,8 @@ def patching_view(key: str, lesson: bool = False) -> None:
     gap = clean.difference - corrupt.difference
     st.markdown(
         markdown_literal(
-            f"Logit difference, logit {right} - logit {wrong} at the last position: clean run {clean.difference:+.2f}, "
-            f"corrupted run {corrupt.difference:+.2f}. A patch can restore up to {gap:.2f} of it."
+            f"Logit difference, logit {right} - logit {wrong} {where}: clean run {clean.difference:+.2f}, corrupted "
+            f"run {corrupt.difference:+.2f}. A patch can restore up to {gap:.2f} of it."
         )
     )
     st.caption(markdown_literal(CONVENTION))
@@ -161,7 +167,6 @@ def patching_view(key: str, lesson: bool = False) -> None:
             "The corrupted text does not lower the right answer against the wrong one here: the shares below measure "
             "how much of a change that goes the other way comes back."
         )
-    config = loaded.model.config
     guess = None
     if lesson:
         question = "Copying one head's output from the clean run: where in the model is the head that restores most?"
@@ -169,65 +174,124 @@ def patching_view(key: str, lesson: bool = False) -> None:
         guess = predict(question, list(DEPTHS), asked, f"{key}_predict")
         if guess is None:
             stop()
+    _residual(loaded, sidebar[0], setup, tokens, key)
+    kind, layer, head = _heads(loaded, sidebar[0], setup, guess, key)
+    _positions(loaded, sidebar, setup, kind, layer, head, key)
 
-    st.subheader("1. Which positions carry the answer: the residual stream")
+
+def _residual(loaded, model_name: str, setup, tokens: list[str], key: str) -> None:
+    """Step 1: the residual stream at every layer and position (an encoder-decoder: its encoder's)."""
+    encoder = loaded.is_encoder_decoder
+    st.subheader(
+        f"1. Which positions carry the answer: the {'encoder' + chr(39) + 's ' if encoder else ''}residual stream"
+    )
     st.markdown(
         "Each cell copies the clean run's state at one position, entering one layer, into the corrupted run. Where "
         "it restores the answer (blue, near 1), everything the answer needs passes through that position at that "
-        "depth. Left of the first change nothing differs, so nothing is restored."
+        + (
+            "depth of the encoder: the decoder reads it there through its cross-attention."
+            if encoder
+            else "depth. Left of the first change nothing differs, so nothing is restored."
+        )
     )
-    what = f"Each of the {(config.n_decoder_layers + 1) * len(tokens)} cells is one more run from its layer up."
-    if not ask_first(what, patching_runs.seconds(sidebar[0], setup, "residual"), "Patch every position", f"{key}_res"):
+    n_layers = ablation.shapes(loaded.model.config)[patching.residual_kind(loaded)][0]
+    what = f"Each of the {(n_layers + 1) * len(tokens)} cells is one more run" + (
+        " of the whole model." if encoder else " from its layer up."
+    )
+    if not ask_first(what, patching_runs.seconds(model_name, setup, "residual"), "Patch every position", f"{key}_res"):
         stop()
-    residual = patching_runs.get_shares(sidebar[0], setup, "residual").reshape(config.n_decoder_layers + 1, -1)
-    chart(figures.residual_grid(residual, tokens, setup.changed, "Copy the residual stream"), f"{key}_residual")
+    residual = patching_runs.get_shares(model_name, setup, "residual").reshape(n_layers + 1, -1)
+    title = "Copy the encoder's residual stream" if encoder else "Copy the residual stream"
+    chart(figures.residual_grid(residual, tokens, setup.changed, title), f"{key}_residual")
 
+
+def _heads(loaded, model_name: str, setup, guess: int | None, key: str) -> tuple[str, int, int]:
+    """Step 2: every head's output, a grid per attention kind; the head shown next: the one clicked, else the one
+    that restores most."""
     st.subheader("2. Which heads move it: each head's output")
     st.markdown(
         "Each cell copies one head's output (weights @ v, before W^O) at every position from the clean run into "
         "the corrupted run. Heads near 1 carry much of the answer on their own; negative heads push against it."
     )
-    what = f"Each of the {config.n_decoder_layers * config.n_heads} heads is one more run from its layer up."
-    if not ask_first(what, patching_runs.seconds(sidebar[0], setup, "heads"), "Patch every head", f"{key}_heads"):
+    shapes = ablation.shapes(loaded.model.config)
+    total = sum(n_layers * n_heads for n_layers, n_heads in shapes.values())
+    what = f"Each of the {total} heads is one more run" + (
+        " of the whole model." if loaded.is_encoder_decoder else " from its layer up."
+    )
+    if not ask_first(what, patching_runs.seconds(model_name, setup, "heads"), "Patch every head", f"{key}_heads"):
         stop()
-    heads = patching_runs.get_shares(sidebar[0], setup, "heads").reshape(config.n_decoder_layers, config.n_heads)
-    best = np.unravel_index(np.argmax(heads), heads.shape)
-    layer, head = st.session_state.get(HEAD, (int(best[0]), int(best[1])))
-    ranked = np.argsort(-heads, axis=None)[:3]
-    named = ", ".join(f"{i // config.n_heads + 1}.{i % config.n_heads + 1} ({heads.flat[i]:.2f})" for i in ranked)
+    shares = patching_runs.get_shares(model_name, setup, "heads")
+    found = [(p.kind, p.layer, p.head, float(v)) for p, v in zip(patching.head_patches(loaded), shares, strict=True)]
+    grids = {kind: np.full(shape, np.nan) for kind, shape in shapes.items()}
+    for kind, layer, head, value in found:
+        grids[kind][layer, head] = value
+    ranked = sorted(found, key=lambda f: -f[3])
+    kind, layer, head, _ = ranked[0]
+    chosen = st.session_state.get(HEAD)
+    if chosen is not None and chosen[0] in shapes:
+        kind, layer, head = chosen
+    several = len(shapes) > 1
+    named = ", ".join(f"{_name(k, i, h, several)} ({v:.2f})" for k, i, h, v in ranked[:3])
     said = ""
     if guess is not None and guess >= 0:
-        where = DEPTHS[_depth(int(best[0]), config.n_decoder_layers)]
-        said = f" It sits in {where}; your class picked {DEPTHS[guess]}."
+        best_kind, best_layer = ranked[0][0], ranked[0][1]
+        sits = DEPTHS[_depth(best_layer, shapes[best_kind][0])]
+        said = f" It sits in {sits}; your class picked {DEPTHS[guess]}."
     st.markdown(markdown_literal(f"The heads that restore most: {named}.{said} Click a head to see what it looks at."))
     chart(
-        experiment_figures.head_grids({"decoder_self": heads}, figures.SHARE, "Copy one head's output", number=".2f"),
+        experiment_figures.head_grids(grids, figures.SHARE, "Copy one head's output", number=".2f"),
         f"{key}_heads_grid",
-        on_click=_clicked_head,
+        on_click=lambda point: _clicked_head(point, list(shapes)),
     )
+    return kind, layer, head
 
-    st.subheader(f"3. What head {layer + 1}.{head + 1} looks at")
-    what = f"Each of the {len(tokens)} positions is one more run from layer {layer + 1} up."
-    seconds = patching_runs.seconds(sidebar[0], setup, "positions", layer, head)
+
+def _name(kind: str, layer: int, head: int, several: bool) -> str:
+    """'24.4', or with several attention kinds 'cross 2.1'."""
+    return f"{KINDS[kind]} {layer + 1}.{head + 1}" if several else f"{layer + 1}.{head + 1}"
+
+
+def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: str) -> None:
+    """Step 3: one head's output copied at one position at a time, and its map in both runs."""
+    model_name = sidebar[0]
+    several = loaded.is_encoder_decoder
+    st.subheader(f"3. What head {_name(kind, layer, head, several)} looks at")
+    if kind == "encoder_self":
+        tokens, changed = [loaded.tokenizer.id_to_token(i) for i in setup.clean_ids], setup.changed
+    else:
+        tokens = [_token(loaded, i) for i in (setup.decoder_input or setup.clean_ids)]
+        changed = () if setup.decoder_input else setup.changed
+    what = f"Each of the {len(tokens)} positions is one more run" + (
+        " of the whole model." if several else f" from layer {layer + 1} up."
+    )
+    seconds = patching_runs.seconds(model_name, setup, "positions", layer, head, kind)
     if not ask_first(what, seconds, "Patch each position", f"{key}_positions"):
         stop()
-    positions = patching_runs.get_shares(sidebar[0], setup, "positions", layer, head)
-    chart(
-        figures.position_bars(positions, tokens, setup.changed, f"Head {layer + 1}.{head + 1}, one position at a time"),
-        f"{key}_positions_chart",
-    )
-    _maps(sidebar, st.session_state[CORRUPT], layer, head, key)
+    shares = patching_runs.get_shares(model_name, setup, "positions", layer, head, kind)
+    title = f"Head {_name(kind, layer, head, several)}, one position at a time"
+    chart(figures.position_bars(shares, tokens, changed, title), f"{key}_positions_chart")
+    if several:
+        maps = [
+            patching_runs.get_weights(model_name, setup, ids, kind, layer)[head]
+            for ids in (setup.clean_ids, setup.corrupt_ids)
+        ]
+        source = [[loaded.tokenizer.id_to_token(i) for i in ids] for ids in (setup.clean_ids, setup.corrupt_ids)]
+        target = [_token(loaded, i) for i in setup.decoder_input]
+        queries = source if kind == "encoder_self" else [target, target]
+        keys = [target, target] if kind == "decoder_self" else source
+    else:
+        runs = [cached.get_trace(model_name, text, sidebar[2]) for text in (sidebar[1], st.session_state[CORRUPT])]
+        maps = [run.attention("decoder_self").weights[layer][head] for run in runs]
+        queries = keys = [run.source_tokens for run in runs]
+    _maps(maps, queries, keys, _name(kind, layer, head, several), key)
 
 
-def _maps(sidebar: tuple[str, str, int], corrupt: str, layer: int, head: int, key: str) -> None:
-    """The head's attention map in the clean run and in the corrupted one, side by side."""
-    model_name, text, max_tokens = sidebar
-    runs = [cached.get_trace(model_name, text, max_tokens), cached.get_trace(model_name, corrupt, max_tokens)]
-    tokens = runs[0].source_tokens
-    last = [run.attention("decoder_self").weights[layer][head][-1] for run in runs]  # the row that predicts
+def _maps(maps, queries, keys, name: str, key: str) -> None:
+    """The head's attention map in the clean run and in the corrupted one, side by side, and where its last row (the
+    one that predicts) looks in each."""
     said = [
-        f"{name} to position {int(np.argmax(row))} {run.source_tokens[int(np.argmax(row))]!r} ({row.max():.2f})"
-        for name, run, row in zip(("in the clean run", "in the corrupted run"), runs, last, strict=True)
+        f"{run} to position {int(np.argmax(w[-1]))} {k[int(np.argmax(w[-1]))]!r} ({w[-1].max():.2f})"
+        for run, w, k in zip(("in the clean run", "in the corrupted run"), maps, keys, strict=True)
     ]
     st.markdown(
         markdown_literal(
@@ -235,10 +299,8 @@ def _maps(sidebar: tuple[str, str, int], corrupt: str, layer: int, head: int, ke
             f"{said[0]}, and {said[1]}."
         )
     )
-    narrow = fits_half_width(len(tokens))  # side by side while every key's label fits half the page
+    narrow = fits_half_width(len(keys[0]))  # side by side while every key's label fits half the page
     columns = st.columns(2) if narrow else (st.container(), st.container())
-    for column, run, name in zip(columns, runs, ("clean", "corrupted"), strict=True):
-        weights = run.attention("decoder_self").weights[layer][head]
-        title = f"{name}: layer {layer + 1}, head {head + 1}"
-        figure = head_heatmap(weights, run.source_tokens, run.source_tokens, title, narrow=narrow, overview=OVERVIEW)
-        chart(figure, f"{key}_{name}_map", container=column)
+    for column, weights, q, k, run in zip(columns, maps, queries, keys, ("clean", "corrupted"), strict=True):
+        figure = head_heatmap(weights, q, k, f"{run}: head {name}", narrow=narrow, overview=OVERVIEW)
+        chart(figure, f"{key}_{run}_map", container=column)

@@ -67,7 +67,7 @@ def test_the_induction_model_is_offered_its_corruption_and_every_grid_is_the_mod
 
 def test_a_clicked_head_is_the_one_shown_and_bad_inputs_are_said_plainly():
     at = opened("patching", "induction", INDUCTION)
-    at.session_state[HEAD] = (0, 2)
+    at.session_state[HEAD] = ("decoder_self", 0, 2)
     at.run()
     assert "What head 1.3 looks at" in text_of(at)
     at.text_input(key="sidebar_" + CORRUPT).set_value("alpha bravo seven alpha bravo seven").run()
@@ -80,7 +80,7 @@ def test_a_clicked_head_is_the_one_shown_and_bad_inputs_are_said_plainly():
 
 def test_an_encoder_is_offered_the_name_swap_on_smollm2_in_one_click():
     at = opened("patching", "minilm", "The animal didn't cross the street")
-    assert "decoder-only" in text_of(at)
+    assert "an encoder with no output layer" in text_of(at)
     at.button(key="patching_name_swap").click().run()
     assert not at.exception, at.exception
     assert at.session_state["model"] == "smollm2" and at.session_state["text"] == NAMES
@@ -96,3 +96,20 @@ def test_the_lesson_step_asks_first_then_patches():
     assert not at.exception
     assert [c for c in at.get("plotly_chart") if c.key == "patch_residual"]
     assert "your class picked the last third" in text_of(at)
+
+
+def test_the_translator_patches_its_encoder_and_every_attention_kind():
+    at = opened("patching", "translate", "the small red cat sees a big dog")
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    corrupt, answer, wrong = (at.session_state[k] for k in (CORRUPT, ANSWER, WRONG))
+    loaded = registry.load("translate")
+    setup = patching.setup(loaded, "the small red cat sees a big dog", corrupt, answer, wrong, 128)
+    clean, corrupted = (patching.read(loaded, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
+    heads = patching.measure(loaded, setup, clean, corrupted, patching.head_patches(loaded))
+    grid = figure(at, "patching_heads_grid")
+    drawn = [array(trace["z"]) for trace in grid["data"] if trace["type"] == "heatmap"]
+    assert len(drawn) == 3  # encoder self-attention, decoder masked self-attention, cross-attention
+    np.testing.assert_allclose(np.concatenate([d.ravel() for d in drawn]), heads, atol=1e-6)
+    assert "the decoder's last row (it reads <bos>" in text_of(at)
+    assert [c for c in at.get("plotly_chart") if c.key == "patching_clean_map"]

@@ -152,12 +152,14 @@ def test_answers_must_be_one_token(smollm2, minilm):
 
 
 def _top(loaded):
+    """The two runs' most likely next tokens, where they differ."""
+
     @torch.inference_mode()
     def top(ids):
         logits = loaded.model(torch.tensor([list(ids)])).logits
         return loaded.target_vocabulary.id_to_token(int(logits[0, -1].argmax()))
 
-    return top
+    return lambda clean, corrupt: None if top(clean) == top(corrupt) else (top(clean), top(corrupt))
 
 
 def test_the_proposed_corruptions_are_real_texts_one_token_apart(smollm2, induction):

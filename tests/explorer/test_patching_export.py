@@ -56,7 +56,14 @@ def test_bad_patching_input_is_one_line_and_exit_status_2(capsys, argv, message)
     assert err.count("\n") == 1 and message in err
 
 
-def test_patching_needs_a_decoder_only_model(capsys):
-    argv = ("--corrupt", "the small red dog", "--answer", "chat", "--wrong", "chien")
-    code, _, err = run_cli(capsys, "--model", "translate", "--text", "the small red cat", *argv)
-    assert code == 2 and "decoder-only" in err
+def test_an_encoder_decoders_entry_has_every_attention_kind_and_an_encoder_needs_an_output(capsys):
+    argv = ("--corrupt", "the small red dog sees a big dog", "--answer", "chat", "--wrong", "chien")
+    code, out, err = run_cli(capsys, "--model", "translate", "--text", "the small red cat sees a big dog", *argv)
+    assert code == 0, err
+    found = json.loads(out)["patching"]
+    assert set(found["heads"]) == {"encoder_self", "decoder_self", "cross"}
+    assert found["decoder_input"] == ["<bos>", "le"] and len(found["residual"]) == 3  # 2 encoder layers + embedding
+    assert found["residual"][0][3] == pytest.approx(1.0, abs=1e-5)  # the changed source word's embedding
+    argv = ("--corrupt", "a dog", "--answer", "cat", "--wrong", "dog")
+    code, _, err = run_cli(capsys, "--model", "minilm", "--text", "a cat", *argv)
+    assert code == 2 and "no output layer" in err
