@@ -4,7 +4,7 @@
 way (one whole forward of the corrupted text per head, a head's output overwritten: timed for one layer's heads and
 scaled to all).
 
-Two corruptions: the name swap in the second clause (the first change at position 14 of 20) and a change of the
+Two corruptions: the name swap in the second clause (the first change at position 15 of 20) and a change of the
 first name (position 1: the window is almost the whole text, the slowest case). The target: every head at 20 tokens
 within 10 s.
 """
@@ -17,17 +17,17 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-CLEAN = "When Mary and John went to the store on a warm sunny afternoon, John gave a drink to"
+CLEAN = "When Mary and John went to the little store on a warm sunny afternoon, John gave a drink to"
 CASES = (  # (name, corrupted text, right answer, wrong answer)
     (
         "name swap (late change)",
-        "When Mary and John went to the store on a warm sunny afternoon, Mary gave a drink to",
+        "When Mary and John went to the little store on a warm sunny afternoon, Mary gave a drink to",
         "Mary",
         "John",
     ),
     (
         "first name changed (early change)",
-        "When Anna and John went to the store on a warm sunny afternoon, John gave a drink to",
+        "When Anna and John went to the little store on a warm sunny afternoon, John gave a drink to",
         "Mary",
         "Anna",
     ),
@@ -74,7 +74,7 @@ def run(repeats: int = 3) -> list[dict]:
                 for head in range(config.n_heads):
                     off = torch.zeros(1, config.n_decoder_layers, config.n_heads, dtype=torch.bool)
                     off[0, 0, head] = True
-                    ablation = Ablation({"decoder_self": off}, {"decoder_self": clean.heads}, 1)
+                    ablation = Ablation({"decoder_self": off}, {"decoder_self": clean.heads["decoder_self"]}, 1)
                     loaded.model(torch.tensor([setup.corrupt_ids]), ablation=ablation)
             return tokens
 
