@@ -16,9 +16,11 @@ again to check that it gives the same number of tokens with exactly that one cha
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from explorer.experiments import sample
 from models.registry import LoadedModel
 from models.tokenize import Encoding
 
@@ -92,13 +94,21 @@ def name_swap(loaded: LoadedModel, text: str, encoding: Encoding) -> Proposal | 
     return None
 
 
-def _substitutes(loaded: LoadedModel, encoding: Encoding, capital: bool = False) -> list[str]:
-    """Words to change a word for, none of them in the text: a toy task's own vocabulary, else SUBSTITUTES (PROPER
-    for a word with a capital)."""
+def _substitutes(loaded: LoadedModel, encoding: Encoding, capital: bool = False, position: int = -1) -> list[str]:
+    """Words to change a word for, none of them in the text: a toy task's own vocabulary, the words its sample texts
+    of as many words hold at the same place first (the same kind of word: a noun for a noun); else SUBSTITUTES
+    (PROPER for a word with a capital)."""
+    held = {_bare(t) for t in encoding.tokens}
     if loaded.task is not None:
         vocabulary = [w for w in loaded.task.source.words if w.isalnum()]  # no <bos>, <eos>, <pad>
-        return [w for w in vocabulary if w not in {_bare(t) for t in encoding.tokens}]
-    held = {_bare(t).lower() for t in encoding.tokens}
+        word = encoding.word_ids[position] if 0 <= position < len(encoding) else None
+        n_words = len({w for w in encoding.word_ids if w is not None})
+        if word is not None:
+            same = [t.split() for t in sample.texts(loaded) if len(t.split()) == n_words]
+            found = Counter(words[word] for words in same)
+            vocabulary = [w for w, _ in found.most_common()] + [w for w in vocabulary if w not in found]
+        return [w for w in vocabulary if w not in held]
+    held = {w.lower() for w in held}
     return [w for w in (PROPER if capital else SUBSTITUTES) if w.lower() not in held]
 
 
@@ -113,7 +123,7 @@ def _changed(
 ) -> Proposal | None:
     """Token `position` changed for the first substitute that reads as one token, if the change swaps answers."""
     capital = _surface(text, encoding, position)[:1].isupper()
-    for word in _substitutes(loaded, encoding, capital):
+    for word in _substitutes(loaded, encoding, capital, position):
         changed = _replaced(loaded, text, encoding, position, word)
         if changed is None:
             continue
@@ -136,7 +146,7 @@ def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, answers: A
     copied = earlier[-1] + 1
     if answers is not None:
         return _changed(loaded, text, encoding, copied, "changed repeated word", answers)
-    for word in _substitutes(loaded, encoding, _surface(text, encoding, copied)[:1].isupper()):
+    for word in _substitutes(loaded, encoding, _surface(text, encoding, copied)[:1].isupper(), copied):
         if (changed := _replaced(loaded, text, encoding, copied, word)) is not None:
             new = loaded.tokenizer.encode(changed, len(encoding) + 8)
             return Proposal("changed repeated word", changed, copied, encoding.tokens[copied], new.tokens[copied])
