@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -35,19 +34,10 @@ CASES = (  # (name, corrupted text, right answer, wrong answer)
 TARGET_SECONDS = 10.0
 
 
-def _best(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def run(repeats: int = 3) -> list[dict]:
     import torch
 
+    from bench.experiments import _best
     from explorer.experiments import patching
     from models import registry
     from models.ablation import Ablation

@@ -33,6 +33,14 @@ def translate():
 
 
 @pytest.fixture(scope="session")
+def induction():
+    """The induction model trained here (decoder-only, 2 layers x 4 heads)."""
+    from models import registry
+
+    return registry.load("induction")
+
+
+@pytest.fixture(scope="session")
 def gpt2_folder(tmp_path_factory):
     """A tiny random GPT-2 folder (tests/gpt2_folder.py's defaults), built once per session."""
     from tests.gpt2_folder import make_gpt2_folder

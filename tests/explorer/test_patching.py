@@ -10,7 +10,7 @@ import torch
 
 from explorer.experiments import corruptions, patching
 from explorer.experiments.patching import Patch, PatchingError
-from models import ablation, registry
+from models import ablation
 from models.ablation import Ablation
 from models.transformer import padding_mask
 
@@ -18,11 +18,6 @@ CLEAN = "alpha bravo seven kilo alpha bravo seven"  # the induction model writes
 CORRUPT = "alpha bravo seven lima alpha bravo seven"  # ... and here lima: the word after the earlier copy changed
 NAMES = "When Mary and John went to the store, John gave a drink to"
 SWAPPED = "When Mary and John went to the store, Mary gave a drink to"
-
-
-@pytest.fixture(scope="module")
-def induction():
-    return registry.load("induction")
 
 
 @pytest.fixture(scope="module")
