@@ -18,6 +18,7 @@ from explorer.figures import experiments as experiment_figures
 from explorer.figures import patching as figures
 from explorer.figures.heatmap import fits_half_width, head_heatmap
 from explorer.figures.labels import markdown_literal
+from explorer.lesson import BY_STEM, script
 from explorer.pages._long import ask_first
 from explorer.pages._shared import chart, current_trace, predict, sidebar_loaded, stop
 from models import ablation, registry
@@ -118,6 +119,7 @@ def patching_view(key: str, lesson: bool = False) -> None:
     restores most sits before anything is patched."""
     loaded = sidebar_loaded()
     sidebar = state.sidebar(st.session_state)
+    current_trace()  # the sidebar's text can be read (a message and a stop otherwise)
     if not loaded.family.next_token_head:
         st.info(
             markdown_literal(
@@ -127,7 +129,17 @@ def patching_view(key: str, lesson: bool = False) -> None:
         )
         _offer_name_swap(key)
         stop()
-    current_trace()  # the sidebar's text can be read (a message and a stop otherwise)
+    if lesson and loaded.is_encoder_decoder:  # the lesson has not shown the decoder yet: its words come at its step
+        st.info(
+            markdown_literal(
+                f"On {loaded.title}, patching measures a word the decoder writes, and the decoder is the lesson's step "
+                f"{BY_STEM['decoding'].step}. Here the lesson patches a model that reads one text: try the classic "
+                "example, or patch this model on the Activation patching page."
+            )
+        )
+        _offer_name_swap(key)
+        st.page_link(script("patching"), label="Activation patching on this model", icon=":material/swap_horiz:")
+        stop()
     _offer_name_swap(key)
     _inputs(key, sidebar)
     if not st.session_state[CORRUPT].strip():
