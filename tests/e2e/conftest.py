@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench import harness
+from explorer import lesson
 
 SCREENSHOTS = harness.ROOT / "artifacts" / "screenshots"
 NEXT_FRAMES = harness.NEXT_FRAMES
@@ -50,3 +51,9 @@ def screenshot(page, name: str) -> None:
     page.evaluate(NEXT_FRAMES)  # the resized layout painted, not a guessed time
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
     page.set_viewport_size(size)
+
+
+def heading(stem: str) -> str:
+    """A lesson step's heading as the page writes it: "Step 8 of 16: The stack: every layer and head"."""
+    page = lesson.BY_STEM[stem]
+    return f"Step {page.step} of {lesson.N_STEPS}: {page.title}"

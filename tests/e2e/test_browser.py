@@ -8,7 +8,8 @@ import pytest
 
 from bench import harness
 from bench.harness import TIMEOUT_MS, open_app, rerun, tick_labels, type_sentence, wait_for_tokens
-from tests.e2e.conftest import TOKEN_MAPS, screenshot
+from explorer.lesson import BY_STEM
+from tests.e2e.conftest import TOKEN_MAPS, heading, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -16,9 +17,9 @@ SENTENCE = "Bark is very cute and he is a dog"
 TOKENS = ["[CLS]", "bark", "is", "very", "cute", "and", "he", "is", "a", "dog", "[SEP]"]
 # (sidebar title, page file, the page's heading), in the order a person visits them
 PAGES = [
-    ("8. The stack: every layer and head", "model_view", "Step 8 of 15: The stack"),
+    (BY_STEM["model_view"].label, "model_view", heading("model_view")),
     ("Head view", "head_view", "Head view"),
-    ("3. Positional encoding", "positional", "Step 3 of 15: Positional encoding"),
+    (BY_STEM["positional"].label, "positional", heading("positional")),
     ("Q/K/V on one page", "qkv", "Q, K, V step by step"),
     ("Attention heatmap", "attention", "Attention heatmap"),
 ]
@@ -36,9 +37,9 @@ def test_every_page_draws_for_a_typed_sentence(server, page):
     assert tick_labels(page) == TOKENS
     assert tick_labels(page, axis="ytick") == TOKENS
     screenshot(page, "attention")
-    for title, name, heading in PAGES:
+    for title, name, shown in PAGES:
         harness.open_page(page, title)
-        page.get_by_role("heading", name=heading).wait_for(timeout=TIMEOUT_MS)
+        page.get_by_role("heading", name=shown).wait_for(timeout=TIMEOUT_MS)
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=TIMEOUT_MS)
         assert page.locator(".js-plotly-plot").count() >= 1, name
         assert page.get_by_test_id("stException").count() == 0, name
@@ -62,8 +63,8 @@ def test_decoding_a_toy_translation_step_by_step(server, page):
     open_app(page, server)
     choose_model(page, "Toy translation (trained here)")
     type_sentence(page, "the small red cat sees a big dog")
-    harness.open_page(page, "11. Decoder: one output word at a time")
-    page.get_by_role("heading", name="Step 11 of 15: Decoder").wait_for(timeout=TIMEOUT_MS)
+    harness.open_page(page, BY_STEM["decoding"].label)
+    page.get_by_role("heading", name=heading("decoding")).wait_for(timeout=TIMEOUT_MS)
     page.get_by_text("Output word 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for(
         timeout=TIMEOUT_MS
     )
@@ -98,8 +99,8 @@ PAST_STEP_50 = """() => {
 
 def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     open_app(page, server)
-    harness.open_page(page, "15. Training")
-    page.get_by_role("heading", name="Step 15 of 15: Training").wait_for(timeout=TIMEOUT_MS)
+    harness.open_page(page, BY_STEM["train"].label)
+    page.get_by_role("heading", name=heading("train")).wait_for(timeout=TIMEOUT_MS)
     page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
     with rerun(page):
         page.get_by_role("option", name="reverse", exact=True).click()
@@ -123,7 +124,7 @@ def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
         page.get_by_role("button", name="Explore it in the other pages").click()
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_text(f"Trained in this browser session for {step} steps").wait_for(timeout=TIMEOUT_MS)
-    page.get_by_role("heading", name="Step 11 of 15: Decoder").wait_for(
+    page.get_by_role("heading", name=heading("decoding")).wait_for(
         timeout=TIMEOUT_MS
     )  # Explore opened the decoding page
     page.get_by_text("Output word 1 of").wait_for(timeout=TIMEOUT_MS)

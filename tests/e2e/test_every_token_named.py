@@ -9,12 +9,13 @@ import pytest
 
 from bench import harness
 from bench.harness import TIMEOUT_MS, open_app
+from explorer.lesson import BY_STEM
 from tests.e2e.conftest import TOKEN_MAPS, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SENTENCE = "the teacher reads a long book"  # 7 tokens with <eos>: it was labelled every other row
-PAGES = ("Attention heatmap", "8. The stack: every layer and head", "11. Decoder: one output word at a time")
+PAGES = ("Attention heatmap", BY_STEM["model_view"].label, BY_STEM["decoding"].label)
 
 
 @pytest.mark.parametrize("kind", ["encoder_self", "decoder_self", "cross"])

@@ -13,7 +13,7 @@ import pytest
 
 from bench import harness
 from bench.harness import TIMEOUT_MS, new_page, open_app, rerun, tick_labels, wait_for_tokens
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import heading, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -31,7 +31,7 @@ def pick(page, index: int, option: str) -> None:
 def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, page):
     open_app(page, server)
     harness.open_page(page, "8. The stack: every layer and head")
-    page.get_by_role("heading", name="Step 8 of 15: The stack").wait_for(timeout=TIMEOUT_MS)
+    page.get_by_role("heading", name=heading("model_view")).wait_for(timeout=TIMEOUT_MS)
     box = harness.sentence_box(page)
     box.fill(SENTENCE)
     with rerun(page):
@@ -47,7 +47,7 @@ def test_a_copied_address_shows_the_same_view_in_a_new_browser(server, browser, 
     other = new_page(browser)  # a fresh context: no cookies, no session, a new person
     try:
         open_app(other, address)
-        other.get_by_role("heading", name="Step 8 of 15: The stack").wait_for(timeout=TIMEOUT_MS)
+        other.get_by_role("heading", name=heading("model_view")).wait_for(timeout=TIMEOUT_MS)
         wait_for_tokens(other, TOKENS, chart_index=1)
         assert harness.sentence_box(other).input_value() == SENTENCE
         other.get_by_role("heading", name="Layer 4, head 9 at full resolution").wait_for(timeout=TIMEOUT_MS)
