@@ -21,7 +21,10 @@ GPT2 = ("folder:tiny-gpt2", "the cat sat on the mat because it was tired")
 # steps that draw no figure before someone acts: training waits for its button
 NO_FIGURE = {"train"}
 # steps that ask the class first and draw their figure once the answer is revealed
-ASKS_FIRST = {"tokens", "scores", "why_attention", "turn_off", "layer_predictions"}
+ASKS_FIRST = {"tokens", "scores", "why_attention", "turn_off", "patch", "layer_predictions"}
+# the patching step asks once it has a corruption to patch: a random model whose every one-word change moves no answer
+# is proposed none, and says so
+NONE_PROPOSED = "No corruption proposed for this text"
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +59,11 @@ def test_every_lesson_step_draws_for_a_decoder_only_model(decoder_server, page, 
         page.get_by_role("heading", name=f"Step {step.step} of {lesson.N_STEPS}: {step.title}").wait_for(
             timeout=TIMEOUT_MS
         )
-        if step.stem in ASKS_FIRST:
+        if step.stem == "patch" and page.get_by_text(NONE_PROPOSED).count():
+            assert page.get_by_text("Write a corrupted text above").count() == 1
+        elif step.stem in ASKS_FIRST:
             reveal(page)
-        if step.stem not in NO_FIGURE:
+        if step.stem not in NO_FIGURE and not page.get_by_text(NONE_PROPOSED).count():
             page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=TIMEOUT_MS)
             page.wait_for_function(CHARTS_DRAWN, timeout=TIMEOUT_MS)
         assert page.get_by_test_id("stException").count() == 0, step.stem

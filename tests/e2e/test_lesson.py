@@ -93,13 +93,13 @@ def test_presenter_mode_sets_large_text_and_folds_the_sidebar(server, page):
 @pytest.mark.parametrize("present", [True, False], ids=["presenter", "normal"])
 def test_each_steps_first_figure_fits_on_the_first_screen(server, page, present):
     """At 1600 x 900, with ?present=1 and without (the sidebar open), every step that opens on a figure has it whole
-    on the first screen (Why attention opens on table 1 once the class has answered, Train on its settings: they are
-    left out)."""
+    on the first screen (Why attention opens on table 1 once the class has answered, Train on its settings, Patch
+    activations on its inputs, its grids below them once the class has predicted: they are left out)."""
     from bench.present import MEASURE
 
     page.set_viewport_size({"width": 1600, "height": 900})
     for step in (lesson.OVERVIEW, *lesson.STEPS):
-        if step.stem in ("why_attention", "train"):
+        if step.stem in ("why_attention", "train", "patch"):
             continue
         address = (
             f"{server}/{'' if step is lesson.OVERVIEW else step.stem}{ADDRESS[1:]}{'&present=1' if present else ''}"
