@@ -46,7 +46,10 @@ def get_top(model_name: str, ids: Sequence[int]) -> str:
         logits = loaded.model(torch.tensor([list(ids)])).logits
         return loaded.target_vocabulary.id_to_token(int(logits[0, -1].argmax()))
 
-    return cached.store().get(cached._key("top_next", model_name, tuple(ids)), lambda: cached._compute("...", top))
+    return cached.store().get(
+        cached._key("top_next", model_name, tuple(ids)),
+        lambda: cached._compute("Reading the model's most likely next token...", top),
+    )
 
 
 def get_proposals(model_name: str, text: str, max_tokens: int) -> list[corruptions.Proposal]:

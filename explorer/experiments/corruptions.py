@@ -42,7 +42,8 @@ class Proposal:
     wrong: str  # the corrupted run's
 
 
-def _bare(token: str) -> str:
+def bare(token: str) -> str:
+    """A token without the mark of the space or word piece before it ('ĠMary' -> 'Mary')."""
     for marker in MARKERS:
         token = token.removeprefix(marker)
     return token
@@ -50,7 +51,7 @@ def _bare(token: str) -> str:
 
 def _words(encoding: Encoding) -> list[int]:
     """The positions of tokens that are words (letters only), not specials or punctuation."""
-    return [i for i, t in enumerate(encoding.tokens) if _bare(t).isalpha() and encoding.word_ids[i] is not None]
+    return [i for i, t in enumerate(encoding.tokens) if bare(t).isalpha() and encoding.word_ids[i] is not None]
 
 
 def _replaced(loaded: LoadedModel, text: str, encoding: Encoding, position: int, surface: str) -> str | None:
@@ -98,7 +99,7 @@ def _substitutes(loaded: LoadedModel, encoding: Encoding, capital: bool = False,
     """Words to change a word for, none of them in the text: a toy task's own vocabulary, the words its sample texts
     of as many words hold at the same place first (the same kind of word: a noun for a noun); else SUBSTITUTES
     (PROPER for a word with a capital)."""
-    held = {_bare(t) for t in encoding.tokens}
+    held = {bare(t) for t in encoding.tokens}
     if loaded.task is not None:
         vocabulary = [w for w in loaded.task.source.words if w.isalnum()]  # no <bos>, <eos>, <pad>
         word = encoding.word_ids[position] if 0 <= position < len(encoding) else None

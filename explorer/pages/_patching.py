@@ -13,6 +13,7 @@ import streamlit as st
 from explorer.app import cached, patching_runs, state
 from explorer.app.callbacks import bound, use_model
 from explorer.experiments import patching
+from explorer.experiments.corruptions import bare
 from explorer.experiments.patching import PatchingError
 from explorer.figures import experiments as experiment_figures
 from explorer.figures import patching as figures
@@ -82,12 +83,12 @@ def _inputs(key: str, sidebar: tuple[str, str, int]) -> None:
         st.caption("Proposed corruptions of this text (one token changed, the answers they should swap):")
         columns = st.columns(len(proposals))
         for column, proposal in zip(columns, proposals, strict=True):
-            column.button(
-                f"{proposal.name}: {proposal.answer.strip('Ġ▁')} / {proposal.wrong.strip('Ġ▁')}",
+            column.button(  # labels and tooltips render markdown: the text's words are shown literally
+                markdown_literal(f"{proposal.name}: {bare(proposal.answer)} / {bare(proposal.wrong)}"),
                 on_click=_fill,
                 args=(proposal.text, proposal.answer, proposal.wrong),
                 key=f"{key}_use_{proposal.name}",
-                help=proposal.text,
+                help=markdown_literal(proposal.text),
             )
     else:
         st.caption(
@@ -195,7 +196,7 @@ def _residual(loaded, model_name: str, setup, tokens: list[str], key: str) -> No
     """Step 1: the residual stream at every layer and position (an encoder-decoder: its encoder's)."""
     encoder = loaded.is_encoder_decoder
     st.subheader(
-        f"1. Which positions carry the answer: the {'encoder' + chr(39) + 's ' if encoder else ''}residual stream"
+        "1. Which positions carry the answer: the " + ("encoder's residual stream" if encoder else "residual stream")
     )
     st.markdown(
         "Each cell copies the clean run's state at one position, entering one layer, into the corrupted run. Where "

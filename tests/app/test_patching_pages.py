@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from explorer.experiments import patching
+from explorer.figures.labels import markdown_literal
 from explorer.pages._patching import ANSWER, CORRUPT, HEAD, NAMES, SWAPPED, WRONG
 from models import registry
 from tests.app import new_app, reveal
@@ -60,9 +61,10 @@ def test_the_induction_model_is_offered_its_corruption_and_every_grid_is_the_mod
     assert said in text_of(at)
     from explorer.run import trace
 
-    row = trace.run(loaded, INDUCTION, 32).attention("decoder_self").weights[best[0]][best[1]][-1]
-    token = ("<bos>", "alpha", "bravo", "seven", "kilo")[int(np.argmax(row))] if np.argmax(row) < 5 else None
-    assert f"in the clean run to position {int(np.argmax(row))} {token!r} ({row.max():.2f})" in text_of(at)
+    run = trace.run(loaded, INDUCTION, 32)
+    row = run.attention("decoder_self").weights[best[0]][best[1]][-1]
+    looked = int(np.argmax(row))
+    assert f"in the clean run to position {looked} {run.source_tokens[looked]!r} ({row.max():.2f})" in text_of(at)
 
 
 def test_a_clicked_head_is_the_one_shown_and_bad_inputs_are_said_plainly():
@@ -86,6 +88,10 @@ def test_an_encoder_is_offered_the_name_swap_on_smollm2_in_one_click():
     assert at.session_state["model"] == "smollm2" and at.session_state["text"] == NAMES
     assert at.session_state[CORRUPT] == SWAPPED
     assert "position 9 'ĠJohn' -> 'ĠMary'" in text_of(at)
+    # a proposal's label and tooltip show the text's words literally (Streamlit renders markdown in both)
+    button = at.button(key="patching_use_name swap")
+    assert button.label == markdown_literal("name swap: Mary / John")
+    assert button.help == markdown_literal(SWAPPED)
 
 
 def test_the_lesson_step_asks_first_then_patches():
