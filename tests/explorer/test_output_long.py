@@ -11,6 +11,7 @@ import torch
 
 from explorer.run import forward, output, trace
 from models import greedy, registry
+from tests import tolerance
 
 SHORT = "the cat sat on the mat because it was tired"
 
@@ -106,9 +107,19 @@ def test_a_window_of_a_layer_is_the_whole_layers_rows(smollm2, long_run):
         np.testing.assert_array_equal(every.states["after_self_attn"], whole.states["after_self_attn"])
         np.testing.assert_array_equal(every.attention["self_attn"].weights, whole.attention["self_attn"].weights)
         window = source.rows(layer, 250, 270)
+        # the window's products have another shape than the whole text's, so its sums run in another order: each row
+        # within the layer's chain of sums (270 keys, W^O, the feed-forward) times the row's scale
+        terms = tolerance.layer_terms(smollm2.model.config, 270)
         for name in ("after_self_attn", "after_ffn"):
-            np.testing.assert_allclose(window.states[name], whole.states[name][250:270], atol=1e-5, rtol=1e-5)
+            expected = whole.states[name][250:270]
+            bound = tolerance.reordered(terms, tolerance.row_scale(expected))
+            tolerance.assert_within(window.states[name], expected, bound, f"layer {layer} {name}, a window")
         weights = window.attention["self_attn"].weights  # (H, 20, 270): rows 250..269 over keys 0..269
-        np.testing.assert_allclose(weights, whole.attention["self_attn"].weights[:, 250:270, :270], atol=1e-6)
+        # a softmax of scores q.k, q and k each from a d_model sum: relative to each weight (2 p dz)
+        expected = whole.attention["self_attn"].weights[:, 250:270, :270]
+        found = window.attention["self_attn"]
+        dz = tolerance.scores_bound(found.q, found.k, 2 * smollm2.model.config.d_model)
+        bound = tolerance.probabilities_bound(expected, dz)
+        tolerance.assert_within(weights, expected, bound, f"layer {layer} weights")
     with pytest.raises(IndexError):
         source.rows(0, 10, n + 1)

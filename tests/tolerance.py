@@ -1,0 +1,113 @@
+"""Float bounds that follow from the computation, so that a comparison holds on any CPU, BLAS and thread count.
+
+Two float32 results of the same mathematics computed by different products (a window of rows against the whole
+text, batched rows against one at a time, a layer recomputed from its kept input, a sum in blocks) differ only by
+rounding, and how far depends on the order the machine's kernels add in. The bounds here follow Higham, *Accuracy
+and Stability of Numerical Algorithms* (2nd ed., 2002), section 3.1: a float32 sum of n terms in any order is within
+gamma_(n-1) * sum|x_i| of the exact sum, gamma_n = n u / (1 - n u), u = eps / 2. Two orders are each that close to
+the exact sum, so they differ by at most about n * eps * sum|x_i| (`reordered`). A matrix product's element is such a
+sum with sum|x_i| = (|A| @ |B|)_ij (`product_bound`); a chain of sums adds its bounds (first order).
+
+Where the same operations run in the same order, tests keep `assert_array_equal`: bit for bit stays bit for bit.
+
+`assert_within` records each comparison's margin (bound / largest difference) when EXPLORER_MARGINS names a file;
+`python -m tests.margins` runs the numerical tests under several thread counts and kernels and reports them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import torch
+
+EPS32 = float(np.finfo(np.float32).eps)  # 2**-23: one float32 rounding moves a value by at most EPS32 / 2 of it
+LAMBDA = 8.0  # `probable`'s confidence: how many standard deviations of independent roundings
+
+
+def _numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def reordered(n_terms: int, total) -> np.ndarray:
+    """How far two float32 sums of the same n_terms terms, added in different orders, can land apart: n * eps * total,
+    total = sum of the terms' magnitudes (Higham 2002, eq. 3.4, for each order)."""
+    return n_terms * EPS32 * _numpy(total)
+
+
+def probable(n_terms: int, total) -> np.ndarray:
+    """The probabilistic counterpart of `reordered`, for long chains (a state after a whole layer carried through a
+    norm and the output matrix) whose worst case, every rounding of the same sign, no real run comes near: each order is
+    within lambda sqrt(n) u sum|x_i| of the exact sum with probability at least 1 - 2n exp(-lambda^2 / 2) (Higham and
+    Mary, "A new approach to probabilistic rounding error analysis", SIAM J. Sci. Comput. 41(5), 2019, thm. 2.4);
+    lambda = 8 makes that 1 - 2.5e-10 for n = 10,000."""
+    return 2 * LAMBDA * np.sqrt(n_terms) * (EPS32 / 2) * _numpy(total)
+
+
+def product_bound(a, b) -> np.ndarray:
+    """Per element of a @ b (float32, any blocking or order): K * eps * (|a| @ |b|), K the length of each sum."""
+    a, b = _numpy(a), _numpy(b)
+    return reordered(a.shape[-1], np.abs(a) @ np.abs(b))
+
+
+def row_scale(x, keep: int = 1) -> np.ndarray:
+    """Each row's largest magnitude over its last `keep` axes, kept for broadcasting: a per-row scale."""
+    x = np.abs(_numpy(x))
+    axes = tuple(range(x.ndim - keep, x.ndim))
+    return x.max(axis=axes, keepdims=True)
+
+
+def layer_terms(config, n_keys: int) -> int:
+    """How many terms the longest chain of float32 sums in one layer adds for an output row: the attention's weighted
+    sum over n_keys keys, W^O's d_model, and the feed-forward's d_model then d_ff (a gated one sums d_model twice
+    side by side, not in a chain)."""
+    return n_keys + config.d_model + config.d_model + config.d_ff
+
+
+def scores_bound(q, k, n_upstream: int) -> np.ndarray:
+    """Each row's largest error in q k^T / sqrt(d_head) (q (..., Tq, Dh), k (..., Tk, Dh)): the dot product's own
+    d_head terms plus n_upstream terms already in q and k (each a d_model sum: first order, relative to |q_i k_i|)."""
+    q, k = _numpy(q), _numpy(k)
+    terms = np.abs(q) @ np.swapaxes(np.abs(k), -1, -2) / np.sqrt(q.shape[-1])
+    return reordered(q.shape[-1] + n_upstream, terms).max(axis=-1, keepdims=True)
+
+
+def probabilities_bound(p, logit_error) -> np.ndarray:
+    """Softmax probabilities p whose logits are off by at most logit_error: dp_i/dz_j = p_i (delta_ij - p_j), so each
+    moves by at most 2 p_i * logit_error; plus the normalisation's own sum over the vocabulary (reordered)."""
+    p = _numpy(p)
+    vocabulary = p.shape[-1]
+    return 2 * p * _numpy(logit_error) + reordered(vocabulary, p)
+
+
+def assert_within(actual, expected, bound, what: str = "") -> None:
+    """Every |actual - expected| <= bound (a number, or an array that broadcasts: per row, per element)."""
+    actual, expected, bound = _numpy(actual), _numpy(expected), _numpy(bound)
+    assert actual.shape == expected.shape, f"{what}: shapes {actual.shape} and {expected.shape}"
+    difference = np.abs(actual - expected)
+    bound = np.broadcast_to(bound, difference.shape)
+    over = difference > bound
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margins = np.where(difference > 0, bound / difference, np.inf)
+    margin = float(margins.min()) if margins.size else float("inf")
+    _record(what, float(difference.max(initial=0.0)), margin, float(bound.max(initial=0.0)), expected)
+    if over.any():
+        i = np.unravel_index(int(np.argmax(difference - bound)), difference.shape)
+        raise AssertionError(
+            f"{what}: {int(over.sum())} of {difference.size} elements past their bound; worst at {tuple(map(int, i))}: "
+            f"|{actual[i]!r} - {expected[i]!r}| = {difference[i]:.3g} > {bound[i]:.3g}"
+        )
+
+
+def _record(what: str, worst: float, margin: float, bound: float, expected: np.ndarray) -> None:
+    path = os.environ.get("EXPLORER_MARGINS")
+    if not path:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
+    scale = float(np.abs(expected).max(initial=0.0))
+    found = {"test": test, "what": what, "worst": worst, "margin": margin, "bound": bound, "scale": scale}
+    with open(path, "a") as f:
+        f.write(json.dumps(found) + "\n")
