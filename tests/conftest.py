@@ -67,3 +67,8 @@ def llama_folder(tmp_path_factory):
 # the catalogue is the same on every machine: models in the developer's own Hugging Face cache are not offered in tests
 # (tests/models/test_hf_cache.py builds its own cache and names it)
 os.environ.setdefault("EXPLORER_HF_CACHE", "0")
+
+# the margin report (python -m tests.margins): every float comparison records how close it came to its bound
+from tests import tolerance  # noqa: E402
+
+tolerance.record_every_comparison()

@@ -10,6 +10,7 @@ from explorer.figures.walkthrough import MINUS_INFINITY, masked_scores
 from explorer.lesson import wording
 from explorer.run import trace, walkthrough
 from models.config import TransformerConfig
+from tests import tolerance
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +23,15 @@ def test_softmax_of_shown_q_and_k_gives_the_models_weights(minilm_trace, layer, 
     s = walkthrough.steps(minilm_trace, "encoder_self", layer, head, query)
     scores = s.k.astype(np.float64) @ s.q.astype(np.float64) / np.sqrt(s.d_head)
     recomputed = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
-    np.testing.assert_allclose(recomputed, s.weights, atol=1e-6)
+    # float64 from the shown q and k, against the model's float32 scores (a d_head sum) and softmax
+    dz = tolerance.scores_bound(s.q[None], s.k, 0)[0]
+    tolerance.assert_within(recomputed, s.weights, tolerance.probabilities_bound(s.weights, dz), "weights")
     np.testing.assert_array_equal(s.weights, minilm_trace.encoder_self.weights[layer, head, query])
     # one row scaled, bit for bit the trace's scaled scores (which scale every layer's)
     np.testing.assert_array_equal(s.scaled_scores, minilm_trace.encoder_self.scaled_scores[layer, head, query])
-    np.testing.assert_allclose(s.raw_scores, s.k @ s.q, atol=1e-4, rtol=1e-5)
-    np.testing.assert_allclose(s.weighted_values.sum(0), s.z, atol=1e-5)
+    tolerance.assert_within(s.raw_scores, s.k @ s.q, tolerance.product_bound(s.k, s.q), "raw scores")
+    sum_bound = tolerance.reordered(len(s.weights), np.abs(s.weighted_values).sum(0))
+    tolerance.assert_within(s.weighted_values.sum(0), s.z, sum_bound, "weighted values summed")
     assert s.concat.shape == (384,) and s.z.shape == (32,)
     np.testing.assert_array_equal(s.concat[head * 32 : (head + 1) * 32], s.z)
 
@@ -39,8 +43,12 @@ def test_projections_are_the_models_own(minilm, minilm_trace):
     with torch.inference_mode():
         q = attn.w_q(torch.from_numpy(s.x_query))[head * 32 : (head + 1) * 32].numpy()
         out = attn.w_o(torch.from_numpy(s.concat)).numpy()
-    np.testing.assert_allclose(q, s.q, atol=1e-5)
-    np.testing.assert_allclose(out, s.output, atol=1e-5)
+    # torch's product of one row against the model's batched one: d_model terms and the bias, in another order
+    w_q, b_q = attn.w_q.weight[head * 32 : (head + 1) * 32], attn.w_q.bias[head * 32 : (head + 1) * 32]
+    terms = np.abs(s.x_query) @ np.abs(w_q.numpy().T) + np.abs(b_q.numpy())
+    tolerance.assert_within(q, s.q, tolerance.reordered(len(s.x_query) + 1, terms), "q")
+    terms = np.abs(s.concat) @ np.abs(attn.w_o.weight.numpy().T) + np.abs(attn.w_o.bias.numpy())
+    tolerance.assert_within(out, s.output, tolerance.reordered(len(s.concat) + 1, terms), "W^O")
     np.testing.assert_array_equal(s.x_query, minilm_trace.encoder_states["after_ffn"][layer - 1][query])
     assert s.x_query_source == "output of encoder layer 3" and s.x_keys_source == "the same rows"
 
@@ -60,7 +68,8 @@ def test_decoder_kinds_use_their_own_inputs_and_masks(paper_random):
 
 def test_temperature_is_a_labelled_what_if(minilm_trace):
     s = walkthrough.steps(minilm_trace, "encoder_self", 0, 0, 3)
-    np.testing.assert_allclose(walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, 1.0), s.weights, atol=1e-6)
+    found = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, 1.0)  # numpy's softmax against torch's
+    tolerance.assert_within(found, s.weights, tolerance.probabilities_bound(s.weights, 0.0), "temperature 1")
     sharp = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, 0.2)
     flat = walkthrough.softmax_with_temperature(s.scaled_scores, s.mask, 5.0)
     assert sharp.max() > s.weights.max() > flat.max()
@@ -82,9 +91,10 @@ def test_csv_holds_every_value_of_every_key(minilm_trace):
     table = np.loadtxt(lines[1:], delimiter=",", ndmin=2)
     assert table.shape == (len(s.weights), 4 + 2 * s.d_head)
     np.testing.assert_array_equal(table[:, 0], np.arange(len(s.weights)))
-    np.testing.assert_allclose(table[:, 3], s.weights, rtol=1e-8)
-    np.testing.assert_allclose(table[:, 4 : 4 + s.d_head], s.k, rtol=1e-8)
-    np.testing.assert_allclose(table[:, 4 + s.d_head :], s.v, rtol=1e-8)
+    # 9 significant digits read back into float32 give every float32 value exactly (IEEE 754's round trip)
+    np.testing.assert_array_equal(table[:, 3].astype(np.float32), s.weights)
+    np.testing.assert_array_equal(table[:, 4 : 4 + s.d_head].astype(np.float32), s.k)
+    np.testing.assert_array_equal(table[:, 4 + s.d_head :].astype(np.float32), s.v)
 
 
 def test_a_masked_score_is_drawn_as_the_value_the_softmax_sees(translate):
@@ -96,7 +106,8 @@ def test_a_masked_score_is_drawn_as_the_value_the_softmax_sees(translate):
     assert (s.masked_scores[hidden] == np.finfo(np.float32).min).all()  # what models.attention writes
     np.testing.assert_array_equal(s.masked_scores[s.mask], s.scaled_scores[s.mask])
     shifted = s.masked_scores.astype(np.float64) - s.masked_scores.max()
-    np.testing.assert_allclose(np.exp(shifted) / np.exp(shifted).sum(), s.weights, atol=1e-6)  # the model's softmax
+    recomputed = np.exp(shifted) / np.exp(shifted).sum()  # the model's softmax, its float32 rounding apart
+    tolerance.assert_within(recomputed, s.weights, tolerance.probabilities_bound(s.weights, 0.0), "softmax")
     figure = masked_scores(s.masked_scores, s.mask, result.target_tokens, "after the mask")
     bars, marks = figure.data
     np.testing.assert_array_equal(bars.x, np.flatnonzero(s.mask))

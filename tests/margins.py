@@ -1,0 +1,107 @@
+"""The numerical-margin report: how close each float comparison of the suite comes to its bound, under several thread
+counts and kernel choices on this one machine (a stand-in for other CPUs and BLAS builds).
+
+    .venv/bin/python -m tests.margins                       # tests/models and tests/explorer, every configuration
+    .venv/bin/python -m tests.margins --configs default mkl-compatible -- tests/explorer/test_lens_long.py
+
+Each configuration runs pytest in a new process with EXPLORER_MARGINS set, so that every comparison (assert_within,
+np.testing.assert_allclose, torch.testing.assert_close) writes its margin: bound / largest difference (inf when the
+two sides are equal). A margin under 10x on your own machine is suspect: another machine may cross it. Not a test:
+it runs the tests, several times over (about 10 minutes a configuration for both folders on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+SUSPECT = 10.0  # a margin under this on one machine may not hold on the next
+
+# name -> environment: OpenMP's thread count (how products are split), ATen's vectorised kernels, MKL's code path
+CONFIGS: dict[str, dict[str, str]] = {
+    "default": {},
+    "1-thread": {"OMP_NUM_THREADS": "1"},
+    "4-threads": {"OMP_NUM_THREADS": "4"},
+    "aten-default": {"ATEN_CPU_CAPABILITY": "default"},
+    "aten-avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "mkl-compatible": {"MKL_CBWR": "COMPATIBLE"},
+    "mkl-avx2": {"MKL_CBWR": "AVX2"},
+}
+NEEDS_MKL = {"mkl-compatible", "mkl-avx2"}
+
+
+def available() -> list[str]:
+    """The configurations this machine can run (MKL's only where torch is built with it)."""
+    return [name for name in CONFIGS if name not in NEEDS_MKL or torch.backends.mkl.is_available()]
+
+
+def run(config: str, paths: list[str], log: Path) -> int:
+    """pytest over paths under one configuration, its margins appended to log; pytest's exit status."""
+    env = {**os.environ, **CONFIGS[config], "EXPLORER_MARGINS": str(log), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e", *paths]
+    print(f"== {config}: {' '.join(f'{k}={v}' for k, v in CONFIGS[config].items()) or '(as installed)'}", flush=True)
+    done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no output)", flush=True)
+    if done.returncode not in (0, 5):
+        failures = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
+        print("\n".join(failures), flush=True)
+    return done.returncode
+
+
+def report(logs: dict[str, Path], top: int) -> list[dict]:
+    """The lowest margin of each comparison over every configuration, lowest first."""
+    worst: dict[tuple[str, str], dict] = {}
+    for config, log in logs.items():
+        if not log.is_file():
+            continue
+        for line in log.read_text().splitlines():
+            found = json.loads(line)
+            key = (found["test"], found["what"])
+            if key not in worst or found["margin"] < worst[key]["margin"]:
+                worst[key] = {**found, "config": config}
+    rows = sorted(worst.values(), key=lambda r: r["margin"])
+    print(f"\n{len(rows)} comparisons; the {min(top, len(rows))} lowest margins (bound / largest difference):")
+    print(f"{'margin':>10}  {'largest diff':>12}  {'bound':>10}  {'scale':>10}  {'config':<14} comparison")
+    for r in rows[:top]:
+        margin = "equal" if math.isinf(r["margin"]) else f"{r['margin']:.3g}x"
+        flag = "  <-- under 10x" if r["margin"] < SUSPECT else ""
+        print(
+            f"{margin:>10}  {r['worst']:12.3g}  {r['bound']:10.3g}  {r['scale']:10.3g}  {r['config']:<14} "
+            f"{r['test']} {r['what']}{flag}"
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.margins", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=None, help="default: every one")
+    parser.add_argument("--top", type=int, default=25, help="how many of the lowest margins to list")
+    parser.add_argument("--keep", type=Path, default=None, help="a folder to keep each configuration's margins in")
+    parser.add_argument("paths", nargs="*", default=["tests/models", "tests/explorer"])
+    args = parser.parse_args(argv)
+    configs = args.configs or available()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="margins-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    logs = {config: folder / f"{config}.jsonl" for config in configs}
+    statuses = {}
+    for config in configs:
+        logs[config].unlink(missing_ok=True)
+        statuses[config] = run(config, args.paths, logs[config])
+    rows = report(logs, args.top)
+    failed = [c for c, s in statuses.items() if s not in (0, 5)]
+    suspect = sum(r["margin"] < SUSPECT for r in rows)
+    print(f"\nfailed under: {', '.join(failed) or 'none'}; margins under {SUSPECT:g}x: {suspect}; logs in {folder}")
+    return 1 if failed or suspect else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
