@@ -13,6 +13,7 @@ from explorer.experiments.patching import Patch, PatchingError
 from models import ablation
 from models.ablation import Ablation
 from models.transformer import padding_mask
+from tests import tolerance
 
 CLEAN = "alpha bravo seven kilo alpha bravo seven"  # the induction model writes kilo next
 CORRUPT = "alpha bravo seven lima alpha bravo seven"  # ... and here lima: the word after the earlier copy changed
@@ -28,6 +29,23 @@ def runs(induction):
 
 def _difference(loaded, logits, setup) -> float:
     return float(logits[0, -1, setup.answer] - logits[0, -1, setup.wrong])
+
+
+@torch.inference_mode()
+def _difference_bound(loaded, setup) -> float:
+    """A logit difference from a forward in other products (batched patches, a layer at a time, a window) against a
+    plain one: two logits, each within a whole forward's chain of sums (probable) of the logits' size."""
+    args = [torch.tensor([setup.clean_ids])]
+    if loaded.model.encoder is not None:
+        args.append(torch.tensor([setup.decoder_input]))
+    scale = float(loaded.model(*args).logits[0, -1].abs().max())
+    n_keys = len(setup.clean_ids)
+    return 2 * float(tolerance.probable(tolerance.forward_terms(loaded.model.config, n_keys), scale))
+
+
+def _share_bound(loaded, setup, clean, corrupt) -> float:
+    """A share restored, (patched - corrupted) / (clean - corrupted): each difference within _difference_bound."""
+    return 3 * _difference_bound(loaded, setup) / abs(clean.difference - corrupt.difference)
 
 
 @torch.inference_mode()
@@ -58,7 +76,8 @@ def test_the_runs_read_are_the_models_own(induction, runs):
     setup, clean, corrupt = runs
     with torch.inference_mode():
         out = induction.model(torch.tensor([setup.clean_ids]))
-    assert clean.difference == pytest.approx(_difference(induction, out.logits, setup), abs=1e-5)
+    bound = _difference_bound(induction, setup)
+    tolerance.assert_within(clean.difference, _difference(induction, out.logits, setup), bound, "clean difference")
     # layer by layer, each let go: the whole forward's states and heads, bit for bit
     assert torch.equal(
         clean.states, torch.stack([out.decoder.embeddings[0], *(x.after_ffn[0] for x in out.decoder.layers)])
@@ -72,11 +91,12 @@ def test_the_embedding_at_the_changed_position_restores_all_and_elsewhere_nothin
     setup, clean, corrupt = runs
     tokens = len(setup.clean_ids)
     shares = patching.measure(induction, setup, clean, corrupt, [Patch(0, p) for p in range(tokens)])
-    assert shares[4] == pytest.approx(1.0, abs=1e-5)
+    bound = _share_bound(induction, setup, clean, corrupt)
+    tolerance.assert_within(shares[4], 1.0, bound, "the changed embedding restores all")
     assert np.all(np.delete(shares, 4) == 0.0)
     n_layers = induction.model.config.n_decoder_layers
     last = patching.measure(induction, setup, clean, corrupt, [Patch(n_layers, tokens - 1)])
-    assert last[0] == pytest.approx(1.0, abs=1e-6)
+    tolerance.assert_within(last[0], 1.0, bound, "the last state restores all")
 
 
 def test_every_batched_patch_equals_a_plain_forward_with_that_activation_copied(induction, runs):
@@ -90,9 +110,10 @@ def test_every_batched_patch_equals_a_plain_forward_with_that_activation_copied(
     shares = patching.measure(induction, setup, clean, corrupt, patches)
     gap = clean.difference - corrupt.difference
     want = np.array([(_by_hand(induction, setup, clean, p) - corrupt.difference) / gap for p in patches])
-    np.testing.assert_allclose(shares, want, atol=1e-5)
+    bound = _share_bound(induction, setup, clean, corrupt)
+    tolerance.assert_within(shares, want, bound, "batched shares against plain forwards")
     grid = shares[: (config.n_decoder_layers + 1) * len(setup.clean_ids)]
-    assert grid.reshape(config.n_decoder_layers + 1, -1)[-1, -1] == pytest.approx(1.0, abs=1e-6)
+    tolerance.assert_within(grid.reshape(config.n_decoder_layers + 1, -1)[-1, -1], 1.0, bound, "the last state")
 
 
 def test_chunks_give_the_same_shares_and_are_told(induction, runs, monkeypatch):
@@ -106,7 +127,8 @@ def test_chunks_give_the_same_shares_and_are_told(induction, runs, monkeypatch):
         told.append((part, rows))
         return compute()
 
-    np.testing.assert_allclose(patching.measure(induction, setup, clean, corrupt, patches, kept), whole, atol=1e-6)
+    found = patching.measure(induction, setup, clean, corrupt, patches, kept)  # one row a chunk: other products
+    tolerance.assert_within(found, whole, _share_bound(induction, setup, clean, corrupt), "chunks against the whole")
     assert [part for part, _ in told] == [(i, i + 1) for i in range(len(patches))]
 
 
@@ -117,10 +139,11 @@ def test_the_name_swap_on_smollm2(smollm2):
     assert clean.difference > 0 > corrupt.difference
     patches = [Patch(0, setup.start), Patch(30, len(setup.clean_ids) - 1), Patch(23, None, 3)]
     shares = patching.measure(smollm2, setup, clean, corrupt, patches)
-    np.testing.assert_allclose(shares[:2], 1.0, atol=1e-5)
+    bound = _share_bound(smollm2, setup, clean, corrupt)
+    tolerance.assert_within(shares[:2], np.ones(2), bound, "the first change and the last state restore all")
     gap = clean.difference - corrupt.difference
     by_hand = (_by_hand(smollm2, setup, clean, patches[2]) - corrupt.difference) / gap
-    assert shares[2] == pytest.approx(by_hand, abs=1e-4)
+    tolerance.assert_within(shares[2], by_hand, bound, "a head over every position")
 
 
 @pytest.mark.parametrize(
@@ -206,7 +229,8 @@ def test_an_encoder_decoders_patches_equal_plain_forwards(translate):
     clean, corrupt = (patching.read(translate, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
     with torch.inference_mode():
         logits = translate.model(torch.tensor([setup.clean_ids]), torch.tensor([setup.decoder_input])).logits
-    assert clean.difference == pytest.approx(_difference(translate, logits, setup), abs=1e-5)
+    bound = _difference_bound(translate, setup)
+    tolerance.assert_within(clean.difference, _difference(translate, logits, setup), bound, "clean difference")
     assert clean.difference > 0 > corrupt.difference
     patches = [
         *patching.residual_patches(translate, setup),
@@ -217,8 +241,9 @@ def test_an_encoder_decoders_patches_equal_plain_forwards(translate):
     shares = patching.measure(translate, setup, clean, corrupt, patches)
     gap = clean.difference - corrupt.difference
     want = np.array([(_by_hand_encdec(translate, setup, clean, p) - corrupt.difference) / gap for p in patches])
-    np.testing.assert_allclose(shares, want, atol=1e-5)
-    assert shares[setup.changed[0]] == pytest.approx(1.0, abs=1e-5)  # the embedding at the changed source word
+    bound = _share_bound(translate, setup, clean, corrupt)
+    tolerance.assert_within(shares, want, bound, "patched runs against plain forwards")
+    tolerance.assert_within(shares[setup.changed[0]], 1.0, bound, "the embedding at the changed source word")
     assert {p.kind for p in patching.head_patches(translate)} == {"encoder_self", "decoder_self", "cross"}
     with pytest.raises(PatchingError, match="not a word this model writes"):
         patching.setup(translate, TRANSLATE, TRANSLATE_DOG, "cat", "chien", 64)
