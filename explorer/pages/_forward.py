@@ -4,6 +4,7 @@ Norm and feed-forward). Each result is recomputed from the model's state before 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import streamlit as st
 
@@ -116,7 +117,8 @@ def embedding(f: Focus, number: int = 1) -> None:
     if e.norm is not None:
         norm_text(e.norm)
     st.markdown(f"Input to layer 1: `{preview(e.result)}`")
-    st.caption("Recomputed input to layer 1 " + forward.agreement(e.result, e.traced) + ".")
+    bound = forward.rounding_bound(f.loaded.model.config, len(f.tokens), e.traced)
+    st.caption("Recomputed input to layer 1 " + forward.agreement(e.result, e.traced, bound) + ".")
 
 
 def layer(f: Focus, number: int = 2) -> None:
@@ -124,6 +126,7 @@ def layer(f: Focus, number: int = 2) -> None:
     trace, loaded, stack, position, layer_index = f.trace, f.loaded, f.stack, f.position, f.layer
     config = loaded.model.config
     found = forward.layer(loaded, trace, stack, layer_index, position)
+    bound = partial(forward.rounding_bound, config, len(f.tokens))  # float32 rounding of a row, on any CPU
     heading, equation = st.columns([1, 2], vertical_alignment="center")  # one line: the strips on the first screen
     heading.subheader(f"{number}. {stack.capitalize()} layer {layer_index + 1}")
     norm = r"\mathrm{RMSNorm}" if config.norm == "rms" else r"\mathrm{LayerNorm}"
@@ -160,7 +163,8 @@ def layer(f: Focus, number: int = 2) -> None:
             st.markdown(
                 f"Multi-head attention output (Concat(head_1..head_h) W^O{' + b^O' if config.out_bias else ''}, from "
                 "the model's own weights and "
-                f"values): `{preview(step.output)}`; {forward.agreement(step.output, step.traced_output)}."
+                f"values): `{preview(step.output)}`; "
+                f"{forward.agreement(step.output, step.traced_output, bound(step.traced_output))}."
             )
         rows = [step.x, step.output, step.residual]
         names = ["x (entering)", f"{step.name} output", "x + output (residual)"]
@@ -171,7 +175,7 @@ def layer(f: Focus, number: int = 2) -> None:
         chart(named_strips(rows, names, f"{step.name.capitalize()} and {added}"), f"forward_sublayer_{i}")
         if step.post_norm is not None:
             norm_text(step.post_norm)
-        st.caption(f"Result {forward.agreement(step.result, step.traced)}.")
+        st.caption(f"Result {forward.agreement(step.result, step.traced, bound(step.traced))}.")
     final = forward.final_norm(loaded, trace, stack, position)
     if final is not None:
         st.markdown(f"**Final {final.name}** (pre-norm stacks end with one):")

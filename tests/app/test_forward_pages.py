@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from explorer.app import state
 from explorer.run import forward, output, trace
 from models import registry, tasks
+from tests import tolerance
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 
@@ -42,8 +43,11 @@ def opened(key: str, max_tokens: int, text: str | None = None) -> AppTest:
 
 
 def differences(at: AppTest) -> list[float]:
-    """Every 'max |difference| = ...' the page states."""
-    found = [re.search(r"max \|difference\| = (\d\.\de[+-]\d+)", c.value) for c in [*at.caption, *at.markdown]]
+    """Every 'max |difference| = ...' the page states; each must say the recomputed row equals the model's own
+    (within float32 rounding of the row's own chain of sums: explorer.run.forward.rounding_bound)."""
+    texts = [c.value for c in [*at.caption, *at.markdown] if "max |difference|" in c.value]
+    assert not [t for t in texts if "DIFFERS" in t], texts
+    found = [re.search(r"max \|difference\| = (\d\.\de[+-]\d+)", t) for t in texts]
     return [float(m.group(1)) for m in found if m]
 
 
@@ -61,9 +65,10 @@ def test_forward_and_output_pages_show_the_models_numbers(models, key, size):
     position = at.selectbox(key="qkv_query").value
     e = forward.embedding(loaded, expected, "encoder", position)
     np.testing.assert_array_equal(array(figs[0]["data"][0]["z"])[0], e.row)
-    np.testing.assert_allclose(array(figs[0]["data"][0]["z"])[-1], e.traced, atol=1e-5)
+    bound = forward.rounding_bound(loaded.model.config, len(expected.source_tokens), e.traced)  # one row recomputed
+    tolerance.assert_within(array(figs[0]["data"][0]["z"])[-1], e.traced, bound, "the drawn input to layer 1")
     checks = differences(at)
-    assert len(checks) >= 3 and max(checks) < 1e-5
+    assert len(checks) >= 3  # and none says DIFFERS (differences)
     moved = forward.movement(expected, "encoder")
     path = figs[-2]["data"]
     np.testing.assert_allclose(array(path[0]["y"])[1:], moved.norms[:, :, position].ravel(), rtol=1e-6)
@@ -98,7 +103,7 @@ def test_forward_page_steps_through_the_decoder_of_translate(models):
     figs = charts(at)
     cross = array(figs[2]["data"][0]["z"])  # masked self-attention, cross-attention, feed-forward hidden, ...
     np.testing.assert_allclose(cross[1], layer.sublayers[1].output, atol=1e-6)
-    assert max(differences(at)) < 1e-5
+    assert differences(at)  # each within its row's float32 rounding
 
 
 def test_output_page_scores_a_typed_target_and_samples_repeatably(models):

@@ -45,10 +45,16 @@ def test_scoring_the_text_from_its_trace_is_the_forwards_loss(request, case):
     # the straightforward loss: a float64 log-softmax of the forward's (T, V) logits, at the next token
     log_p = logits.double().log_softmax(-1)[:-1]
     nll = -log_p.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].numpy()
-    np.testing.assert_allclose(scored.nll, nll, atol=2e-5, rtol=0)
+    # the trace's logits come from other products than this forward's (kept states, a window): within a forward's
+    # chain of sums; a log-softmax moves by at most twice that, plus float32's own log-sum-exp over the vocabulary
+    scale = float(logits.abs().max())
+    dz = tolerance.probable(tolerance.forward_terms(loaded.model.config, len(ids)), scale)
+    bound = 2 * dz + tolerance.probable(logits.shape[-1], 1.0)
+    tolerance.assert_within(scored.nll, nll, bound, "the loss at each token")
     uniform = -log_p.mean(-1).numpy()
     epsilon = scored.epsilon
-    np.testing.assert_allclose(scored.per_token, (1 - epsilon) * nll + epsilon * uniform, atol=2e-5, rtol=0)
+    smoothed = (1 - epsilon) * nll + epsilon * uniform
+    tolerance.assert_within(scored.per_token, smoothed, bound, "the smoothed loss at each token")
     vocabulary = loaded.target_vocabulary
     assert scored.predicted == tuple(vocabulary.id_to_token(int(i)) for i in logits[:-1].argmax(-1))
     assert scored.targets == run.source_tokens[1:] and scored.vocab_size == logits.shape[-1]
