@@ -255,7 +255,10 @@ def describe(path: str | Path) -> GGUFModel:
     config: dict = {"model_type": ARCHITECTURES[arch], "hidden_act": "silu"}
     config |= {name: _field(reader, f"{arch}.{field}") for field, name in CONFIG_FIELDS.items()}
     config |= {name: _field(reader, f"{arch}.{f}") or default for f, (name, default) in DEFAULTS.items()}
-    _check_positions(reader, path, arch, int(config["hidden_size"]) // int(config["num_attention_heads"]))
+    d_model, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    if heads <= 0 or d_model % heads:
+        raise GGUFError(f"{path}'s {heads} heads do not divide its embedding_length {d_model}")
+    _check_positions(reader, path, arch, d_model // heads)
     tokenizer = _tokenizer(reader, path)
     config["vocab_size"] = _field(reader, f"{arch}.vocab_size") or tokenizer.vocab_size
     config["tie_word_embeddings"] = "output.weight" not in {t.name for t in reader.tensors}
