@@ -84,6 +84,8 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
             out_bias=bias,
             ffn_bias=bool(hf.get("mlp_bias", False)),
         )
+    except ConversionError:
+        raise  # already one line naming what config.json asks for (a ValueError too)
     except KeyError as e:
         raise ConversionError(f"config.json lacks {e.args[0]!r}") from None
     except (TypeError, ValueError) as e:

@@ -1,16 +1,13 @@
 """A GGUF file (llama.cpp's format: metadata, tokenizer and quantized tensors in one file) read into what a model
 folder holds: config.json's fields, a state dict under Hugging Face's names, and the tokenizer. The family's converter
-(models.convert_llama) then takes it exactly as it takes a folder's. Read with `gguf`, llama.cpp's own reader."""
+(models.convert_llama, models.convert_qwen2) then takes it exactly as it takes a folder's. Read with `gguf`,
+llama.cpp's own reader, in two steps: describe() checks everything the engine could read wrongly from the metadata
+and the tensor table alone, and only then does dequantized() turn every tensor into float32."""
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import importlib.util
-import json
-import os
-import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,25 +17,27 @@ from torch import Tensor
 
 from models.tokenize import ByteLevelTokenizer
 
-# GGUF tensor names -> Hugging Face Llama names ({i}: the layer); q and k are stored permuted (PERMUTED)
-LLAMA_KEYS = {
-    "token_embd.weight": "model.embed_tokens.weight",
-    "output_norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-    "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
-    "blk.{i}.attn_q.weight": "model.layers.{i}.self_attn.q_proj.weight",
-    "blk.{i}.attn_k.weight": "model.layers.{i}.self_attn.k_proj.weight",
-    "blk.{i}.attn_v.weight": "model.layers.{i}.self_attn.v_proj.weight",
-    "blk.{i}.attn_output.weight": "model.layers.{i}.self_attn.o_proj.weight",
-    "blk.{i}.ffn_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
-    "blk.{i}.ffn_gate.weight": "model.layers.{i}.mlp.gate_proj.weight",
-    "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.up_proj.weight",
-    "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
+# GGUF's architecture -> config.json's model_type (the family that reads it)
+ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}
+# GGUF tensor names -> Hugging Face's, the ".weight" / ".bias" suffix kept: the model's own tensors, then a layer's
+# (blk.{i}. -> model.layers.{i}.); Qwen2's q, k and v biases are the same names ending in .bias
+TOP_KEYS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+LAYER_KEYS = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
 }
-# llama.cpp's converter reorders W_Q's and W_K's rows for its rotary layout (pairs interleaved, not half-split); the
-# value names the metadata field with the number of heads to undo it with
-PERMUTED = {"attn_q": "attention.head_count", "attn_k": "attention.head_count_kv"}
-# metadata (under "<architecture>.") -> config.json's field
+# llama.cpp's converter reorders W_Q's and W_K's rows for its rotary layout (pairs interleaved, not half-split) for
+# the llama architecture only (Qwen2 runs llama.cpp's half-split "NEOX" rotary and is stored as is); the value names
+# the metadata field with the number of heads to undo it with
+PERMUTED = {"llama": {"attn_q": "attention.head_count", "attn_k": "attention.head_count_kv"}}
+# metadata (under "<architecture>.") -> config.json's field; every one is needed
 CONFIG_FIELDS = {
     "block_count": "num_hidden_layers",
     "context_length": "max_position_embeddings",
@@ -46,14 +45,18 @@ CONFIG_FIELDS = {
     "feed_forward_length": "intermediate_size",
     "attention.head_count": "num_attention_heads",
     "attention.head_count_kv": "num_key_value_heads",
-    "rope.freq_base": "rope_theta",
     "attention.layer_norm_rms_epsilon": "rms_norm_eps",
-    "vocab_size": "vocab_size",
 }
+# fields llama.cpp leaves out when they hold their default, as transformers reads the file too
+DEFAULTS = {"rope.freq_base": ("rope_theta", 10000.0)}
 CONTROL = 3  # tokenizer.ggml.token_type of a marker token (<|im_start|>, ...)
-# llama.cpp's names of the pre-tokenizers that split text as GPT-2's byte-level regex does (SmolLM2's is "smollm");
-# others (Llama 3's, Qwen2's) split digits and words differently and would give other tokens
-PRE_TOKENIZERS = {None, "default", "gpt2", "smollm"}
+# Qwen2's word split (transformers' Qwen2 PRETOKENIZE_REGEX): digits one by one, a word keeps the mark before it
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# llama.cpp's names of the pre-tokenizers the engine reads -> the regex that splits words before the merges (None:
+# GPT-2's own byte-level split; SmolLM2's is "smollm"). Others (Llama 3's, ...) would give other tokens.
+PRE_TOKENIZERS = {None: None, "default": None, "gpt2": None, "smollm": None, "qwen2": QWEN2_SPLIT}
 
 
 class GGUFError(ValueError):
@@ -62,11 +65,14 @@ class GGUFError(ValueError):
 
 @dataclass(frozen=True)
 class GGUFModel:
-    """What a model folder would hold: config.json's fields, the weights under Hugging Face's names, the tokenizer."""
+    """A checked GGUF file: config.json's fields, the tokenizer, and its tensors (not yet dequantized) under the
+    Hugging Face names they go to."""
 
+    path: Path
     config: dict
-    state: dict[str, Tensor]
     tokenizer: ByteLevelTokenizer
+    tensors: tuple[tuple[str, object], ...]  # (Hugging Face name, gguf's ReaderTensor)
+    permuted: dict[str, int]  # GGUF's part name (attn_q) -> the heads its rows are reordered by
 
 
 def package_file(package: str, pattern: str = "*.gguf") -> Path:
@@ -85,6 +91,38 @@ def unpermute(weight: np.ndarray, n_heads: int) -> np.ndarray:
     """Undo llama.cpp's row order: per head, its Dh rows went from (half, pair) to (pair, half) order."""
     rows = weight.shape[0]
     return weight.reshape(n_heads, rows // n_heads // 2, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def hf_name(name: str) -> str | None:
+    """The Hugging Face name of a GGUF tensor name (blk.3.attn_q.bias -> model.layers.3.self_attn.q_proj.bias);
+    None for a tensor the Llama and Qwen2 families do not have."""
+    parts = name.split(".")
+    if parts[-1] not in ("weight", "bias"):
+        return None
+    if len(parts) == 2 and parts[0] in TOP_KEYS:
+        return f"{TOP_KEYS[parts[0]]}.{parts[1]}"
+    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in LAYER_KEYS:
+        return f"model.layers.{int(parts[1])}.{LAYER_KEYS[parts[2]]}.{parts[3]}"
+    return None
+
+
+@functools.cache
+def dequantizable() -> tuple[str, ...]:
+    """The names of the storage types `gguf.quants.dequantize` turns into float32 (F32, F16, BF16, Q8_0, Q4_0,
+    Q4_K, Q6_K, ...), found by asking it to read one zero block of each."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    found = []
+    for kind in GGMLQuantizationType:
+        if kind not in GGML_QUANT_SIZES:
+            continue
+        try:
+            dequantize(np.zeros(GGML_QUANT_SIZES[kind][1], np.uint8), kind)
+        except Exception:  # noqa: BLE001, S112 -- NotImplementedError, or a type gguf lists but cannot shape
+            continue
+        found.append(kind.name)
+    return tuple(found)
 
 
 def _field(reader, name: str):
@@ -135,106 +173,121 @@ def architecture(path: str | Path) -> str:
         raise GGUFError(f"cannot read {path} as GGUF: {e}") from None
 
 
-def read(path: str | Path) -> GGUFModel:
-    """Read a Llama-architecture GGUF file, dequantizing every tensor to float32. Everything the engine would read
-    wrongly (another architecture, scaled rotary positions, another tokenizer or pre-tokenizer, missing metadata, a
-    quantization `gguf` cannot undo) is a GGUFError naming it, checked before any tensor is read."""
-    from gguf import GGUFReader
-    from gguf.quants import dequantize
-
-    try:
-        reader = GGUFReader(str(path))
-    except (OSError, ValueError, KeyError) as e:
-        raise GGUFError(f"cannot read {path} as GGUF: {e}") from None
-    architecture = _field(reader, "general.architecture")
-    if architecture != "llama":
-        raise GGUFError(f"{path} holds a {architecture!r} model; the engine reads GGUF files of the llama architecture")
-    if _field(reader, "llama.rope.scaling.type") not in (None, "none"):
-        raise GGUFError(f"{path} scales its rotary positions, which is not supported")
-    if _field(reader, "tokenizer.ggml.model") != "gpt2":
-        raise GGUFError(f"{path}'s tokenizer is not a byte-level BPE (tokenizer.ggml.model is not 'gpt2')")
-    if _field(reader, "tokenizer.ggml.pre") not in PRE_TOKENIZERS:
-        pre = _field(reader, "tokenizer.ggml.pre")
+def _check_positions(reader, path: Path, arch: str, d_head: int) -> None:
+    """Plain rotary positions over every dimension of a head, as the engine runs them; scaled ones (linear, YaRN,
+    Llama 3.1's frequency table) are named."""
+    kind = _field(reader, f"{arch}.rope.scaling.type")
+    factor = _field(reader, f"{arch}.rope.scaling.factor") or _field(reader, f"{arch}.rope.scale_linear")
+    if kind not in (None, "none") or factor not in (None, 0.0, 1.0):
         raise GGUFError(
-            f"{path}'s pre-tokenizer {pre!r} is not supported ({', '.join(sorted(PRE_TOKENIZERS - {None}))})"
+            f"{path} scales its rotary positions ({arch}.rope.scaling.type {kind!r}, factor {factor}); "
+            "the engine runs plain rotary positions only"
         )
+    if "rope_freqs.weight" in {t.name for t in reader.tensors}:
+        raise GGUFError(
+            f"{path} scales its rotary positions (a rope_freqs.weight table, as Llama 3.1's files have); "
+            "the engine runs plain rotary positions only"
+        )
+    turned = _field(reader, f"{arch}.rope.dimension_count")
+    if turned is not None and int(turned) != d_head:
+        raise GGUFError(
+            f"{path} turns {turned} of each head's {d_head} dimensions ({arch}.rope.dimension_count); "
+            "the engine turns them all"
+        )
+    for length in ("key_length", "value_length"):
+        width = _field(reader, f"{arch}.attention.{length}")
+        if width is not None and int(width) != d_head:
+            raise GGUFError(
+                f"{path}'s heads are {width} wide ({arch}.attention.{length}), not embedding_length / head_count "
+                f"= {d_head}, the only width the engine has"
+            )
+
+
+def _tokenizer(reader, path: Path) -> ByteLevelTokenizer:
+    """The byte-level BPE the file stores (tokens, merges, marker tokens, the pre-tokenizer by name)."""
+    model = _field(reader, "tokenizer.ggml.model")
+    if model is None:
+        raise GGUFError(f"{path} has no tokenizer (no tokenizer.ggml.model); the engine needs the file's own")
+    if model != "gpt2":
+        raise GGUFError(
+            f"{path}'s tokenizer is {model!r} (tokenizer.ggml.model); the engine reads byte-level BPE ('gpt2') only"
+        )
+    pre = _field(reader, "tokenizer.ggml.pre")
+    if pre not in PRE_TOKENIZERS:
+        known = ", ".join(sorted(p for p in PRE_TOKENIZERS if p))
+        raise GGUFError(f"{path}'s pre-tokenizer {pre!r} (tokenizer.ggml.pre) is not supported ({known})")
     if _field(reader, "tokenizer.ggml.add_bos_token"):
         raise GGUFError(f"{path}'s tokenizer starts every text with a marker, which is not supported")
-    tokens = _field(reader, "tokenizer.ggml.tokens")
-    missing = [f"llama.{f}" for f in CONFIG_FIELDS if f != "vocab_size" and _field(reader, f"llama.{f}") is None]
-    if tokens is None or missing:
-        raise GGUFError(f"{path} lacks {', '.join(missing or ['tokenizer.ggml.tokens'])}")
-    tokens = list(tokens)
-    config: dict = {"model_type": "llama", "hidden_act": "silu"}
-    config |= {name: _field(reader, f"llama.{field}") for field, name in CONFIG_FIELDS.items()}
-    config["vocab_size"] = config["vocab_size"] or len(tokens)
-    config["tie_word_embeddings"] = "output.weight" not in {t.name for t in reader.tensors}
-    heads = {part: int(_field(reader, f"llama.{field}")) for part, field in PERMUTED.items()}
-    patterns = {re.compile(re.escape(g).replace(r"\{i\}", r"(\d+)") + "$"): h for g, h in LLAMA_KEYS.items()}
-    state: dict[str, Tensor] = {}
-    for tensor in reader.tensors:
-        match, hf_name = next(((m, h) for p, h in patterns.items() if (m := p.match(tensor.name))), (None, ""))
-        if match is None:
-            raise GGUFError(f"{path} holds a tensor the Llama family does not have: {tensor.name}")
-        try:
-            weight = dequantize(tensor.data, tensor.tensor_type)
-        except NotImplementedError:
-            raise GGUFError(
-                f"{path}: {tensor.name} is stored as {tensor.tensor_type.name}, which gguf cannot read"
-            ) from None
-        part = tensor.name.split(".")[-2]
-        if part in PERMUTED:
-            weight = unpermute(weight, heads[part])
-        name = hf_name.replace("{i}", match.group(1)) if match.groups() else hf_name
-        state[name] = torch.from_numpy(np.array(weight, np.float32))  # a copy: float32 tensors are the file's map
+    tokens, merges = _field(reader, "tokenizer.ggml.tokens"), _field(reader, "tokenizer.ggml.merges")
+    if tokens is None or merges is None:
+        raise GGUFError(f"{path} lacks {'tokenizer.ggml.tokens' if tokens is None else 'tokenizer.ggml.merges'}")
     kinds = _field(reader, "tokenizer.ggml.token_type") or []
     specials = [i for i, kind in enumerate(kinds) if kind == CONTROL]
-    merges = list(_field(reader, "tokenizer.ggml.merges") or [])
-    tokenizer = ByteLevelTokenizer.from_vocabulary(tokens, merges, specials)
-    return GGUFModel(config, state, tokenizer)
+    return ByteLevelTokenizer.from_vocabulary(list(tokens), list(merges), specials, split=PRE_TOKENIZERS[pre])
 
 
-CACHE_FORMAT = 1  # bump whenever what read() returns changes: cache folders written before are then not read
+def describe(path: str | Path) -> GGUFModel:
+    """Read and check a GGUF file's metadata and tensor table, dequantizing nothing. Everything the engine would read
+    wrongly (another architecture, scaled rotary positions, another tokenizer or pre-tokenizer, missing metadata, a
+    mixture of experts, a tensor it has no place for or a storage type `gguf` cannot dequantize) is one GGUFError
+    naming what the file holds and what is supported."""
+    from gguf import GGUFReader
 
-
-def cache_key(path: Path) -> str:
-    """Changes whenever the file's content does (a hash of all of it: 0.1 s for SmolLM2's 98 MB), or the format."""
-    with open(path, "rb") as f:
-        digest = hashlib.file_digest(f, "sha256")
-    digest.update(f"format {CACHE_FORMAT}".encode())
-    return digest.hexdigest()[:16]
-
-
-def cache_folder() -> Path:
-    """Where dequantized weights are kept between processes: $EXPLORER_CACHE, else ~/.cache/attention-explorer."""
-    root = os.environ.get("EXPLORER_CACHE") or str(Path.home() / ".cache" / "attention-explorer")
-    return Path(root)
-
-
-def write_folder(found: GGUFModel, folder: Path) -> bool:
-    """Write what a GGUF file held as a model folder (config.json, model.safetensors, tokenizer.json), all at once:
-    into a new folder that is renamed into place, so no reader sees half of it. False (and nothing left behind) when
-    it cannot be written: the cache only saves time."""
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    partial = None
+    path = Path(path)
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        partial = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-        (partial / "config.json").write_text(json.dumps(found.config, indent=1))
-        save_file({k: v.contiguous() for k, v in found.state.items()}, str(partial / "model.safetensors"))
-        found.tokenizer.save(partial / "tokenizer.json")
-        shutil.rmtree(folder, ignore_errors=True)  # one that could not be read (the caller read the file instead)
-        partial.rename(folder)
-    except Exception:  # noqa: BLE001 -- a full disk raises OSError, SafetensorError or tokenizers' bare Exception
-        if partial is not None:
-            shutil.rmtree(partial, ignore_errors=True)
-        return False
-    # the same file's older versions (another content, another format) are read no more: their folders go
-    stem, _, _ = folder.name.rpartition("-")
-    same_file = re.compile(re.escape(stem) + "-[0-9a-f]{16}")
-    for old in folder.parent.iterdir():
-        if old != folder and old.is_dir() and same_file.fullmatch(old.name):
-            shutil.rmtree(old, ignore_errors=True)
-    return True
+        reader = GGUFReader(str(path))
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        raise GGUFError(f"cannot read {path} as GGUF: {e}") from None
+    arch = _field(reader, "general.architecture")
+    if arch not in ARCHITECTURES:
+        raise GGUFError(
+            f"{path} holds a {arch!r} model; the engine reads GGUF files of the {' and '.join(ARCHITECTURES)} "
+            "architectures"
+        )
+    missing = [f"{arch}.{f}" for f in CONFIG_FIELDS if _field(reader, f"{arch}.{f}") is None]
+    if missing:
+        raise GGUFError(f"{path} lacks {', '.join(missing)}")
+    experts = _field(reader, f"{arch}.expert_count")
+    if experts:
+        raise GGUFError(
+            f"{path} is a mixture of {experts} experts ({arch}.expert_count); the engine has one FFN a layer"
+        )
+    config: dict = {"model_type": ARCHITECTURES[arch], "hidden_act": "silu"}
+    config |= {name: _field(reader, f"{arch}.{field}") for field, name in CONFIG_FIELDS.items()}
+    config |= {name: _field(reader, f"{arch}.{f}") or default for f, (name, default) in DEFAULTS.items()}
+    d_model, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    if heads <= 0 or d_model % heads:
+        raise GGUFError(f"{path}'s {heads} heads do not divide its embedding_length {d_model}")
+    _check_positions(reader, path, arch, d_model // heads)
+    tokenizer = _tokenizer(reader, path)
+    config["vocab_size"] = _field(reader, f"{arch}.vocab_size") or tokenizer.vocab_size
+    config["tie_word_embeddings"] = "output.weight" not in {t.name for t in reader.tensors}
+    readable, tensors = dequantizable(), []
+    for tensor in reader.tensors:
+        name = hf_name(tensor.name)
+        if name is None:
+            family = ARCHITECTURES[arch].capitalize()
+            raise GGUFError(f"{path} holds a tensor the {family} family does not have: {tensor.name}")
+        if tensor.tensor_type.name not in readable:
+            raise GGUFError(
+                f"{path} stores {tensor.name} as {tensor.tensor_type.name}, which gguf cannot dequantize "
+                f"(it reads {', '.join(readable)})"
+            )
+        tensors.append((name, tensor))
+    heads = {part: int(_field(reader, f"{arch}.{field}")) for part, field in PERMUTED.get(arch, {}).items()}
+    return GGUFModel(path, config, tokenizer, tuple(tensors), heads)
+
+
+def dequantized(found: GGUFModel) -> dict[str, Tensor]:
+    """Every tensor of a described file in float32 under its Hugging Face name, W_Q's and W_K's rows put back in
+    Hugging Face's order where llama.cpp reordered them."""
+    from gguf.quants import dequantize
+
+    state: dict[str, Tensor] = {}
+    for name, tensor in found.tensors:
+        weight = dequantize(tensor.data, tensor.tensor_type)
+        part = tensor.name.split(".")[-2]
+        if part in found.permuted:
+            weight = unpermute(weight, found.permuted[part])
+        state[name] = torch.from_numpy(np.array(weight, np.float32))  # a copy: float32 tensors are the file's map
+    return state

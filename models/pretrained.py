@@ -14,7 +14,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 import models
-from models import gguf
+from models import cache, gguf
 from models.config import TransformerConfig
 from models.convert_bert import ConversionError
 from models.family import Family
@@ -42,18 +42,70 @@ class ModelFolderError(ValueError):
     """A model folder that is missing a file or holds one that cannot be read."""
 
 
-def read_checkpoint(folder: Path) -> dict[str, torch.Tensor]:
-    """model.safetensors, else pytorch_model.bin (loaded with weights_only: no code from the file runs)."""
-    safetensors_file, bin_file = folder / "model.safetensors", folder / "pytorch_model.bin"
+# one file of every weight, else an index naming the shard of each weight (weight_map), as save_pretrained writes them
+SINGLE_FILES = ("model.safetensors", "pytorch_model.bin")
+INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+INDEX_BYTES = 64 * 2**20  # an index past this is not one (a 70B model's is about 100 KB)
+
+
+def _shard_map(folder: Path, index: Path) -> dict[str, str]:
+    """An index's weight_map (weight name -> shard file), checked: a JSON object of names to plain file names in the
+    folder, each of them present."""
     try:
-        if safetensors_file.is_file():
-            return load_file(str(safetensors_file))
-        if bin_file.is_file():
-            return torch.load(bin_file, map_location="cpu", weights_only=True)
+        if index.stat().st_size > INDEX_BYTES:
+            raise ValueError(f"it has {index.stat().st_size} bytes")
+        data = json.loads(index.read_text())
+    except (OSError, ValueError) as e:  # unreadable, not UTF-8 (UnicodeDecodeError) or not JSON
+        raise ModelFolderError(f"cannot read {index.name} in {folder}: {e}") from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ModelFolderError(f"{index.name} in {folder} has no weight_map (weight names -> shard files)")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or Path(shard).name != shard or shard in (".", ".."):
+            raise ModelFolderError(f"{index.name} in {folder} puts {name!r} in {shard!r}, not a file in the folder")
+    for shard in sorted(set(weight_map.values())):
+        if not (folder / shard).is_file():
+            raise ModelFolderError(f"{folder} lacks {shard}, a shard {index.name} names")
+    return weight_map
+
+
+def weight_files(folder: Path) -> dict[Path, set[str] | None]:
+    """The files a folder's weights are read from, each with the weights its index puts there (None: a single file
+    of all of them): model.safetensors, else pytorch_model.bin, else the shards an index names."""
+    for name in SINGLE_FILES:
+        if (folder / name).is_file():
+            return {folder / name: None}
+    for name in INDEX_FILES:
+        if (folder / name).is_file():
+            shards: dict[Path, set[str] | None] = {}
+            for weight, shard in _shard_map(folder, folder / name).items():
+                shards.setdefault(folder / shard, set()).add(weight)
+            return dict(sorted(shards.items()))
+    raise ModelFolderError(
+        f"{folder} has no {' or '.join(SINGLE_FILES)}, nor an index of shards ({' or '.join(INDEX_FILES)})"
+    )
+
+
+def _read_file(path: Path) -> dict[str, torch.Tensor]:
+    """One safetensors or PyTorch file (loaded with weights_only: no code from the file runs), as stored (float16 and
+    bfloat16 too: models.pretrained.assemble makes them float32)."""
+    try:
+        if path.suffix == ".safetensors":
+            return load_file(str(path))
+        return torch.load(path, map_location="cpu", weights_only=True)
     except (SafetensorError, RuntimeError, OSError, EOFError, ValueError) as e:
-        name = safetensors_file.name if safetensors_file.is_file() else bin_file.name
-        raise ModelFolderError(f"cannot read {name} in {folder}: {e}") from None
-    raise ModelFolderError(f"{folder} has no model.safetensors or pytorch_model.bin")
+        raise ModelFolderError(f"cannot read {path.name} in {path.parent}: {e}") from None
+
+
+def read_checkpoint(folder: Path) -> dict[str, torch.Tensor]:
+    """Every weight of the folder (weight_files): one file, or every shard with each weight its index names."""
+    state: dict[str, torch.Tensor] = {}
+    for path, names in weight_files(folder).items():
+        found = _read_file(path)
+        if names is not None and (missing := sorted(names - found.keys())):
+            raise ModelFolderError(f"{path.name} in {folder} lacks {missing[0]!r}, which its index puts there")
+        state |= found
+    return state
 
 
 def read_hf_config(folder: Path) -> dict:
@@ -120,25 +172,51 @@ def assemble(
 
 
 def load_gguf(path: str | Path) -> tuple[Transformer, object, Family]:
-    """A GGUF file (weights dequantized to float32) through its family's own converter, as a folder would be. The
-    first load writes what it read as a model folder under gguf.cache_folder(), named by a hash of the file, so a new
-    process reads that folder instead (seconds faster); a changed file gets a new folder, and its old one goes."""
+    """A GGUF file (weights dequantized to float32) through its family's own converter, as a folder would be. Every
+    check (the file's metadata, the family's config) comes before a tensor is dequantized or anything is written. The
+    first load writes what it read as a model folder in the dequantized cache (models.cache, named by a hash of the
+    file), so a new process reads that folder instead (seconds faster); a changed file gets a new folder."""
     path = Path(path)
-    cached = gguf.cache_folder() / f"{path.stem}-{gguf.cache_key(path)}"
+    try:
+        cached = cache.folder_for(path)
+    except OSError as e:
+        raise ModelFolderError(f"cannot read {path}: {e.strerror or e}") from None
     if (cached / "model.safetensors").is_file():
         try:
-            return load_folder(cached)
+            loaded = load_folder(cached)
         except (ModelFolderError, ConversionError, OSError):
             pass  # a cache left half-written or from another version: read the file itself again
+        else:
+            cache.used(cached)
+            return loaded
     try:
-        found = gguf.read(path)
+        found = gguf.describe(path)
     except gguf.GGUFError as e:
         raise ModelFolderError(str(e)) from None
     module = family_module(found.config, path)
     config = module.config_from_hf(found.config)
-    loaded = assemble(module, config, module.convert(found.state, config), found.tokenizer)
-    gguf.write_folder(found, cached)
+    state = gguf.dequantized(found)
+    loaded = assemble(module, config, module.convert(state, config), found.tokenizer)
+    cache.write(cached, found.config, state, found.tokenizer)
     return loaded
+
+
+def load_path(path: str | Path) -> tuple[Transformer, object, Family]:
+    """The model at a path a person gave (the command line, the environment, the API; never a browser): a model
+    folder (config.json, model.safetensors or its shards, or pytorch_model.bin, and the tokenizer) or a .gguf file of
+    a family the engine has; (model, tokenizer, family descriptor). Anything else is one ModelFolderError naming what
+    was found and what is supported."""
+    path = Path(path).expanduser()
+    try:
+        if path.is_dir():
+            return load_folder(path)
+        if path.is_file() and path.suffix.lower() == ".gguf":
+            return load_gguf(path)
+    except ConversionError as e:  # the family's config or key map refused it: say which path
+        raise ModelFolderError(f"{path}: {e}") from None
+    if path.is_file():
+        raise ModelFolderError(f"{path} is neither a model folder nor a .gguf file")
+    raise ModelFolderError(f"no model folder at {path} (a model is a folder with config.json, or a .gguf file)")
 
 
 def load_bert_folder(folder: str | Path) -> tuple[Transformer, WordPieceTokenizer]:

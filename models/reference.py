@@ -73,12 +73,13 @@ def load_reference(folder: str | Path):
 
         model_class = getattr(transformers, name)
     path = Path(folder)
+    # float32 whatever the file stores, as the engine computes: transformers' default ("auto") would run a float16 or
+    # bfloat16 folder, or a GGUF file of half floats, in half precision and differ from it by about 1e-3
+    options = dict(attn_implementation="eager", local_files_only=True, dtype=torch.float32)
     if path.suffix == ".gguf":  # transformers dequantizes the same file itself (it needs gguf and accelerate)
-        model = model_class.from_pretrained(
-            str(path.parent), gguf_file=path.name, attn_implementation="eager", local_files_only=True
-        )
+        model = model_class.from_pretrained(str(path.parent), gguf_file=path.name, **options)
     else:
-        model = model_class.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
+        model = model_class.from_pretrained(str(path), **options)
     return model.eval().requires_grad_(False)
 
 

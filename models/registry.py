@@ -16,7 +16,16 @@ from models.config import PAPER_BASE, TransformerConfig
 from models.convert_bert import ConversionError
 from models.family import Family
 from models.gguf import GGUFError, package_file
-from models.pretrained import FAMILIES, ModelFolderError, load_folder, load_gguf, minilm_folder, read_config
+from models.pretrained import (
+    FAMILIES,
+    ModelFolderError,
+    load_folder,
+    load_gguf,
+    load_path,
+    minilm_folder,
+    read_config,
+    weight_files,
+)
 from models.tokenize import Encoding, TokenizeError, WordPieceTokenizer
 from models.transformer import Transformer
 
@@ -94,8 +103,8 @@ class ModelSpec:
     title: str
     description: str
     weights: Literal["folder", "gguf", "random", "task"]
-    # folder: its path ("" = the shipped MiniLM); gguf: the installed package that holds the file; random: "paper" or
-    # "minilm"; task: its name
+    # folder: its path, a model folder or a .gguf file ("" = the shipped MiniLM); gguf: the installed package that
+    # holds the file; random: "paper" or "minilm"; task: its name
     source: str = ""
     examples: tuple[str, ...] = ENGLISH_EXAMPLES  # sentences it can read; a task model's are its task's
 
@@ -173,29 +182,36 @@ BUILT_IN = (
     ),
 )
 
-# Your own BERT- or GPT-2-family folders (config.json, model.safetensors or pytorch_model.bin, and the tokenizer:
-# tokenizer.json, vocab.txt (BERT) or vocab.json + merges.txt (GPT-2)):
-# EXPLORER_MODEL_FOLDERS="name=/path/to/folder;other=/path/to/another" adds "folder:name" to the model list.
+# Your own models of a family the engine has (BERT, GPT-2, Llama, Qwen2): folders (config.json; model.safetensors,
+# its shards with model.safetensors.index.json, or pytorch_model.bin; the tokenizer: tokenizer.json, vocab.txt (BERT)
+# or vocab.json + merges.txt (GPT-2)) or .gguf files (Llama, Qwen2):
+# EXPLORER_MODEL_FOLDERS="name=/path/to/folder;other=/path/to/model.gguf" adds "folder:name" to the model list.
 FOLDERS_ENV = "EXPLORER_MODEL_FOLDERS"
 
 
+def path_spec(name: str, path: str | Path) -> ModelSpec:
+    """The catalogue entry ("folder:<name>") of a model at a path a person gave: a folder or a .gguf file."""
+    path = str(path)
+    kind = "GGUF file" if path.lower().endswith(".gguf") else "folder"
+    title = f"{name} (local {'file' if kind == 'GGUF file' else 'folder'})"
+    description = (
+        f"Weights from the local {kind} {path} (it does not say whether they were trained), in the from-scratch engine."
+    )
+    return ModelSpec(f"folder:{name}", title, description, "folder", path)
+
+
 def folder_specs(value: str) -> tuple[ModelSpec, ...]:
-    """The catalogue entries of an EXPLORER_MODEL_FOLDERS value: "name=/path;other=/path"."""
+    """The catalogue entries of an EXPLORER_MODEL_FOLDERS value: "name=/path;other=/path/model.gguf"."""
     specs = []
     for entry in filter(None, (e.strip() for e in value.split(";"))):
-        name, _, folder = (part.strip() for part in entry.partition("="))
-        description = (
-            f"Weights from the local folder {folder} (it does not say whether they were trained), in the from-scratch "
-            "engine."
-        )
-        specs.append(ModelSpec(f"folder:{name}", f"{name} (local folder)", description, "folder", folder))
+        name, _, path = (part.strip() for part in entry.partition("="))
+        specs.append(path_spec(name, path))
     return tuple(specs)
 
 
 # Models already in the local Hugging Face cache (downloaded earlier by any program; never downloaded here) whose
 # config.json names a family the engine has are offered as "hf:org/name"; EXPLORER_HF_CACHE=0 turns this off.
 HF_CACHE_ENV = "EXPLORER_HF_CACHE"
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # what models.pretrained.read_checkpoint reads
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.txt",), ("vocab.json", "merges.txt"))  # any one of these sets
 CONFIG_BYTES = 2**20  # a config.json past this is not a model's
 
@@ -214,7 +230,8 @@ def hf_cache_dir(environ: Mapping[str, str]) -> Path | None:
 
 def _usable_snapshot(snapshot: Path) -> bool:
     """Whether a snapshot folder holds a whole model of a family the engine has: config.json naming its model_type,
-    single-file weights and a tokenizer (a link into blobs/ whose download never finished is not a file)."""
+    its weights (one file, or an index and every shard it names) and a tokenizer (a link into blobs/ whose download
+    never finished is not a file)."""
     config = snapshot / "config.json"
     try:
         if not config.is_file() or config.stat().st_size > CONFIG_BYTES:
@@ -222,12 +239,13 @@ def _usable_snapshot(snapshot: Path) -> bool:
         hf = json.loads(config.read_text())
     except (OSError, ValueError):  # unreadable, not UTF-8 (UnicodeDecodeError) or not JSON
         return False
-    return (
-        isinstance(hf, dict)
-        and hf.get("model_type") in FAMILIES
-        and any((snapshot / name).is_file() for name in WEIGHT_FILES)
-        and any(all((snapshot / name).is_file() for name in names) for names in TOKENIZER_FILES)
-    )
+    if not (isinstance(hf, dict) and hf.get("model_type") in FAMILIES):
+        return False
+    try:
+        weight_files(snapshot)
+    except ModelFolderError:
+        return False
+    return any(all((snapshot / name).is_file() for name in names) for names in TOKENIZER_FILES)
 
 
 def _snapshots(repo: Path) -> Iterator[Path]:
@@ -321,7 +339,7 @@ def build(spec: ModelSpec) -> LoadedModel:
         model, tokenizer, described = load_gguf(package_file(spec.source))
         return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described)
     if spec.weights == "folder":
-        model, tokenizer, described = load_folder(spec.source or minilm_folder())
+        model, tokenizer, described = load_path(spec.source) if spec.source else load_folder(minilm_folder())
         if spec.source:  # not the shipped MiniLM: a folder does not say where its weights came from
             described = replace(described, origin="from a folder")
         examples = spec.examples
@@ -358,3 +376,15 @@ def load(key: str) -> LoadedModel:
         return build(MODELS[key])
     except (ModelFolderError, ConversionError, GGUFError, train.CheckpointError, OSError) as e:
         raise ModelLoadError(f"{MODELS[key].title} could not be loaded: {e}") from e
+
+
+def from_path(path: str | Path, name: str | None = None) -> LoadedModel:
+    """The model at a path a person gave (a command's --model PATH, a notebook): a model folder or a .gguf file,
+    loaded as an EXPLORER_MODEL_FOLDERS entry would be, under the key "folder:<name>" (name: the path's last part).
+    Never a path from a browser: the app's address names registry keys only. ModelLoadError says what is wrong."""
+    path = Path(path).expanduser()
+    spec = path_spec(name or path.stem or path.name, path)
+    try:
+        return build(spec)
+    except (ModelFolderError, ConversionError, GGUFError, OSError) as e:
+        raise ModelLoadError(f"{spec.title} could not be loaded: {e}") from e

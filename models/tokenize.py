@@ -120,16 +120,30 @@ class ByteLevelTokenizer(_FileTokenizer):
 
     @classmethod
     def from_vocabulary(
-        cls, tokens: list[str], merges: list[str], specials: list[int], with_markers: bool = False
+        cls,
+        tokens: list[str],
+        merges: list[str],
+        specials: list[int],
+        with_markers: bool = False,
+        split: str | None = None,
     ) -> ByteLevelTokenizer:
         """A byte-level BPE from its tokens (id order), merges ("a b", in rank order) and the ids of its marker
-        tokens, as a GGUF file stores them; the same pre-tokenizer and decoder as GPT-2's."""
-        from tokenizers import AddedToken, decoders, models, pre_tokenizers
+        tokens, as a GGUF file stores them; GPT-2's decoder, and its pre-tokenizer unless `split` gives the regex
+        that cuts the text into words before the merges (Qwen2's keeps every digit apart)."""
+        from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 
         vocab = {token: i for i, token in enumerate(tokens)}
         pairs = [tuple(merge.split(" ", 1)) for merge in merges]
         built = Tokenizer(models.BPE(vocab, pairs, fuse_unk=False, byte_fallback=False))
-        built.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+        if split is None:
+            built.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+        else:  # as transformers builds a GGUF file's tokenizer: the regex's words, then bytes spelt as GPT-2 does
+            built.pre_tokenizer = pre_tokenizers.Sequence(
+                [
+                    pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+                ]
+            )
         built.decoder = decoders.ByteLevel()
         built.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in specials])
         return cls(built, with_markers)

@@ -61,6 +61,8 @@ def make_gpt2_folder(
     tokenizer: str = "json",
     tie: bool = True,
     seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    shard_size: int | None = None,
     vocab_size: int | None = None,
     **overrides,
 ) -> Path:
@@ -107,7 +109,9 @@ def make_gpt2_folder(
                 param.copy_(0.15 * noise)
         if not tie:
             assert model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr()
-    model.save_pretrained(str(path), safe_serialization=True)
+    # dtype: stored as (float16, bfloat16: as most published checkpoints are); shard_size: split into shards of
+    # about this many bytes with model.safetensors.index.json naming each weight's shard (None: one file)
+    model.to(dtype).save_pretrained(str(path), **({} if shard_size is None else {"max_shard_size": shard_size}))
     if tokenizer == "json":
         bpe.save(str(path / "tokenizer.json"))
     else:

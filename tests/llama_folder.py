@@ -22,6 +22,8 @@ def make_llama_folder(
     rope_theta: float = 10000.0,
     tie: bool = False,
     seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    shard_size: int | None = None,
     family: str = "llama",
     **overrides,
 ) -> Path:
@@ -66,6 +68,8 @@ def make_llama_folder(
                 param.copy_(0.1 * noise)
             else:
                 param.copy_(0.2 * noise)
-    model.save_pretrained(str(path), safe_serialization=True)
+    # dtype: stored as (float16, bfloat16: as most published checkpoints are); shard_size: split into shards of
+    # about this many bytes with model.safetensors.index.json naming each weight's shard (None: one file)
+    model.to(dtype).save_pretrained(str(path), **({} if shard_size is None else {"max_shard_size": shard_size}))
     bpe.save(str(path / "tokenizer.json"))
     return path

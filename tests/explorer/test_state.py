@@ -75,3 +75,26 @@ def test_a_sentence_put_aside_comes_back_while_its_example_stands_in():
     assert state.aside(session) is None
     state.back_to_sentence(session)
     assert session[state.TEXT] == "typed again"
+
+
+@pytest.mark.parametrize("named", ["/etc/passwd", "/tmp/x.gguf", "folder:/tmp/x.gguf", "~/model", "../models/m"])
+def test_an_address_cannot_name_a_path_only_a_registry_key(tmp_path, named):
+    """A model path comes from the command line, the environment or the API only: the address names registry keys
+    (here with a .gguf file the environment named, offered as folder:mine), and anything else falls back to the
+    default model with a notice."""
+    gguf = tmp_path / "x.gguf"
+    gguf.write_bytes(b"GGUF")
+    models = MODELS | registry.catalogue({registry.FOLDERS_ENV: f"mine={gguf}"})
+    session: dict = {}
+    state.init(session)
+    notices = state.apply_url(session, {"model": named}, models, page="model_view")
+    assert session[state.MODEL] == state.DEFAULT_MODEL and widget_unset(session)
+    assert len(notices) == 1 and "unknown model" in notices[0]
+    values, _ = state.read_url({"model": str(gguf)}, models)
+    assert values == {}
+    values, _ = state.read_url({"model": "folder:mine"}, models)
+    assert values == {"model": "folder:mine"}  # the key the environment's entry has, not its path
+
+
+def widget_unset(session) -> bool:
+    return state.widget(state.MODEL) not in session

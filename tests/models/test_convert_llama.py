@@ -250,7 +250,7 @@ def test_gguf_cache_is_the_same_model_and_follows_the_file(tmp_path, monkeypatch
     written = list((tmp_path / "cache").iterdir())
     assert len(written) == 1 and (written[0] / "model.safetensors").is_file()
     with monkeypatch.context() as patched:  # read from the cache folder: the file itself is not read again
-        patched.setattr(gguf, "read", lambda _path: pytest.fail("the GGUF file was read again"))
+        patched.setattr(gguf, "describe", lambda _path: pytest.fail("the GGUF file was read again"))
         again, tokenizer_again, family_again = load_gguf(path)
     assert family_again == family == smollm2.family
     ours, theirs = first.state_dict(), again.state_dict()
