@@ -1,4 +1,5 @@
-"""A figure as files: server-side PNG (kaleido + the system Chromium), offline HTML, and its data as CSV and JSON.
+"""A figure as files: server-side PNG, SVG and PDF (kaleido + the system Chromium), offline HTML, and its data as CSV
+and JSON. No streamlit here: a notebook or a command can call these as the pages do.
 
 The data comes out of the figure's own traces, so a download holds exactly the numbers drawn; token labels are
 unescaped back to the literal text the model read (the figure holds them html-escaped).
@@ -52,10 +53,24 @@ SCREEN = go.layout.Template(
 
 SYSTEM_CHROMIUM = "/usr/bin/chromium"
 PNG_SCALE = 2  # twice the on-screen size: sharp in slides
+MIME_TYPES = {
+    "png": "image/png",
+    "svg": "image/svg+xml",
+    "pdf": "application/pdf",
+    "html": "text/html",
+    "csv": "text/csv",
+    "json": "application/json",
+}
+IMAGE_FORMATS = ("png", "svg", "pdf")  # what kaleido draws
+ENABLE_IMAGES = (
+    "To enable image export (PNG, SVG, PDF), install Chromium (`apt-get install chromium`) "
+    "or set BROWSER_PATH to a Chrome or Chromium binary."
+)
+_failure = ""  # why the last image export failed, "" after one worked: the browser is the machine's, not a session's
 
 
 class ExportError(RuntimeError):
-    """The PNG could not be drawn (no Chromium, or kaleido failed)."""
+    """An image could not be drawn (no Chromium, or kaleido failed); the message says how to enable image export."""
 
 
 SENTENCE_CHARS = 60  # of the sentence in a title; a file name holds fewer (NAME_SENTENCE)
@@ -277,26 +292,51 @@ def to_html(figure: go.Figure, about: About | None = None) -> str:
 
 
 def chromium() -> str | None:
-    """The browser kaleido drives: BROWSER_PATH, else the system Chromium."""
-    found = os.environ.get("BROWSER_PATH") or (SYSTEM_CHROMIUM if Path(SYSTEM_CHROMIUM).exists() else None)
-    return found or shutil.which("chromium")
+    """The browser kaleido drives: BROWSER_PATH (None when it names no file: kaleido reads it and would fail), else
+    the system Chromium."""
+    chosen = os.environ.get("BROWSER_PATH")
+    if chosen:
+        return chosen if Path(chosen).is_file() else None
+    return SYSTEM_CHROMIUM if Path(SYSTEM_CHROMIUM).exists() else shutil.which("chromium")
 
 
-def to_png(figure: go.Figure, about: About | None = None) -> bytes:
-    """The figure drawn by kaleido in the system Chromium; no MathJax, plotly.js from the installed package."""
+def image_trouble() -> str:
+    """'' while image export should work; else one sentence for where the image downloads are: how to enable them
+    (no Chromium found), or that the last one failed, why, and how to enable them. Checks files only: draws nothing."""
+    if chromium() is None:
+        return ENABLE_IMAGES
+    return f"The last image export failed ({_failure}). {ENABLE_IMAGES}" if _failure else ""
+
+
+def to_image(figure: go.Figure, about: About | None = None, image_format: str = "png") -> bytes:
+    """The figure as the screen draws it (as_drawn: template, title, `about`), drawn by kaleido in the system
+    Chromium as png, svg or pdf. One size for all three; a PNG has PNG_SCALE pixels per screen pixel, an SVG or PDF
+    is vectors at the screen's size. No MathJax; plotly.js from the installed package. ExportError when it cannot."""
+    global _failure
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(f"image format {image_format!r}: choose from {', '.join(IMAGE_FORMATS)}")
     browser = chromium()
     if browser is None:
-        raise ExportError("no Chromium found for the PNG export (set BROWSER_PATH or install chromium)")
+        raise ExportError(f"No Chromium found. {ENABLE_IMAGES}")
     os.environ.setdefault("BROWSER_PATH", browser)
-    import kaleido  # noqa: PLC0415 -- imported on first use: it is only needed when someone asks for a PNG
+    import kaleido  # noqa: PLC0415 -- imported on first use: it is only needed when someone asks for an image
 
     width = figure.layout.width or PNG_WIDTH
     height = (figure.layout.height or 500) + (SUBTITLE_PX if about is not None else 0)
+    scale = PNG_SCALE if image_format == "png" else 1  # a vector's scale would only multiply its stated size
     try:
-        return kaleido.calc_fig_sync(
+        drawn = kaleido.calc_fig_sync(
             as_drawn(figure, about),
-            opts={"format": "png", "width": width, "height": height, "scale": PNG_SCALE},
+            opts={"format": image_format, "width": width, "height": height, "scale": scale},
             kopts={"mathjax": False},
         )
     except Exception as e:  # kaleido raises a variety of browser errors; the user gets one message
-        raise ExportError(f"the PNG export failed: {e}") from e
+        _failure = shortened(str(e), 200)
+        raise ExportError(f"The {image_format.upper()} export failed ({_failure}). {ENABLE_IMAGES}") from e
+    _failure = ""
+    return drawn
+
+
+def to_png(figure: go.Figure, about: About | None = None) -> bytes:
+    """The figure as a PNG (to_image)."""
+    return to_image(figure, about, "png")

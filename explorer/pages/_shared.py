@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import plotly.graph_objects as go
@@ -381,12 +382,12 @@ def chart(
     title: str = "",
     **options: object,
 ) -> object:
-    """A Plotly chart and, under it, its downloads: server-side PNG, offline HTML, and its data as CSV and JSON
-    (each made only when clicked), titled and named with the model, the sentence and `view` (the picks it shows:
-    "layer 2", "head 3"); `title` names a figure drawn without one. `name` is the files' stem (default: the key).
-    `on_click(point)` runs before the
-    next run when a click target (figures.clicks) is clicked: it sets the pickers' keys (drill.py). `present_height`:
-    a step's main figure is at most this tall in presenter mode, so that it fits on the first screen."""
+    """A Plotly chart and, under it, its downloads: server-side PNG, SVG and PDF (where a Chromium is found; else a
+    sentence saying how to enable them), offline HTML, and its data as CSV and JSON (each made only when clicked),
+    titled and named with the model, the sentence and `view` (the picks it shows: "layer 2", "head 3"); `title` names
+    a figure drawn without one. `name` is the files' stem (default: the key). `on_click(point)` runs before the next
+    run when a click target (figures.clicks) is clicked: it sets the pickers' keys (drill.py). `present_height`: a
+    step's main figure is at most this tall in presenter mode, so that it fits on the first screen."""
     if present_height is not None and presenting() and (figure.layout.height or 450) > present_height:
         figure.update_layout(height=present_height)
     if on_click is not None:
@@ -407,15 +408,21 @@ def chart(
     event = container.plotly_chart(styled(figure, presenting()), key=chart_key, **options)
     model = st.session_state[state.MODEL]
     about = downloads.About(model, cached.described(model).title, st.session_state[state.TEXT], tuple(view), title)
+    # images only where a Chromium is found (a file check: kaleido draws when a button is clicked, not before)
+    images = downloads.IMAGE_FORMATS if downloads.chromium() is not None else ()
     files = (
-        ("PNG", "png", "image/png", lambda: downloads.to_png(figure, about)),
-        ("HTML (offline)", "html", "text/html", lambda: downloads.to_html(figure, about)),
-        ("CSV", "csv", "text/csv", lambda: downloads.to_csv(figure, about)),
-        ("JSON", "json", "application/json", lambda: downloads.to_json(figure, about)),
+        *((kind.upper(), kind, partial(downloads.to_image, figure, about, kind)) for kind in images),
+        ("HTML (offline)", "html", lambda: downloads.to_html(figure, about)),
+        ("CSV", "csv", lambda: downloads.to_csv(figure, about)),
+        ("JSON", "json", lambda: downloads.to_json(figure, about)),
     )
     with container.popover("Download", icon=":material/download:", key=f"{key}_download"):
-        for label, extension, mime, make in files:
+        trouble = downloads.image_trouble()
+        if trouble:
+            st.caption(trouble)
+        for label, extension, make in files:
             named = downloads.file_name(name or key, about, extension)
+            mime = downloads.MIME_TYPES[extension]
             st.download_button(label, make, named, mime, key=f"{key}_{extension}", on_click="ignore")
     return event
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer.app import downloads
 from explorer.lesson import starting
 from explorer.run import trace
 from tests.app import new_app
@@ -95,3 +96,30 @@ def test_random_model_shows_cross_attention(app, paper_random):
     queries, keys = expected.target_tokens, expected.source_tokens
     link = starting.best_link(expected.cross.weights, queries, keys, self_attention=False)
     shows(heatmap(at), expected.cross.weights[link.layer, link.head], queries, keys)
+
+
+def test_downloads_offer_png_svg_pdf_drawn_only_when_clicked_or_say_how_to_enable_them(
+    app, minilm, monkeypatch, tmp_path
+):
+    drawn = []
+    monkeypatch.setattr(downloads, "to_image", lambda *args: drawn.append(args))
+    monkeypatch.setattr(downloads, "_failure", "")
+    monkeypatch.setenv("BROWSER_PATH", "/bin/sh")  # a file: what the page checks before offering images
+    at = app.run()
+    buttons = {b.key: b.label for b in at.get("download_button") if b.key.startswith("attention_heatmap_")}
+    assert buttons == {
+        "attention_heatmap_png": "PNG",
+        "attention_heatmap_svg": "SVG",
+        "attention_heatmap_pdf": "PDF",
+        "attention_heatmap_html": "HTML (offline)",
+        "attention_heatmap_csv": "CSV",
+        "attention_heatmap_json": "JSON",
+    }
+    assert drawn == [] and downloads.ENABLE_IMAGES not in [c.value for c in at.caption]  # nothing drawn yet
+
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-such-chromium"))
+    at.run()
+    assert not at.exception
+    buttons = {b.key: b.label for b in at.get("download_button") if b.key.startswith("attention_heatmap_")}
+    assert set(buttons) == {"attention_heatmap_html", "attention_heatmap_csv", "attention_heatmap_json"}
+    assert downloads.ENABLE_IMAGES in [c.value for c in at.caption]  # one sentence, in place of the image buttons

@@ -1,4 +1,5 @@
-"""A copied address restores the view in a fresh browser; downloads are valid PNG, HTML, CSV and JSON files."""
+"""A copied address restores the view in a fresh browser; downloads are valid PNG, SVG, PDF, HTML, CSV and JSON
+files."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from bench import harness
 from bench.harness import TIMEOUT_MS, new_page, open_app, rerun, tick_labels, wait_for_tokens
+from explorer.app.downloads import PNG_SCALE
 from tests import tolerance
 from tests.e2e.conftest import heading, screenshot
 
@@ -90,6 +92,13 @@ def test_downloads_are_valid_files_holding_the_drawn_numbers(server, page, tmp_p
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert width >= 900 and height >= 600
+
+    svg_name, svg = download(page, "attention_heatmap", "SVG", tmp_path)  # the PNG's figure, as vectors
+    assert svg_name == name[:-3] + "svg" and svg.startswith(b"<svg") and b"Layer 2, head 3" in svg
+    size = re.search(rb'width="(\d+)" height="(\d+)"', svg).groups()
+    assert tuple(map(int, size)) == (width // PNG_SCALE, height // PNG_SCALE)
+    pdf_name, pdf = download(page, "attention_heatmap", "PDF", tmp_path)
+    assert pdf_name == name[:-3] + "pdf" and pdf.startswith(b"%PDF-") and len(re.findall(rb"/Type\s*/Page\b", pdf)) == 1
 
     name, page_html = download(page, "attention_heatmap", "HTML (offline)", tmp_path)
     text = page_html.decode()

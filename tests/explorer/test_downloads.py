@@ -8,6 +8,7 @@ import io
 import json
 import re
 import struct
+from xml.etree import ElementTree
 
 import numpy as np
 import plotly.graph_objects as go
@@ -170,3 +171,78 @@ def test_a_long_model_and_view_leave_the_sentence_short_enough_to_fit_the_figure
     assert len(line) <= downloads.PNG_WIDTH / downloads.CHAR_PX and line.endswith("…”")
     head = "SmolLM2-135M-Instruct (pretrained) · decoder masked self-attention · layer 6 · head 4"
     assert line.startswith(f"{head} · “The")
+
+
+HOSTILE = ["[CLS]", "<script>alert(1)</script>", "a&b", "[SEP]"]
+
+
+@pytest.fixture(scope="module")
+def images() -> dict[str, bytes]:
+    """One head heatmap with hostile tokens, titled with ABOUT, drawn once as PNG, SVG and PDF."""
+    if downloads.chromium() is None:
+        pytest.skip("no Chromium for kaleido")
+    weights = np.full((4, 4), 0.25, dtype=np.float32)
+    fig = head_heatmap(weights, HOSTILE, HOSTILE, "Layer 3, head 4")
+    return {kind: downloads.to_image(fig, ABOUT, kind) for kind in downloads.IMAGE_FORMATS}
+
+
+def test_svg_is_the_png_in_vectors_its_size_theme_and_titles(images):
+    root = ElementTree.fromstring(images["svg"])  # well-formed XML
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    pixels = png_size(images["png"])
+    assert (int(root.get("width")), int(root.get("height"))) == tuple(n // downloads.PNG_SCALE for n in pixels)
+    text = " ".join(root.itertext())
+    assert "Layer 3, head 4" in text and "MiniLM <b>(pretrained)</b> · cross-attention · layer 2 · head 3" in text
+    svg = images["svg"].decode()
+    assert "Source Sans Pro" in svg and "font-weight: bold" in svg and "fill: rgb(255, 255, 255)" in svg  # SCREEN
+    assert downloads.file_name("h", ABOUT, "svg") == downloads.file_name("h", ABOUT, "png")[:-3] + "svg"
+
+
+def test_svg_shows_hostile_tokens_as_text_never_as_markup(images):
+    root = ElementTree.fromstring(images["svg"])
+    assert not [e for e in root.iter() if e.tag.rsplit("}", 1)[-1] in {"script", "b", "foreignObject"}]
+    assert not [e for e in root.iter() for name in e.attrib if name.lower().startswith("on")]  # no onload= etc.
+    text = list(root.itertext())
+    assert "<script>alert(1)</script>" in text and "a&b" in text  # the token literally, once parsed
+    assert b"<script" not in images["svg"]
+
+
+def test_pdf_is_one_page_the_screens_size(images):
+    pdf = images["pdf"]
+    assert pdf.startswith(b"%PDF-") and pdf.rstrip().endswith(b"%%EOF")
+    assert len(re.findall(rb"/Type\s*/Page\b", pdf)) == 1  # /Pages, the page tree, does not match
+    (box,) = re.findall(rb"/MediaBox\s*\[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", pdf)
+    width, height = png_size(images["png"])
+    points_per_px = 72 / 96  # CSS pixels at 96 per inch, PDF points at 72
+    assert float(box[0]) == pytest.approx(width / downloads.PNG_SCALE * points_per_px, abs=1)
+    assert float(box[1]) == pytest.approx(height / downloads.PNG_SCALE * points_per_px, abs=1)
+
+
+def test_without_chromium_images_say_how_to_enable_them_and_the_rest_still_comes_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(downloads, "_failure", "")
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-such-chromium"))
+    assert downloads.chromium() is None and downloads.image_trouble() == downloads.ENABLE_IMAGES
+    assert "apt-get install chromium" in downloads.ENABLE_IMAGES and "BROWSER_PATH" in downloads.ENABLE_IMAGES
+    fig, _ = figure()
+    for kind in downloads.IMAGE_FORMATS:
+        with pytest.raises(downloads.ExportError, match="No Chromium found. To enable image export"):
+            downloads.to_image(fig, ABOUT, kind)
+    assert "<html>" in downloads.to_html(fig, ABOUT)[:100]
+    assert len(list(csv.reader(io.StringIO(downloads.to_csv(fig, ABOUT))))) == 1 + 16
+    assert json.loads(downloads.to_json(fig, ABOUT))["model"] == "minilm"
+    with pytest.raises(ValueError, match="choose from png, svg, pdf"):
+        downloads.to_image(fig, ABOUT, "gif")
+
+
+def test_a_browser_that_fails_is_explained_until_an_export_works(monkeypatch):
+    monkeypatch.setattr(downloads, "_failure", "")
+    browser = downloads.chromium()
+    monkeypatch.setenv("BROWSER_PATH", "/bin/false")  # a file, but no browser: kaleido itself fails
+    fig, _ = figure()
+    with pytest.raises(downloads.ExportError, match="The SVG export failed .*To enable image export"):
+        downloads.to_image(fig, None, "svg")
+    trouble = downloads.image_trouble()
+    assert trouble.startswith("The last image export failed (") and trouble.endswith(downloads.ENABLE_IMAGES)
+    if browser is not None:  # the browser mended: the next export works and the sentence goes
+        monkeypatch.setenv("BROWSER_PATH", browser)
+        assert downloads.to_image(fig, None, "svg").startswith(b"<svg") and downloads.image_trouble() == ""
