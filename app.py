@@ -12,16 +12,16 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import streamlit as st  # noqa: E402
 
-from explorer.run import memo  # noqa: E402
+from attention_explorer.explorer.run import memo  # noqa: E402
 
 memo.limit_malloc_arenas()  # before the sessions' script threads allocate: they share two heaps
 
-from explorer import lesson  # noqa: E402
-from explorer.app import cached, state  # noqa: E402
-from explorer.app.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
-from explorer.figures.labels import markdown_literal  # noqa: E402
-from explorer.pages._unreadable import put_aside_notice  # noqa: E402
-from models import registry  # noqa: E402
+from attention_explorer.explorer import lesson  # noqa: E402
+from attention_explorer.explorer.app import cached, state  # noqa: E402
+from attention_explorer.explorer.app.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
+from attention_explorer.explorer.figures.labels import markdown_literal  # noqa: E402
+from attention_explorer.explorer.pages._unreadable import put_aside_notice  # noqa: E402
+from attention_explorer.models import registry  # noqa: E402
 
 PAGES = Path(__file__).parent / "explorer" / "pages"
 

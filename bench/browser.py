@@ -6,9 +6,9 @@ import statistics
 import time
 import urllib.parse
 
+from attention_explorer.models import registry
 from bench import folders, harness
 from bench.inputs import lengths_for, text_of
-from models import registry
 
 LENGTHS = (16, 64, 512)
 

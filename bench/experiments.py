@@ -43,9 +43,9 @@ def _best(fn, repeats: int) -> float:
 def run(repeats: int = 3, loop: bool = True) -> list[dict]:
     import torch
 
-    from explorer.experiments import ablate, lens
-    from explorer.run import trace
-    from models import ablation, registry
+    from attention_explorer.explorer.experiments import ablate, lens
+    from attention_explorer.explorer.run import trace
+    from attention_explorer.models import ablation, registry
 
     rows = []
     for key, text, max_tokens, target in CASES:

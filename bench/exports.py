@@ -14,11 +14,11 @@ from pathlib import Path
 import plotly.graph_objects as go
 from streamlit.testing.v1 import AppTest
 
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import downloads
+from attention_explorer.models import registry
 from bench.harness import ROOT
 from bench.inputs import text_of
-from explorer import lesson
-from explorer.app import downloads
-from models import registry
 
 PAGES = tuple(sorted(p.stem for p in (ROOT / "explorer" / "pages").glob("[!_]*.py") if p.stem != "train"))
 LENGTHS = (3, 16, 128, 512)

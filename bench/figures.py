@@ -8,11 +8,11 @@ import time
 import plotly.io as pio
 import torch
 
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.figures.model_view import THUMBNAIL, layer_heads, model_view
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
 from bench.inputs import ids_of, text_of
-from explorer.figures.heatmap import head_heatmap
-from explorer.figures.model_view import THUMBNAIL, layer_heads, model_view
-from explorer.run import trace
-from models import registry
 
 LENGTHS = (16, 64, 512)
 

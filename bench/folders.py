@@ -10,8 +10,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from attention_explorer.models import registry
 from bench.harness import ROOT
-from models import registry
 
 CACHE = ROOT / "artifacts" / "bench-folders"  # artifacts/ is ignored by git: the folders are built, never committed
 # name -> make_gpt2_folder's settings. gpt2-small: GPT-2 small's shape and vocabulary (124M parameters, tied output;

@@ -12,14 +12,14 @@ import time
 
 import torch
 
+from attention_explorer.explorer.app import reduced
+from attention_explorer.explorer.run import trace
+from attention_explorer.explorer.run.reference_view import folder_of
+from attention_explorer.models import registry
+from attention_explorer.models.pretrained import minilm_folder
+from attention_explorer.models.reference import load_reference, run_reference
 from bench import folders
 from bench.inputs import lengths_for, text_of
-from explorer.app import reduced
-from explorer.run import trace
-from explorer.run.reference_view import folder_of
-from models import registry
-from models.pretrained import minilm_folder
-from models.reference import load_reference, run_reference
 
 LENGTHS = (16, 128, 512)
 CAPTURE_UP_TO = 512  # SmolLM2's (L, H, T, T) weights alone: 0.3 GB at 512 tokens, 4.5 GB at 2,048 (and the scores)

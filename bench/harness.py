@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer.figures.labels import escape_tokens, position_labels
+from attention_explorer.explorer.figures.labels import escape_tokens, position_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

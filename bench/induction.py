@@ -20,8 +20,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def run(steps: int, every: int) -> dict:
     import numpy as np
 
-    from explorer.experiments.training import Run
-    from models import tasks
+    from attention_explorer.explorer.experiments.training import Run
+    from attention_explorer.models import tasks
 
     task = tasks.get("induction")
     started = time.perf_counter()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from models.registry import LoadedModel
+from attention_explorer.models.registry import LoadedModel
 
 TEXT = "The animal didn't cross the street because it was too tired, so it lay down under a tree. "
 

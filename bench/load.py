@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
 from bench import folders, harness, proc
-from explorer.run import trace
-from models import registry
 
 SESSIONS = 20
 SECONDS = 60.0

@@ -10,8 +10,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from attention_explorer.models import registry
 from bench import harness, shots
-from models import registry
 
 PAGES = ("attention", "model_view", "head_view", "qkv", "query_key_value", "scores")
 LENGTHS = (1024, 2048)

@@ -39,12 +39,12 @@ def _measure(sentences: int) -> dict:
     from streamlit.logger import set_log_level
 
     set_log_level("error")  # bare mode warns on every cached call, each of streamlit's loggers
+    from attention_explorer.explorer.app import cached
+    from attention_explorer.explorer.figures.heatmap import head_heatmap
+    from attention_explorer.explorer.figures.model_view import layer_heads
+    from attention_explorer.explorer.run import memo
+    from attention_explorer.models import registry
     from bench.inputs import text_of
-    from explorer.app import cached
-    from explorer.figures.heatmap import head_heatmap
-    from explorer.figures.model_view import layer_heads
-    from explorer.run import memo
-    from models import registry
 
     def serve(key: str, text: str, tokens: int, reference: bool) -> None:
         """What the heatmap and statistics pages compute for one sentence (and the reference page, sometimes)."""
@@ -97,9 +97,9 @@ def _serve_long(key: str, text: str, tokens: int) -> None:
     """What the pages compute for one long text, reading one layer or head at a time (a long text's whole (L, H, T, T)
     weights are never held): the run, then three layers' heads side by side (the attention page's small multiples,
     pooled) and one head at full resolution (its heatmap); the next tokens come with the run."""
-    from explorer.app import cached
-    from explorer.figures.heatmap import head_heatmap
-    from explorer.figures.model_view import layer_heads
+    from attention_explorer.explorer.app import cached
+    from attention_explorer.explorer.figures.heatmap import head_heatmap
+    from attention_explorer.explorer.figures.model_view import layer_heads
 
     loaded = cached.get_model(key)
     kind = loaded.family.kinds[0]  # the attention that reads the text: BERT's encoder self, a decoder's masked self
@@ -119,9 +119,9 @@ def _measure_long(key: str, tokens: int, texts: int) -> dict:
     from streamlit.logger import set_log_level
 
     set_log_level("error")  # as in _measure: stderr shows the progress alone
+    from attention_explorer.explorer.app import cached
+    from attention_explorer.explorer.run import layers, memo
     from bench.inputs import text_of
-    from explorer.app import cached
-    from explorer.run import layers, memo
 
     # start-up: the model loaded and a short text through the same calls (plotly and torch load parts of themselves on
     # first use); the store and the recomputed layers emptied again, so what follows starts from nothing

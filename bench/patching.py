@@ -37,10 +37,10 @@ TARGET_SECONDS = 10.0
 def run(repeats: int = 3) -> list[dict]:
     import torch
 
+    from attention_explorer.explorer.experiments import patching
+    from attention_explorer.models import registry
+    from attention_explorer.models.ablation import Ablation
     from bench.experiments import _best
-    from explorer.experiments import patching
-    from models import registry
-    from models.ablation import Ablation
 
     loaded = registry.load("smollm2")
     config = loaded.model.config

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from PIL import Image
 
+from attention_explorer.explorer import lesson
 from bench import harness
 from bench.browser import CHARTS_DRAWN
 from bench.shots import HEIGHT, WIDTH
-from explorer import lesson
 
 QUERY = urllib.parse.urlencode({"model": lesson.TRANSLATE, "text": lesson.TRANSLATE_EXAMPLE})
 # picture name -> the address it shows (the Overview is the root address)

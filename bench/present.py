@@ -11,12 +11,12 @@ import re
 import urllib.parse
 from pathlib import Path
 
+from attention_explorer.explorer import lesson
+from attention_explorer.models import registry
 from bench import harness
 from bench.browser import CHARTS_DRAWN
 from bench.inputs import text_of
 from bench.shots import HEIGHT, WIDTH
-from explorer import lesson
-from models import registry
 
 # the first chart's box on screen, and the computed size of the main area's paragraphs
 MEASURE = """() => {

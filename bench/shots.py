@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from attention_explorer.models import registry
 from bench import harness
 from bench.browser import NEXT_FRAMES, each_page, lengths_for, open_timed, sentence_session
 from bench.inputs import text_of
-from models import registry
 
 WIDTH, HEIGHT = 1600, 900
 LENGTHS = (3, 16, 128, 512)

@@ -14,7 +14,7 @@ from bench import folders
 CHILD = """
 import json, resource, sys, time
 start = time.perf_counter()
-from models import registry
+from attention_explorer.models import registry
 loaded = registry.load(sys.argv[1])
 first = time.perf_counter() - start
 cache = {}
@@ -27,7 +27,7 @@ again = time.perf_counter()
 cached(sys.argv[1])
 warm = time.perf_counter() - again
 import gc, os
-from explorer.run import trace
+from attention_explorer.explorer.run import trace
 from bench.inputs import text_of
 trace.run(loaded, text_of(loaded, 128), 128)  # one sentence of 128 tokens through every page's run
 gc.collect()

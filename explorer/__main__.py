@@ -76,10 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def export(args: argparse.Namespace) -> None:
-    from explorer.app import export as to_data
-    from explorer.experiments import ablate, patching
-    from explorer.run import trace
-    from models import ablation, registry
+    from attention_explorer.explorer.app import export as to_data
+    from attention_explorer.explorer.experiments import ablate, patching
+    from attention_explorer.explorer.run import trace
+    from attention_explorer.models import ablation, registry
 
     if args.list_models:
         print("\n".join(registry.MODELS))
@@ -168,8 +168,8 @@ def _opened(out: Path | None) -> Iterator[TextIO]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from models.pretrained import ModelFolderError
-    from models.tokenize import TokenizeError
+    from attention_explorer.models.pretrained import ModelFolderError
+    from attention_explorer.models.tokenize import TokenizeError
 
     try:
         args = build_parser().parse_args(argv)

@@ -18,8 +18,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from models.attention import HeadPatch
-from models.config import TransformerConfig
+from attention_explorer.models.attention import HeadPatch
+from attention_explorer.models.config import TransformerConfig
 
 # where each attention kind lives: (stack, the layer's module)
 LOCATION = {

@@ -11,7 +11,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
-from models.positional import RotaryPositions
+from attention_explorer.models.positional import RotaryPositions
 
 # Shape vocabulary, used in every comment that reshapes and every jaxtyping annotation:
 #   B batch, H heads, Tq queries, Tk keys, D d_model, Dh d_head = D / H,

@@ -10,9 +10,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from models.attention import MultiHeadAttention
-from models.config import TransformerConfig
-from models.positional import RotaryPositions
+from attention_explorer.models.attention import MultiHeadAttention
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.positional import RotaryPositions
 
 
 class QuickGELU(nn.Module):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from torch import Tensor
 
-from models import family as families
-from models.config import TransformerConfig
-from models.tokenize import WordPieceTokenizer
+from attention_explorer.models import family as families
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.tokenize import WordPieceTokenizer
 
 MODEL_TYPE = "bert"  # config.json's model_type this family reads
 REFERENCE_CLASS = "BertModel"  # transformers' class for the same folder (models.reference)

@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from models import family as families
-from models.config import ACTIVATIONS, TransformerConfig
-from models.convert_bert import Checked, ConversionError
-from models.tokenize import ByteLevelTokenizer
+from attention_explorer.models import family as families
+from attention_explorer.models.config import ACTIVATIONS, TransformerConfig
+from attention_explorer.models.convert_bert import Checked, ConversionError
+from attention_explorer.models.tokenize import ByteLevelTokenizer
 
 MODEL_TYPE = "llama"  # config.json's model_type this family reads
 REFERENCE_CLASS = "LlamaForCausalLM"  # transformers' class for the same folder (models.reference)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from torch import Tensor
 
-from models import convert_llama
-from models import family as families
-from models.config import TransformerConfig
-from models.convert_bert import ConversionError
-from models.tokenize import ByteLevelTokenizer
+from attention_explorer.models import convert_llama
+from attention_explorer.models import family as families
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.convert_bert import ConversionError
+from attention_explorer.models.tokenize import ByteLevelTokenizer
 
 MODEL_TYPE = "qwen2"  # config.json's model_type this family reads
 REFERENCE_CLASS = "Qwen2ForCausalLM"  # transformers' class for the same folder (models.reference)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from models.config import Shape, TransformerConfig
+from attention_explorer.models.config import Shape, TransformerConfig
 
 # "from a folder": weights read from a folder the user named (or the Hugging Face cache), which does not say whether
 # they were ever trained (a folder of random weights looks the same)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from models.tokenize import ByteLevelTokenizer
+from attention_explorer.models.tokenize import ByteLevelTokenizer
 
 # GGUF's architecture -> config.json's model_type (the family that reads it)
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}

@@ -16,8 +16,15 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from models.attention import HeadPatch, MultiHeadAttention, scaled_dot_product_attention
-from models.transformer import Ablation, DecoderLayer, Patches, Transformer, padding_mask, run_sublayers
+from attention_explorer.models.attention import HeadPatch, MultiHeadAttention, scaled_dot_product_attention
+from attention_explorer.models.transformer import (
+    Ablation,
+    DecoderLayer,
+    Patches,
+    Transformer,
+    padding_mask,
+    run_sublayers,
+)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from models.transformer import Transformer
+from attention_explorer.models.transformer import Transformer
 
 
 def repeated_sequence(pool: int | Sequence[int], length: int, seed: int = 0, start: Sequence[int] = ()) -> list[int]:

@@ -13,20 +13,20 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-import models
-from models import cache, gguf
-from models.config import TransformerConfig
-from models.convert_bert import ConversionError
-from models.family import Family
-from models.tokenize import WordPieceTokenizer
-from models.transformer import Transformer
+from attention_explorer import models
+from attention_explorer.models import cache, gguf
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.convert_bert import ConversionError
+from attention_explorer.models.family import Family
+from attention_explorer.models.tokenize import WordPieceTokenizer
+from attention_explorer.models.transformer import Transformer
 
 
 def _families() -> dict[str, ModuleType]:
     """Every family module in models/ (convert_*.py), by the model_type it declares: adding a family is adding its
     file (config_from_hf, convert, load_tokenizer, family, MODEL_TYPE, REFERENCE_CLASS)."""
     found = {}
-    for info in pkgutil.iter_modules(models.__path__, "models."):
+    for info in pkgutil.iter_modules(models.__path__, models.__name__ + "."):
         if info.name.rpartition(".")[2].startswith("convert_"):
             module = importlib.import_module(info.name)
             found[module.MODEL_TYPE] = module

@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from models import gguf
-from models.pretrained import FAMILIES, ModelFolderError, read_hf_config
+from attention_explorer.models import gguf
+from attention_explorer.models.pretrained import FAMILIES, ModelFolderError, read_hf_config
 
 # config.json's model_type -> the transformers class that reads the same folder (a folder without one is BERT, as in
 # models.pretrained), as each family's module names it; decoders with their language-model head, so the reference

@@ -11,12 +11,12 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
-from models import family, tasks, train
-from models.config import PAPER_BASE, TransformerConfig
-from models.convert_bert import ConversionError
-from models.family import Family
-from models.gguf import GGUFError, package_file
-from models.pretrained import (
+from attention_explorer.models import family, tasks, train
+from attention_explorer.models.config import PAPER_BASE, TransformerConfig
+from attention_explorer.models.convert_bert import ConversionError
+from attention_explorer.models.family import Family
+from attention_explorer.models.gguf import GGUFError, package_file
+from attention_explorer.models.pretrained import (
     FAMILIES,
     ModelFolderError,
     load_folder,
@@ -26,8 +26,8 @@ from models.pretrained import (
     read_config,
     weight_files,
 )
-from models.tokenize import Encoding, TokenizeError, WordPieceTokenizer
-from models.transformer import Transformer
+from attention_explorer.models.tokenize import Encoding, TokenizeError, WordPieceTokenizer
+from attention_explorer.models.transformer import Transformer
 
 # the MiniLM and paper-random examples; the toy tasks bring their own
 ENGLISH_EXAMPLES = (

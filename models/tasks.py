@@ -19,9 +19,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from models import lexicon
-from models.config import Shape
-from models.tokenize import Encoding, TokenizeError
+from attention_explorer.models import lexicon
+from attention_explorer.models.config import Shape
+from attention_explorer.models.tokenize import Encoding, TokenizeError
 
 SPECIALS = ("<pad>", "<bos>", "<eos>")
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2

@@ -22,9 +22,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 
-from models import induction, tasks
-from models.config import TransformerConfig
-from models.transformer import Transformer
+from attention_explorer.models import induction, tasks
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.transformer import Transformer
 
 CHECKPOINTS = Path(__file__).parent / "checkpoints"
 DEFAULT_SEED = 0

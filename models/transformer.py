@@ -11,11 +11,22 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
-from models.ablation import Ablation
-from models.attention import AttentionInternals, HeadPatch, MultiHeadAttention
-from models.blocks import FeedForward, Residual, attention_layer, norm_layer, residual_norm, rotary_positions
-from models.config import TransformerConfig
-from models.positional import LearnedPositionalEmbedding, RotaryPositions, SinusoidalPositionalEncoding
+from attention_explorer.models.ablation import Ablation
+from attention_explorer.models.attention import AttentionInternals, HeadPatch, MultiHeadAttention
+from attention_explorer.models.blocks import (
+    FeedForward,
+    Residual,
+    attention_layer,
+    norm_layer,
+    residual_norm,
+    rotary_positions,
+)
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.positional import (
+    LearnedPositionalEmbedding,
+    RotaryPositions,
+    SinusoidalPositionalEncoding,
+)
 
 
 @dataclass(frozen=True)

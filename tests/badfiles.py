@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from models import train
-from models.pretrained import minilm_folder
+from attention_explorer.models import train
+from attention_explorer.models.pretrained import minilm_folder
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 

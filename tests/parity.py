@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from models.reference import run_reference
-from models.transformer import Transformer
+from attention_explorer.models.reference import run_reference
+from attention_explorer.models.transformer import Transformer
 
 
 def assert_parity(ours: Transformer, reference, ids: torch.Tensor, atol: float = 1e-5, states: bool = True) -> None:

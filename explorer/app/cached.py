@@ -11,10 +11,10 @@ import threading
 
 import streamlit as st
 
-from explorer.app import reduced, state
-from explorer.experiments import induction
-from explorer.lesson import starting, wording
-from explorer.run import (
+from attention_explorer.explorer.app import reduced, state
+from attention_explorer.explorer.experiments import induction
+from attention_explorer.explorer.lesson import starting, wording
+from attention_explorer.explorer.run import (
     analysis,
     blocks,
     compare,
@@ -27,8 +27,8 @@ from explorer.run import (
     rows,
     trace,
 )
-from explorer.run.layers import LayerArray
-from models import reference, registry
+from attention_explorer.explorer.run.layers import LayerArray
+from attention_explorer.models import reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
 # two at once (Compare weights: MiniLM and its untrained copy; Ours vs transformers: MiniLM and the reference). Another
@@ -379,7 +379,7 @@ def get_reference_difference(model_name: str, text: str, max_tokens: int, layer:
 
 def get_scored(model_name: str, text: str, max_tokens: int, target: str):
     """(teacher-forced run on the target, where the target comes from): a forward pass, kept across reruns."""
-    from explorer.run import output
+    from attention_explorer.explorer.run import output
 
     result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
 
@@ -398,7 +398,7 @@ def get_sampled(
     model_name: str, text: str, max_tokens: int, method: str, temperature: float, top_k: int, top_p: float, seed: int
 ):
     """An output written by a seeded sampler (one decoder pass per token, kept across reruns)."""
-    from explorer.run import output
+    from attention_explorer.explorer.run import output
 
     result, loaded = get_trace(model_name, text, max_tokens), model(model_name)
     if method == "greedy" and temperature == 1.0 and not result.decoder_only:

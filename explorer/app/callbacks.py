@@ -12,11 +12,11 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from explorer import lesson
-from explorer.app import cached, drill, state
-from explorer.run.compare import MINIMAL_PAIRS
-from explorer.run.heads import MEAN
-from models import registry
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import cached, drill, state
+from attention_explorer.explorer.run.compare import MINIMAL_PAIRS
+from attention_explorer.explorer.run.heads import MEAN
+from attention_explorer.models import registry
 
 
 def _keep_widget(key: str, widget_key: str) -> None:

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.clicks import CLICKS
-from explorer.figures.style import TEXT
+from attention_explorer.explorer.figures.clicks import CLICKS
+from attention_explorer.explorer.figures.style import TEXT
 
 # Streamlit's chart theme, light (what the browser fills in for its "streamlit" template's placeholder colours):
 # white paper and plot, no vertical grid, a faint horizontal one, its fonts and its colour sequences

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
 
-from explorer.app import state
+from attention_explorer.explorer.app import state
 
 
 def clicked(chart_state: Mapping | None) -> Mapping | None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.app import cached
-from explorer.experiments import ablate, attribution, lens, replacements, sample
-from explorer.run import cost, trace
+from attention_explorer.explorer.app import cached
+from attention_explorer.explorer.experiments import ablate, attribution, lens, replacements, sample
+from attention_explorer.explorer.run import cost, trace
 
 
 def get_replacement(model_name: str, text: str, max_tokens: int, method: str) -> replacements.Replacement:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer.experiments.replacements import Replacement
-from explorer.run.trace import AttentionLayer, AttentionTrace, Trace
-from models.ablation import Ablation, Head
+from attention_explorer.explorer.experiments.replacements import Replacement
+from attention_explorer.explorer.run.trace import AttentionLayer, AttentionTrace, Trace
+from attention_explorer.models.ablation import Ablation, Head
 
 # what --what may ask the .npz for, per (kind, layer): softmax weights, the scores softmax read, the projections
 NPZ_WHAT = ("weights", "scores", "qkv")
@@ -203,7 +203,7 @@ def forward_document(loaded, trace: Trace, target: str = "", ablation: Ablation 
     "loss": {"targets", "per_token", "mean", "label_smoothing"} against `target` or the task's right answer (the
     model's own greedy output when no right answer is known); a decoder-only model's loss is its text's. `ablation`:
     the heads the trace was run with turned off, so that the loss is the same run's."""
-    from explorer.run import forward, output
+    from attention_explorer.explorer.run import forward, output
 
     sublayers = forward.sublayer_vectors(loaded, trace)
     doc: dict = {
@@ -248,7 +248,7 @@ def lens_document(loaded, trace: Trace, ablation: Ablation | None = None) -> dic
     """{"logit_lens": [layer][position]} for a model with an output matrix: the most likely next token after each
     decoder layer, read through the output layer (explorer.experiments.lens) on the trace's own decoder input and with
     the same heads turned off, so its last row is the document's "next_tokens"; nothing for an encoder-only model."""
-    from explorer.experiments import lens
+    from attention_explorer.explorer.experiments import lens
 
     if trace.top_tokens is None or trace.target_tokens is None:
         return {}

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import streamlit as st
 import torch
 
-from explorer.app import cached
-from explorer.experiments import corruptions, patching, patching_encdec
-from explorer.experiments.patching import Patch
-from explorer.run import cost
+from attention_explorer.explorer.app import cached
+from attention_explorer.explorer.experiments import corruptions, patching, patching_encdec
+from attention_explorer.explorer.experiments.patching import Patch
+from attention_explorer.explorer.run import cost
 
 
 def get_setup(model_name: str, text: str, max_tokens: int, corrupt: str, answer: str, wrong: str) -> patching.Setup:

@@ -5,11 +5,11 @@ rollout's overview. No layer of a long text is recomputed for them. No streamlit
 
 from __future__ import annotations
 
-from explorer.figures import zoom
-from explorer.lesson import starting
-from explorer.run import forward, reducers, trace
-from explorer.run.blocks import THUMBNAIL
-from models.registry import LoadedModel
+from attention_explorer.explorer.figures import zoom
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import forward, reducers, trace
+from attention_explorer.explorer.run.blocks import THUMBNAIL
+from attention_explorer.models.registry import LoadedModel
 
 
 def sink(loaded: LoadedModel, kind: str) -> bool:

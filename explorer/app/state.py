@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, MutableMapping
 
-from explorer.run.trace import ATTENTION_KINDS as KINDS
-from models.registry import ENGLISH_EXAMPLES, ModelSpec
+from attention_explorer.explorer.run.trace import ATTENTION_KINDS as KINDS
+from attention_explorer.models.registry import ENGLISH_EXAMPLES, ModelSpec
 
 MODEL = "model"
 TEXT = "text"

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.experiments import replacements
-from explorer.experiments.replacements import Replacement
-from explorer.run import forward, output, trace
-from explorer.run.layers import drop_attention
-from explorer.run.trace import Trace
-from models import ablation, greedy, tasks
-from models.ablation import Ablation, Head
-from models.registry import LoadedModel
+from attention_explorer.explorer.experiments import replacements
+from attention_explorer.explorer.experiments.replacements import Replacement
+from attention_explorer.explorer.run import forward, output, trace
+from attention_explorer.explorer.run.layers import drop_attention
+from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.models import ablation, greedy, tasks
+from attention_explorer.models.ablation import Ablation, Head
+from attention_explorer.models.registry import LoadedModel
 
 METHODS = replacements.METHODS  # zero, mean, resample: what a turned-off head writes
 BATCH_BYTES = 384 * 2**20  # about this much memory per chunk of batch rows in the batched forward

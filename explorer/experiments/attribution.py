@@ -25,12 +25,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from explorer.experiments.ablate import Answer
-from explorer.experiments.lens import run_on
-from models.attention import MultiHeadAttention, scaled_dot_product_attention
-from models.blocks import RMSNorm
-from models.registry import LoadedModel
-from models.transformer import run_sublayers
+from attention_explorer.explorer.experiments.ablate import Answer
+from attention_explorer.explorer.experiments.lens import run_on
+from attention_explorer.models.attention import MultiHeadAttention, scaled_dot_product_attention
+from attention_explorer.models.blocks import RMSNorm
+from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.transformer import run_sublayers
 
 KIND_OF = {"self_attn": "decoder_self", "cross_attn": "cross"}
 SUBLAYER_NAMES = {"self_attn": "masked self-attention", "cross_attn": "cross-attention", "ffn": "feed-forward"}

@@ -20,9 +20,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from explorer.experiments import sample
-from models.registry import LoadedModel
-from models.tokenize import Encoding
+from attention_explorer.explorer.experiments import sample
+from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.tokenize import Encoding
 
 # words a changed word becomes, where the vocabulary is not a toy task's: common, and one token each in most
 # vocabularies with a space before them

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models import induction
-from models.registry import LoadedModel
+from attention_explorer.models import induction
+from attention_explorer.models.registry import LoadedModel
 
 REPEAT_LENGTH = 20  # tokens in each half of the random sequence
 SEED = 0

@@ -11,12 +11,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from explorer.experiments.ablate import Answer
-from explorer.run import forward
-from explorer.run.layers import drop_attention
-from explorer.run.trace import Trace
-from models.registry import LoadedModel
-from models.transformer import Ablation, Keep, TransformerOutput
+from attention_explorer.explorer.experiments.ablate import Answer
+from attention_explorer.explorer.run import forward
+from attention_explorer.explorer.run.layers import drop_attention
+from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.transformer import Ablation, Keep, TransformerOutput
 
 TOP = 5  # tokens kept per read and position
 # the reads of every row are computed when they cost at most this many floating-point operations through the output

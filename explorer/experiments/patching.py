@@ -30,12 +30,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from explorer.experiments import patching_encdec
-from explorer.run import cost
-from models import ablation
-from models.attention import HeadPatch, raw_scores_dropped
-from models.registry import LoadedModel
-from models.transformer import causal_mask
+from attention_explorer.explorer.experiments import patching_encdec
+from attention_explorer.explorer.run import cost
+from attention_explorer.models import ablation
+from attention_explorer.models.attention import HeadPatch, raw_scores_dropped
+from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.transformer import causal_mask
 
 BATCH_BYTES = 384 * 2**20  # about this much memory per chunk of batch rows
 

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from models import greedy
-from models.attention import HeadPatch, raw_scores_dropped
-from models.registry import LoadedModel
-from models.transformer import padding_mask
+from attention_explorer.models import greedy
+from attention_explorer.models.attention import HeadPatch, raw_scores_dropped
+from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.transformer import padding_mask
 
 MODULES = {"decoder_self": "self_attn", "cross": "cross_attn"}  # a decoder layer's attention module, by kind
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.experiments import sample
-from explorer.run.layers import drop_attention
-from models.registry import LoadedModel
-from models.transformer import padding_mask
+from attention_explorer.explorer.experiments import sample
+from attention_explorer.explorer.run.layers import drop_attention
+from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.transformer import padding_mask
 
 METHODS = {
     "zero": "zero: the head writes nothing",

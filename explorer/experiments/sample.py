@@ -10,8 +10,8 @@ than over three or four example sentences.
 
 from __future__ import annotations
 
-from models import tasks
-from models.registry import LoadedModel
+from attention_explorer.models import tasks
+from attention_explorer.models.registry import LoadedModel
 
 TASK_TEXTS = 200  # inputs drawn from a toy task for its sample
 SEED = 0  # the task generator's seed: the same sample on every run

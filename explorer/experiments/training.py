@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from explorer.run import analysis, trace
-from explorer.run.heads import MEAN, head_or_mean
-from models import induction, registry, tasks, train
+from attention_explorer.explorer.run import analysis, trace
+from attention_explorer.explorer.run.heads import MEAN, head_or_mean
+from attention_explorer.models import induction, registry, tasks, train
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens
+from attention_explorer.explorer.figures.labels import escape_tokens
 
 CHOSEN, OTHER = "#d62728", "#1f77b4"
 SMALL = 0.05  # below this top probability the bars are drawn on a log scale

@@ -10,9 +10,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.figures.clicks import CLICK_LAYOUT, targets
-from explorer.figures.heatmap import MAX_TICKS, thinned, titled
-from explorer.figures.labels import escape_tokens, position_labels
+from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
+from attention_explorer.explorer.figures.heatmap import MAX_TICKS, thinned, titled
+from attention_explorer.explorer.figures.labels import escape_tokens, position_labels
 
 KIND_TITLES = {
     "encoder_self": "encoder self-attention",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens, strip_colorbar
+from attention_explorer.explorer.figures.labels import escape_tokens, strip_colorbar
 
 MAX_TICKS = 40  # token ticks past this are thinned
 MAX_PATH_TICKS = 25  # a token's path through more steps than this names layers, not each sub-layer

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.clicks import CLICK_LAYOUT, targets
-from explorer.figures.labels import escape_tokens, position_label, position_labels
+from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
+from attention_explorer.explorer.figures.labels import escape_tokens, position_label, position_labels
 
 PALETTE = (
     "#1f77b4",

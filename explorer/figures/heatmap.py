@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.clicks import CLICK_LAYOUT, row_targets, targets
-from explorer.figures.labels import escape_tokens, position_labels
-from explorer.run.blocks import block_means, edges, factor
+from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, row_targets, targets
+from attention_explorer.explorer.figures.labels import escape_tokens, position_labels
+from attention_explorer.explorer.run.blocks import block_means, edges, factor
 
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.clicks import CLICK_LAYOUT, targets
-from explorer.run.blocks import THUMBNAIL, block_means, factor
+from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
+from attention_explorer.explorer.run.blocks import THUMBNAIL, block_means, factor
 
 LAYER_CELLS = 64  # cells per side when one layer's heads are shown as small multiples
 ROW_PX = 70  # a layer's row on screen where no size is asked for

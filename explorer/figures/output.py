@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens, position_label
+from attention_explorer.explorer.figures.labels import escape_tokens, position_label
 
 
 def distribution_bars(

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from explorer import lesson
-from explorer.figures.clicks import CLICK_LAYOUT, targets
-from models.config import TransformerConfig
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
+from attention_explorer.models.config import TransformerConfig
 
 COLOURS = {
     "tokens": "#e6e6e6",

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.heatmap import titled, token_axis
-from explorer.figures.labels import escape_tokens, position_labels
+from attention_explorer.explorer.figures.heatmap import titled, token_axis
+from attention_explorer.explorer.figures.labels import escape_tokens, position_labels
 
 SHARE = "share restored"
 CELL_TEXT = 24  # positions up to which each cell writes its share

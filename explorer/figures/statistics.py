@@ -7,8 +7,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.clicks import CLICK_LAYOUT, targets
-from explorer.figures.heatmap import titled
+from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
+from attention_explorer.explorer.figures.heatmap import titled
 
 
 def statistic_grid(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens
+from attention_explorer.explorer.figures.labels import escape_tokens
 
 # Pale fills that dark text reads on, told apart by lightness as well as hue
 COLOURS = {

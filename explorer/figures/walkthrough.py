@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.labels import escape_tokens, position_label, strip_colorbar
+from attention_explorer.explorer.figures.labels import escape_tokens, position_label, strip_colorbar
 
 MAX_LABELS = 40  # rotated tick labels that fit side by side on a full-width chart without touching
 ROW = 18  # px per strip row: one 11 px tick label each

@@ -9,10 +9,18 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.figures.clicks import CLICK_LAYOUT, targets
-from explorer.figures.heatmap import MAX_TICKS, TICK_PX, cells_note, diverging_scale, head_heatmap, thinned, titled
-from explorer.figures.labels import escape_tokens, position_labels
-from explorer.run.blocks import block_means, edges, factor
+from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
+from attention_explorer.explorer.figures.heatmap import (
+    MAX_TICKS,
+    TICK_PX,
+    cells_note,
+    diverging_scale,
+    head_heatmap,
+    thinned,
+    titled,
+)
+from attention_explorer.explorer.figures.labels import escape_tokens, position_labels
+from attention_explorer.explorer.run.blocks import block_means, edges, factor
 
 # A map with up to FULL queries and keys is drawn whole, cell by cell, as before (MiniLM's longest input: 512 x 512,
 # 1.4 MB of base64 float32). Past it the figure would grow as T^2 (1,024 x 1,024: 5.6 MB; 2,048 x 2,048: 22 MB), so an

@@ -3,10 +3,10 @@ its norm placement, its training recipe, whether a right answer is known (models
 
 from __future__ import annotations
 
-from explorer.experiments.ablate import Answer
-from explorer.run.output import scored_token
-from models import train
-from models.family import Family
+from attention_explorer.explorer.experiments.ablate import Answer
+from attention_explorer.explorer.run.output import scored_token
+from attention_explorer.models import train
+from attention_explorer.models.family import Family
 
 
 def ffn_activation(name: str) -> str:

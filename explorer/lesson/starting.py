@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.run.analysis import ENDS, STARTS, is_punctuation
-from models import family
-from models.tasks import SPECIALS
+from attention_explorer.explorer.run.analysis import ENDS, STARTS, is_punctuation
+from attention_explorer.models import family
+from attention_explorer.models.tasks import SPECIALS
 
 # every tokenizer family's own marker tokens (as models.family declares them), the toy tasks' and the usual others
 MARKERS = (

@@ -3,7 +3,7 @@ numbers (read from its config and family descriptor, so the line is true for BER
 
 from __future__ import annotations
 
-from models.registry import LoadedModel
+from attention_explorer.models.registry import LoadedModel
 
 # the paper's base model (table 3)
 PAPER = {

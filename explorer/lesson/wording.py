@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from models import tasks, train
-from models.config import TransformerConfig
-from models.family import Family
+from attention_explorer.models import tasks, train
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.family import Family
 
 PAPER_WARMUP = 4000  # section 5.3
 PAPER_STEPS = 100_000  # base model, section 5.2

@@ -8,19 +8,19 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import streamlit as st
 
-from explorer import lesson
-from explorer.app import experiment_runs, state
-from explorer.experiments import ablate, replacements
-from explorer.figures import experiments as figures
-from explorer.figures import zoom
-from explorer.figures.heatmap import head_heatmap
-from explorer.figures.labels import markdown_literal
-from explorer.lesson import model_words
-from explorer.pages._long import ask_first
-from explorer.pages._shared import chart, current_trace, sidebar_loaded, stop
-from explorer.pages._zoom import head_map, largest_cell
-from explorer.run import output
-from models.ablation import AblationError, Head, parse
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import experiment_runs, state
+from attention_explorer.explorer.experiments import ablate, replacements
+from attention_explorer.explorer.figures import experiments as figures
+from attention_explorer.explorer.figures import zoom
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.lesson import model_words
+from attention_explorer.explorer.pages._long import ask_first
+from attention_explorer.explorer.pages._shared import chart, current_trace, sidebar_loaded, stop
+from attention_explorer.explorer.pages._zoom import head_map, largest_cell
+from attention_explorer.explorer.run import output
+from attention_explorer.models.ablation import AblationError, Head, parse
 
 ABLATION_PAGE = lesson.script("ablation")
 HEADS = "ablation_heads"  # the heads turned off, as addresses ("2.1", "cross:2.1")

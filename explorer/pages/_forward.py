@@ -8,16 +8,16 @@ from functools import partial
 
 import streamlit as st
 
-from explorer import lesson
-from explorer.app import cached, state
-from explorer.app.callbacks import stack_to_kind
-from explorer.figures.forward import movement_heatmap, named_strips, preview, token_path
-from explorer.figures.labels import markdown_literal
-from explorer.lesson.wording import activation_latex
-from explorer.pages._shared import chart, current_trace, focus_start, pick_layer, pick_token
-from explorer.run import forward
-from explorer.run.trace import Trace
-from models.registry import LoadedModel
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app.callbacks import stack_to_kind
+from attention_explorer.explorer.figures.forward import movement_heatmap, named_strips, preview, token_path
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.lesson.wording import activation_latex
+from attention_explorer.explorer.pages._shared import chart, current_trace, focus_start, pick_layer, pick_token
+from attention_explorer.explorer.run import forward
+from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.models.registry import LoadedModel
 
 
 @dataclass(frozen=True)

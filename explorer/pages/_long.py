@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.run import cost
+from attention_explorer.explorer.run import cost
 
 
 def ask_first(what: str, seconds: float, label: str, key: str, container=None) -> bool:

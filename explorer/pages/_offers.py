@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import lesson
-from explorer.app import cached, state
-from explorer.app.callbacks import use_model
-from explorer.figures.labels import markdown_literal
-from explorer.pages._shared import stop
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app.callbacks import use_model
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.pages._shared import stop
 
 
 def needs_decoder(loaded) -> None:

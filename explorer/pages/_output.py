@@ -9,18 +9,18 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures.labels import markdown_literal, position_label
-from explorer.figures.output import distribution_bars, loss_bars
-from explorer.lesson import model_words
-from explorer.lesson.wording import BEAM_SEARCH, length_note
-from explorer.lesson.wording import output_matrix as output_matrix_text
-from explorer.pages._offers import needs_decoder
-from explorer.pages._shared import chart, current_trace, predict, stop
-from explorer.run import decoding, output
-from explorer.run.trace import Trace
-from models.registry import LoadedModel
-from models.tokenize import TokenizeError
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.labels import markdown_literal, position_label
+from attention_explorer.explorer.figures.output import distribution_bars, loss_bars
+from attention_explorer.explorer.lesson import model_words
+from attention_explorer.explorer.lesson.wording import BEAM_SEARCH, length_note
+from attention_explorer.explorer.lesson.wording import output_matrix as output_matrix_text
+from attention_explorer.explorer.pages._offers import needs_decoder
+from attention_explorer.explorer.pages._shared import chart, current_trace, predict, stop
+from attention_explorer.explorer.run import decoding, output
+from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.tokenize import TokenizeError
 
 SHOWN = 10  # most probable tokens drawn per position
 SHOWN_WORDS = 40  # the target and the prediction written out in full up to this many tokens

@@ -10,19 +10,19 @@ from collections.abc import Mapping
 import numpy as np
 import streamlit as st
 
-from explorer.app import cached, patching_runs, state
-from explorer.app.callbacks import bound, use_model
-from explorer.experiments import patching
-from explorer.experiments.corruptions import bare
-from explorer.experiments.patching import PatchingError
-from explorer.figures import experiments as experiment_figures
-from explorer.figures import patching as figures
-from explorer.figures.heatmap import fits_half_width, head_heatmap
-from explorer.figures.labels import markdown_literal
-from explorer.lesson import BY_STEM, script
-from explorer.pages._long import ask_first
-from explorer.pages._shared import chart, current_trace, predict, sidebar_loaded, stop
-from models import ablation, registry
+from attention_explorer.explorer.app import cached, patching_runs, state
+from attention_explorer.explorer.app.callbacks import bound, use_model
+from attention_explorer.explorer.experiments import patching
+from attention_explorer.explorer.experiments.corruptions import bare
+from attention_explorer.explorer.experiments.patching import PatchingError
+from attention_explorer.explorer.figures import experiments as experiment_figures
+from attention_explorer.explorer.figures import patching as figures
+from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.lesson import BY_STEM, script
+from attention_explorer.explorer.pages._long import ask_first
+from attention_explorer.explorer.pages._shared import chart, current_trace, predict, sidebar_loaded, stop
+from attention_explorer.models import ablation, registry
 
 NAMES = "When Mary and John went to the store, John gave a drink to"
 SWAPPED = "When Mary and John went to the store, Mary gave a drink to"

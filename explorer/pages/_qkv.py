@@ -10,12 +10,17 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures.labels import markdown_literal, position_label, position_labels
-from explorer.figures.walkthrough import masked_scores, per_key_bars, projection_matrices, vector_strip
-from explorer.lesson import wording
-from explorer.lesson.wording import scaling_note
-from explorer.pages._shared import (
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.labels import markdown_literal, position_label, position_labels
+from attention_explorer.explorer.figures.walkthrough import (
+    masked_scores,
+    per_key_bars,
+    projection_matrices,
+    vector_strip,
+)
+from attention_explorer.explorer.lesson import wording
+from attention_explorer.explorer.lesson.wording import scaling_note
+from attention_explorer.explorer.pages._shared import (
     SEARCH,
     SEARCH_HELP,
     Chosen,
@@ -29,7 +34,7 @@ from explorer.pages._shared import (
     predict,
     presenting,
 )
-from explorer.run import forward, walkthrough
+from attention_explorer.explorer.run import forward, walkthrough
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
 RAW_PX = 220  # the raw scores' bars at most this tall, as in presenter mode: the scaled ones under them follow

@@ -8,15 +8,15 @@ from collections.abc import Mapping
 import numpy as np
 import streamlit as st
 
-from explorer.app import experiment_runs, state
-from explorer.experiments import ablate
-from explorer.figures import experiments as figures
-from explorer.figures.labels import markdown_literal
-from explorer.lesson import model_words
-from explorer.pages._offers import needs_decoder
-from explorer.pages._shared import KIND_NAMES, chart, current_trace, sidebar_loaded
-from explorer.pages._zoom import head_map
-from explorer.run import output
+from attention_explorer.explorer.app import experiment_runs, state
+from attention_explorer.explorer.experiments import ablate
+from attention_explorer.explorer.figures import experiments as figures
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.lesson import model_words
+from attention_explorer.explorer.pages._offers import needs_decoder
+from attention_explorer.explorer.pages._shared import KIND_NAMES, chart, current_trace, sidebar_loaded
+from attention_explorer.explorer.pages._zoom import head_map
+from attention_explorer.explorer.run import output
 
 
 def rank_chart(found, position: int, answer, key: str, present_height: int | None = None) -> None:

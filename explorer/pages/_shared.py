@@ -10,18 +10,18 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer import lesson
-from explorer.app import cached, downloads, drill, state
-from explorer.figures.labels import markdown_literal, position_label
-from explorer.figures.style import styled
-from explorer.lesson import starting, then_and_now
-from explorer.lesson.wording import NOT_EXPLANATION, starting_note
-from explorer.pages._unreadable import cannot_read
-from explorer.run import analysis
-from explorer.run.heads import MEAN, MEAN_NAME
-from explorer.run.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
-from models.family import Family
-from models.tokenize import TokenizeError
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import cached, downloads, drill, state
+from attention_explorer.explorer.figures.labels import markdown_literal, position_label
+from attention_explorer.explorer.figures.style import styled
+from attention_explorer.explorer.lesson import starting, then_and_now
+from attention_explorer.explorer.lesson.wording import NOT_EXPLANATION, starting_note
+from attention_explorer.explorer.pages._unreadable import cannot_read
+from attention_explorer.explorer.run import analysis
+from attention_explorer.explorer.run.heads import MEAN, MEAN_NAME
+from attention_explorer.explorer.run.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
+from attention_explorer.models.family import Family
+from attention_explorer.models.tokenize import TokenizeError
 
 KIND_NAMES = {
     "encoder_self": "Encoder self-attention",

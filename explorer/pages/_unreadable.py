@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.app.callbacks import back_to_sentence, keep_example, use_own_example
-from explorer.figures.labels import markdown_literal
-from models.tasks import UnknownWordError
-from models.tokenize import TokenizeError
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app.callbacks import back_to_sentence, keep_example, use_own_example
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.models.tasks import UnknownWordError
+from attention_explorer.models.tokenize import TokenizeError
 
 SHOWN_WORDS = 24  # of each kind: a long paste lists this many, then counts the rest
 SHOWN_CHARACTERS = 80  # of the sentence put aside

@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import streamlit as st
 
-from explorer.app import drill, state
-from explorer.figures import zoom
-from explorer.figures.decoding import mark_row
-from explorer.figures.heatmap import head_heatmap
-from explorer.pages._shared import chart, token_picker
+from attention_explorer.explorer.app import drill, state
+from attention_explorer.explorer.figures import zoom
+from attention_explorer.explorer.figures.decoding import mark_row
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.pages._shared import chart, token_picker
 
 
 def word_of(groups: Sequence[Sequence[int]], position: int) -> int:

@@ -3,8 +3,8 @@ one."""
 
 from __future__ import annotations
 
-from explorer.pages._experiments import ablation_view, measured
-from explorer.pages._shared import intro, page_header, sidebar_loaded
+from attention_explorer.explorer.pages._experiments import ablation_view, measured
+from attention_explorer.explorer.pages._shared import intro, page_header, sidebar_loaded
 
 page_header()
 intro(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from explorer.lesson.model_words import ffn_activation
-from explorer.pages import _forward
-from explorer.pages._shared import intro, page_footer, page_header, sidebar_family, sidebar_loaded
+from attention_explorer.explorer.lesson.model_words import ffn_activation
+from attention_explorer.explorer.pages import _forward
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family, sidebar_loaded
 
 page_header()
 family = sidebar_family()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures import zoom
-from explorer.figures.heatmap import fits_half_width, head_heatmap
-from explorer.pages._shared import chart, pick_attention, pick_layer
-from explorer.run import analysis
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures import zoom
+from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
+from attention_explorer.explorer.pages._shared import chart, pick_attention, pick_layer
+from attention_explorer.explorer.run import analysis
 
 FLOW_MAX_TOKENS = 32  # one max-flow per (query, key) pair: about 0.3 s at 32 tokens and 6 layers, 2.5 s at 64
 

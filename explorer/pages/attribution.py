@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from explorer.lesson.model_words import attribution_intro
-from explorer.pages._readouts import attribution_view
-from explorer.pages._shared import intro, page_header, sidebar_family
+from attention_explorer.explorer.lesson.model_words import attribution_intro
+from attention_explorer.explorer.pages._readouts import attribution_view
+from attention_explorer.explorer.pages._shared import intro, page_header, sidebar_family
 
 page_header()
 intro(attribution_intro(sidebar_family()))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures.heatmap import fits_half_width, head_heatmap
-from explorer.figures.statistics import statistic_grid
-from explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
-from explorer.run import compare
-from explorer.run.heads import head_or_mean, head_title
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
+from attention_explorer.explorer.figures.statistics import statistic_grid
+from attention_explorer.explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
+from attention_explorer.explorer.run import compare
+from attention_explorer.explorer.run.heads import head_or_mean, head_title
 
 TRAINED_AND_RANDOM = ("minilm", "minilm-random")  # same shape and tokenizer: pretrained and untrained weights
 SHORT = {"minilm": "Pretrained", "minilm-random": "Random weights"}

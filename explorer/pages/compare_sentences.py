@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.app.callbacks import pair_label, set_pair
-from explorer.figures.heatmap import fits_half_width, head_heatmap
-from explorer.figures.labels import markdown_literal
-from explorer.figures.statistics import statistic_grid
-from explorer.lesson import starting
-from explorer.pages._long import ask_first
-from explorer.pages._shared import chart, current_trace, drill_to_pickers, kind_name, pick_layer_head, stop
-from explorer.pages._zoom import head_map, largest_cell
-from explorer.run import compare
-from explorer.run.compare import MINIMAL_PAIRS
-from explorer.run.heads import head_or_mean, head_title
-from models.tokenize import TokenizeError
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app.callbacks import pair_label, set_pair
+from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.figures.statistics import statistic_grid
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.pages._long import ask_first
+from attention_explorer.explorer.pages._shared import (
+    chart,
+    current_trace,
+    drill_to_pickers,
+    kind_name,
+    pick_layer_head,
+    stop,
+)
+from attention_explorer.explorer.pages._zoom import head_map, largest_cell
+from attention_explorer.explorer.run import compare
+from attention_explorer.explorer.run.compare import MINIMAL_PAIRS
+from attention_explorer.explorer.run.heads import head_or_mean, head_title
+from attention_explorer.models.tokenize import TokenizeError
 
 OVERVIEW = 256  # A and B side by side past this many tokens: block means (the difference stays per token)
 

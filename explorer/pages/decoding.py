@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import lesson
-from explorer.app import cached, state
-from explorer.app.callbacks import move_position
-from explorer.figures.decoding import mark_row, top_k_bars
-from explorer.figures.heatmap import head_heatmap
-from explorer.figures.labels import markdown_literal, position_label
-from explorer.figures.walkthrough import per_key_bars
-from explorer.lesson.wording import length_note
-from explorer.pages._offers import needs_decoder
-from explorer.pages._shared import (
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app.callbacks import move_position
+from attention_explorer.explorer.figures.decoding import mark_row, top_k_bars
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.figures.labels import markdown_literal, position_label
+from attention_explorer.explorer.figures.walkthrough import per_key_bars
+from attention_explorer.explorer.lesson.wording import length_note
+from attention_explorer.explorer.pages._offers import needs_decoder
+from attention_explorer.explorer.pages._shared import (
     chart,
     current_trace,
     intro,
@@ -23,9 +23,9 @@ from explorer.pages._shared import (
     pick_layer,
     predict,
 )
-from explorer.pages._zoom import head_map
-from explorer.run import decoding, walkthrough
-from explorer.run.heads import head_or_mean, head_title
+from attention_explorer.explorer.pages._zoom import head_map
+from attention_explorer.explorer.run import decoding, walkthrough
+from attention_explorer.explorer.run.heads import head_or_mean, head_title
 
 STEP = "decoding_position"
 NARROW = 16  # bars per column chart: a third of the page fits about 16 rotated labels

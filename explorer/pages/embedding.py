@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from explorer.lesson.wording import weights_origin
-from explorer.pages import _forward
-from explorer.pages._shared import intro, page_footer, page_header, sidebar_family
+from attention_explorer.explorer.lesson.wording import weights_origin
+from attention_explorer.explorer.pages import _forward
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family
 
 page_header()
 family = sidebar_family()

@@ -3,8 +3,8 @@ sampling."""
 
 from __future__ import annotations
 
-from explorer.pages import _output
-from explorer.pages._shared import intro, page_footer, page_header
+from attention_explorer.explorer.pages import _output
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
 intro(

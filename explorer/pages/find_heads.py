@@ -6,11 +6,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures.labels import markdown_literal, position_label
-from explorer.figures.statistics import statistic_grid
-from explorer.lesson import starting
-from explorer.pages._shared import chart, drill_to_attention, open_in_attention, pick_attention, pick_token
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.labels import markdown_literal, position_label
+from attention_explorer.explorer.figures.statistics import statistic_grid
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.pages._shared import (
+    chart,
+    drill_to_attention,
+    open_in_attention,
+    pick_attention,
+    pick_token,
+)
 
 st.header("Find heads")
 st.markdown(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.pages import _forward
-from explorer.pages._shared import page_header
+from attention_explorer.explorer.pages import _forward
+from attention_explorer.explorer.pages._shared import page_header
 
 page_header("Forward pass step by step")
 st.markdown(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from explorer.pages._experiments import effects_view, measured
-from explorer.pages._shared import intro, page_header, sidebar_loaded
+from attention_explorer.explorer.pages._experiments import effects_view, measured
+from attention_explorer.explorer.pages._shared import intro, page_header, sidebar_loaded
 
 page_header()
 intro(

@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import lesson
-from explorer.app import experiment_runs, state
-from explorer.figures import experiments as figures
-from explorer.figures.labels import markdown_literal
-from explorer.lesson.model_words import lens_intro, question_row
-from explorer.pages._offers import needs_decoder
-from explorer.pages._readouts import lens_chart, rank_chart
-from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, sidebar_loaded, stop
-from explorer.run import output
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import experiment_runs, state
+from attention_explorer.explorer.figures import experiments as figures
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.lesson.model_words import lens_intro, question_row
+from attention_explorer.explorer.pages._offers import needs_decoder
+from attention_explorer.explorer.pages._readouts import lens_chart, rank_chart
+from attention_explorer.explorer.pages._shared import (
+    chart,
+    current_trace,
+    intro,
+    page_footer,
+    page_header,
+    predict,
+    sidebar_loaded,
+    stop,
+)
+from attention_explorer.explorer.run import output
 
 page_header()
 loaded = sidebar_loaded()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures.heatmap import cells_note
-from explorer.figures.model_view import THUMBNAIL, layer_window, model_view, pool, thumbnail_px
-from explorer.lesson.wording import attention_formula, head_output, model_view_hint
-from explorer.pages._shared import (
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.heatmap import cells_note
+from attention_explorer.explorer.figures.model_view import THUMBNAIL, layer_window, model_view, pool, thumbnail_px
+from attention_explorer.explorer.lesson.wording import attention_formula, head_output, model_view_hint
+from attention_explorer.explorer.pages._shared import (
     chart,
     drill_to_pickers,
     focus_start,
@@ -24,8 +24,8 @@ from explorer.pages._shared import (
     presenting,
     sidebar_family,
 )
-from explorer.pages._zoom import head_map, word_of
-from explorer.run.blocks import factor
+from attention_explorer.explorer.pages._zoom import head_map, word_of
+from attention_explorer.explorer.run.blocks import factor
 
 page_header("Model view")
 intro(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.lesson import model_words
-from explorer.pages import _output
-from explorer.pages._shared import page_header
-from explorer.run import output
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.lesson import model_words
+from attention_explorer.explorer.pages import _output
+from attention_explorer.explorer.pages._shared import page_header
+from attention_explorer.explorer.run import output
 
 page_header("Output and loss")
 epsilon = output.epsilon_for(cached.model(st.session_state[state.MODEL]))

@@ -7,13 +7,13 @@ import functools
 
 import streamlit as st
 
-from explorer import lesson
-from explorer.app import cached, state
-from explorer.figures.labels import escape_tokens, markdown_literal
-from explorer.figures.overview import figure_one, open_clicked
-from explorer.pages._offers import offer_real_model, offer_translation
-from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header
-from explorer.pages._unreadable import cannot_read, reading_error
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.labels import escape_tokens, markdown_literal
+from attention_explorer.explorer.figures.overview import figure_one, open_clicked
+from attention_explorer.explorer.pages._offers import offer_real_model, offer_translation
+from attention_explorer.explorer.pages._shared import chart, current_trace, intro, page_footer, page_header
+from attention_explorer.explorer.pages._unreadable import cannot_read, reading_error
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here on the map; the steps show what the model reads
 TOKEN_SEPARATOR = " · "

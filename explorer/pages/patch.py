@@ -4,8 +4,8 @@ runs."""
 
 from __future__ import annotations
 
-from explorer.pages._patching import patching_view
-from explorer.pages._shared import intro, page_footer, page_header
+from attention_explorer.explorer.pages._patching import patching_view
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header
 
 page_header()
 intro(

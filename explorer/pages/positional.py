@@ -7,10 +7,10 @@ import html
 import numpy as np
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures import positional as figures
-from explorer.lesson.wording import learned_positions
-from explorer.pages._shared import (
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures import positional as figures
+from attention_explorer.explorer.lesson.wording import learned_positions
+from attention_explorer.explorer.pages._shared import (
     chart,
     focus_start,
     intro,
@@ -20,8 +20,8 @@ from explorer.pages._shared import (
     pick_layer,
     pick_token,
 )
-from explorer.run import positions as rotary_positions
-from explorer.run.positions import SAMPLES_PER_POSITION, neighbour_cosine, sinusoid_curves
+from attention_explorer.explorer.run import positions as rotary_positions
+from attention_explorer.explorer.run.positions import SAMPLES_PER_POSITION, neighbour_cosine, sinusoid_curves
 
 ROTARY_PAIRS = (0, 1, 4, 8, 16)  # fast to slow: pair i turns by theta_i = base^(-2i/d_head) per position
 DISTANCES = 256  # how far apart the query and key are moved in the score-by-distance chart

@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures.heatmap import head_heatmap
-from explorer.figures.statistics import statistic_grid
-from explorer.lesson.wording import starting_note
-from explorer.pages._long import ask_first
-from explorer.pages._shared import chart, current_trace, pick_layer_head, stop
-from explorer.pages._zoom import head_map, largest_cell
-from explorer.run import reference_view
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.figures.statistics import statistic_grid
+from attention_explorer.explorer.lesson.wording import starting_note
+from attention_explorer.explorer.pages._long import ask_first
+from attention_explorer.explorer.pages._shared import chart, current_trace, pick_layer_head, stop
+from attention_explorer.explorer.pages._zoom import head_map, largest_cell
+from attention_explorer.explorer.run import reference_view
 
 OVERVIEW = 256  # the side-by-side pair past this many tokens: block means (the difference stays per token)
 

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures.labels import markdown_literal
-from explorer.figures.statistics import statistic_grid
-from explorer.pages._shared import (
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.figures.statistics import statistic_grid
+from attention_explorer.explorer.pages._shared import (
     chart,
     drill_to_attention,
     open_in_attention,
@@ -18,7 +18,7 @@ from explorer.pages._shared import (
     pick_layer,
     sidebar_family,
 )
-from explorer.run import analysis
+from attention_explorer.explorer.run import analysis
 
 NAMES = analysis.STATISTIC_NAMES
 REPEAT_HELP = (

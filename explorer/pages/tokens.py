@@ -5,11 +5,19 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures.labels import markdown_literal, position_label
-from explorer.figures.tokens import SHOWN, token_boxes
-from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, stop
-from explorer.run import forward, tokens_view
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.labels import markdown_literal, position_label
+from attention_explorer.explorer.figures.tokens import SHOWN, token_boxes
+from attention_explorer.explorer.pages._shared import (
+    chart,
+    current_trace,
+    intro,
+    page_footer,
+    page_header,
+    predict,
+    stop,
+)
+from attention_explorer.explorer.run import forward, tokens_view
 
 page_header()
 intro(

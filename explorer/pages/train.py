@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import lesson
-from explorer.app import cached, state
-from explorer.experiments import training
-from explorer.experiments.training import Run, Snapshot
-from explorer.figures.heatmap import head_heatmap
-from explorer.figures.style import styled
-from explorer.figures.training import head_scores, loss_curve
-from explorer.lesson.model_words import loss_name, recipe_summary
-from explorer.lesson.wording import learning_rate_formula, optimiser_and_dropout, recipe_departures, run_length
-from explorer.pages._offers import not_the_sidebar_model
-from explorer.pages._shared import chart, intro, page_footer, page_header, presenting
-from models import tasks, train
-from models.tokenize import TokenizeError
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.experiments import training
+from attention_explorer.explorer.experiments.training import Run, Snapshot
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.figures.style import styled
+from attention_explorer.explorer.figures.training import head_scores, loss_curve
+from attention_explorer.explorer.lesson.model_words import loss_name, recipe_summary
+from attention_explorer.explorer.lesson.wording import (
+    learning_rate_formula,
+    optimiser_and_dropout,
+    recipe_departures,
+    run_length,
+)
+from attention_explorer.explorer.pages._offers import not_the_sidebar_model
+from attention_explorer.explorer.pages._shared import chart, intro, page_footer, page_header, presenting
+from attention_explorer.models import tasks, train
+from attention_explorer.models.tokenize import TokenizeError
 
 RUN = "train_run"
 DEFAULT_STEPS = 600  # the Steps box's starting value: a run short enough to watch (RECIPES train far longer)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.app import experiment_runs, state
-from explorer.experiments import ablate
-from explorer.figures import experiments as figures
-from explorer.figures.labels import markdown_literal
-from explorer.pages._experiments import (
+from attention_explorer.explorer.app import experiment_runs, state
+from attention_explorer.explorer.experiments import ablate
+from attention_explorer.explorer.figures import experiments as figures
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.pages._experiments import (
     ABLATION_PAGE,
     HEADS,
     address,
@@ -22,8 +22,8 @@ from explorer.pages._experiments import (
     right_means,
     show_outcome,
 )
-from explorer.pages._long import ask_first
-from explorer.pages._shared import (
+from attention_explorer.explorer.pages._long import ask_first
+from attention_explorer.explorer.pages._shared import (
     PRESENT_LAYERS,
     chart,
     current_trace,
@@ -35,7 +35,7 @@ from explorer.pages._shared import (
     sidebar_loaded,
     stop,
 )
-from models.ablation import Head
+from attention_explorer.models.ablation import Head
 
 MOST_BARS = 12  # layers drawn as bars (the most hurt); the table under them holds every layer
 PRESENT_BARS = 6  # in presenter mode: each bar's label at 20 px keeps its own line on the first screen

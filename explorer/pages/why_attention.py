@@ -5,11 +5,19 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from explorer.app import cached, state
-from explorer.figures.complexity import operations
-from explorer.figures.labels import markdown_literal
-from explorer.lesson import complexity
-from explorer.pages._shared import chart, current_trace, intro, page_footer, page_header, predict, stop
+from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures.complexity import operations
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.lesson import complexity
+from attention_explorer.explorer.pages._shared import (
+    chart,
+    current_trace,
+    intro,
+    page_footer,
+    page_header,
+    predict,
+    stop,
+)
 
 page_header()
 loaded = cached.model(st.session_state[state.MODEL])

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from explorer.run.layers import LayerArray
-from models.induction import induction_scores
+from attention_explorer.explorer.run.layers import LayerArray
+from attention_explorer.models.induction import induction_scores
 
 if TYPE_CHECKING:  # only for the annotation
-    from explorer.run.trace import Trace
+    from attention_explorer.explorer.run.trace import Trace
 
 STARTS = frozenset({"[CLS]", "<bos>", "<s>"})  # the sequence-start tokens of BERT and of the toy vocabularies
 ENDS = frozenset({"[SEP]", "<eos>", "</s>"})

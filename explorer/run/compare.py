@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.run.heads import MEAN
-from explorer.run.layers import LayerArray
-from models.registry import ENGLISH_EXAMPLES
+from attention_explorer.explorer.run.heads import MEAN
+from attention_explorer.explorer.run.layers import LayerArray
+from attention_explorer.models.registry import ENGLISH_EXAMPLES
 
 # sentence pairs that differ in one thing; the second is the sidebar default's variant
 MINIMAL_PAIRS = (

@@ -8,7 +8,7 @@ longer. It reads only the model's shape and the token count, never the model's n
 
 from __future__ import annotations
 
-from models.config import TransformerConfig
+from attention_explorer.models.config import TransformerConfig
 
 MACS_PER_SECOND = 5e10  # multiply-adds of the matrix products (x W, q k^T, weights v)
 SECONDS_PER_WEIGHT = 3e-9  # each attention weight scored, masked, softmaxed and read again (bound by memory, not MACs)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.run.heads import MEAN, head_or_mean
-from explorer.run.trace import Trace
-from models.tasks import SPECIALS, Task
+from attention_explorer.explorer.run.heads import MEAN, head_or_mean
+from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.models.tasks import SPECIALS, Task
 
 
 @dataclass(frozen=True)

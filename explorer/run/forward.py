@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.run.trace import Trace
-from models.blocks import RMSNorm
-from models.registry import LoadedModel
+from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.models.blocks import RMSNorm
+from attention_explorer.models.registry import LoadedModel
 
 STACKS = ("encoder", "decoder")
 # each sub-layer by the traced state after it (the layer's own order: models.transformer.run_sublayers), as figure 1

@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from explorer.run import memo
-from models import registry
-from models.ablation import Ablation
-from models.attention import AttentionInternals
-from models.registry import LoadedModel
+from attention_explorer.explorer.run import memo
+from attention_explorer.models import registry
+from attention_explorer.models.ablation import Ablation
+from attention_explorer.models.attention import AttentionInternals
+from attention_explorer.models.registry import LoadedModel
 
 # about one SmolLM2 layer at 2,048 tokens (weights and scores 151 MB each), or every layer of a 512-token MiniLM run
 LAYERS_BYTES = 384 * 2**20

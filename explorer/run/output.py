@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.run import forward
-from explorer.run.layers import drop_attention
-from explorer.run.trace import Trace
-from models import greedy, tasks, train
-from models.registry import LoadedModel
-from models.transformer import Ablation, padding_mask
+from attention_explorer.explorer.run import forward
+from attention_explorer.explorer.run.layers import drop_attention
+from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.models import greedy, tasks, train
+from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.transformer import Ablation, padding_mask
 
 EPSILON = 0.1  # label smoothing, section 5.4 (models.train.Recipe.label_smoothing)
 METHODS = ("greedy", "top-k", "top-p", "sample")  # "sample": from the whole distribution

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from explorer.run.trace import Trace
-from models.positional import RotaryPositions, sinusoidal_table
-from models.registry import LoadedModel
+from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.models.positional import RotaryPositions, sinusoidal_table
+from attention_explorer.models.registry import LoadedModel
 
 
 def text_embeddings(loaded: LoadedModel):

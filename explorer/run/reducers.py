@@ -21,9 +21,9 @@ import numpy as np
 import threadpoolctl
 import torch
 
-from explorer.run import analysis
-from explorer.run.blocks import THUMBNAIL, block_sums, edges, factor
-from models.induction import induction_targets
+from attention_explorer.explorer.run import analysis
+from attention_explorer.explorer.run.blocks import THUMBNAIL, block_sums, edges, factor
+from attention_explorer.models.induction import induction_targets
 
 # numpy's own matrix products (OpenBLAS) on one thread each: one_pass's threads each make hundreds of small products a
 # layer, and an OpenBLAS that splits each over two threads of its own makes them wait for each other (a layer's pass

@@ -8,11 +8,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from models import registry
-from models.gguf import package_file
-from models.pretrained import minilm_folder
-from models.reference import each_attention, load_reference, reference_class, run_reference
-from models.registry import LoadedModel
+from attention_explorer.models import registry
+from attention_explorer.models.gguf import package_file
+from attention_explorer.models.pretrained import minilm_folder
+from attention_explorer.models.reference import each_attention, load_reference, reference_class, run_reference
+from attention_explorer.models.registry import LoadedModel
 
 
 def folder_of(key: str) -> str | None:

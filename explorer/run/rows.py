@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from explorer.run import layers
-from explorer.run.trace import AttentionTrace
-from models.attention import scaled_dot_product_attention
+from attention_explorer.explorer.run import layers
+from attention_explorer.explorer.run.trace import AttentionTrace
+from attention_explorer.models.attention import scaled_dot_product_attention
 
 
 def query_rows(attention: AttentionTrace, query: int) -> np.ndarray:

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from explorer.run.trace import UNKNOWN
+from attention_explorer.explorer.run.trace import UNKNOWN
 
 SPECIAL, WORD, PIECE, UNKNOWN_KIND = "special", "whole word", "piece of a word", "unknown"
 KINDS = (SPECIAL, WORD, PIECE, UNKNOWN_KIND)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.run.layers import (
+from attention_explorer.explorer.run.layers import (
     AttentionLayer,
     Layer,
     LayerArray,
@@ -20,11 +20,11 @@ from explorer.run.layers import (
     StackLayers,
     drop_attention,
 )
-from models import greedy
-from models.attention import raw_scores_dropped
-from models.registry import LoadedModel
-from models.tokenize import TokenizeError
-from models.transformer import Ablation, padding_mask
+from attention_explorer.models import greedy
+from attention_explorer.models.attention import raw_scores_dropped
+from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.tokenize import TokenizeError
+from attention_explorer.models.transformer import Ablation, padding_mask
 
 __all__ = ["AttentionLayer", "AttentionTrace", "LayerArray", "Trace", "run"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.run.trace import Trace
+from attention_explorer.explorer.run.trace import Trace
 
 # what the model writes over a masked score before the softmax (models.attention: finfo.min, not -inf, so a
 # fully masked row stays finite); the softmax turns it into exactly 0

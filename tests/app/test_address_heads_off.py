@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.experiments import ablate
-from explorer.pages._experiments import HEADS
-from explorer.run import trace
-from models import registry
-from models.ablation import Head
+from attention_explorer.explorer.experiments import ablate
+from attention_explorer.explorer.pages._experiments import HEADS
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
+from attention_explorer.models.ablation import Head
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 

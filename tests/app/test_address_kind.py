@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.app import state
-from explorer.lesson import starting
-from explorer.run import trace
-from models import registry, tasks
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry, tasks
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.app import state
-from explorer.run import analysis, trace
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.run import analysis, trace
 from tests import tolerance
 from tests.app import new_app
 from tests.figdata import array, spec
@@ -100,7 +100,7 @@ def test_rollout_refuses_cross_attention_and_long_inputs_skip_flow():
 
 
 def test_reference_page_shows_per_head_differences_and_both_models(minilm):
-    from explorer.run import reference_view
+    from attention_explorer.explorer.run import reference_view
 
     at = app_on("reference")
     result = trace.run(minilm, TEXT, 128)
@@ -127,8 +127,8 @@ def test_reference_page_explains_models_without_a_twin():
 def test_a_long_rollout_is_the_block_means_of_the_whole_rollout_reduced_by_the_run(minilm, monkeypatch):
     """Past zoom.FULL tokens (forced to 8) the rollout is drawn from what the first run reduced: the block means of
     analysis.rollout through the picked layer, as an overview of the whole rollout would draw it."""
-    from explorer.figures import zoom
-    from explorer.run import blocks
+    from attention_explorer.explorer.figures import zoom
+    from attention_explorer.explorer.run import blocks
 
     monkeypatch.setattr(zoom, "FULL", 8)
     monkeypatch.setattr(zoom, "OVERVIEW_CELLS", 4)
@@ -185,7 +185,7 @@ def test_statistics_are_what_the_run_reduced(minilm, monkeypatch):
 
 def test_find_heads_on_a_long_text_reads_the_querys_rows_not_the_layers(minilm, monkeypatch):
     """Past trace.KEEP_ALL_BYTES a run keeps no layer: the ranking comes from the query's row of each layer."""
-    from explorer.run import layers
+    from attention_explorer.explorer.run import layers
 
     text = " ".join(["the cat sat on the mat and then it slept"] * 30)  # about 300 tokens
     result = trace.run(minilm, text, 512)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.app import downloads
-from explorer.lesson import starting
-from explorer.run import trace
+from attention_explorer.explorer.app import downloads
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import trace
 from tests.app import new_app
 from tests.figdata import array, spec
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.lesson import starting
-from explorer.run import trace
-from models import registry
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
 from tests.app import new_app
 from tests.badfiles import bert_folder
 from tests.figdata import array, plain, spec

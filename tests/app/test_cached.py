@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.app import cached
+from attention_explorer.explorer.app import cached
 
 
 class Recording:
@@ -71,7 +71,7 @@ def test_one_reference_run_gives_both_the_grid_and_the_head(store, monkeypatch):
 
 
 def test_an_encoder_view_reuses_the_whole_trace_when_the_store_holds_it(monkeypatch):
-    from explorer.run import memo  # noqa: PLC0415
+    from attention_explorer.explorer.run import memo  # noqa: PLC0415
 
     kept = memo.BoundedCache(2**30)
     runs = []

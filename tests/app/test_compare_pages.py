@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.figures.clicks import CLICKS
-from explorer.figures.labels import escape_tokens
-from explorer.lesson import starting
-from explorer.run import analysis, compare, trace
-from explorer.run.compare import MINIMAL_PAIRS
-from explorer.run.heads import head_or_mean
-from models import registry
+from attention_explorer.explorer.figures.clicks import CLICKS
+from attention_explorer.explorer.figures.labels import escape_tokens
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import analysis, compare, trace
+from attention_explorer.explorer.run.compare import MINIMAL_PAIRS
+from attention_explorer.explorer.run.heads import head_or_mean
+from attention_explorer.models import registry
 from tests import tolerance
 from tests.app import new_app
 from tests.figdata import array, plain, spec
@@ -157,8 +157,8 @@ def test_statistics_at_word_level_count_the_previous_word(minilm):
 
 
 def test_pretrained_beside_random_past_the_overview_length_draws_block_means(minilm, minilm_random):
+    from attention_explorer.explorer.figures.model_view import pool  # noqa: PLC0415
     from bench.inputs import text_of  # noqa: PLC0415
-    from explorer.figures.model_view import pool  # noqa: PLC0415
 
     text = text_of(minilm, 300)
     at = opened("compare", model="minilm", text=text, layer="2", head="7")
@@ -226,7 +226,7 @@ def test_twenty_words_name_every_key_on_the_side_by_side_maps(minilm, page, maps
 def test_sentence_a_against_b_reads_a_long_texts_layers_one_at_a_time(minilm, monkeypatch, line_up):
     """With every run recomputing its layers and any read of every layer at once refused (as for a 2,048-token
     text), the page still draws A - B: the model's own numbers, a layer at a time."""
-    from explorer.run import layers
+    from attention_explorer.explorer.run import layers
 
     monkeypatch.setattr(trace, "KEEP_ALL_BYTES", 0)
     monkeypatch.setattr(layers, "WHOLE_BYTES", 0)

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from explorer import lesson
-from explorer.figures.labels import position_label
-from explorer.lesson import starting
-from explorer.run import trace
-from models import registry
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.figures.labels import position_label
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
 from tests.app import new_app, reveal
 from tests.figdata import plain, spec
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import lesson
-from explorer.app import state
-from explorer.experiments import induction as explorer_induction
-from explorer.run import output, trace, walkthrough
-from models import induction, registry, train
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.experiments import induction as explorer_induction
+from attention_explorer.explorer.run import output, trace, walkthrough
+from attention_explorer.models import induction, registry, train
 from tests import tolerance
 from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.app import state
-from explorer.experiments import ablate, attribution, lens
-from explorer.pages._experiments import HEADS, LAYER, address, named_heads
-from explorer.run import trace
-from models import registry
-from models.ablation import Head
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.experiments import ablate, attribution, lens
+from attention_explorer.explorer.pages._experiments import HEADS, LAYER, address, named_heads
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
+from attention_explorer.models.ablation import Head
 from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec
 
@@ -241,7 +241,7 @@ def test_layer_predictions_step_names_where_the_right_token_first_ranks_first(te
 
 
 def test_each_ablation_is_explained_where_it_is_chosen_and_named_under_its_results():
-    from explorer.experiments import replacements
+    from attention_explorer.explorer.experiments import replacements
 
     at = opened("ablation", "induction")
     at.multiselect(key=HEADS).set_value(["2.1", "2.2"]).run()

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.app import state
-from explorer.run import forward, output, trace
-from models import registry, tasks
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.run import forward, output, trace
+from attention_explorer.models import registry, tasks
 from tests import tolerance
 from tests.app import new_app
 from tests.figdata import array, plain, spec

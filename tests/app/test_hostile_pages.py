@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from streamlit.testing.v1 import AppTest
 
-from explorer import lesson
+from attention_explorer.explorer import lesson
 from tests.app import new_app, reveal
 from tests.figdata import spec
 from tests.hostile import NAMED, TEXT, assert_literal

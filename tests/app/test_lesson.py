@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import lesson
-from explorer.app import state
-from explorer.figures.labels import position_label
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.figures.labels import position_label
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 
@@ -83,8 +83,8 @@ def test_scores_step_asks_first_then_reveals_the_models_strongest_key():
     weights = array(charts["qkv_weights"]["data"][0]["y"])
     layer, head = at.selectbox(key=state.FOCUS_LAYER).value, at.selectbox(key=state.FOCUS_HEAD).value
     query = at.selectbox(key=state.FOCUS_TOKEN).value
-    from explorer.run import trace
-    from models import registry
+    from attention_explorer.explorer.run import trace
+    from attention_explorer.models import registry
 
     loaded = registry.load("translate")
     expected = trace.run(loaded, SENTENCE, loaded.max_tokens)
@@ -113,8 +113,8 @@ def test_presenter_mode_from_the_address_enlarges_text_and_charts():
 
 
 def test_decoding_can_ask_the_class_for_each_word_before_it_is_written():
-    from explorer.run import decoding, trace
-    from models import registry
+    from attention_explorer.explorer.run import decoding, trace
+    from attention_explorer.models import registry
 
     at = opened("decoding", model="translate", text=SENTENCE)
     assert "decoding_next_token" in [c.key for c in at.get("plotly_chart")]  # off by default: every chart drawn
@@ -140,8 +140,8 @@ def test_decoding_can_ask_the_class_for_each_word_before_it_is_written():
 def test_decoding_hides_the_asked_word_in_every_chart_until_it_is_revealed(model, text, index):
     import html
 
-    from explorer.run import decoding, trace
-    from models import registry
+    from attention_explorer.explorer.run import decoding, trace
+    from attention_explorer.models import registry
     from tests.app import reveal
 
     at = opened("decoding", model=model, text=text, step=str(index + 1))
@@ -171,7 +171,7 @@ def test_decoding_hides_the_asked_word_in_every_chart_until_it_is_revealed(model
 
 
 def test_loss_step_asks_whether_a_wrong_answer_costs_more_then_shows_both_losses():
-    from explorer.app import cached
+    from attention_explorer.explorer.app import cached
 
     at = opened("loss", model="translate", text=SENTENCE)
     question = plain(" ".join(m.value for m in at.markdown if "Predict first" in m.value))

@@ -8,10 +8,10 @@ import math
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.app import state
-from explorer.figures.tokens import SHOWN
-from explorer.run import forward, trace
-from models import registry
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.figures.tokens import SHOWN
+from attention_explorer.explorer.run import forward, trace
+from attention_explorer.models import registry
 from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.experiments import ablate, lens
+from attention_explorer.explorer.run import positions, trace
+from attention_explorer.models import registry
 from bench.inputs import text_of as long_text
-from explorer import lesson
-from explorer.app import state
-from explorer.experiments import ablate, lens
-from explorer.run import positions, trace
-from models import registry
 from tests import tolerance
 from tests.app import new_app
 from tests.app.test_decoder_only import text_of

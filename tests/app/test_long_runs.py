@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.experiments import ablate
-from explorer.run import compare, cost, layers, reference_view, trace
-from models import registry
+from attention_explorer.explorer.experiments import ablate
+from attention_explorer.explorer.run import compare, cost, layers, reference_view, trace
+from attention_explorer.models import registry
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 
@@ -107,8 +107,8 @@ def test_sentence_b_asks_first_with_a_drawn_then_compares_every_head(minilm, lon
 def test_a_long_sentence_b_is_kept_beside_a_not_run_again_at_every_rerun(minilm, long, monkeypatch):
     """Two long runs do not fit the store together (two 2,048-token SmolLM2 runs): with a store too small for any run
     (it keeps the grid and the like), B's run still happens once, on its own shelf, and another head reads it again."""
-    from explorer.app import cached  # noqa: PLC0415
-    from explorer.run import memo  # noqa: PLC0415
+    from attention_explorer.explorer.app import cached  # noqa: PLC0415
+    from attention_explorer.explorer.run import memo  # noqa: PLC0415
 
     small = memo.BoundedCache(32 * 1024)  # a run of these texts' residual stream alone is 130 KB
     monkeypatch.setattr(cached, "store", lambda: small)
@@ -129,7 +129,7 @@ def test_a_long_sentence_b_is_kept_beside_a_not_run_again_at_every_rerun(minilm,
 def test_the_turn_off_step_asks_before_each_layer_and_then_each_head_is_turned_off(long):
     """The lesson's Turn heads off step: after the guess, each layer off (one forward a layer) waits for a click, and
     so does every head off alone; after both clicks the grids are the model's own."""
-    from explorer.app import cached
+    from attention_explorer.explorer.app import cached
     from tests.app import reveal
 
     cached.store().clear()  # an earlier test's runs of this sentence would be kept, and kept work never asks
@@ -154,8 +154,8 @@ def test_the_turn_off_step_asks_before_each_layer_and_then_each_head_is_turned_o
 def test_turning_heads_off_on_a_long_text_asks_before_the_run_without_them(long, minilm):
     """Turn heads off with heads picked: the grid outlines them at once, the run without them waits for a click, and
     then each head's moved attention is the model's own, read a layer at a time."""
-    from explorer.app import cached
-    from models.ablation import Head
+    from attention_explorer.explorer.app import cached
+    from attention_explorer.models.ablation import Head
 
     cached.store().clear()  # as above: kept work never asks
     text = "The lighthouse keeper counted the ships that passed at night"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.app import cached, state
+from attention_explorer.explorer.app import cached, state
 from tests.app import new_app
 
 PAGES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "explorer" / "pages").glob("[!_]*.py"))

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import lesson
-from explorer.app import state
-from explorer.lesson.wording import NOT_EXPLANATION, starting_note
-from explorer.run import positions, trace, walkthrough
-from models import registry
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.lesson.wording import NOT_EXPLANATION, starting_note
+from attention_explorer.explorer.run import positions, trace, walkthrough
+from attention_explorer.models import registry
 from tests.app import new_app
 from tests.figdata import plain
 
@@ -144,8 +144,8 @@ def reveal(at, key: str):
 
 
 def test_each_loss_has_its_own_name_defined_where_first_shown():
-    from explorer.app import cached
-    from explorer.lesson import model_words
+    from attention_explorer.explorer.app import cached
+    from attention_explorer.explorer.lesson import model_words
 
     # step 9: -log p of the right token, named and defined, with zero ablation's caveat
     at = at_page("turn_off", "translate", TRANSLATE)
@@ -220,8 +220,8 @@ def test_step_12_says_greedy_decoding_ignores_the_temperature():
 
 
 def test_a_random_models_own_output_is_not_called_the_right_answer():
-    from explorer.lesson import model_words
-    from explorer.pages._experiments import HEADS
+    from attention_explorer.explorer.lesson import model_words
+    from attention_explorer.explorer.pages._experiments import HEADS
 
     at = at_page("ablation", "paper-random", "hi")
     at.multiselect(key=HEADS).set_value(["cross:1.1"]).run()

@@ -10,12 +10,12 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
-from explorer import lesson
-from explorer.app import state
-from explorer.figures.clicks import CLICKS
-from explorer.figures.overview import BADGES
-from explorer.run import trace
-from models import registry
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.figures.clicks import CLICKS
+from attention_explorer.explorer.figures.overview import BADGES
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.app import state
-from explorer.figures.model_view import grid, layer_window, thumbnail_px
-from explorer.run import trace
-from explorer.run.positions import tables
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.figures.model_view import grid, layer_window, thumbnail_px
+from attention_explorer.explorer.run import trace
+from attention_explorer.explorer.run.positions import tables
 from tests import tolerance
 from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, spec

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.run import trace
-from models import registry, tasks, train
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry, tasks, train
 from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, plain, spec
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.experiments import patching
-from explorer.figures.labels import markdown_literal
-from explorer.pages._patching import ANSWER, CORRUPT, HEAD, NAMES, SWAPPED, WRONG
-from models import registry
+from attention_explorer.explorer.experiments import patching
+from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.pages._patching import ANSWER, CORRUPT, HEAD, NAMES, SWAPPED, WRONG
+from attention_explorer.models import registry
 from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec
 
@@ -59,7 +59,7 @@ def test_the_induction_model_is_offered_its_corruption_and_every_grid_is_the_mod
     assert "Patching convention: the metric is the logit difference" in text_of(at)
     said = f"clean run {clean.difference:+.2f}, corrupted run {corrupt.difference:+.2f}"
     assert said in text_of(at)
-    from explorer.run import trace
+    from attention_explorer.explorer.run import trace
 
     run = trace.run(loaded, INDUCTION, 32)
     row = run.attention("decoder_self").weights[best[0]][best[1]][-1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.app import cached
+from attention_explorer.explorer.app import cached
 from tests.app import new_app
 
 pytestmark = pytest.mark.slow

@@ -6,10 +6,10 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from explorer import lesson
-from explorer.app import state
-from explorer.experiments import training
-from models import registry, tasks
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.experiments import training
+from attention_explorer.models import registry, tasks
 from tests.app import new_app
 from tests.figdata import plain, spec
 

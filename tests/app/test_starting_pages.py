@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.figures.clicks import CLICKS
-from explorer.lesson import starting
-from explorer.run import compare, trace
+from attention_explorer.explorer.figures.clicks import CLICKS
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import compare, trace
 from tests.app import new_app
 from tests.figdata import array, spec
 
@@ -89,7 +89,7 @@ def test_head_view_opens_on_the_starting_head_and_follows_a_new_sentence_until_o
 
 
 def test_reference_opens_on_the_starting_head_with_both_models_weights(minilm):
-    from explorer.run import reference_view
+    from attention_explorer.explorer.run import reference_view
 
     at = new_app()
     at.switch_page("explorer/pages/reference.py").run()

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import lesson
-from explorer.app import state
-from explorer.figures.labels import escape_tokens
-from explorer.run import trace
-from models import registry
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.figures.labels import escape_tokens
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
 from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, plain, spec
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.app import state
-from explorer.run import decoding, trace
-from explorer.run.heads import MEAN
-from models import registry, tasks
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.run import decoding, trace
+from attention_explorer.explorer.run.heads import MEAN
+from attention_explorer.models import registry, tasks
 from tests.app import KIND_KEYS, new_app
 from tests.figdata import array, plain, spec
 

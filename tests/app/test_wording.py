@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.app import state
-from explorer.lesson import model_words, wording
-from models import registry, train
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.lesson import model_words, wording
+from attention_explorer.models import registry, train
 from tests.app import new_app
 from tests.figdata import array, plain, spec
 
@@ -120,7 +120,7 @@ def test_train_curve_draws_the_eq3_schedule_beside_the_loss():
 
 
 def test_learned_positions_say_where_the_weights_came_from_not_what_the_cosine_suggests():
-    from models.family import Family
+    from attention_explorer.models.family import Family
 
     random = Family("BERT family", "encoder-only", "random", False)
     trained = Family("GPT-style, trained here", "decoder-only", "trained here", True)

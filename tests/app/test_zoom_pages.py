@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.app import state
-from explorer.figures import zoom
-from explorer.figures.model_view import grid, layer_window, thumbnail_px
-from explorer.lesson import starting
-from explorer.run import blocks, trace
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.figures import zoom
+from attention_explorer.explorer.figures.model_view import grid, layer_window, thumbnail_px
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import blocks, trace
 from tests import tolerance
 from tests.app import new_app
 from tests.figdata import array, spec
@@ -148,9 +148,9 @@ def opened(page: str, model: str, text: str) -> AppTest:
 
 
 def test_a_long_moved_map_draws_its_pair_as_block_means_and_zooms_its_difference(small):
-    from explorer.experiments import ablate  # noqa: PLC0415
-    from models import registry  # noqa: PLC0415
-    from models.ablation import Head  # noqa: PLC0415
+    from attention_explorer.explorer.experiments import ablate  # noqa: PLC0415
+    from attention_explorer.models import registry  # noqa: PLC0415
+    from attention_explorer.models.ablation import Head  # noqa: PLC0415
 
     at = opened("ablation", "induction", INDUCTION)
     at.multiselect(key="ablation_heads").set_value(["1.1", "1.2", "1.3", "1.4"]).run()  # layer 1 off: layer 2 moves
@@ -176,7 +176,7 @@ def test_a_long_moved_map_draws_its_pair_as_block_means_and_zooms_its_difference
 
 
 def test_decoding_a_long_text_outlines_the_step_on_the_overview_and_in_the_region(small):
-    from models import registry  # noqa: PLC0415
+    from attention_explorer.models import registry  # noqa: PLC0415
 
     at = opened("decoding", "induction", INDUCTION)
     for _ in range(5):

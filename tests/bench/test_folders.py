@@ -8,9 +8,9 @@ import os
 
 import pytest
 
+from attention_explorer.models import registry
 from bench import folders
 from bench.inputs import text_of
-from models import registry
 
 TINY = dict(n_embd=32, n_head=2, n_layer=1, n_positions=32, vocab_size=500)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from attention_explorer.explorer import lesson
 from bench import harness
-from explorer import lesson
 
 SCREENSHOTS = harness.ROOT / "artifacts" / "screenshots"
 NEXT_FRAMES = harness.NEXT_FRAMES

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from attention_explorer.models import tasks
 from bench.harness import TIMEOUT_MS, new_page, open_app, rerun, wait_for_tokens
-from models import tasks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+from attention_explorer.explorer.lesson import BY_STEM
 from bench import harness
 from bench.harness import TIMEOUT_MS, open_app, rerun, tick_labels, type_sentence, wait_for_tokens
-from explorer.lesson import BY_STEM
 from tests.e2e.conftest import TOKEN_MAPS, heading, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

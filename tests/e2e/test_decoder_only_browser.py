@@ -8,11 +8,11 @@ from urllib.parse import quote_plus
 
 import pytest
 
+from attention_explorer.explorer import lesson
+from attention_explorer.models import registry
 from bench import harness
 from bench.browser import CHARTS_DRAWN
 from bench.harness import TIMEOUT_MS, open_app, rerun, reveal
-from explorer import lesson
-from models import registry
 from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -7,9 +7,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from attention_explorer.models import registry
 from bench.harness import TIMEOUT_MS, open_app, rerun, type_sentence
 from bench.inputs import text_of
-from models import registry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -7,9 +7,9 @@ import urllib.parse
 
 import pytest
 
+from attention_explorer.explorer.lesson import BY_STEM
 from bench import harness
 from bench.harness import TIMEOUT_MS, open_app
-from explorer.lesson import BY_STEM
 from tests.e2e.conftest import TOKEN_MAPS, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+from attention_explorer.explorer.experiments import ablate
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
+from attention_explorer.models.ablation import Head
 from bench.harness import TIMEOUT_MS, figure_array, open_app, rerun
-from explorer.experiments import ablate
-from explorer.run import trace
-from models import registry
-from models.ablation import Head
 from tests.e2e.test_drill import click_target
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

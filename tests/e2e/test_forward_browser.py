@@ -7,10 +7,10 @@ import re
 
 import pytest
 
+from attention_explorer.explorer.run import forward, output, trace
+from attention_explorer.models import registry
 from bench.harness import TIMEOUT_MS, open_app, open_page, rerun, sentence_box, set_max_tokens, type_sentence
 from bench.inputs import text_of
-from explorer.run import forward, output, trace
-from models import registry
 from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.run import trace
 from bench.harness import FRAGMENT_RUN, LAST_FINISH, TIMEOUT_MS, figure_array, open_app, rerun
-from explorer.app import state
-from explorer.run import trace
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from attention_explorer.models import registry
 from bench.harness import TIMEOUT_MS, open_app, tick_labels, type_sentence, wait_for_tokens
-from models import registry
 from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -8,9 +8,9 @@ from urllib.parse import urlparse
 
 import pytest
 
+from attention_explorer.explorer import lesson
 from bench.browser import CHARTS_DRAWN
 from bench.harness import SETTLED, TIMEOUT_MS, open_app, rerun, reveal
-from explorer import lesson
 from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

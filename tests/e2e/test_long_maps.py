@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from attention_explorer.explorer.figures.labels import position_label
+from attention_explorer.models import registry
 from bench import harness
 from bench.browser import CHARTS_DRAWN
 from bench.harness import FRAGMENT_RUN, LAST_FINISH, TIMEOUT_MS, open_app, rerun, set_max_tokens, type_sentence
 from bench.inputs import text_of
-from explorer.figures.labels import position_label
-from models import registry
 from tests.e2e.test_drill import POINT, TARGETS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

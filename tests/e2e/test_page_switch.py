@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from attention_explorer.explorer.app import state
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
 from bench import harness
 from bench.harness import TIMEOUT_MS, wait_for_tokens
-from explorer.app import state
-from explorer.run import trace
-from models import registry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -12,9 +12,9 @@ import struct
 import numpy as np
 import pytest
 
+from attention_explorer.explorer.app.downloads import PNG_SCALE
 from bench import harness
 from bench.harness import TIMEOUT_MS, new_page, open_app, rerun, tick_labels, wait_for_tokens
-from explorer.app.downloads import PNG_SCALE
 from tests import tolerance
 from tests.e2e.conftest import heading, screenshot
 

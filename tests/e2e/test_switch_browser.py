@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from attention_explorer.models import registry
 from bench.harness import TIMEOUT_MS, open_app, rerun, sentence_box, type_sentence, wait_for_tokens
-from models import registry
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_browser import choose_model
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from attention_explorer.models import registry
 from bench import harness
 from bench.harness import TIMEOUT_MS
 from bench.inputs import text_of
-from models import registry
 from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
 from bench.inputs import text_of
-from explorer.run import trace
-from models import registry
 
 LONG = 300  # tokens: past trace.KEEP_ALL_BYTES for SmolLM2 (its run keeps no attention) and past a lens window
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.experiments import ablate, attribution, lens, replacements, sample
-from explorer.run import trace
-from models import greedy, registry, tasks
-from models.ablation import Head
-from models.attention import HeadPatch
+from attention_explorer.explorer.experiments import ablate, attribution, lens, replacements, sample
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import greedy, registry, tasks
+from attention_explorer.models.ablation import Head
+from attention_explorer.models.attention import HeadPatch
 
 REPEATED = "kilo seven zulu echo two mike kilo seven zulu echo two mike"
 TRANSLATE = "the small red cat sees a big dog"

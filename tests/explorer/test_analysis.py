@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.run import analysis, trace
+from attention_explorer.explorer.run import analysis, trace
 
 TOKENS = ["[CLS]", "the", "cat", ",", "sat", "[SEP]"]
 
@@ -105,7 +105,7 @@ def test_word_groups_and_merging_keep_rows_summing_to_one():
 
 
 def test_max_abs_difference_per_head():
-    from explorer.run.reference_view import max_abs_difference
+    from attention_explorer.explorer.run.reference_view import max_abs_difference
 
     ours = np.zeros((2, 3, 4, 4), np.float32)
     theirs = ours.copy()

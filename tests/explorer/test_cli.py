@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.__main__ import main
-from explorer.run import trace
+from attention_explorer.explorer.__main__ import main
+from attention_explorer.explorer.run import trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,8 +134,8 @@ def test_real_process_exits_cleanly_without_traceback():
 
 
 def test_json_export_has_every_sublayer_and_the_loss(capsys):
-    from explorer.run import forward, output
-    from models import registry
+    from attention_explorer.explorer.run import forward, output
+    from attention_explorer.models import registry
 
     translate = registry.load("translate")
     text = "the small red cat sees a big dog"
@@ -175,9 +175,9 @@ def test_minilm_export_has_sublayers_and_no_loss(capsys):
 
 
 def test_ablate_writes_the_run_with_those_heads_turned_off(capsys, translate):
-    from explorer.experiments import ablate
-    from explorer.run import output
-    from models.ablation import Head
+    from attention_explorer.explorer.experiments import ablate
+    from attention_explorer.explorer.run import output
+    from attention_explorer.models.ablation import Head
 
     text = "the small red cat sees a big dog"
     code, out, err = run_cli(capsys, "export", "--model", "translate", "--text", text)
@@ -272,8 +272,8 @@ def test_a_bad_head_is_one_line_and_exit_status_2(capsys, model, heads, message)
 
 
 def test_resample_ablation_writes_another_text_s_heads_and_says_which(capsys, translate):
-    from explorer.experiments import ablate, replacements
-    from models.ablation import Head
+    from attention_explorer.explorer.experiments import ablate, replacements
+    from attention_explorer.models.ablation import Head
 
     text = "the small red cat sees a big dog"
     heads = "cross:2.1,cross:2.2"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.run import compare
+from attention_explorer.explorer.run import compare
 
 
 def test_by_position_pairs_up_to_the_shorter_and_names_the_rest():

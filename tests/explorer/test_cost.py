@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from attention_explorer.explorer.run import cost
+from attention_explorer.models import convert_gpt2
 from bench import folders
-from explorer.run import cost
-from models import convert_gpt2
 
 
 def test_what_would_keep_a_page_past_4_s_asks_and_one_more_minilm_run_does_not(minilm, smollm2):

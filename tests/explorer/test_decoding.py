@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.figures.decoding import mark_row, top_k_bars
-from explorer.figures.heatmap import head_heatmap
-from explorer.run import decoding, trace
-from explorer.run.heads import MEAN
-from models import registry
+from attention_explorer.explorer.figures.decoding import mark_row, top_k_bars
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.run import decoding, trace
+from attention_explorer.explorer.run.heads import MEAN
+from attention_explorer.models import registry
 from tests import tolerance
 
 
@@ -108,7 +108,7 @@ def test_mark_row_outlines_the_row_on_a_copy():
 def test_a_long_texts_step_recomputes_only_the_layer_it_shows(translate, head, monkeypatch):
     """A run that kept no layer (a long text's) gives each step's row from that one layer, recomputed: the same row
     as a run that kept every layer, and no other layer is run again."""
-    from explorer.run import layers
+    from attention_explorer.explorer.run import layers
 
     text = "the small red cat sees a big dog"
     kept, recomputed = trace.run(translate, text, keep_all=True), trace.run(translate, text, keep_all=False)

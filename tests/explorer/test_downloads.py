@@ -14,11 +14,11 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from explorer.app import downloads
-from explorer.figures.experiments import head_grids
-from explorer.figures.heatmap import head_heatmap
-from explorer.figures.model_view import layer_heads
-from explorer.figures.walkthrough import per_key_bars, vector_strip
+from attention_explorer.explorer.app import downloads
+from attention_explorer.explorer.figures.experiments import head_grids
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.figures.model_view import layer_heads
+from attention_explorer.explorer.figures.walkthrough import per_key_bars, vector_strip
 
 TOKENS = ["[CLS]", "<b>x</b>", "&amp;", "[SEP]"]
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.experiments import ablate, attribution, lens
-from explorer.figures.experiments import layer_bars, part_bars, rank_lines
-from explorer.run import trace
-from models import induction, registry
-from models.ablation import AblationError, Head
+from attention_explorer.explorer.experiments import ablate, attribution, lens
+from attention_explorer.explorer.figures.experiments import layer_bars, part_bars, rank_lines
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import induction, registry
+from attention_explorer.models.ablation import AblationError, Head
 from tests import tolerance
 
 TRANSLATE = "the small red cat sees a big dog"
@@ -314,7 +314,7 @@ def test_rank_axis_names_whole_ranks_from_1_to_the_worst():
 def test_a_grouped_heads_projections_are_its_shared_key_value_heads(llama):
     """forward.head_projections under grouped-query attention: W^Q is the head's own, W^K and W^V its group's shared
     key/value head's, so the layer's normalised input times them gives the keys and values the head read."""
-    from explorer.run import forward
+    from attention_explorer.explorer.run import forward
 
     run = trace.run(llama, GPT2_TEXT)
     attention = run.decoder_self
@@ -368,7 +368,7 @@ def test_each_layers_effect_equals_that_layer_turned_off_alone():
 def test_a_deep_stacks_rank_chart_keeps_its_labels_apart():
     """SmolLM2: 61 reads and a 49,152-token vocabulary. Every read is a point holding its name; the axis names at most
     MOST_READS of them, and past rank 1,000 the rank axis marks only powers of ten."""
-    from explorer.figures.experiments import MOST_READS
+    from attention_explorer.explorer.figures.experiments import MOST_READS
 
     reads = ["embedding", *(f"layer {i // 2 + 1}: after {'feed-forward' if i % 2 else 'attention'}" for i in range(60))]
     rank = np.arange(1, 62) * 700

@@ -12,10 +12,10 @@ import weakref
 import numpy as np
 import pytest
 
-from explorer.__main__ import main
-from explorer.app import export
-from explorer.run import trace
-from models import registry
+from attention_explorer.explorer.__main__ import main
+from attention_explorer.explorer.app import export
+from attention_explorer.explorer.run import trace
+from attention_explorer.models import registry
 
 TRANSLATE = "the small red cat sees a big dog"
 GPT2 = "the cat sat on the mat because it was tired"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.figures.heatmap import head_heatmap
 from tests.figdata import array
 
 
@@ -81,7 +81,7 @@ def test_weights_go_out_as_float32_and_long_side_by_side_maps_as_block_means():
 
 
 def test_a_grid_names_what_it_shows_in_its_own_title_escaped():
-    from explorer.figures.statistics import statistic_grid  # noqa: PLC0415
+    from attention_explorer.explorer.figures.statistics import statistic_grid  # noqa: PLC0415
 
     values = np.arange(6, dtype=float).reshape(2, 3)
     labels = np.full((2, 3), "x", dtype=object)
@@ -93,7 +93,7 @@ def test_a_grid_names_what_it_shows_in_its_own_title_escaped():
 def test_every_chart_is_drawn_with_dark_text_big_enough_for_a_projector():
     from plotly.subplots import make_subplots
 
-    from explorer.figures.style import TEXT, styled
+    from attention_explorer.explorer.figures.style import TEXT, styled
 
     figure = make_subplots(rows=1, cols=2)
     figure.update_layout(xaxis2={"tickfont": {"size": 9}})  # a small inset's own size stays

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.run import forward, trace
-from models import registry, tasks, train
-from models.transformer import Transformer
+from attention_explorer.explorer.run import forward, trace
+from attention_explorer.models import registry, tasks, train
+from attention_explorer.models.transformer import Transformer
 from tests import tolerance
 
 TOLERANCE = 1e-5  # the project's bar for the same numbers: every re-derived step lands far inside it
@@ -89,7 +89,7 @@ def test_translate_every_step_equals_the_model_both_stacks(translate):
     e = forward.embedding(translate, result, "decoder", 1)
     assert e.scale == pytest.approx(np.sqrt(96)) and e.token_type is None and e.norm is None
     np.testing.assert_allclose(e.scaled, e.row * np.float32(np.sqrt(96)), rtol=1e-6)
-    from models.positional import sinusoidal_table
+    from attention_explorer.models.positional import sinusoidal_table
 
     np.testing.assert_array_equal(e.position, sinusoidal_table(32, 96)[1].numpy())
     layer = forward.layer(translate, result, "decoder", 1, 3)
@@ -145,7 +145,7 @@ def test_sublayer_vectors_hold_each_add_and_norm(translate):
 
 
 def test_agreement_says_equal_only_within_float32_rounding(translate):
-    from explorer.run.forward import agreement, rounding_bound
+    from attention_explorer.explorer.run.forward import agreement, rounding_bound
 
     row = np.linspace(-1, 1, 8, dtype=np.float32)
     config = translate.model.config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.run.heads import MEAN, head_or_mean, head_title
+from attention_explorer.explorer.run.heads import MEAN, head_or_mean, head_title
 
 
 def test_a_head_is_its_own_slice_and_the_mean_averages_the_layers_heads():

@@ -10,14 +10,14 @@ import plotly.io as pio
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from explorer.app import downloads
-from explorer.figures.head_view import head_view
-from explorer.figures.heatmap import head_heatmap
-from explorer.figures.model_view import layer_heads, model_view
-from explorer.figures.statistics import statistic_grid
-from explorer.figures.walkthrough import per_key_bars, vector_strip
-from explorer.run import analysis, trace, walkthrough
-from models.tokenize import TokenizeError
+from attention_explorer.explorer.app import downloads
+from attention_explorer.explorer.figures.head_view import head_view
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.figures.model_view import layer_heads, model_view
+from attention_explorer.explorer.figures.statistics import statistic_grid
+from attention_explorer.explorer.figures.walkthrough import per_key_bars, vector_strip
+from attention_explorer.explorer.run import analysis, trace, walkthrough
+from attention_explorer.models.tokenize import TokenizeError
 from tests.hostile import NAMED, TEXT, assert_literal
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer import lesson
+from attention_explorer.explorer import lesson
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPLORER = ROOT / "explorer"
@@ -22,6 +22,11 @@ MODELS = 0
 def level(module: str) -> int | None:
     """The level of an imported module name; None for one outside the project."""
     parts = module.split(".")
+    if parts[0] != "attention_explorer":
+        return None
+    parts = parts[1:]  # the one import name: attention_explorer.models, attention_explorer.explorer
+    if not parts:
+        return None
     if parts[0] == "models":
         return MODELS
     if parts[0] != "explorer" or len(parts) < 2:
@@ -36,7 +41,7 @@ def imports(path: Path) -> list[str]:
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from explorer import lesson` names a package; `from explorer.run import trace` a module in one
+            # `from attention_explorer.explorer import lesson` names a package; `...explorer.run import trace` a module
             found += [f"{node.module}.{alias.name}" for alias in node.names]
     return found
 

@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 
-from explorer.run import analysis
-from models import induction
+from attention_explorer.explorer.run import analysis
+from attention_explorer.models import induction
 from tests.app import APP
 
 ROOT = os.path.dirname(APP)

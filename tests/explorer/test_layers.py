@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.run import layers, trace
-from models import registry
-from models.ablation import Ablation, Head, heads_off, shapes
+from attention_explorer.explorer.run import layers, trace
+from attention_explorer.models import registry
+from attention_explorer.models.ablation import Ablation, Head, heads_off, shapes
 
 FIELDS = ("q", "k", "v", "raw_scores", "weights", "heads", "output")
 
@@ -144,8 +144,8 @@ def test_a_kept_trace_does_not_keep_its_model_and_gets_it_back_when_read():
 def test_what_a_run_reduces_each_layer_to_equals_the_same_reduction_of_the_layers_read_later(translate, keep_all):
     """The model view's thumbnails and the opening head, computed while the run held each layer, equal the same
     functions of the layers read afterwards, for every kind of an encoder-decoder."""
-    from explorer.lesson import starting
-    from explorer.run import blocks
+    from attention_explorer.explorer.lesson import starting
+    from attention_explorer.explorer.run import blocks
 
     reducers = {
         "thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights, cells=4),
@@ -170,7 +170,7 @@ def test_how_far_each_sublayer_moves_each_token_is_reduced_in_the_run_as_the_lay
     recomputes no layer."""
     from dataclasses import replace
 
-    from explorer.run import forward
+    from attention_explorer.explorer.run import forward
 
     loaded = request.getfixturevalue(fixture)
     if not isinstance(loaded, registry.LoadedModel):
@@ -191,7 +191,7 @@ def test_how_far_each_sublayer_moves_each_token_is_reduced_in_the_run_as_the_lay
 
 def test_storing_a_long_run_reads_no_layer(minilm, monkeypatch):
     """The store sizes and freezes what a run kept; probing the lazily read states must not recompute them."""
-    from explorer.run import memo
+    from attention_explorer.explorer.run import memo
 
     result = trace.run(minilm, minilm.examples[0], keep_all=False)
     layers.cache().clear()

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.experiments import ablate, lens
-from explorer.run import trace
+from attention_explorer.explorer.experiments import ablate, lens
+from attention_explorer.explorer.run import trace
 from tests import tolerance
 
 SHORT = "the cat sat on the mat because it was tired"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from explorer import lesson
-from models import family
-from models.config import TransformerConfig
+from attention_explorer.explorer import lesson
+from attention_explorer.models import family
+from attention_explorer.models.config import TransformerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 # the pages' addresses before the lesson (shared links must keep working)

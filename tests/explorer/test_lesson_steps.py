@@ -9,11 +9,11 @@ import re
 import numpy as np
 import pytest
 
-from explorer.figures.complexity import operations
-from explorer.figures.tokens import COLOURS, SHOWN, token_boxes
-from explorer.lesson import complexity
-from explorer.run import tokens_view
-from models import family, registry, tasks
+from attention_explorer.explorer.figures.complexity import operations
+from attention_explorer.explorer.figures.tokens import COLOURS, SHOWN, token_boxes
+from attention_explorer.explorer.lesson import complexity
+from attention_explorer.explorer.run import tokens_view
+from attention_explorer.models import family, registry, tasks
 from tests.figdata import array
 from tests.hostile import NAMED
 

@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 import pytest
 
-from explorer.run import memo
+from attention_explorer.explorer.run import memo
 
 
 def array(kb: int) -> np.ndarray:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.run import forward, output, trace
-from models import registry, tasks, train
+from attention_explorer.explorer.run import forward, output, trace
+from attention_explorer.models import registry, tasks, train
 from tests import tolerance
 
 TEXT = "the small red cat sees a big dog"

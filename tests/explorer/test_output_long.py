@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.run import forward, output, trace
-from models import greedy, registry
+from attention_explorer.explorer.run import forward, output, trace
+from attention_explorer.models import greedy, registry
 from tests import tolerance
 
 SHORT = "the cat sat on the mat because it was tired"

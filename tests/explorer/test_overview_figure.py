@@ -9,11 +9,11 @@ import itertools
 
 import pytest
 
-from explorer import lesson
-from explorer.figures.clicks import CLICKS
-from explorer.figures.overview import BADGES, clicked_step, figure_one, open_clicked
-from models import family
-from models.config import PAPER_BASE
+from attention_explorer.explorer import lesson
+from attention_explorer.explorer.figures.clicks import CLICKS
+from attention_explorer.explorer.figures.overview import BADGES, clicked_step, figure_one, open_clicked
+from attention_explorer.models import family
+from attention_explorer.models.config import PAPER_BASE
 
 ENCODER_ONLY = dataclasses.replace(PAPER_BASE, n_decoder_layers=0, positional="learned", embedding_norm=True)
 # GPT-2's shape: no encoder, pre-LN, learned positions, no embedding scale

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.experiments import training
-from explorer.figures.decoding import top_k_bars
-from explorer.figures.output import loss_bars
-from explorer.lesson import wording
-from explorer.run import output
-from models import tasks, train
+from attention_explorer.explorer.experiments import training
+from attention_explorer.explorer.figures.decoding import top_k_bars
+from attention_explorer.explorer.figures.output import loss_bars
+from attention_explorer.explorer.lesson import wording
+from attention_explorer.explorer.run import output
+from attention_explorer.models import tasks, train
 
 
 def test_output_matrix_is_read_off_the_model(paper_random, translate):

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.experiments import corruptions, patching
-from explorer.experiments.patching import Patch, PatchingError
-from models import ablation
-from models.ablation import Ablation
-from models.transformer import padding_mask
+from attention_explorer.explorer.experiments import corruptions, patching
+from attention_explorer.explorer.experiments.patching import Patch, PatchingError
+from attention_explorer.models import ablation
+from attention_explorer.models.ablation import Ablation
+from attention_explorer.models.transformer import padding_mask
 from tests import tolerance
 
 CLEAN = "alpha bravo seven kilo alpha bravo seven"  # the induction model writes kilo next

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from explorer.__main__ import main
-from explorer.experiments import patching
+from attention_explorer.explorer.__main__ import main
+from attention_explorer.explorer.experiments import patching
 
 CLEAN = "alpha bravo seven kilo alpha bravo seven"
 CORRUPT = "alpha bravo seven lima alpha bravo seven"
@@ -28,7 +28,7 @@ def test_the_patching_entry_is_the_experiments_own(capsys):
     document = json.loads(out)
     found = document["patching"]
     assert document["tokens"] and found["answer"] == "kilo" and found["changed"] == [4]
-    from models import registry
+    from attention_explorer.models import registry
 
     loaded = registry.load("induction")
     setup = patching.setup(loaded, CLEAN, CORRUPT, "kilo", "lima", loaded.max_tokens)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.lesson import starting
-from explorer.run import analysis, blocks, layers, reducers, rows, trace
-from explorer.run.blocks import block_means, factor
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import analysis, blocks, layers, reducers, rows, trace
+from attention_explorer.explorer.run.blocks import block_means, factor
 from tests.explorer.test_layers import folder
 
 TOKENS = ["[CLS]", "the", "cat", ",", "sat", "[SEP]", ".", "the", "cat", "sat"]
@@ -151,8 +151,8 @@ def test_what_a_run_reduces_equals_the_reference_of_the_layers_read_later(transl
 @pytest.mark.slow
 def test_smollm2_reduces_its_statistics_and_rollout_overview_at_600_tokens(smollm2):
     """A real causal model past the length drawn whole (zoom.FULL), as the app reduces it (reduced.for_model)."""
+    from attention_explorer.explorer.figures import zoom
     from bench.inputs import text_of
-    from explorer.figures import zoom
 
     found = reducers.Analysis(zoom.OVERVIEW_CELLS, longer_than=zoom.FULL)
     result = trace.run(

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.app import cached
-from explorer.run import reference_view, trace
-from models import registry
-from models.reference import run_reference
+from attention_explorer.explorer.app import cached
+from attention_explorer.explorer.run import reference_view, trace
+from attention_explorer.models import registry
+from attention_explorer.models.reference import run_reference
 
 TEXT = "the cat sat on the mat"
 
@@ -77,7 +77,7 @@ def test_the_streamed_comparison_equals_the_whole_arrays(folder, request, monkey
 def test_a_long_texts_layers_are_compared_as_recomputed(tiny, gpt2_folder, monkeypatch):
     """A run that keeps only the residual stream (a long text) is compared a layer at a time, with no WholeArrayError
     however small the bound on asking for every layer at once."""
-    from explorer.run import layers  # noqa: PLC0415
+    from attention_explorer.explorer.run import layers  # noqa: PLC0415
 
     kept = np.asarray(trace.run(tiny, TEXT, 64, keep_all=True).decoder_self.weights)  # every layer, as a short text
     monkeypatch.setattr(layers, "WHOLE_BYTES", 0)

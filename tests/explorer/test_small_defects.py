@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
-from explorer.figures import positional
-from explorer.figures.decoding import top_k_bars
-from explorer.run import positions
-from models.positional import sinusoidal_table
+from attention_explorer.explorer.figures import positional
+from attention_explorer.explorer.figures.decoding import top_k_bars
+from attention_explorer.explorer.run import positions
+from attention_explorer.models.positional import sinusoidal_table
 from tests.figdata import array
 
 SAMPLES = positions.SAMPLES_PER_POSITION

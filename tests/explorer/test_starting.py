@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.app import drill, state
-from explorer.figures.clicks import CLICKS
-from explorer.figures.heatmap import CLICK_CELLS, HOVER, head_heatmap
-from explorer.figures.model_view import layer_heads, model_view
-from explorer.figures.statistics import statistic_grid
-from explorer.lesson import starting
-from explorer.run import compare, trace
+from attention_explorer.explorer.app import drill, state
+from attention_explorer.explorer.figures.clicks import CLICKS
+from attention_explorer.explorer.figures.heatmap import CLICK_CELLS, HOVER, head_heatmap
+from attention_explorer.explorer.figures.model_view import layer_heads, model_view
+from attention_explorer.explorer.figures.statistics import statistic_grid
+from attention_explorer.explorer.lesson import starting
+from attention_explorer.explorer.run import compare, trace
 
 TOKENS = ["[CLS]", "the", "dog", "barked", "because", "it", ".", "[SEP]"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.app import state
-from models import registry
+from attention_explorer.explorer.app import state
+from attention_explorer.models import registry
 
 MODELS = {key: registry.MODELS[key] for key in ("minilm", "reverse")}
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.run import trace
-from models.tokenize import TokenizeError
+from attention_explorer.explorer.run import trace
+from attention_explorer.models.tokenize import TokenizeError
 from tests import tolerance
 
 
@@ -78,8 +78,8 @@ def test_encoder_only_model_has_no_decoder_kinds(minilm):
 @pytest.mark.parametrize(("key", "tokens"), [("paper-random", 40), ("translate", 32), ("reverse", 32)])
 def test_the_cached_greedy_trace_equals_the_step_by_step_loop(key, tokens):
     """trace.run decodes with models.greedy: the tokens, and so every weight drawn, are the loop's own."""
+    from attention_explorer.models import registry
     from bench.inputs import text_of
-    from models import registry
 
     loaded = registry.load(key)
     text = text_of(loaded, tokens)
@@ -103,7 +103,7 @@ def test_the_cached_greedy_trace_equals_the_step_by_step_loop(key, tokens):
 
 
 def test_an_encoder_only_trace_holds_the_full_traces_encoder_and_no_decoder():
-    from models import registry
+    from attention_explorer.models import registry
 
     loaded = registry.load("translate")
     text = "the small red cat sees a big dog"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.experiments.training import Run
-from models import tasks
+from attention_explorer.explorer.experiments.training import Run
+from attention_explorer.models import tasks
 
 
 class Clock:

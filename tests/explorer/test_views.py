@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.figures import positional
-from explorer.figures.head_view import WINDOW, head_view, window_start
-from explorer.figures.model_view import grid, model_view, pool
-from models.positional import sinusoidal_table
+from attention_explorer.explorer.figures import positional
+from attention_explorer.explorer.figures.head_view import WINDOW, head_view, window_start
+from attention_explorer.explorer.figures.model_view import grid, model_view, pool
+from attention_explorer.models.positional import sinusoidal_table
 from tests.figdata import array
 
 
@@ -64,7 +64,7 @@ def test_positional_figures_carry_the_table():
 
 
 def test_head_view_at_512_tokens_is_one_window_with_stubs_for_the_rest():
-    from explorer.figures.head_view import WINDOW
+    from attention_explorer.explorer.figures.head_view import WINDOW
 
     n = 512
     w = np.zeros((2, n, n), dtype=np.float32)
@@ -96,7 +96,7 @@ def test_head_view_window_shows_a_query_and_its_key_together_where_they_fit():
 def test_the_lessons_grid_draws_thumbnails_a_class_can_read():
     """Step 8: each thumbnail as wide as the plot allows (at most 160 px), never the 70 px rows a 340 px grid gave
     MiniLM's 6 layers; a stack too deep for the screen draws a window of layers that holds the chosen one."""
-    from explorer.figures.model_view import GRID_PX, layer_window, thumbnail_px
+    from attention_explorer.explorer.figures.model_view import GRID_PX, layer_window, thumbnail_px
 
     assert thumbnail_px(4) == 160  # the toy models' 4 heads: as large as a thumbnail gets
     assert thumbnail_px(12) == 83 and thumbnail_px(12, present=True) == 116  # MiniLM: the sidebar open / folded

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.figures.walkthrough import MINUS_INFINITY, masked_scores
-from explorer.lesson import wording
-from explorer.run import trace, walkthrough
-from models.config import TransformerConfig
+from attention_explorer.explorer.figures.walkthrough import MINUS_INFINITY, masked_scores
+from attention_explorer.explorer.lesson import wording
+from attention_explorer.explorer.run import trace, walkthrough
+from attention_explorer.models.config import TransformerConfig
 from tests import tolerance
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.figures.walkthrough import MAX_LABELS, per_key_bars, thinned, vector_strip
-from explorer.run import trace, walkthrough
+from attention_explorer.explorer.figures.walkthrough import MAX_LABELS, per_key_bars, thinned, vector_strip
+from attention_explorer.explorer.run import trace, walkthrough
 from tests.figdata import array
 
 TEXT = "The animal did not cross the street because it was too tired to walk any further that day. "
@@ -89,7 +89,7 @@ def test_masked_keys_are_shaded_where_they_are_drawn():
 
 
 def test_decoding_bars_at_a_long_output_fit_a_column(paper_random):
-    from explorer.run import decoding
+    from attention_explorer.explorer.run import decoding
 
     result = trace.run(paper_random, "the cat sat on the mat " * 20, 128)
     total = decoding.n_positions(result)
@@ -108,8 +108,8 @@ def test_decoding_bars_at_a_long_output_fit_a_column(paper_random):
 def test_thin_strips_label_their_colour_bar_with_labels_that_do_not_overlap(n_rows):
     """Steps 2, 4 and 6 draw vectors one to a few rows tall: the colour bar names its two ends (and 0 where there is
     room), each label a presenter-mode line apart, never Plotly's own ticks every 0.5 squeezed into 50 px."""
-    from explorer.figures.forward import named_strips
-    from explorer.figures.labels import COLORBAR_LABEL_PX, X_AXIS_PX
+    from attention_explorer.explorer.figures.forward import named_strips
+    from attention_explorer.explorer.figures.labels import COLORBAR_LABEL_PX, X_AXIS_PX
 
     rows = np.random.default_rng(n_rows).normal(size=(n_rows, 24)).astype(np.float32)
     rows[0, 3] = -9.0  # the largest magnitude: the strip's scale runs -9 .. 9

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.app import drill
-from explorer.figures import zoom
-from explorer.figures.clicks import CLICKS
-from explorer.figures.heatmap import head_heatmap
-from explorer.run import blocks
+from attention_explorer.explorer.app import drill
+from attention_explorer.explorer.figures import zoom
+from attention_explorer.explorer.figures.clicks import CLICKS
+from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.run import blocks
 from tests.figdata import array
 
 

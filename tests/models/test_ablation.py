@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from models import ablation, greedy, registry
-from models.ablation import AblationError, Head
+from attention_explorer.models import ablation, greedy, registry
+from attention_explorer.models.ablation import AblationError, Head
 from tests import tolerance
 
 TRANSLATE = "the small red cat sees a big dog"

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.attention import MultiHeadAttention, raw_scores_dropped, scaled_dot_product_attention
-from models.transformer import causal_mask
+from attention_explorer.models.attention import MultiHeadAttention, raw_scores_dropped, scaled_dot_product_attention
+from attention_explorer.models.transformer import causal_mask
 
 
 @pytest.fixture

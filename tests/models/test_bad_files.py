@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from models import registry, train
-from models.pretrained import ModelFolderError, load_bert_folder
+from attention_explorer.models import registry, train
+from attention_explorer.models.pretrained import ModelFolderError, load_bert_folder
 from tests.badfiles import bert_folder, checkpoint_folder
 
 

@@ -9,10 +9,10 @@ import torch
 from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertModel
 
-from models import convert_bert
-from models.pretrained import ModelFolderError, load_bert_folder
-from models.reference import run_reference
-from models.transformer import Transformer
+from attention_explorer.models import convert_bert
+from attention_explorer.models.pretrained import ModelFolderError, load_bert_folder
+from attention_explorer.models.reference import run_reference
+from attention_explorer.models.transformer import Transformer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "##s", "a", "."]
 

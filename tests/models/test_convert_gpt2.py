@@ -8,12 +8,12 @@ import json
 import pytest
 import torch
 
-from models import registry
-from models.convert_bert import ConversionError
-from models.greedy import Sampling, continue_text
-from models.pretrained import ModelFolderError, load_folder
-from models.reference import load_reference
-from models.tokenize import ByteLevelTokenizer
+from attention_explorer.models import registry
+from attention_explorer.models.convert_bert import ConversionError
+from attention_explorer.models.greedy import Sampling, continue_text
+from attention_explorer.models.pretrained import ModelFolderError, load_folder
+from attention_explorer.models.reference import load_reference
+from attention_explorer.models.tokenize import ByteLevelTokenizer
 from tests.gpt2_folder import END, make_gpt2_folder, train_tokenizer
 from tests.parity import assert_parity
 

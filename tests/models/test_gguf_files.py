@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from models import gguf, registry
-from models.pretrained import ModelFolderError, load_folder, load_path
-from models.reference import load_reference
+from attention_explorer.models import gguf, registry
+from attention_explorer.models.pretrained import ModelFolderError, load_folder, load_path
+from attention_explorer.models.reference import load_reference
 from tests.gguf_file import write_gguf
 from tests.gpt2_folder import CORPUS
 from tests.llama_folder import make_llama_folder

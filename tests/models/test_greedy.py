@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from models import greedy
-from models.config import TOY
-from models.transformer import Transformer
+from attention_explorer.models import greedy
+from attention_explorer.models.config import TOY
+from attention_explorer.models.transformer import Transformer
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
@@ -46,7 +46,7 @@ def test_a_grown_cache_is_torch_cat_written_into_room_it_keeps():
     """Each step's keys are the rows so far and the newest, as torch.cat gives them; after the first step the new
     row is written into the buffer's room (no copy of the rows so far), and the first step's tensor is never
     written into (a cache from elsewhere may be shared)."""
-    from models.greedy import ROOM, _grown
+    from attention_explorer.models.greedy import ROOM, _grown
 
     first = torch.randn(1, 3, 5, 4)
     kept, before = first, first.clone()

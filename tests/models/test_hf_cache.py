@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from models import registry
-from models.pretrained import minilm_folder
+from attention_explorer.models import registry
+from attention_explorer.models.pretrained import minilm_folder
 from tests.gpt2_folder import make_gpt2_folder
 
 BUILT_IN = [spec.key for spec in registry.BUILT_IN]

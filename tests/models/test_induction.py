@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from models import induction, tasks, train
+from attention_explorer.models import induction, tasks, train
 
 
 def _pattern(keys: list[int | None]) -> np.ndarray:

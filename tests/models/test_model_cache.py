@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from models import cache
-from models.pretrained import load_path
+from attention_explorer.models import cache
+from attention_explorer.models.pretrained import load_path
 from tests.gguf_file import write_gguf
 from tests.llama_folder import make_llama_folder
 

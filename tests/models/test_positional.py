@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from models.positional import SinusoidalPositionalEncoding, sinusoidal_table
+from attention_explorer.models.positional import SinusoidalPositionalEncoding, sinusoidal_table
 
 
 @pytest.mark.parametrize("d_model", [16, 512, 7])

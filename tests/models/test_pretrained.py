@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from models.pretrained import minilm_folder, read_config
-from models.reference import load_reference
-from models.registry import ENGLISH_EXAMPLES
+from attention_explorer.models.pretrained import minilm_folder, read_config
+from attention_explorer.models.reference import load_reference
+from attention_explorer.models.registry import ENGLISH_EXAMPLES
 from tests.models.test_convert_bert import assert_parity
 
 SENTENCES = [*ENGLISH_EXAMPLES, "Attention is all you need, said the paper (Vaswani et al., 2017)."]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from models import registry, tasks
-from models.config import TOY
-from models.tokenize import WordPieceTokenizer
+from attention_explorer.models import registry, tasks
+from attention_explorer.models.config import TOY
+from attention_explorer.models.tokenize import WordPieceTokenizer
 
 
 def test_the_catalogue_is_the_built_in_models_then_the_environments_folders():

@@ -12,9 +12,15 @@ import torch
 from safetensors import safe_open
 from transformers import BertConfig, BertModel
 
-from models import registry
-from models.pretrained import ModelFolderError, load_bert_folder, load_folder, load_path, read_checkpoint
-from models.reference import load_reference
+from attention_explorer.models import registry
+from attention_explorer.models.pretrained import (
+    ModelFolderError,
+    load_bert_folder,
+    load_folder,
+    load_path,
+    read_checkpoint,
+)
+from attention_explorer.models.reference import load_reference
 from tests.gpt2_folder import CORPUS, make_gpt2_folder
 from tests.llama_folder import make_llama_folder
 from tests.models.test_convert_bert import VOCAB

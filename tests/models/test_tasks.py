@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from models import lexicon, tasks
+from attention_explorer.models import lexicon, tasks
 
 
 def _translations() -> set[tuple[str, str]]:
@@ -229,7 +229,7 @@ def test_no_vocabulary_word_reads_as_a_statistics_or_ml_term(name):
 
 
 def test_the_shipped_checkpoints_keep_the_tasks_vocabularies_and_ids():
-    from models import train
+    from attention_explorer.models import train
 
     for name in tasks.TASKS:
         _, task, record = train.load(name)  # raises when the stored vocabulary differs from the task's

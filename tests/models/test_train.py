@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 import pytest
 import torch
 
-from models import tasks, train
+from attention_explorer.models import tasks, train
 
 TINY = train.Recipe(d_model=32, n_heads=2, d_ff=64, n_layers=1, steps=40, batch_size=16, warmup=20, dropout=0.0)
 

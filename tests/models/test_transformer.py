@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.config import PAPER_BASE, TOY, TransformerConfig
-from models.transformer import Transformer
+from attention_explorer.models.config import PAPER_BASE, TOY, TransformerConfig
+from attention_explorer.models.transformer import Transformer
 
 
 def toy_model(**overrides) -> Transformer:
