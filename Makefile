@@ -9,8 +9,9 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: run test install install-dev chromium lint bench clean
 
+# the console command's own serve (attention_explorer.cli), from this clone: the same app `attention-explorer` serves
 run: $(VENV)/.runtime
-	$(PY) -m streamlit run app.py --server.address localhost --server.port 8501
+	$(PY) -m attention_explorer serve --host localhost --port 8501
 
 test: $(VENV)/.dev chromium
 	$(PY) -m ruff check .

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -101,25 +101,35 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def app_server(timeout: float = 300, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """Start the app, wait for /_stcore/health, yield its URL, and stop it afterwards. `env` adds variables."""
+def app_server(
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+    command: Callable[[int], list[str]] | None = None,
+    cwd: Path = ROOT,
+) -> Iterator[Served]:
+    """Start the app, wait for /_stcore/health, yield its URL, and stop it afterwards. `env` adds variables;
+    `command(port)` replaces the clone's `streamlit run app.py` (an installed `attention-explorer serve`)."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app.py",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-    ]
+    cmd = (
+        command(port)
+        if command is not None
+        else [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+        ]
+    )
     log = tempfile.TemporaryFile()  # noqa: SIM115 -- a file, not a pipe: a full pipe nobody reads stalls the server
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout

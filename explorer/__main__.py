@@ -26,12 +26,12 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m explorer", description="Export a model's attention on a text.")
+def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description="Export a model's attention on a text.")
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     export = commands.add_parser("export", help="attention weights of every layer and head, as JSON, CSV or .npz")
     export.add_argument("--list-models", action="store_true", help="print the model keys, one per line")
-    export.add_argument("--model", help="model key (see --list-models)")
+    export.add_argument("--model", help="model key (see --list-models), or a model folder or .gguf file")
     source = export.add_mutually_exclusive_group()
     source.add_argument("--text", help="the sentence to run")
     source.add_argument("--example", action="store_true", help="use the model's own example sentence")
@@ -86,8 +86,8 @@ def export(args: argparse.Namespace) -> None:
         return
     if not args.model:
         raise CliError("--model is required (see --list-models)")
-    if args.model not in registry.MODELS:
-        raise CliError(f"unknown model {args.model!r}; choose from {', '.join(registry.MODELS)}")
+    if args.model not in registry.MODELS and not Path(args.model).expanduser().exists():
+        raise CliError(f"unknown model {args.model!r}; choose from {', '.join(registry.MODELS)}, or give a path")
     if args.text is None and not args.example:
         raise CliError("give --text TEXT or --example")
     if args.target is not None and args.format != "json":
@@ -103,7 +103,7 @@ def export(args: argparse.Namespace) -> None:
         raise CliError("--what applies to the npz export only")
     what = to_data.npz_what(args.what or "weights")
     out = _out_path(args.out, args.format)
-    loaded = registry.load(args.model)
+    loaded = registry.load(args.model) if args.model in registry.MODELS else registry.from_path(args.model)
     if args.target is not None and not loaded.is_encoder_decoder:
         why = " (a decoder-only model's target is its own text)" if loaded.is_decoder_only else ""
         raise CliError(f"--target needs an encoder-decoder model; {args.model!r} is {loaded.family.shape}{why}")
@@ -167,17 +167,18 @@ def _opened(out: Path | None) -> Iterator[TextIO]:
         yield stream
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m explorer") -> int:
     from attention_explorer.models.pretrained import ModelFolderError
+    from attention_explorer.models.registry import ModelLoadError
     from attention_explorer.models.tokenize import TokenizeError
 
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
         if args.command != "export":
             raise CliError("choose a command: export")
         export(args)
         return 0
-    except (CliError, TokenizeError, ModelFolderError, ValueError) as e:
+    except (CliError, TokenizeError, ModelFolderError, ModelLoadError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `| head` closed the pipe: not an error of ours
