@@ -1,5 +1,5 @@
-"""`python -m bench forward|startup|figures|browser|load|memory|patching [--json]`: benchmarks, never run as tests. A
-model key folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
+"""`python -m bench forward|startup|figures|browser|load|memory|patching|package [--json]`: benchmarks, never run as
+tests. A model key folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
 
 from __future__ import annotations
 
@@ -59,9 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     patching = commands.add_parser("patching", help="activation patching of every head of SmolLM2 at 20 tokens")
     patching.add_argument("--json", action="store_true")
     patching.add_argument("--repeats", type=int, default=3)
+    package = commands.add_parser("package", help="the console command's export, the import and the notebook API")
+    package.add_argument("--json", action="store_true")
+    package.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
 
-    if args.command == "patching":
+    if args.command == "package":
+        from bench import package as bench_package
+
+        found = bench_package.run(args.repeats)
+        print(json.dumps(found) if args.json else bench_package.table(found))
+    elif args.command == "patching":
         from bench import patching as bench_patching
 
         rows = bench_patching.run(args.repeats)
