@@ -28,6 +28,10 @@ if TYPE_CHECKING:  # torch and plotly are imported on first use: `import attenti
     from attention_explorer.models.registry import LoadedModel
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub, as the app and the command
+# torch's OpenMP threads sleep between parallel regions instead of spinning (as app.py sets it): the same numbers, and
+# on a machine busy with other work a 16-token SmolLM2 run takes 0.2 s instead of 2.5 s (python -m bench package);
+# it takes effect where torch is first imported after this
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __all__ = ["Run", "list_models", "run", "save", "show"]
 

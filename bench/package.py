@@ -27,6 +27,8 @@ def _wall(command: list[str]) -> float:
 def run(repeats: int = 5) -> dict:
     """Medians over interleaved repeats (the machine is noisy: each pair runs back to back)."""
     import attention_explorer as ae
+
+    ae.run  # noqa: B018 -- the API imported before torch, as a notebook's `ae.run(...)` imports it
     from attention_explorer.models import registry
 
     tokens = len(registry.load("minilm").tokenizer.encode(TEXT, 512).ids)
