@@ -73,6 +73,8 @@ def serve(argv: list[str]) -> int:
     flags = streamlit_flags(package_file(".streamlit/config.toml"))
     command = [sys.executable, "-m", "streamlit", "run", str(app), *flags]
     command += ["--server.address", args.host, "--server.port", str(args.port)]
+    if os.name == "posix":  # Streamlit takes this process's place: a signal to stop it reaches the server itself
+        os.execve(sys.executable, command, env)
     try:
         return subprocess.call(command, env=env)
     except KeyboardInterrupt:
