@@ -96,6 +96,7 @@ def test_largest_changes_in_float32_are_the_float64_ones_rounded(line_up):
     worst = compare.largest_changes(a, b, alignment, lambda *s: steps.append(s))
     exact, _ = compare.changed_most(compare.difference(a, b, alignment))  # float64, every layer at once
     np.testing.assert_array_equal(worst, exact.astype(np.float32))
+    # and that one rounding is at most 2^-24 of it, on any machine (IEEE): a margin near 1 is this exact rounding
     np.testing.assert_allclose(worst, exact, rtol=2**-24, atol=0)
     assert steps == [(1, 3), (2, 3), (3, 3)]
 

@@ -10,6 +10,8 @@ import pytest
 
 from attention_explorer.explorer.__main__ import main
 from attention_explorer.explorer.experiments import patching
+from tests import tolerance
+from tests.explorer.test_patching import _share_bound
 
 CLEAN = "alpha bravo seven kilo alpha bravo seven"
 CORRUPT = "alpha bravo seven lima alpha bravo seven"
@@ -35,10 +37,14 @@ def test_the_patching_entry_is_the_experiments_own(capsys):
     clean, corrupt = (patching.read(loaded, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
     assert (found["clean"], found["corrupted"]) == (clean.difference, corrupt.difference)
     heads = patching.measure(loaded, setup, clean, corrupt, patching.head_patches(loaded))
-    np.testing.assert_allclose(found["heads"], heads.reshape(2, 4), atol=1e-6)
+    # the export's own measure of the same patches, in the same batches: bit for bit (JSON keeps a float64 exactly)
+    np.testing.assert_array_equal(found["heads"], heads.reshape(2, 4))
     residual = np.array(found["residual"])
     assert residual.shape == (3, 8)  # the embedding, then each of the 2 layers' outputs; 8 positions (<bos> first)
-    assert residual[0, 4] == pytest.approx(1.0, abs=1e-5) and residual[-1, -1] == pytest.approx(1.0, abs=1e-6)
+    # a patch restoring all: 1 within a share's rounding (batched patched forwards, tests/explorer/test_patching.py)
+    bound = _share_bound(loaded, setup, clean, corrupt)
+    tolerance.assert_within(residual[0, 4], 1.0, bound, "the changed embedding restores all")
+    tolerance.assert_within(residual[-1, -1], 1.0, bound, "the last state restores all")
 
 
 @pytest.mark.parametrize(
@@ -63,7 +69,15 @@ def test_an_encoder_decoders_entry_has_every_attention_kind_and_an_encoder_needs
     found = json.loads(out)["patching"]
     assert set(found["heads"]) == {"encoder_self", "decoder_self", "cross"}
     assert found["decoder_input"] == ["<bos>", "le"] and len(found["residual"]) == 3  # 2 encoder layers + embedding
-    assert found["residual"][0][3] == pytest.approx(1.0, abs=1e-5)  # the changed source word's embedding
+    # the changed source word's embedding restores all: 1 within a share's rounding (tests/explorer/test_patching.py)
+    from attention_explorer.models import registry
+
+    translate = registry.load("translate")
+    text, corrupted = "the small red cat sees a big dog", "the small red dog sees a big dog"
+    setup = patching.setup(translate, text, corrupted, "chat", "chien", translate.max_tokens)
+    clean, corrupt = (patching.read(translate, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
+    bound = _share_bound(translate, setup, clean, corrupt)
+    tolerance.assert_within(found["residual"][0][3], 1.0, bound, "the changed source word's embedding restores all")
     argv = ("--corrupt", "a dog", "--answer", "cat", "--wrong", "dog")
     code, _, err = run_cli(capsys, "--model", "minilm", "--text", "a cat", *argv)
     assert code == 2 and "no output layer" in err

@@ -8,6 +8,7 @@ from attention_explorer.explorer.figures import positional
 from attention_explorer.explorer.figures.head_view import WINDOW, head_view, window_start
 from attention_explorer.explorer.figures.model_view import grid, model_view, pool
 from attention_explorer.models.positional import sinusoidal_table
+from tests import tolerance
 from tests.figdata import array
 
 
@@ -22,7 +23,8 @@ def test_grid_places_each_head_scaled_to_its_max():
     w = rng.dirichlet(np.ones(5), size=(2, 3, 5)).astype(np.float32)  # (L=2, H=3, 5, 5)
     image = grid(w, size=32)
     assert image.shape == (2 * 6 - 1, 3 * 6 - 1)
-    np.testing.assert_allclose(image[6:11, 12:17], w[1, 2] / w[1, 2].max(), rtol=1e-6)
+    # a 5 x 5 map is its own thumbnail: the same float32 division by its maximum, bit for bit
+    np.testing.assert_array_equal(image[6:11, 12:17], w[1, 2] / w[1, 2].max())
     assert np.isnan(image[5]).all() and np.isnan(image[:, 5]).all()
 
 
@@ -57,8 +59,14 @@ def test_positional_figures_carry_the_table():
     fig = positional.curves(table, [0, 3])
     np.testing.assert_array_equal(array(fig.data[1].y), table[:, 3])
     sim = positional.similarity(table)
-    np.testing.assert_allclose(np.diag(sim), 1, atol=1e-6)
-    np.testing.assert_allclose(sim, sim.T, atol=1e-6)
+    d = table.shape[-1]
+    # float32: each norm's d squares and its square root, the division, then the product's d terms: the unit rows'
+    # squared length within (d + 1) eps twice over, plus d eps for the product's own sum, of 1
+    bound = tolerance.reordered(2 * d + 2, 1.0)
+    tolerance.assert_within(np.diag(sim), np.ones(len(sim)), bound, "a position's cosine with itself")
+    # (i, j) and (j, i): the same d-term dot product, perhaps summed in another order by the matrix product's blocking
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    tolerance.assert_within(sim, sim.T, tolerance.product_bound(unit, unit.T), "symmetric")
     heat = positional.table_heatmap(table, "t")
     np.testing.assert_array_equal(array(heat.data[0].z), table)
 
