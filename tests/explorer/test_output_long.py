@@ -58,14 +58,18 @@ def test_scoring_the_text_from_its_trace_is_the_forwards_loss(request, case):
     vocabulary = loaded.target_vocabulary
     assert scored.predicted == tuple(vocabulary.id_to_token(int(i)) for i in logits[:-1].argmax(-1))
     assert scored.targets == run.source_tokens[1:] and scored.vocab_size == logits.shape[-1]
-    # one row's logits, as the page draws them: the forward's own numbers, bit for bit
+    # one row's logits, as the page draws them: the forward's own numbers, to the rounding of a forward in other
+    # products (one row read from the kept states against the whole text's; bit for bit where the BLAS adds both
+    # shapes in one order)
     for row in sorted({0, len(ids) // 2, len(ids) - 2}):
-        np.testing.assert_array_equal(scored.logits(loaded, row), logits[row].numpy())
+        tolerance.assert_within(scored.logits(loaded, row), logits[row].numpy(), dz, f"row {row}'s logits")
     # and scoring by a forward (what an ablation runs) gives the same numbers as the trace
     by_forward = output.score(loaded, ids, ids)
     for field in ("nll", "per_token"):
-        np.testing.assert_array_equal(getattr(by_forward, field), getattr(scored, field))
-    assert by_forward.predicted == scored.predicted
+        tolerance.assert_within(getattr(by_forward, field), getattr(scored, field), bound, f"{field} by a forward")
+    two = logits[:-1].topk(2).values.numpy()
+    clear = np.flatnonzero(two[:, 0] - two[:, 1] > 2 * dz)  # a nearer pair may swap on another machine's kernels
+    assert len(clear) >= len(two) // 2 and all(by_forward.predicted[r] == scored.predicted[r] for r in clear)
 
 
 def test_a_scored_record_keeps_no_vocabulary_sized_array(smollm2, long_run):
