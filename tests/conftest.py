@@ -12,6 +12,20 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the whole run, shared by tests/e2e and tests/package: Playwright's sync API runs one
+    at a time in a process."""
+    from pathlib import Path
+
+    from bench import harness
+
+    if not Path(harness.CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it when run as root)")
+    with harness.chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
 def minilm():
     from attention_explorer.models import registry
 

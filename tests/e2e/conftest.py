@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from attention_explorer.explorer import lesson
@@ -25,14 +23,6 @@ TOKEN_MAPS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(
 def server():
     with harness.app_server() as url:
         yield url
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not Path(harness.CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (make test installs it when run as root)")
-    with harness.chromium() as b:
-        yield b
 
 
 @pytest.fixture

