@@ -40,7 +40,6 @@ SHOW_VIEWS = ("model_view", "head_view", "heatmap")
 # the Q/K/V page's charts, in its order: figure("qkv", step=...) draws one of them
 QKV_STEPS = ("q", "k", "v", "scores", "scaled", "masked", "weights", "weighted", "z", "concat", "output")
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
-PROBABILITY_SLACK = 1e-3  # a row of attention weights sums to 1 within this (float16 models' rows included)
 
 
 def _keys() -> str:
@@ -228,6 +227,28 @@ def _drawn(figure, title: str, view: tuple[str, ...], model_title: str, text: st
     return downloads.as_drawn(styled(figure), about)
 
 
+def _epsilon(attentions: Any) -> float:
+    """The machine epsilon of the coarsest float type among the given weights (bfloat16's 2**-7 where a model ran in
+    it): how far its softmax rows may stray from summing to 1 (_rows_sum_bound)."""
+    import torch
+
+    parts = attentions if isinstance(attentions, list | tuple) else [attentions]
+    found = [torch.finfo(a.dtype).eps if isinstance(a, torch.Tensor) and a.is_floating_point() else None for a in parts]
+    found += [
+        float(np.finfo(np.asarray(a).dtype).eps)
+        for a in parts
+        if not isinstance(a, torch.Tensor) and np.issubdtype(np.asarray(a).dtype, np.floating)
+    ]
+    return max([e for e in found if e is not None] or [float(np.finfo(np.float32).eps)])
+
+
+def _rows_sum_bound(n_keys: int, epsilon: float) -> float:
+    """A softmax row over n_keys keys, computed in a type of this epsilon, sums to 1 within (2n + 3) eps: the
+    normaliser's sum and the check's own sum over n terms of total 1, and a rounding each for exp, the division and
+    the cast (Higham 2002, section 3.1)."""
+    return (2 * n_keys + 3) * epsilon
+
+
 def _stacked(attentions: Any) -> np.ndarray:
     """(L, H, T, T) float32 from transformers' outputs.attentions (a tuple of (B, H, T, T) tensors: batch row 0), a
     numpy (L, H, T, T) array or (H, T, T) for one layer, or a list of (H, T, T) arrays."""
@@ -276,11 +297,11 @@ def show(attentions: Any, tokens: list[str], view: str = "model_view", **focus: 
     tokens = [str(t) for t in tokens]
     if len(tokens) != length:
         raise ValueError(f"{len(tokens)} tokens for attention over {length} positions: give one token per position")
-    if not np.isfinite(weights).all() or (weights < -PROBABILITY_SLACK).any():
+    if not np.isfinite(weights).all() or (weights < 0).any():  # a softmax is never negative, in any type
         raise ValueError("attention weights must be probabilities: finite, not negative (give softmax weights)")
-    sums = weights.sum(-1)
+    sums = weights.astype(np.float64).sum(-1)
     worst = float(np.abs(sums - 1).max())
-    if worst > PROBABILITY_SLACK:
+    if worst > _rows_sum_bound(length, _epsilon(attentions)):
         raise ValueError(f"every row of attention weights must sum to 1 (softmax over keys); one sums to {1 + worst:g}")
     layer, head = int(focus.pop("layer", 0)), focus.pop("head", None)
     if not 0 <= layer < n_layers or (head is not None and not 0 <= int(head) < n_heads):

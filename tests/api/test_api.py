@@ -240,6 +240,20 @@ def test_show_refuses_what_is_not_attention(minilm_run, change, message):
         ae.show(weights, tokens)
 
 
+def test_show_checks_rows_to_the_precision_the_weights_were_computed_in():
+    """A bfloat16 model's softmax rows stray from 1 by up to (2T + 3) eps_bf16 and are taken; float32 rows off by a
+    thousandth, far past float32's (2T + 3) eps, are refused."""
+    import torch
+
+    scores = torch.randn(2, 3, 40, 40, generator=torch.Generator().manual_seed(0)) * 4
+    coarse = scores.to(torch.bfloat16).softmax(-1)  # rows sum to 1 within bfloat16's rounding only
+    assert (coarse.float().sum(-1) - 1).abs().max() > 1e-3
+    ae.show(tuple(coarse[None, i] for i in range(2)), [f"t{i}" for i in range(40)], view="heatmap")
+    off = scores.softmax(-1).numpy() * np.float32(1.001)
+    with pytest.raises(ValueError, match="must sum to 1"):
+        ae.show(off, [f"t{i}" for i in range(40)])
+
+
 def test_list_models_is_the_catalogue():
     found = ae.list_models()
     assert [key for key, _, _ in found] == list(registry.MODELS)
