@@ -136,8 +136,9 @@ def before_after(
 
 
 LENS_TEXT = 24  # positions up to which each cell names its token
-# the cells' text must fit its cell: the map's cells span at least this many pixels on a wide page (a 1,280 px screen
-# with the sidebar open, less the reads' names on the left and the colour bar), about CHAR_PX a character at 12 px
+# the cells' text must fit its cell: the map's cells span at least this many pixels on a screen 1,440 px wide with the
+# sidebar open (about 700 px, less the reads' names on the left and the colour bar; 860 px at 1,600), about CHAR_PX a
+# character at 12 px
 CELLS_PX = 640
 CHAR_PX = 7
 
