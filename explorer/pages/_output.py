@@ -220,7 +220,7 @@ def one_position(s: Scored, number: int = 2) -> None:
         f"logit of {vocabulary.id_to_token(right)!r}: {logits[right]:.4f}   (highest: {logits.max():.4f}); "
         f"p = {p[right]:.5f}; -log p = {-np.log(max(p[right], 1e-300)):.4f}"
     )
-    st.caption(model_words.minus_log_p(s.right))
+    st.caption(model_words.minus_log_p("greedy" if own else s.right))  # the text's end: its own top token
 
 
 def sampling(s: Scored, number: int = 3) -> None:
