@@ -150,6 +150,7 @@ def qkv(run: Run, layer: int = 0, head: int = 0, query: int = 0, kind: str | Non
 def logit_lens(run: Run, position: int | None = None):
     from attention_explorer.explorer.experiments import lens
     from attention_explorer.explorer.figures import experiments as figures
+    from attention_explorer.explorer.lesson.model_words import TEXT_END
 
     if run.next_tokens is None:
         raise ValueError(f"{run.loaded.title} has no output layer: the logit lens needs one")
@@ -162,6 +163,8 @@ def logit_lens(run: Run, position: int | None = None):
         [[r[0] for r in read] for read in found.top_tokens],
         found.top_probabilities[..., 0],
         found.rows.start,
+        rows - 1 if run.loaded.is_decoder_only else None,  # the text's last row: nothing in the text follows it
+        TEXT_END,
     )
     return figure, "Logit lens", ()
 

@@ -26,6 +26,7 @@ from attention_explorer.explorer.run import (
     reference_view,
     rows,
     trace,
+    walkthrough,
 )
 from attention_explorer.explorer.run.layers import LayerArray
 from attention_explorer.models import reference, registry
@@ -270,6 +271,53 @@ def get_query_rows(model_name: str, text: str, max_tokens: int, kind: str, query
         _key("query_rows", model_name, text, max_tokens, kind, query),
         lambda: _compute("Reading that query's row of every layer...", lambda: rows.query_rows(attention, query)),
     )
+
+
+# One query's rows of a layer, every head (walkthrough.QueryRows), on a shelf of their own: 17 MB for SmolLM2 at 2,421
+# tokens, which in the store would push out the text's own run (a full run again); a few kept, so that going back to
+# a layer just seen waits for nothing.
+WALKTHROUGH_BYTES = 64 * 2**20
+
+
+@st.cache_resource(show_spinner=False)
+def _walkthroughs() -> memo.BoundedCache:
+    return memo.BoundedCache(WALKTHROUGH_BYTES)
+
+
+def layer_wait(model_name: str, text: str, max_tokens: int, kind: str, layer: int) -> float:
+    """About how long reading one layer of one attention kind takes: 0 when the run kept it (a short text) or it was
+    recomputed a moment ago, else one layer run again over the whole text (a long text keeps no layer)."""
+    attention = get_trace_for(model_name, text, max_tokens, kind).attention(kind)
+    if attention.ready(layer):
+        return 0.0
+    queries, keys = attention.mask.shape
+    loaded = model(model_name)
+    return cost.layer_seconds(
+        loaded.model.config, queries, keys, cross=loaded.is_encoder_decoder and kind != "encoder_self"
+    )
+
+
+def get_query_walkthrough(
+    model_name: str, text: str, max_tokens: int, kind: str, layer: int, query: int
+) -> walkthrough.QueryRows:
+    """What query `query` reads in layer `layer`, every head (walkthrough.query_rows: the layer read once), kept
+    across reruns: another head of the same layer and query costs nothing, a new layer recomputes that layer only.
+    Where a long text's layer must be run again, a spinner says so, with about how long it takes."""
+    result = get_trace_for(model_name, text, max_tokens, kind)
+    key = _key("query_walkthrough", model_name, text, max_tokens, kind, layer, query)
+    seconds = layer_wait(model_name, text, max_tokens, kind, layer)
+
+    def work() -> walkthrough.QueryRows:
+        if not seconds:
+            return walkthrough.query_rows(result, kind, layer, query)
+        keys = result.attention(kind).mask.shape[1]
+        message = (
+            f"Running layer {layer + 1} again over the {keys:,} tokens for this head's numbers, {cost.about(seconds)} "
+            "(a text this long keeps no layer's attention: each is recomputed when it is shown)..."
+        )
+        return _compute(message, lambda: walkthrough.query_rows(result, kind, layer, query))
+
+    return _walkthroughs().get(key, work)
 
 
 def get_random_repeat(model_name: str):

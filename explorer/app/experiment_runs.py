@@ -42,6 +42,19 @@ def get_answer(model_name: str, text: str, max_tokens: int) -> ablate.Answer:
     )
 
 
+def get_read_answer(model_name: str, text: str, max_tokens: int) -> ablate.Answer:
+    """What the read-outs (the logit lens, the attribution) read: the experiments' answer and, for a decoder-only
+    model, the text's last row too, whose target is the model's own top next token (ablate.with_text_end)."""
+    loaded = cached.model(model_name)
+    answer = get_answer(model_name, text, max_tokens)
+    if not loaded.is_decoder_only or answer.targets is None:
+        return answer
+    return cached.store().get(
+        cached._key("read_answer", model_name, text, max_tokens),
+        lambda: ablate.with_text_end(loaded, answer, cached.get_trace(model_name, text, max_tokens)),
+    )
+
+
 EFFECTS = "Turning off every head, one batch row each..."
 
 
@@ -140,10 +153,11 @@ def get_outcome(model_name: str, text: str, max_tokens: int, heads: tuple, metho
 
 
 def get_lens(model_name: str, text: str, max_tokens: int, position: int) -> lens.Lens:
-    """Every sub-layer's state read through the output layer, at the decoder rows a page looking at `position` reads
-    (lens.window: every row of a short text); a decoder-only model's from its trace, without a forward."""
+    """Every sub-layer's state read through the output layer, at the decoder rows of get_read_answer a page looking at
+    `position` reads (lens.window: every row of a short text); a decoder-only model's from its trace, without a
+    forward, its last row included."""
     loaded = cached.model(model_name)
-    answer = get_answer(model_name, text, max_tokens)
+    answer = get_read_answer(model_name, text, max_tokens)
     rows = lens.window(loaded, len(answer.decoder_input), position) if answer.decoder_input else None
     run = cached.get_trace(model_name, text, max_tokens) if loaded.is_decoder_only else None
     return cached.store().get(
@@ -157,9 +171,10 @@ def get_lens(model_name: str, text: str, max_tokens: int, position: int) -> lens
 def get_attribution(
     model_name: str, text: str, max_tokens: int, position: int, token_id: int, against: int | None = None
 ):
-    """One logit, or the logit difference with `against`, split into what each part of the model wrote."""
+    """One logit, or the logit difference with `against`, split into what each part of the model wrote (at any row
+    of get_read_answer: a decoder-only text's last row too)."""
     loaded = cached.model(model_name)
-    answer = get_answer(model_name, text, max_tokens)
+    answer = get_read_answer(model_name, text, max_tokens)
     entering = None
     if loaded.is_decoder_only:  # its answer is its own text: the run kept the state entering every layer
         states = cached.get_trace(model_name, text, max_tokens).decoder_states

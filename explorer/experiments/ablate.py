@@ -9,7 +9,7 @@ Every ablated number comes from a real forward of the engine with the heads' out
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -84,10 +84,17 @@ class Answer:
     targets: tuple[int, ...] | None = None
     counted: tuple[bool, ...] = ()
     where: str = ""  # where the targets come from, as a sentence says it
+    # a decoder-only text's last row is read too (with_text_end): nothing in the text follows it, so its target is the
+    # model's own top next token, and it is not counted (no right answer is known there)
+    text_end: bool = False
 
     @property
     def measured_by_embedding(self) -> bool:
         return self.decoder_input is None
+
+    def own_row(self, row: int) -> bool:
+        """Whether a row's target is the model's own top token because the text ends there (with_text_end)."""
+        return self.text_end and self.targets is not None and row == len(self.targets) - 1
 
 
 def answer(loaded: LoadedModel, run: Trace, typed: str = "") -> Answer:
@@ -110,6 +117,25 @@ def answer(loaded: LoadedModel, run: Trace, typed: str = "") -> Answer:
     source = forward.token_ids(loaded, run, "encoder")
     decoder_input = (loaded.bos_id, *targets[:-1])
     return Answer(tuple(source), decoder_input, tuple(targets), (True,) * len(targets), where)
+
+
+def with_text_end(loaded: LoadedModel, answer: Answer, run: Trace) -> Answer:
+    """A decoder-only answer with the text's last row added, the one that predicts what comes after the whole text:
+    its target is the model's own top next token there (the run's), since the text says nothing of it. What the
+    read-outs (the logit lens, the attribution) show; ablation and patching score the rows with a right token only.
+    Other families' answers are returned as they are."""
+    if not loaded.is_decoder_only or answer.targets is None or answer.text_end:
+        return answer
+    assert run.top_tokens is not None and len(run.top_tokens) == len(answer.source_ids)
+    own = loaded.target_vocabulary.token_to_id(run.top_tokens[-1][0])
+    assert own is not None
+    return replace(
+        answer,
+        decoder_input=answer.source_ids,
+        targets=(*answer.targets, own),
+        counted=(*answer.counted, False),
+        text_end=True,
+    )
 
 
 def _known_rows(loaded: LoadedModel, run: Trace) -> tuple[bool, ...]:

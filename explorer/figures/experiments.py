@@ -136,32 +136,65 @@ def before_after(
 
 
 LENS_TEXT = 24  # positions up to which each cell names its token
+# the cells' text must fit its cell: the map's cells span at least this many pixels on a screen 1,440 px wide with the
+# sidebar open (about 700 px, less the reads' names on the left and the colour bar; 860 px at 1,600), about CHAR_PX a
+# character at 12 px
+CELLS_PX = 640
+CHAR_PX = 7
+
+
+def abbreviated(token: str, chars: int) -> str:
+    """`token` cut to `chars` characters, its last one an ellipsis, where it is longer (the whole token goes on the
+    hover)."""
+    return token if len(token) <= chars else token[: max(chars - 1, 1)] + "\u2026"
 
 
 def lens_map(
-    reads: Sequence[str], positions: Sequence[str], top: Sequence[Sequence[str]], p: np.ndarray, start: int = 0
+    reads: Sequence[str],
+    positions: Sequence[str],
+    top: Sequence[Sequence[str]],
+    p: np.ndarray,
+    start: int = 0,
+    end: int | None = None,
+    end_note: str = "",
 ) -> go.Figure:
     """Reads down (embedding at the top, the model's output at the bottom), positions across (from `start`: a window
-    of a long text); each cell is the most likely next token after that read, coloured by its probability."""
-    x = position_labels(escape_tokens(positions), start)
+    of a long text); each cell is the most likely next token after that read, coloured by its probability, its text
+    cut to fit the cell (the whole token on the hover). `end`: the position the text ends at, whose column's hover
+    and label carry `end_note` (nothing in the text follows it)."""
+    labels = list(positions)
+    shown_end = end is not None and start <= end < start + len(labels)
+    if shown_end:
+        labels[end - start] = f"{labels[end - start]} (text ends)"
+    x = position_labels(escape_tokens(labels), start)
     y = [html.escape(r, quote=False) for r in reads]
     words = [escape_tokens(row) for row in top]
+    notes = [
+        "<br>" + html.escape(end_note, quote=False) if shown_end and start + i == end and end_note else ""
+        for i in range(len(labels))
+    ]
+    customdata = np.array([[[word, notes[i]] for i, word in enumerate(row)] for row in words], dtype=object).reshape(
+        len(words), len(labels), 2
+    )
     show_text = len(positions) <= LENS_TEXT
+    chars = max(2, CELLS_PX // max(len(positions), 1) // CHAR_PX)
+    # cut before escaping: an ellipsis never splits "&amp;"
+    text = [escape_tokens([abbreviated(t, chars) for t in row]) for row in top] if show_text else None
     ticks = thinned(len(x), MAX_TICKS)
     figure = go.Figure(
         go.Heatmap(
             z=p,
             x=x,
             y=y,
-            customdata=np.array(words, dtype=object),
-            text=words if show_text else None,
+            customdata=customdata,
+            text=text,
             texttemplate="%{text}" if show_text else None,
             textfont={"size": 12},
             colorscale="Blues",
             zmin=0,
             zmax=1,
             colorbar={"title": {"text": "probability"}, "tickformat": ".0%"},
-            hovertemplate="%{y}<br>position %{x}<br>next: %{customdata} (%{z:.1%})<extra></extra>",
+            hovertemplate="%{y}<br>position %{x}<br>next: %{customdata[0]} (%{z:.1%})%{customdata[1]}<extra></extra>",
         )
     )
     figure.update_layout(

@@ -122,13 +122,27 @@ def attribution_intro(family: Family) -> str:
     )
 
 
+TEXT_END = "no next token in the text: the model's own top prediction"
+
+
 def question_row(answer: Answer, end_id: int | None) -> int:
-    """The row a lens question asks about: the last counted row whose token is not the end token (an encoder-decoder's
-    last row always writes <eos>, which says nothing about the sentence); the last counted row when every one is."""
+    """The row a lens question asks about, and a read-out opens on: a decoder-only text's last row, the one that
+    predicts what follows the whole text (its answer), where every row of the text counts; else the last counted row
+    whose token is not the end token (an encoder-decoder's last row always writes <eos>, which says nothing about the
+    sentence; a toy task's rows whose right word is known); the last counted row when every one is; the last row when
+    none is counted."""
     assert answer.targets is not None
+    if answer.text_end and all(answer.counted[:-1]):
+        return len(answer.targets) - 1
     counted = [i for i, c in enumerate(answer.counted) if c]
     words = [i for i in counted if answer.targets[i] != end_id]
-    return (words or counted)[-1]
+    return (words or counted or [len(answer.targets) - 1])[-1]
+
+
+def target_name(answer: Answer, row: int) -> str:
+    """What a row's target is called: the model's own top prediction on a decoder-only text's last row (nothing in
+    the text follows it), else answer_name."""
+    return "the model's own top prediction" if answer.own_row(row) else answer_name(answer.where)
 
 
 def answer_name(where: str) -> str:

@@ -3,7 +3,6 @@ and sampling; the loss against the right answer)."""
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +12,7 @@ from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.labels import markdown_literal, position_label
 from attention_explorer.explorer.figures.output import distribution_bars, loss_bars
 from attention_explorer.explorer.lesson import model_words
+from attention_explorer.explorer.lesson.model_words import TEXT_END
 from attention_explorer.explorer.lesson.wording import BEAM_SEARCH, length_note
 from attention_explorer.explorer.lesson.wording import output_matrix as output_matrix_text
 from attention_explorer.explorer.pages._offers import needs_decoder
@@ -144,34 +144,6 @@ def loss(s: Scored, number: int = 1) -> None:
     st.caption(markdown_literal(text))
 
 
-def next_after_text(s: Scored, number: int = 1) -> int:
-    """A decoder-only text: what the model predicts after its last token (no right answer: the text ends there);
-    returns the next section's number."""
-    trace = s.trace
-    if not trace.decoder_only or trace.top_tokens is None or trace.top_probabilities is None:
-        return number
-    last = trace.source_tokens[-1]
-    st.subheader(f"{number}. After the whole text: the next token")
-    chart(
-        distribution_bars(
-            trace.top_tokens[-1],
-            trace.top_probabilities[-1],
-            None,
-            html.escape(f"After {position_label(len(trace.source_tokens) - 1, last)!r}: softmax(logits), top {SHOWN}"),
-        ),
-        "output_next",
-        present_height=380,
-    )
-    best, p = trace.top_tokens[-1][0], float(trace.top_probabilities[-1][0])
-    st.caption(
-        markdown_literal(
-            f"The text ends here, so no token is right or wrong: the model's most likely next token is {best!r} "
-            f"(p = {p:.2f}). Below, every earlier position, where the text itself says what came next."
-        )
-    )
-    return number + 1
-
-
 def one_position(s: Scored, number: int = 2) -> None:
     """One position: the final linear layer's logits, the softmax, and a temperature to try."""
     scored, loaded = s.scored, s.loaded
@@ -179,17 +151,21 @@ def one_position(s: Scored, number: int = 2) -> None:
     heading.subheader(f"{number}. One position: logits and softmax")
     wrote = "should write" if s.right == "right" else "greedy wrote"
     position_col, temperature_col = st.columns([3, 2])
-    steps = list(range(len(scored.targets)))
-    # a decoder-only text's last step reads the most context (in the induction task, a word of the repeat)
-    opening = len(steps) - 1 if s.trace.decoder_only else 0
+    # a decoder-only text's last token is read too, and opened on: what the model answers after the whole text, where
+    # nothing in the text says what comes next (the final states hold every row the run read)
+    end = len(scored.targets) if s.trace.decoder_only else None
+    steps = list(range(len(scored.targets) + (end is not None)))
+    labels = [  # a list's own lookup: a function defined here would keep this page's globals with the session
+        f"position {i + 1}: reads {position_label(i, read)!r}, {wrote} {position_label(i + 1, right)!r}"
+        for i, (read, right) in enumerate(zip(scored.decoder_input, scored.targets, strict=False))
+    ]
+    if end is not None:
+        labels.append(f"position {end + 1}: reads {position_label(end, s.trace.source_tokens[end])!r}, {TEXT_END}")
     index = position_col.selectbox(
         "Output position",
         steps,
-        opening,
-        format_func=[  # a list's own lookup: a function defined here would keep this page's globals with the session
-            f"position {i + 1}: reads {position_label(i, read)!r}, {wrote} {position_label(i + 1, right)!r}"
-            for i, (read, right) in enumerate(zip(scored.decoder_input, scored.targets, strict=False))
-        ].__getitem__,
+        steps[-1] if end is not None else 0,
+        format_func=labels.__getitem__,
         key="output_position",
     )
     temperature = temperature_col.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")
@@ -200,18 +176,20 @@ def one_position(s: Scored, number: int = 2) -> None:
     )
     logits = scored.logits(loaded, index)
     p = output.softmax(logits, temperature)
-    right = scored.target_ids[index]
+    own = index == end  # the text ends here: the model's own top token is followed, no target scores it
+    right = int(np.argmax(logits)) if own else scored.target_ids[index]
     order = [int(i) for i in np.argsort(-p, kind="stable")[:SHOWN]]
     if right not in order:
         order.append(right)
-    q = output.smoothed_target(right, scored.vocab_size, scored.epsilon)
+    q = None if own else output.smoothed_target(right, scored.vocab_size, scored.epsilon)
     vocabulary = loaded.target_vocabulary
-    names = [vocabulary.id_to_token(i) + (f" ({s.right})" if i == right else "") for i in order]
+    called = "the model's own top prediction" if own else s.right
+    names = [vocabulary.id_to_token(i) + (f" ({called})" if i == right else "") for i in order]
     chart(
         distribution_bars(
             names,
             p[order],
-            q[order],
+            None if q is None else q[order],
             f"Position {index + 1}: softmax(logits / {temperature})",
             f"model, T = {temperature}",
             scored.epsilon > 0,
@@ -231,11 +209,18 @@ def one_position(s: Scored, number: int = 2) -> None:
         )
         + (" T = 1 is the model's own distribution (the one training scores)." if temperature == 1.0 else "")
     )
+    if own:
+        st.caption(
+            markdown_literal(
+                "The text ends here, so no token is right or wrong: the model's most likely next token is "
+                f"{vocabulary.id_to_token(right)!r} (p = {float(output.softmax(logits, 1.0)[right]):.2f} at T = 1)."
+            )
+        )
     st.text(
-        f"logit of {scored.targets[index]!r}: {logits[right]:.4f}   (highest: {logits.max():.4f}); "
+        f"logit of {vocabulary.id_to_token(right)!r}: {logits[right]:.4f}   (highest: {logits.max():.4f}); "
         f"p = {p[right]:.5f}; -log p = {-np.log(max(p[right], 1e-300)):.4f}"
     )
-    st.caption(model_words.minus_log_p(s.right))
+    st.caption(model_words.minus_log_p("greedy" if own else s.right))  # the text's end: its own top token
 
 
 def sampling(s: Scored, number: int = 3) -> None:

@@ -113,7 +113,9 @@ def focus(keys_picker: bool = True) -> Focus:
     head = pick_head(chosen.attention.n_heads, state.FOCUS_HEAD, c2, index=head0)
     query = pick_token(chosen.queries, "Query token", state.FOCUS_TOKEN, c3, index=query0)
     config = cached.model(st.session_state[state.MODEL]).model.config
-    s = walkthrough.steps(chosen.trace, chosen.kind, layer, head, query)
+    # the layer read once and kept for its query: a head change waits for nothing, a layer change for that layer only
+    rows = cached.get_query_walkthrough(*state.sidebar(st.session_state), chosen.kind, layer, query)
+    s = walkthrough.head_steps(rows, head)
     s = dataclasses.replace(s, x_query_source=wording.attention_input(config, chosen.kind, layer))  # as it computes
     return Focus(chosen, s, pick_keys(s, chosen.keys, chosen.kind) if keys_picker else None)
 

@@ -27,7 +27,7 @@ def rank_chart(found, position: int, answer, key: str, present_height: int | Non
             found.target_rank[:, found.index(position)],
             found.target_probability[:, found.index(position)],
             found.targets[position],
-            model_words.answer_name(answer.where),
+            model_words.target_name(answer, position),
         ),
         key,
         present_height=present_height,
@@ -38,9 +38,10 @@ def _sidebar():
     return state.sidebar(st.session_state)
 
 
-def lens_chart(found, key: str, present_height: int | None = None) -> None:
+def lens_chart(found, answer: ablate.Answer, key: str, present_height: int | None = None) -> None:
     """The logit lens as one map: reads down, positions across (the rows read: a window of a long text), each cell
-    the top next token and its probability."""
+    the top next token and its probability; a decoder-only text's last row marked as the one nothing follows."""
+    end = len(found.positions) - 1 if answer.text_end else None
     chart(
         figures.lens_map(
             found.reads,
@@ -48,6 +49,8 @@ def lens_chart(found, key: str, present_height: int | None = None) -> None:
             [[r[0] for r in read] for read in found.top_tokens],
             found.top_probabilities[..., 0],
             found.rows.start,
+            end,
+            model_words.TEXT_END,
         ),
         f"{key}_map",
         present_height=present_height,
@@ -59,7 +62,7 @@ def lens_view(key: str = "lens") -> None:
     loaded = sidebar_loaded()
     current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    answer = experiment_runs.get_answer(*_sidebar())
+    answer = experiment_runs.get_read_answer(*_sidebar())
     positions = answer_positions(answer)
     # the row picked under the map: the map shows the rows around it (a window of a long text)
     position = default_row(positions, answer, f"{key}_position")
@@ -74,7 +77,14 @@ def lens_view(key: str = "lens") -> None:
     st.markdown(
         f"Each row reads the decoder's state after one sub-layer through {norm}the output matrix, as if the model "
         "stopped there; each cell is the most likely next token then, coloured by its probability. The bottom row "
-        "is the model's own output." + window
+        "is the model's own output."
+        + (
+            f" The last position, {len(positions) - 1}, reads the whole text: nothing in the text follows it, so "
+            "its bottom cell is the model's own answer, and no token there is right or wrong."
+            if answer.text_end
+            else ""
+        )
+        + window
     )
     shown = found.positions[found.rows.start : found.rows.stop]
     own = sum(row[0] == token for row, token in zip(found.top_tokens[0], shown, strict=True))
@@ -84,7 +94,7 @@ def lens_view(key: str = "lens") -> None:
             "model's output matrix is its token embedding matrix (tied, section 3.4), and a token's embedding scores "
             "highest against itself."
         )
-    lens_chart(found, key)
+    lens_chart(found, answer, key)
     position = pick_row(positions, answer, f"{key}_position")
     rank_chart(found, position, answer, f"{key}_rank")
     row = found.index(position)
@@ -112,16 +122,15 @@ def answer_positions(answer: ablate.Answer) -> tuple[str, ...]:
 
 
 def default_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int:
-    """The row the picker `key` holds (set to its default, the last row whose right answer counts, when it holds
-    none): what the views drawn above the picker read."""
-    counted = [i for i, c in enumerate(answer.counted) if c] or [len(positions) - 1]
+    """The row the picker `key` holds (set to its default when it holds none: a decoder-only text's last row, else the
+    last row whose right answer counts; model_words.question_row): what the views drawn above the picker read."""
     if key not in st.session_state or st.session_state[key] >= len(positions):
-        st.session_state[key] = counted[-1]
+        st.session_state[key] = model_words.question_row(answer, None)
     return st.session_state[key]
 
 
 def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int:
-    """A decoder row, by default the last one whose right answer counts."""
+    """A decoder row, by default a decoder-only text's last one, else the last one whose right answer counts."""
     default_row(positions, answer, key)
     assert answer.targets is not None
     vocabulary = sidebar_loaded().target_vocabulary
@@ -130,7 +139,10 @@ def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int
         "Position (the row that predicts the next token)",
         range(len(positions)),
         # a list's own lookup: a function reading the session (the model) failed where it is called outside a run
-        format_func=[f"{i}: {token} -> {targets[i]}" for i, token in enumerate(positions)].__getitem__,
+        format_func=[
+            f"{i}: {token} -> {targets[i]}" + (f" ({model_words.TEXT_END})" if answer.own_row(i) else "")
+            for i, token in enumerate(positions)
+        ].__getitem__,
         key=key,
     )
 
@@ -170,13 +182,13 @@ def attribution_view(key: str = "attribution") -> None:
     loaded = sidebar_loaded()
     current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    answer = experiment_runs.get_answer(*_sidebar())
+    answer = experiment_runs.get_read_answer(*_sidebar())
     position = pick_row(answer_positions(answer), answer, f"{key}_position")
     found = experiment_runs.get_lens(*_sidebar(), position)
     right = answer.targets[position]
     predicted_token = found.top_tokens[-1][found.index(position)][0]
     predicted = loaded.target_vocabulary.token_to_id(predicted_token)
-    choices = {right: f"{model_words.answer_name(answer.where)}: {_target(answer, position)}"}
+    choices = {right: f"{model_words.target_name(answer, position)}: {_target(answer, position)}"}
     if predicted is not None and predicted != right:
         choices[predicted] = f"the model's prediction: {predicted_token}"
     token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")

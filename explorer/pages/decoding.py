@@ -67,7 +67,10 @@ if asked is not None:
     if asked >= total:
         st.warning(f"The address asks for step {asked + 1}, but this output has {total}; showing step {total}.")
     st.session_state[STEP] = asked + 1
-st.session_state[STEP] = min(max(st.session_state.get(STEP, 1), 1), total)  # a new sentence may be shorter
+# a decoder-only text opens on its last position, the one that answers it (nothing in the text follows); an output
+# written word by word, on its first word
+opening = total if only else 1
+st.session_state[STEP] = min(max(st.session_state.get(STEP, opening), 1), total)  # a new sentence may be shorter
 st.query_params[state.URL_POSITION] = str(st.session_state[STEP])  # numbered from 1, as shown
 
 
@@ -129,6 +132,8 @@ if only:
     following = trace.target_tokens[index + 1] if index + 1 < total else None
     # the heading on one line: what the text itself writes next goes beside the text so far
     actual = f"   (the text goes on with {following!r})" if following is not None and revealed else ""
+    if following is None and revealed:
+        actual = "   (the text ends here: no next token in the text, only the model's own prediction)"
     st.subheader(
         markdown_literal(
             f"Position {index + 1} of {total}: reads {reads!r} (and the tokens before it), predicts {writes!r}"

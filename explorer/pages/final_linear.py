@@ -15,7 +15,6 @@ intro(
     "can write other outputs."
 )
 scored = _output.scored(box="none")  # the loss step scores typed targets
-number = _output.next_after_text(scored, number=1)  # a decoder-only text: what comes after it
-_output.one_position(scored, number=number)
-_output.sampling(scored, number=number + 1)
+_output.one_position(scored, number=1)  # a decoder-only text opens on its end: what the model answers after it
+_output.sampling(scored, number=2)
 page_footer()

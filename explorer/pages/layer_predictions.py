@@ -30,18 +30,24 @@ current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(loaded)
 intro(lens_intro(loaded.family))
 sidebar = state.sidebar(st.session_state)
-answer = experiment_runs.get_answer(*sidebar)
+answer = experiment_runs.get_read_answer(*sidebar)  # a decoder-only text's last row too: the one that answers
 position = question_row(answer, loaded.eos_id)
 found = experiment_runs.get_lens(*sidebar, position)  # the rows around it, where the text is long
 target = found.targets[position]
-known = output.scored_token(answer.where) == "right"
-# the model's own greedy token always ranks first at the output: "not even there" is offered only for a right answer
+known = output.scored_token(answer.where) == "right" and not answer.own_row(position)
+# the model's own top token always ranks first at the output: "not even there" is offered only for a right answer
 options = [*found.reads, "not even at the output"] if known else list(found.reads)
-written = "the right next token is" if known else "the model's own greedy output (no right answer is known) writes"
-question = (
-    f"At position {position} ({found.positions[position]}) {written} {target}. After which sub-layer does it first "
-    "rank first?"
-)
+if answer.own_row(position):  # the text ends here: what the model answers is all there is to follow
+    question = (
+        f"At position {position} ({found.positions[position]}) the text ends: there is no next token in the text, "
+        f"so follow the model's own top prediction, {target}. After which sub-layer does {target} first rank first?"
+    )
+else:
+    written = "the right next token is" if known else "the model's own greedy output (no right answer is known) writes"
+    question = (
+        f"At position {position} ({found.positions[position]}) {written} {target}. After which sub-layer does it "
+        "first rank first?"
+    )
 guess = predict(question, options, (*sidebar, "layer_predictions"), "layer_predictions_predict")
 if guess is None:
     stop()
@@ -57,7 +63,7 @@ else:
         )
     )
 rank_chart(found, position, answer, "layer_predictions_rank", present_height=360)
-lens_chart(found, "layer_predictions")
+lens_chart(found, answer, "layer_predictions")
 token = answer.targets[position]
 split = experiment_runs.get_attribution(*sidebar, position, token)
 st.subheader("Who wrote it: the logit split into parts")

@@ -222,6 +222,10 @@ class StackLayers:
     def n_layers(self) -> int:
         return len(self._stack.layers)
 
+    def ready(self, i: int) -> bool:
+        """Whether layer i is at hand (kept by the run, or recomputed and still cached): reading it costs nothing."""
+        return self.kept is not None or cache().peek((self.token, i)) is not None
+
     def layer(self, i: int) -> Layer:
         if not 0 <= i < self.n_layers:
             raise IndexError(f"layer {i} of {self.n_layers}")

@@ -57,6 +57,10 @@ class AttentionTrace:
             raise IndexError(f"layer {layer} of {self.n_layers}")
         return self.source.layer(layer).attention[self.module]
 
+    def ready(self, layer: int) -> bool:
+        """Whether layer `layer` is at hand (kept by the run, or recomputed and still cached): no wait to read it."""
+        return self.source.ready(layer)
+
     def _array(self, field: str, shape: tuple[int, ...]) -> LayerArray:
         return LayerArray(self.n_layers, shape, lambda i: getattr(self.layer(i), field))
 

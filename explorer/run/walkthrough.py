@@ -65,46 +65,107 @@ def input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, st
     )
 
 
-def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadWalkthrough:
-    """Read one head's computation for one query out of the trace (x_query_source names the row as the trace holds
-    it; a page names it as the model computes it, wording.attention_input)."""
+@dataclass(frozen=True)
+class QueryRows:
+    """What one query reads in one layer of one attention kind, for every head: all a walkthrough of any of its
+    heads needs, from one read of the layer (a long text's layer is recomputed once, not once per array)."""
+
+    kind: str
+    layer: int
+    query: int
+    x_query: np.ndarray  # (D,) the row the query is projected from
+    x_query_source: str
+    x_keys_source: str
+    q: np.ndarray  # (H, Dh)
+    k: np.ndarray  # (H, Tk, Dh)
+    v: np.ndarray  # (H, Tk, Dh)
+    raw_scores: np.ndarray  # (H, Tk)
+    mask: np.ndarray  # (Tk,)
+    weights: np.ndarray  # (H, Tk)
+    heads: np.ndarray  # (H, Dh) every head's z
+    output: np.ndarray  # (D,)
+    q_unrotated: np.ndarray | None  # (H, Dh)
+    k_unrotated: np.ndarray | None  # (H, Tk, Dh)
+    sharing: tuple[tuple[int, ...], ...]  # per query head: the heads reading the same keys and values
+
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[0]
+
+
+def query_rows(trace: Trace, kind: str, layer: int, query: int) -> QueryRows:
+    """Query `query`'s rows of one layer, every head, read out of the trace with one read of the layer."""
     a = trace.attention(kind)
-    if not (0 <= layer < a.n_layers and 0 <= head < a.n_heads and 0 <= query < a.weights.shape[2]):
-        raise IndexError(f"layer {layer}, head {head}, query {query} is outside this trace")
+    if not (0 <= layer < a.n_layers and 0 <= query < a.mask.shape[0]):
+        raise IndexError(f"layer {layer}, query {query} is outside this trace")
     rows, rows_are, keys_from = input_rows(trace, kind, layer)
-    weights = a.weights[layer, head, query]
-    # this row scaled exactly as AttentionTrace.scaled_scores scales every score (one float32 multiply each): the
-    # property builds the whole (L, H, Tq, Tk) array, 1.7 s at 2,048 tokens
-    scaled = a.raw_scores[layer, head, query] * np.float32(a.q.shape[-1] ** -0.5)
-    v = a.v[layer, head]
-    weighted = weights[:, None] * v  # (Tk, Dh)
-    n_heads, d_head = a.n_heads, a.q.shape[-1]
-    return HeadWalkthrough(
+    found = a.layer(layer)  # once: each array of a long text's layer read apart recomputed the whole layer
+    return QueryRows(
         kind=kind,
         layer=layer,
-        head=head,
         query=query,
-        x_query=rows[query],
+        x_query=np.array(rows[query]),
         x_query_source=rows_are,
         x_keys_source=keys_from,
-        d_model=n_heads * d_head,
-        d_head=d_head,
-        q=a.q[layer, head, query],
-        k=a.k[layer, head],
-        v=v,
-        raw_scores=a.raw_scores[layer, head, query],
-        scaled_scores=scaled,
-        mask=a.mask[query],
-        masked_scores=np.where(a.mask[query], scaled, np.float32(MASKED)),
-        weights=weights,
-        weighted_values=weighted,
-        z=a.heads[layer, head, query],
-        concat=a.heads[layer, :, query].reshape(-1),  # (H*Dh,) = (D,)
-        output=a.output[layer, query],
-        q_unrotated=None if a.q_unrotated is None else a.q_unrotated[layer, head, query],
-        k_unrotated=None if a.k_unrotated is None else a.k_unrotated[layer, head],
-        sharing=a.sharing(head),
+        q=found.q[:, query].copy(),
+        k=found.k,
+        v=found.v,
+        raw_scores=found.raw_scores[:, query].copy(),
+        mask=a.mask[query].copy(),
+        weights=found.weights[:, query].copy(),
+        heads=found.heads[:, query].copy(),
+        output=found.output[query].copy(),
+        q_unrotated=None if found.q_unrotated is None else found.q_unrotated[:, query].copy(),
+        k_unrotated=found.k_unrotated,
+        sharing=tuple(a.sharing(h) for h in range(a.n_heads)),
     )
+
+
+def head_steps(rows: QueryRows, head: int) -> HeadWalkthrough:
+    """One head's walkthrough from its query's rows (x_query_source names the row as the trace holds it; a page names
+    it as the model computes it, wording.attention_input)."""
+    if not 0 <= head < rows.n_heads:
+        raise IndexError(f"head {head} is outside this trace")
+    weights = rows.weights[head]
+    # this row scaled exactly as AttentionTrace.scaled_scores scales every score (one float32 multiply each): the
+    # property builds the whole (L, H, Tq, Tk) array, 1.7 s at 2,048 tokens
+    d_head = rows.q.shape[-1]
+    scaled = rows.raw_scores[head] * np.float32(d_head**-0.5)
+    v = rows.v[head]
+    return HeadWalkthrough(
+        kind=rows.kind,
+        layer=rows.layer,
+        head=head,
+        query=rows.query,
+        x_query=rows.x_query,
+        x_query_source=rows.x_query_source,
+        x_keys_source=rows.x_keys_source,
+        d_model=rows.n_heads * d_head,
+        d_head=d_head,
+        q=rows.q[head],
+        k=rows.k[head],
+        v=v,
+        raw_scores=rows.raw_scores[head],
+        scaled_scores=scaled,
+        mask=rows.mask,
+        masked_scores=np.where(rows.mask, scaled, np.float32(MASKED)),
+        weights=weights,
+        weighted_values=weights[:, None] * v,  # (Tk, Dh)
+        z=rows.heads[head],
+        concat=rows.heads.reshape(-1),  # (H*Dh,) = (D,)
+        output=rows.output,
+        q_unrotated=None if rows.q_unrotated is None else rows.q_unrotated[head],
+        k_unrotated=None if rows.k_unrotated is None else rows.k_unrotated[head],
+        sharing=rows.sharing[head],
+    )
+
+
+def steps(trace: Trace, kind: str, layer: int, head: int, query: int) -> HeadWalkthrough:
+    """Read one head's computation for one query out of the trace (query_rows, then head_steps)."""
+    a = trace.attention(kind)
+    if not (0 <= layer < a.n_layers and 0 <= head < a.n_heads and 0 <= query < a.mask.shape[0]):
+        raise IndexError(f"layer {layer}, head {head}, query {query} is outside this trace")
+    return head_steps(query_rows(trace, kind, layer, query), head)
 
 
 ALL_KEYS = 32  # up to this many keys every bar and strip row is drawn; past it, a chosen few and an overview

@@ -114,11 +114,15 @@ def test_decoding_step_walks_the_texts_positions(gpt2):
     at = opened("decoding")
     result = trace.run(gpt2, TEXT, gpt2.max_tokens)
     words = text_of(at)
-    assert f"Position 1 of {len(result.source_tokens)}" in words
+    n = len(result.source_tokens)
+    # it opens on the text's last position, the one that answers it: nothing in the text follows
+    assert f"Position {n} of {n}" in words and f"predicts '{n}: {result.output_tokens[-1]}'" in words
+    assert "the text ends here: no next token in the text, only the model's own prediction" in words
     assert "Cross-attention" not in words
-    at.button(key="decoding_next").click().run()
+    at.button(key="decoding_back").click().run()
     assert not at.exception
-    assert f"predicts '2: {result.output_tokens[1]}'" in text_of(at)
+    assert f"predicts '{n - 1}: {result.output_tokens[-2]}'" in text_of(at)
+    assert f"the text goes on with '{result.source_tokens[-1]}'" in text_of(at)
 
 
 def test_word_level_merges_byte_level_words(gpt2):

@@ -107,10 +107,12 @@ def test_effect_grid_is_the_batched_effects():
 def test_logit_lens_and_attribution_are_the_model_s():
     loaded = registry.load("induction")
     run = trace.run(loaded, TEXTS["induction"], loaded.max_tokens)
-    answer = ablate.answer(loaded, run)
+    # the read-outs read the text's last row too (its target the model's own top token): a column per token
+    answer = ablate.with_text_end(loaded, ablate.answer(loaded, run), run)
     found = lens.lens(loaded, answer)
     at = opened("logit_lens", "induction")
     drawn = [spec(c) for c in at.get("plotly_chart")][0]
+    assert len(drawn["data"][0]["x"]) == len(run.source_tokens)
     np.testing.assert_allclose(array(drawn["data"][0]["z"]), found.top_probabilities[..., 0], rtol=1e-6)
     at = opened("attribution", "induction")
     row = max(i for i, c in enumerate(answer.counted) if c)
@@ -228,9 +230,9 @@ def test_layer_predictions_step_names_where_the_right_token_first_ranks_first(te
     assert not at.exception
     loaded = registry.load("induction")
     run = trace.run(loaded, text, loaded.max_tokens)
-    answer = ablate.answer(loaded, run)
+    answer = ablate.with_text_end(loaded, ablate.answer(loaded, run), run)
     found = lens.lens(loaded, answer)
-    position = max(i for i, c in enumerate(answer.counted) if c)
+    position = max(i for i, c in enumerate(answer.counted) if c)  # the toy task's: its right word is known
     ranks = found.target_rank[:, position]
     assert (ranks == 1).any() == ranks_first
     if ranks_first:

@@ -8,14 +8,14 @@ import pytest
 
 from attention_explorer.explorer import lesson
 from attention_explorer.explorer.app import state
-from attention_explorer.explorer.experiments import ablate, lens
+from attention_explorer.explorer.experiments import ablate, attribution, lens
 from attention_explorer.explorer.run import positions, trace
 from attention_explorer.models import registry
 from bench.inputs import text_of as long_text
 from tests import tolerance
-from tests.app import new_app
+from tests.app import new_app, reveal
 from tests.app.test_decoder_only import text_of
-from tests.figdata import array, spec
+from tests.figdata import array, plain, spec
 
 pytestmark = pytest.mark.slow
 
@@ -132,14 +132,22 @@ def test_each_step_says_what_the_paper_did_and_what_this_model_does(smollm2):
 
 def test_final_linear_shows_what_comes_after_the_text(smollm2):
     at = opened("final_linear")
-    first = spec(at.get("plotly_chart")[0])
     result = trace.run(smollm2, TEXT, smollm2.max_tokens)
+    n = len(result.source_tokens)
+    # it opens on the text's last position, which answers it: no next token in the text, the model's own prediction
+    assert at.selectbox(key="output_position").value == n - 1
+    assert at.selectbox(key="output_position").options[-1] == (
+        f"position {n}: reads '{n - 1}: {result.source_tokens[-1]}', no next token in the text: the model's own top "
+        "prediction"
+    )
+    first = spec(at.get("plotly_chart")[0])
     bars = first["data"][0]
     assert len(first["data"]) == 1  # no target: the text ends here
-    assert first["layout"]["yaxis"]["ticktext"][0] == "ĠParis" == result.top_tokens[-1][0]
+    assert first["layout"]["yaxis"]["ticktext"][0] == "ĠParis (the model's own top prediction)"
+    assert result.top_tokens[-1][0] == "ĠParis"
     np.testing.assert_allclose(array(bars["x"]), result.top_probabilities[-1], rtol=1e-6)
     words = text_of(at)
-    assert "the model's most likely next token is 'ĠParis' (p = 0.77)" in words
+    assert "the model's most likely next token is 'ĠParis' (p = 0.77 at T = 1)" in words
     assert "As text (greedy):  The capital of France is[ Paris" in words
 
 
@@ -187,8 +195,9 @@ def test_the_logit_lens_of_a_long_text_draws_a_window_around_the_picked_row(smol
     at.sidebar.number_input[0].set_value(tokens).run()
     assert not at.exception and at.session_state[state.MAX_TOKENS] == tokens
     run = trace.run(smollm2, long, tokens)
-    answer = ablate.answer(smollm2, run)
+    answer = ablate.with_text_end(smollm2, ablate.answer(smollm2, run), run)  # the last row too: the answer's own
     rows = len(answer.decoder_input)
+    assert rows == tokens  # a column for every token: the last one too
     for later in (250, 5):  # the row picked (kept from the first model's text), then a late and an early one
         picked = at.session_state["lens_position"]
         window = lens.window(smollm2, rows, picked)
@@ -200,3 +209,50 @@ def test_the_logit_lens_of_a_long_text_draws_a_window_around_the_picked_row(smol
         assert f"The map shows positions {window.start}-{window.stop - 1} of {rows}" in text_of(at)
         at.selectbox(key="lens_position").set_value(later).run()  # the map moves to it
         assert not at.exception
+
+
+EIFFEL = "The Eiffel Tower is located in the city of"
+
+
+def test_step_14_asks_at_the_texts_end_where_the_model_answers(smollm2):
+    """The last position, the one that predicts ' Paris', is drawn, asked about and split: nothing in the text follows
+    it, so its target is the model's own top token."""
+    run = trace.run(smollm2, EIFFEL, smollm2.max_tokens)
+    n = len(run.source_tokens)
+    assert run.top_tokens[-1][0] == "ĠParis"
+    answer = ablate.with_text_end(smollm2, ablate.answer(smollm2, run), run)
+    found = lens.lens(smollm2, answer, run=run)
+    at = opened("layer_predictions", text=EIFFEL)
+    question = plain(next(m.value for m in at.markdown if "Predict first" in m.value))
+    assert (
+        f"At position {n - 1} ({run.source_tokens[-1]}) the text ends: there is no next token in the text" in question
+    )
+    assert "follow the model's own top prediction, ĠParis. After which sub-layer does ĠParis first rank first?" in (
+        question
+    )
+    (guess,) = [s for s in at.selectbox if s.key.startswith("layer_predictions_predict_guess_")]
+    assert "not even at the output" not in guess.options  # the model's own top token: first at the output
+    at = reveal(at, "layer_predictions_predict")
+    assert not at.exception
+    ranks = found.target_rank[:, n - 1]
+    first = int(np.argmax(ranks == 1))
+    assert ranks[-1] == 1 and f"It first ranks first in the row {found.reads[first]}." in text_of(at)
+    charts = {c.key: spec(c) for c in at.get("plotly_chart")}
+    rank = charts["layer_predictions_rank"]
+    np.testing.assert_array_equal(array(rank["data"][0]["y"]), ranks)
+    np.testing.assert_array_equal(array(rank["data"][1]["y"]), found.target_probability[:, n - 1])
+    assert "the model's own top prediction ĠParis across the layers" in rank["layout"]["title"]["text"]
+    heatmap = charts["layer_predictions_map"]["data"][0]
+    assert len(heatmap["x"]) == n and heatmap["x"][-1] == f"{n - 1}: {run.source_tokens[-1]} (text ends)"
+    np.testing.assert_array_equal(array(heatmap["z"]), found.top_probabilities[..., 0])
+    assert heatmap["customdata"][-1][-1][0] == "ĠParis"
+    states = run.decoder_states
+    entering = lambda i: states["embeddings"] if i == 0 else states["after_ffn"][i - 1]  # noqa: E731
+    split = attribution.attribute(smollm2, answer, n - 1, answer.targets[-1], entering)
+    assert split.token == "ĠParis"
+    assert f"The logit of ĠParis at position {n - 1} is {split.logit:.3f}" in text_of(at)
+    # the attribution page opens there too, and says what the token is
+    at = opened("attribution", text=EIFFEL)
+    assert at.selectbox(key="attribution_position").value == n - 1
+    assert at.radio(key="attribution_token").options == ["the model's own top prediction: ĠParis"]
+    assert [m.value for m in at.metric] == [f"{split.logit:.3f}"]

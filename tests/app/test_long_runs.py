@@ -172,3 +172,37 @@ def test_turning_heads_off_on_a_long_text_asks_before_the_run_without_them(long,
     clean = trace.run(minilm, text, 128, keep_all=True)
     expected = ablate.outcome(minilm, clean, [Head("encoder_self", 1, 2)], "zero")
     np.testing.assert_allclose(z(charts(at)["ablation_grid"]), expected.moved["encoder_self"], atol=1e-6)
+
+
+def test_qkv_on_a_long_text_runs_only_the_new_layer_again_and_a_head_change_nothing(minilm, long, monkeypatch):
+    """A long text keeps no layer, and one layer outgrows the layer cache (SmolLM2 at 2,421 tokens): the walkthrough
+    reads its layer once (each array read apart ran the whole layer again: 9 runs of it per rerun), a layer change
+    runs that layer alone, a head change none; the numbers drawn are the model's own."""
+    from attention_explorer.explorer.app import cached, state
+    from attention_explorer.explorer.run import memo, walkthrough
+
+    monkeypatch.setattr(layers, "_CACHE", memo.BoundedCache(0))
+    computed: list[int] = []
+    original = layers.StackLayers._compute
+    monkeypatch.setattr(layers.StackLayers, "_compute", lambda self, i: computed.append(i) or original(self, i))
+    text = "The lighthouse keeper counted the ships that passed at night"
+    at = opened("qkv", "minilm", text)
+    assert not at.exception
+    layer = at.selectbox(key=state.FOCUS_LAYER).value
+    assert computed.count(layer) == 1  # once, not once per array
+    other = (layer + 3) % 12
+    sidebar = state.sidebar(at.session_state)
+    assert cached.layer_wait(*sidebar, "encoder_self", other) > 0  # what the spinner's estimate says
+    computed.clear()
+    at.selectbox(key=state.FOCUS_LAYER).set_value(other).run()
+    assert not at.exception and computed == [other]
+    computed.clear()
+    head = (at.selectbox(key=state.FOCUS_HEAD).value + 1) % 12
+    at.selectbox(key=state.FOCUS_HEAD).set_value(head).run()
+    assert not at.exception and computed == []
+    query = at.selectbox(key=state.FOCUS_TOKEN).value
+    kept = trace.run(minilm, text, 128, keep_all=True)
+    expected = walkthrough.steps(kept, "encoder_self", other, head, query)
+    drawn = charts(at)
+    np.testing.assert_array_equal(array(drawn["qkv_weights"]["data"][0]["y"]), expected.weights)
+    np.testing.assert_array_equal(array(drawn["qkv_q"]["data"][0]["z"])[0], expected.q)

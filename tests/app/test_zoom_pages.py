@@ -179,6 +179,7 @@ def test_decoding_a_long_text_outlines_the_step_on_the_overview_and_in_the_regio
     from attention_explorer.models import registry  # noqa: PLC0415
 
     at = opened("decoding", "induction", INDUCTION)
+    at.slider(key="decoding_position").set_value(1).run()  # a decoder-only text opens on its end
     for _ in range(5):
         at.button(key="decoding_next").click().run()
     assert not at.exception
