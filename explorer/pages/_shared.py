@@ -148,11 +148,13 @@ def stop() -> None:
 
 def focus_start(kind: str) -> tuple[int, int, int]:
     """Where the lesson's focus opens for an attention kind on this sentence: (layer, head, query token), the
-    strongest content link's (cached.get_start); every step that shows a layer, head or token starts there."""
+    strongest content link's (cached.get_start); every step that shows a layer, head or token starts there. Under a
+    causal mask, never on the last token, which sees every key: step 5's mask would hide nothing there."""
     sidebar = state.sidebar(st.session_state)
     start = cached.get_start(*sidebar, kind)
     queries = cached.get_trace_for(*sidebar, kind).tokens_for(kind)[0]
-    return start.layer, start.head, starting.content_query(queries, start.query)
+    query = starting.content_query(queries, start.query)
+    return start.layer, start.head, starting.masked_query(queries, query) if kind == "decoder_self" else query
 
 
 def predict(
