@@ -191,7 +191,7 @@ def _loss(loaded: LoadedModel) -> str:
         return "random weights: no loss has trained them"
     if loaded.card.loss:
         return loaded.card.loss
-    return "its folder does not say how it was trained"
+    return "its files do not say how it was trained"
 
 
 def _train(loaded: LoadedModel) -> str:
@@ -204,7 +204,7 @@ def _train(loaded: LoadedModel) -> str:
         )
     if loaded.family.origin == "random":
         return "random weights, never trained"
-    return loaded.card.training or "its folder does not say how it was trained"
+    return loaded.card.training or "its files do not say how it was trained"
 
 
 NOW = {
