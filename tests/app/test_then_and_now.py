@@ -55,11 +55,11 @@ def test_every_step_shows_then_and_now_outside_any_fold(model):
 @pytest.mark.parametrize("model", ["minilm", "translate"])
 def test_presenter_mode_keeps_the_line_in_view(model):
     loaded = registry.load(model)
-    for stem in ("tokens", "multi_head", "turn_off", "final_linear", "train"):
-        at = opened(stem, model, present=True)
+    for page in lesson.STEPS:
+        at = opened(page.stem, model, present=True)
         assert not at.exception
-        expected = then_and_now.line(loaded, stem)
-        assert (expected, False) in unfolded_captions(at.main), (model, stem)
+        expected = then_and_now.line(loaded, page.stem)
+        assert unfolded_captions(at.main)[0] == (expected, False), (model, page.stem)  # under the title, unfolded
 
 
 def test_no_line_off_the_lesson():
