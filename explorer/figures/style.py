@@ -49,7 +49,10 @@ def styled(figure: go.Figure, present: bool = False) -> go.Figure:
                 trace.colorbar.tickfont = at_least(trace.colorbar.tickfont.to_plotly_json(), tick_font)
         if present and "textfont" in trace and trace.textfont.size is not None:
             trace.textfont.size = max(trace.textfont.size, PRESENT_TICK_FONT["size"])
-    if present:
+    if present:  # Streamlit's chart theme draws legends at 12 px unless a figure says otherwise
+        legend = figure.layout.legend
+        legend.font = at_least(legend.font.to_plotly_json(), tick_font)
+        legend.title.font = at_least(legend.title.font.to_plotly_json(), tick_font)
         for annotation in figure.layout.annotations:
             annotation.font.size = max(annotation.font.size or 0, PRESENT_TICK_FONT["size"])
         title = figure.layout.title.font

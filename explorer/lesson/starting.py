@@ -147,6 +147,17 @@ def content_query(queries: Sequence[str], preferred: int | None = None) -> int:
     return next((i for i, q in enumerate(queries) if is_content(q)), 0)
 
 
+def masked_query(queries: Sequence[str], query: int) -> int:
+    """Where a causal self-attention's focus opens: `query`, unless it is the last position, which sees every key
+    (the mask hides nothing there); then the content token nearest the middle, so the mask hides the tokens after
+    it (the earlier one on a tie); `query` when no content token comes before the last."""
+    last = len(queries) - 1
+    if query != last:
+        return query
+    earlier = [i for i in range(last) if is_content(queries[i])]
+    return min(earlier, key=lambda i: (abs(2 * i - last), i)) if earlier else query
+
+
 def rank_heads(weights: np.ndarray, query: int, key: int) -> list[tuple[int, int, float]]:
     """Every (layer, head, weight of query -> key), highest weight first (ties: earlier layer, then head)."""
     picked = np.stack([weights[layer][:, query, key] for layer in range(len(weights))])  # (L, H), a layer at a time

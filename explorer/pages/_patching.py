@@ -245,12 +245,13 @@ def _heads(loaded, model_name: str, setup, guess: int | None, key: str) -> tuple
         kind, layer, head = chosen
     several = len(shapes) > 1
     named = ", ".join(f"{_name(k, i, h, several)} ({v:.2f})" for k, i, h, v in ranked[:3])
-    said = ""
-    if guess is not None and guess >= 0:
-        best_kind, best_layer = ranked[0][0], ranked[0][1]
-        sits = DEPTHS[_depth(best_layer, shapes[best_kind][0])]
-        said = f" It sits in {sits}; your class picked {DEPTHS[guess]}."
-    st.markdown(markdown_literal(f"The heads that restore most: {named}.{said} Click a head to see what it looks at."))
+    if guess is not None:  # the lesson's verdict, in the box every step gives its answer in
+        best_kind, best_layer, best_head, best = ranked[0]
+        depth = _depth(best_layer, shapes[best_kind][0])
+        said = f"; your class picked {DEPTHS[guess]}: {'right' if guess == depth else 'not so'}" if guess >= 0 else ""
+        verdict = f"The head that restores most, {_name(best_kind, best_layer, best_head, several)} ({best:.2f}), sits "
+        st.success(markdown_literal(f"{verdict}in {DEPTHS[depth]}{said}."))
+    st.markdown(markdown_literal(f"The heads that restore most: {named}. Click a head to see what it looks at."))
     chart(
         experiment_figures.head_grids(grids, figures.SHARE, "Copy one head's output", number=".2f"),
         f"{key}_heads_grid",

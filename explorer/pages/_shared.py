@@ -99,11 +99,15 @@ def page_header(title: str | None = None) -> None:
         middle.header(heading)
     else:
         _step_links(page, *st.columns(2))
-        st.header(heading)  # what the paper did here instead is folded under the introduction (intro)
+        st.header(heading)
+    thread = then_and_now_line()
+    if thread:  # the lesson's thread, in view on every step before anything is opened
+        st.caption(markdown_literal(thread))
 
 
 def then_and_now_line() -> str:
-    """What the 2017 paper did at this lesson step and what the sidebar's model does instead ("" where the same)."""
+    """What the 2017 paper did at this lesson step and what the sidebar's model does ("the same" where it does
+    what the paper did); "" on a page that is no lesson step."""
     page = this_page()
     if page is None or page.step is None:
         return ""
@@ -118,20 +122,14 @@ INTRO_BOX = state.INTRO_BOX
 
 
 def intro(text: str) -> None:
-    """A step's opening paragraph, and what the 2017 paper did here instead folded under it (with what the heads can
-    show: about_heads), so the step's figure fits on the first screen; in presenter mode the paragraph is folded
-    too (the teacher tells it)."""
-    changed = then_and_now_line()
+    """A step's opening paragraph (what the 2017 paper did here is under the title: page_header); in presenter mode
+    it is folded, with what the heads can show (about_heads), so the figure fits on the first screen (the teacher
+    tells it)."""
     if presenting():
         box = st.session_state[INTRO_BOX] = st.expander("What this step shows", icon=":material/info:")
         box.markdown(text)
-        if changed:
-            box.caption(markdown_literal(changed))
     else:
         st.markdown(text)
-        if changed:
-            box = st.session_state[INTRO_BOX] = st.expander("More on this step", icon=":material/info:")
-            box.caption(markdown_literal(changed))
 
 
 def page_footer() -> None:
@@ -150,11 +148,13 @@ def stop() -> None:
 
 def focus_start(kind: str) -> tuple[int, int, int]:
     """Where the lesson's focus opens for an attention kind on this sentence: (layer, head, query token), the
-    strongest content link's (cached.get_start); every step that shows a layer, head or token starts there."""
+    strongest content link's (cached.get_start); every step that shows a layer, head or token starts there. Under a
+    causal mask, never on the last token, which sees every key: step 5's mask would hide nothing there."""
     sidebar = state.sidebar(st.session_state)
     start = cached.get_start(*sidebar, kind)
     queries = cached.get_trace_for(*sidebar, kind).tokens_for(kind)[0]
-    return start.layer, start.head, starting.content_query(queries, start.query)
+    query = starting.content_query(queries, start.query)
+    return start.layer, start.head, starting.masked_query(queries, query) if kind == "decoder_self" else query
 
 
 def predict(

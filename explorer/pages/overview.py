@@ -10,7 +10,7 @@ import streamlit as st
 from attention_explorer.explorer import lesson
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.labels import escape_tokens, markdown_literal
-from attention_explorer.explorer.figures.overview import figure_one, open_clicked
+from attention_explorer.explorer.figures.overview import figure_one, map_height, open_clicked
 from attention_explorer.explorer.pages._offers import offer_real_model, offer_translation
 from attention_explorer.explorer.pages._shared import chart, current_trace, intro, page_footer, page_header
 from attention_explorer.explorer.pages._unreadable import cannot_read, reading_error
@@ -29,6 +29,14 @@ intro(
     "number of the step that shows it on the sidebar's sentence, with the model's own numbers. Click a box to open "
     "its step."
 )
+# the lesson on the real model, one click away on the first screen (1600 x 900), above the map: under it the button
+# sat at y = 1,017 px. MiniLM stays the default: it is drawn in about a second in 0.3 GB, SmolLM2 in about 8 s in 0.8 GB
+offer = not (loaded.family.pretrained and loaded.family.shape == "decoder-only")
+if offer:
+    offer_real_model(
+        "Take the lesson on a real language model: SmolLM2-135M predicts the next word of your sentence",
+        "overview_real",
+    )
 if loaded.can_read(text):
     # the first stack's input: an encoder-decoder's tokens need no decoding to be named
     tokens = current_trace(loaded.family.kinds[0]).source_tokens
@@ -45,8 +53,7 @@ elif error := reading_error(loaded, text):  # the map below needs no sentence
     cannot_read(error)
 
 # functools.partial of a module's function: a callback defined here would keep this script's globals alive
-# at most this tall under the sentence and its tokens, so the whole map is on the first screen of 900 px
-map_px = 460 if loaded.family.shape == "encoder-only" else 470
+map_px = map_height(loaded.family.shape, offer)  # the whole map on the first screen, the button above it
 figure = figure_one(config, escape_tokens([loaded.title])[0])
 figure.update_layout(height=min(figure.layout.height, map_px))
 chart(
@@ -65,11 +72,6 @@ if missing:
         )
     )
     offer_translation("Use the toy translation model", "overview_translate")
-if not (loaded.family.pretrained and loaded.family.shape == "decoder-only"):
-    offer_real_model(
-        "Take the lesson on a real language model: SmolLM2-135M predicts the next word of your sentence",
-        "overview_real",
-    )
 
 st.subheader("The steps")
 for page in lesson.STEPS:

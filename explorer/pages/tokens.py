@@ -15,9 +15,12 @@ from attention_explorer.explorer.pages._shared import (
     page_footer,
     page_header,
     predict,
+    presenting,
     stop,
 )
 from attention_explorer.explorer.run import forward, tokens_view
+
+SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here (as on the Overview); the boxes show every token read
 
 page_header()
 intro(
@@ -38,6 +41,12 @@ on_source = st.session_state.get(state.FOCUS_KIND) in (None, first_kind)
 if not (on_source and isinstance(focus, int) and 0 <= focus < len(tokens)):
     focus = None
 
+where = "in the sidebar"
+if presenting():  # the sidebar is folded: the class sees the sentence here
+    words = " ".join(result.text.split())  # line breaks and tabs read as spaces, as the tokenizer reads them
+    cut = f" … ({len(words):,} characters)" if len(words) > SHOWN_CHARACTERS else ""
+    st.markdown("**The sentence:** " + markdown_literal(words[:SHOWN_CHARACTERS]) + cut)
+    where = "above"
 if counts.truncated:  # the count is then the sidebar's Max tokens: nothing to predict
     st.caption(
         f"The text is longer than the sidebar's Max tokens: the model reads its first {counts.tokens} tokens. With a "
@@ -47,7 +56,7 @@ else:
     options = tokens_view.count_options(counts, f"{loaded.key}\n{result.text}")
     typed = len(result.text.split())
     guess = predict(
-        f"The sentence in the sidebar has {typed} word{'s' * (typed != 1)} (split at spaces). How many tokens will the "
+        f"The sentence {where} has {typed} word{'s' * (typed != 1)} (split at spaces). How many tokens will the "
         "model read for it?",
         [str(o) for o in options],
         (*state.sidebar(st.session_state), "tokens"),

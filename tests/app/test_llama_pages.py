@@ -115,19 +115,22 @@ def test_add_norm_and_overview_say_rmsnorm_and_swiglu(smollm2):
 
 def test_each_step_says_what_the_paper_did_and_what_this_model_does(smollm2):
     expected = {
-        "positional": "rotary, base 100000",
+        "positional": "nothing added: queries and keys turned by position (rotary, base 100000)",
         "query_key_value": "9 query heads sharing 3 key/value heads",
-        "add_norm": "SwiGLU",
-        "scores": "every layer's self-attention is masked",
+        "add_norm": "pre-norm, x + Sublayer(RMSNorm(x)); a gated SiLU feed-forward (SwiGLU)",
+        "scores": "every layer's self-attention masked: each token sees itself and those before it",
+        "multi_head": "9 x 64 = 576, concatenated, then W^O (no bias); 3 key/value heads make a key/value cache 3x",
         "model_view": "30 decoder layers of 9 heads",
+        "final_linear": "tied to the embedding, after a final RMSNorm",
+        "layer_predictions": "each of its 30 decoder layers read through its final RMSNorm and the output matrix",
     }
     for stem, said in expected.items():
         words = text_of(opened(stem))
-        assert "2017 paper:" in words and said in words, stem
-    # the paper's own model has nothing to compare
+        assert "2017 paper:" in words and f"This model: {said}" in words, stem
+    # the paper's own architecture says so
     at = new_app("positional")
     at.query_params["model"] = "translate"
-    assert "2017 paper:" not in text_of(at.run())
+    assert "This model: the same." in text_of(at.run())
 
 
 def test_final_linear_shows_what_comes_after_the_text(smollm2):

@@ -33,7 +33,7 @@ def figure(at, suffix: str) -> dict:
 
 
 def text_of(at) -> str:
-    parts = [*at.markdown, *at.caption, *at.info, *at.warning, *at.error, *at.subheader, *at.metric]
+    parts = [*at.markdown, *at.caption, *at.info, *at.warning, *at.success, *at.error, *at.subheader, *at.metric]
     return plain(" ".join(str(getattr(p, "value", "")) + " " + str(getattr(p, "label", "")) for p in parts))
 
 

@@ -108,3 +108,28 @@ def test_every_chart_is_drawn_with_dark_text_big_enough_for_a_projector():
     assert figure.layout.xaxis.title.font.size >= 15
     assert figure.layout.xaxis2.tickfont.size == 9
     assert figure.layout.xaxis.exponentformat == figure.layout.yaxis2.exponentformat == "e"  # no 20µ or 1p
+
+
+def test_presenter_mode_draws_every_legend_at_16_px_or_more():
+    import plotly.graph_objects as go
+
+    from attention_explorer.explorer.figures.complexity import operations
+    from attention_explorer.explorer.figures.style import PRESENT_TICK_FONT, TEXT, styled
+    from attention_explorer.explorer.lesson import complexity
+
+    def legend(present: bool, own: dict | None = None) -> go.Figure:
+        figure = go.Figure([go.Scatter(y=[1, 2], name="a"), go.Scatter(y=[2, 1], name="b")])
+        if own:
+            figure.update_layout(legend={"font": own, "title": {"text": "pairs"}})
+        return styled(figure, present)
+
+    # without a size of its own, the chart theme would draw the legend at 12 px: set explicitly, 16 px or more
+    assert legend(True).layout.legend.font.size == PRESENT_TICK_FONT["size"] >= 16
+    assert legend(True).layout.legend.font.color == TEXT
+    drawn = legend(True, {"size": 11})
+    assert drawn.layout.legend.font.size >= 16 and drawn.layout.legend.title.font.size >= 16
+    assert legend(True, {"size": 18}).layout.legend.font.size == 18  # a larger size of its own stays
+    assert legend(False, {"size": 11}).layout.legend.font.size == 11  # normal mode: the figure's own
+    n, ours, recurrent = complexity.curves(64, 1000)
+    table_one = styled(operations(n, ours, recurrent, 10, 64), present=True)  # a legend of its own, at 15 px
+    assert table_one.layout.legend.font.size >= 16

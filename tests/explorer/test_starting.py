@@ -166,3 +166,13 @@ def test_a_layers_link_is_the_first_largest_counted_weight_of_the_masked_layer()
         head, query, key = np.unravel_index(int(np.argmax(masked)), masked.shape)
         expected = [masked[head, query, key], head, query, key]
         np.testing.assert_array_equal(starting.layer_link(weights, tokens, tokens), expected)
+
+
+def test_a_causal_focus_never_opens_on_the_last_token_where_the_mask_hides_nothing():
+    tokens = ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
+    assert starting.masked_query(tokens, 4) == 2  # the middle: 'Ġis' and 'ĠFrance' are hidden from it
+    assert starting.masked_query(tokens, 3) == 3  # not the last: kept
+    six = ["<bos>", "a", "b", ",", "c", "d"]
+    assert starting.masked_query(six, 5) == 2  # nearest the middle (2.5), the earlier on a tie
+    assert starting.masked_query(["<bos>", ",", "x"], 2) == 2  # nothing worth a look before it: as it was
+    assert starting.masked_query(["x"], 0) == 0
