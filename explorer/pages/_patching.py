@@ -108,11 +108,28 @@ def _clicked_head(point: Mapping, kinds: list[str]) -> None:
         st.session_state[HEAD] = (kinds[int(data[2])], int(data[0]), int(data[1]))
 
 
-DEPTHS = ("the first third of the layers", "the middle third", "the last third")
+def _layers(first: int, last: int) -> str:
+    """'layer 3' or 'layers 1-10', counted from 1."""
+    return f"layer {first + 1}" if first == last else f"layers {first + 1}-{last + 1}"
 
 
-def _depth(layer: int, n_layers: int) -> int:
-    return min(2, 3 * layer // n_layers)
+def depth(layer: int, n_layers: int) -> int:
+    """Which of depths(n_layers) layer `layer` (from 0) sits in: thirds from 3 layers up (the last layer always in
+    the last third), else each layer its own."""
+    return layer if n_layers < 3 else min(2, 3 * layer // n_layers)
+
+
+def depths(n_layers: int) -> list[str]:
+    """Where in a stack of `n_layers` a layer can sit, as the class is asked: thirds of the layers, each with the
+    layers it holds, from 3 layers up; 'the first layer' and 'the last layer' of 2 (thirds of 2 layers could never
+    say 'last'); 'its only layer' of 1."""
+    if n_layers == 1:
+        return ["its only layer"]
+    if n_layers == 2:
+        return ["the first layer", "the last layer"]
+    parts = ("the first third", "the middle third", "the last third")
+    held = [[i for i in range(n_layers) if depth(i, n_layers) == part] for part in range(3)]
+    return [f"{name} ({_layers(layers[0], layers[-1])})" for name, layers in zip(parts, held, strict=True)]
 
 
 def patching_view(key: str, lesson: bool = False) -> None:
@@ -184,7 +201,8 @@ def patching_view(key: str, lesson: bool = False) -> None:
     if lesson:
         question = "Copying one head's output from the clean run: where in the model is the head that restores most?"
         asked = (*sidebar, *setup.corrupt_ids, setup.answer, setup.wrong)
-        guess = predict(question, list(DEPTHS), asked, f"{key}_predict")
+        n_layers = ablation.shapes(loaded.model.config)[patching.residual_kind(loaded)][0]
+        guess = predict(question, depths(n_layers), asked, f"{key}_predict")
         if guess is None:
             stop()
     _residual(loaded, sidebar[0], setup, tokens, key)
@@ -248,8 +266,9 @@ def _heads(loaded, model_name: str, setup, guess: int | None, key: str) -> tuple
     said = ""
     if guess is not None and guess >= 0:
         best_kind, best_layer = ranked[0][0], ranked[0][1]
-        sits = DEPTHS[_depth(best_layer, shapes[best_kind][0])]
-        said = f" It sits in {sits}; your class picked {DEPTHS[guess]}."
+        n_layers = shapes[best_kind][0]
+        sits = depths(n_layers)[depth(best_layer, n_layers)]
+        said = f" It sits in {sits}; your class picked {depths(n_layers)[guess]}."
     st.markdown(markdown_literal(f"The heads that restore most: {named}.{said} Click a head to see what it looks at."))
     chart(
         experiment_figures.head_grids(grids, figures.SHARE, "Copy one head's output", number=".2f"),

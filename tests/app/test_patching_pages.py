@@ -98,10 +98,16 @@ def test_the_lesson_step_asks_first_then_patches():
     at = opened("patch", "induction", INDUCTION)
     assert not at.exception
     assert not [c for c in at.get("plotly_chart") if c.key == "patch_residual"]
-    at = reveal(at, "patch_predict", 2)
+    (box,) = [s for s in at.selectbox if s.key.startswith("patch_predict_guess_")]
+    assert list(box.options) == ["the first layer", "the last layer"]  # 2 layers: no thirds, which never say "last"
+    at = reveal(at, "patch_predict", 1)
     assert not at.exception
     assert [c for c in at.get("plotly_chart") if c.key == "patch_residual"]
-    assert "your class picked the last third" in text_of(at)
+    best = figure(at, "patch_heads_grid")["data"][0]["z"]
+    layer = int(np.unravel_index(np.nanargmax(array(best)), (2, 4))[0])
+    sits = ("the first layer", "the last layer")[layer]
+    assert f"It sits in {sits}; your class picked the last layer." in text_of(at)
+    assert "third" not in text_of(at)
 
 
 def test_the_translator_patches_its_encoder_and_every_attention_kind():

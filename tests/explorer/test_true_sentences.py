@@ -1,0 +1,61 @@
+"""Sentences the lesson says about a model, checked against that model's own shape and numbers (issue 42): each test
+fails if the sentence it replaced comes back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention_explorer.explorer.pages._patching import depth, depths
+from tests import tolerance
+
+
+@pytest.mark.parametrize("n_layers", [1, 2, 3, 4, 5, 6, 12, 30])
+def test_every_layer_has_one_depth_and_the_last_layer_is_said_to_be_last(n_layers):
+    said = depths(n_layers)
+    assert [depth(i, n_layers) for i in range(n_layers)] == sorted(depth(i, n_layers) for i in range(n_layers))
+    assert {depth(i, n_layers) for i in range(n_layers)} == set(range(len(said)))  # no option empty
+    last = said[depth(n_layers - 1, n_layers)]
+    assert "last" in last or "only" in last
+    assert said[depth(0, n_layers)] in ("its only layer", "the first layer") or said[0].startswith("the first third")
+
+
+def test_two_layers_are_never_cut_in_thirds():
+    # the induction model's head 2.2 was said to sit "in the middle third" of its 2 layers
+    assert depths(2) == ["the first layer", "the last layer"] and depth(1, 2) == 1
+
+
+def test_thirds_name_the_layers_they_hold():
+    assert depths(30) == [
+        "the first third (layers 1-10)",
+        "the middle third (layers 11-20)",
+        "the last third (layers 21-30)",
+    ]
+    assert depths(4)[depth(3, 4)] == "the last third (layer 4)"
+
+
+# SiLU's lowest value: z sigmoid(z) has zero slope where 1 + z (1 - sigmoid(z)) = 0, z = -1.278465 (Newton's method)
+SILU_LOWEST = (-0.2784645, -1.2784645)
+
+
+@pytest.mark.slow
+def test_step_7_says_what_negative_gates_still_carry_on_smollm2(smollm2):
+    from attention_explorer.explorer.pages._forward import gate_text
+    from attention_explorer.explorer.run import forward, trace
+
+    run = trace.run(smollm2, "The Eiffel Tower is located in the city of", 64)
+    step = forward.layer(smollm2, run, "decoder", 13, len(run.source_tokens) - 1)
+    (ffn,) = [s.ffn for s in step.sublayers if s.ffn is not None]
+    hidden, up = ffn.hidden.astype(np.float64), ffn.up.astype(np.float64)
+    carried = np.abs(hidden / (1 + np.exp(-hidden)) * up)  # |SiLU(gate) * up|, in float64
+    share = carried[hidden < 0].sum() / carried.sum()
+    # the page's float32 products against these float64 ones: a few roundings of each term, in both sums
+    tolerance.assert_within(ffn.negative_carry, share, 8 * tolerance.EPS32, "the negative gates' share")
+    assert share > 0.3  # layer 14 of SmolLM2: "pass little of x W_up on" was false (they carry about half)
+    lowest, at = ffn.floor
+    # the bottom is flat: float32 SiLU takes its lowest value over about 1e-3 of z either side
+    assert abs(lowest - SILU_LOWEST[0]) < 1e-6 and abs(at - SILU_LOWEST[1]) < 1e-3
+    said = gate_text(ffn, smollm2.model.config.d_ff)
+    assert f"carry **{share:.1%}** of sum |act(x W_gate) * x W_up|" in said
+    assert "its lowest value is -0.28, at z = -1.28" in said
+    assert "pass little" not in said and "near 0" not in said
