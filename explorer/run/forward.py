@@ -228,6 +228,16 @@ def head_projections(loaded: LoadedModel, kind: str, layer: int, head: int) -> P
     return Projections(w_q, w_k, w_v, b_q, b_k, b_v)
 
 
+def attention_norm(loaded: LoadedModel, kind: str, layer: int) -> torch.nn.Module | None:
+    """The norm an attention sub-layer applies to its input before projecting it to q (and, in self-attention, to k
+    and v): a pre-norm layer's own (RMSNorm or LayerNorm); None where the layer is post-LN and projects x itself."""
+    module = _module(loaded, stack_of(kind)).layers[layer]
+    name = "cross_attn" if kind == "cross" else "self_attn"
+    sub = next(s for s in module.sublayers if s.module == name)  # the layer's own order and norms (models.transformer)
+    norm = getattr(module, sub.norm)
+    return norm if norm.norm_first else None
+
+
 def tokens(trace: Trace, stack: str) -> tuple[str, ...]:
     if stack == "decoder":
         assert trace.target_tokens is not None

@@ -70,3 +70,31 @@ def test_the_sidebar_says_how_the_gguf_file_stores_smollm2():
     said = registry.MODELS["smollm2"].description
     assert gguf.storage(found) in said, (gguf.storage(found), said)
     assert "4-bit weights" not in said
+
+
+@pytest.mark.slow
+def test_step_4_multiplies_the_normalised_row_on_a_pre_norm_model(smollm2, translate):
+
+    from attention_explorer.explorer.pages._qkv import projection_formula
+    from attention_explorer.explorer.run import forward, trace, walkthrough
+
+    run = trace.run(smollm2, "The Eiffel Tower is located in the city of", 64)
+    layer, head, query = 5, 4, 9
+    s = walkthrough.steps(run, "decoder_self", layer, head, query)
+    norm = forward.attention_norm(smollm2, "decoder_self", layer)
+    assert norm is not None and smollm2.family.norm_name == "RMSNorm"
+    normed = forward.layer_norm(s.x_query, norm).output
+    w_q = smollm2.model.decoder.layers[layer].self_attn.w_q.weight[head * 64 : (head + 1) * 64].detach().numpy()
+    # the page's RMSNorm(x) W^Q is the model's own q before rotation: the norm's D squares and the product's D terms,
+    # in another order than the model's batched ones
+    terms = np.abs(normed) @ np.abs(w_q.T)
+    tolerance.assert_within(
+        normed @ w_q.T, s.q_unrotated, tolerance.reordered(2 * len(normed), terms), "RMSNorm(x) W^Q"
+    )
+    # x itself (the layer's input, not normalised) gives another vector: "q = R_pos(x W^Q)" was false
+    assert not np.allclose(s.x_query @ w_q.T, s.q_unrotated, rtol=0.1, atol=0.1)
+    formula = projection_formula(smollm2.model.config, head, 576, 64, smollm2.family.norm_name, "decoder_self")
+    assert r"q = R_{\text{pos}}(\mathrm{RMSNorm}(x) W^Q_{5})" in formula
+    assert r"k_j = R_{\text{pos}}(\mathrm{RMSNorm}(x_j) W^K_{5})" in formula
+    # post-LN (the paper's, BERT's, the toy translator's): the projections read x itself
+    assert forward.attention_norm(translate, "encoder_self", 0) is None
