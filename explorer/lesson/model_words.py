@@ -4,7 +4,7 @@ its norm placement, its training recipe, whether a right answer is known (models
 from __future__ import annotations
 
 from attention_explorer.explorer.experiments.ablate import Answer
-from attention_explorer.explorer.run.output import scored_token
+from attention_explorer.explorer.run.output import FinalNorm, scored_token
 from attention_explorer.models import train
 from attention_explorer.models.family import Family
 
@@ -101,6 +101,41 @@ def lens_intro(family: Family) -> str:
         "paper: each sub-layer ends in LayerNorm(x + Sublayer(x)), so there is no final norm and no residual stream "
         "that runs untouched to the output, but every state is already normalised. The logit lens puts each one "
         "through the output matrix as it is, and shows when the next token comes to the top."
+    )
+
+
+def final_linear_intro(family: Family) -> str:
+    """The final linear step's opening: what the output matrix multiplies, true for the model's norm placement
+    (pre-norm stacks end in a final norm; post-LN stacks, as the paper's, do not)."""
+    first = (
+        f"The decoder's last vector h at each position goes through the stack's final {family.norm_name} and is "
+        f"then multiplied by one more matrix: {family.norm_name}(h) W^T gives one score (logit) per word of "
+        if family.norm_first
+        else "The decoder's last vector h at each position (its last Add & Norm's output: post-LN, no final norm) is "
+        "multiplied by one more matrix: h W^T gives one score (logit) per word of "
+    )
+    return first + (
+        "the output vocabulary. A softmax turns the logits into probabilities. Greedy decoding takes the most probable "
+        "word, and dividing the logits by a temperature never changes which word that is; sampling draws a word by its "
+        "probability instead, and there the temperature (which flattens or sharpens the probabilities), top-k or top-p "
+        "can write other outputs."
+    )
+
+
+def final_norm_text(norm: FinalNorm | None, d_model: int) -> str:
+    """What the output matrix multiplies, with this row's own numbers: FinalNorm(h) and its length against h's (a
+    pre-norm stack), or h itself (post-LN)."""
+    if norm is None:
+        return (
+            f"h is the decoder's last vector at this step ({d_model} numbers), the output of its last Add & Norm: this "
+            "model is post-LN, as in the paper, so no final norm comes after it and W multiplies h as it is. "
+        )
+    shift = " and its bias beta shifts it" if norm.name == "LayerNorm" else ""
+    return (
+        f"h is the decoder's last vector at this step ({d_model} numbers); the stack ends in a final {norm.name}, so W "
+        f"multiplies {norm.name}(h), not h: |h| = {norm.before:.1f}, |{norm.name}(h)| = {norm.after:.1f} (normalised, "
+        f"h has length sqrt({d_model}) = {d_model**0.5:.1f}; the norm's gain gamma, {norm.gain:.2f} on average, "
+        f"scales it{shift}). "
     )
 
 

@@ -195,9 +195,10 @@ def one_position(s: Scored, number: int = 2) -> None:
     temperature = temperature_col.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")
     matrix = output.output_matrix(loaded)
     bias = "" if matrix.bias_zero is None else " + b"
-    equation.latex(
-        rf"\text{{logits}} = h\, W^\top{bias},\qquad p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
-    )
+    norm = output.final_norm(loaded, scored.final_states[index])  # None: post-LN, W reads h itself
+    read = "h" if norm is None else rf"\mathrm{{{norm.name}}}(h)"
+    softmax = rf"p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
+    equation.latex(rf"\text{{logits}} = {read}\, W^\top{bias},\qquad {softmax}")
     logits = scored.logits(loaded, index)
     p = output.softmax(logits, temperature)
     right = scored.target_ids[index]
@@ -220,7 +221,7 @@ def one_position(s: Scored, number: int = 2) -> None:
         present_height=380,
     )
     st.caption(
-        f"h is the decoder's last vector at this step ({matrix.d_model} numbers). "
+        model_words.final_norm_text(norm, matrix.d_model)
         + output_matrix_text(
             matrix.vocab_size,
             matrix.d_model,

@@ -41,3 +41,30 @@ def test_step_4_names_the_normalised_row_it_multiplies(smollm2):
     shown = array(drawn["data"][0]["z"]).ravel()
     model_rows = run.decoder_self.q_unrotated[layer, head]  # (T, Dh): the drawn row is one of the model's own
     assert any(np.array_equal(shown, row) for row in model_rows.astype(shown.dtype))
+
+
+def test_step_13_shows_the_final_norm_the_output_matrix_reads(smollm2):
+    at = opened("final_linear")
+    assert not at.exception, at.exception
+    formulas = " ".join(str(f.value) for f in at.latex)
+    assert r"\text{logits} = \mathrm{RMSNorm}(h)\, W^\top" in formulas and r"= h\, W^\top" not in formulas
+    run = trace.run(smollm2, TEXT, smollm2.max_tokens)
+    index = at.selectbox(key="output_position").value
+    h = run.decoder_states["after_ffn"][-1][index].astype(np.float64)
+    norm = smollm2.model.decoder.final_norm
+    gamma = norm.weight.detach().double().numpy()
+    normed = gamma * h / np.sqrt(np.mean(h**2) + norm.eps)  # RMSNorm (Zhang & Sennrich 2019), in float64
+    words = text_of(at)
+    assert f"so W multiplies RMSNorm(h), not h: |h| = {np.linalg.norm(h):.1f}" in words
+    assert f"|RMSNorm(h)| = {np.linalg.norm(normed):.1f}" in words
+    assert f"gain gamma, {gamma.mean():.2f} on average" in words
+    assert "goes through the stack's final RMSNorm" in words
+
+
+def test_final_linear_on_a_post_ln_model_multiplies_h_itself(translate):
+    at = opened("final_linear", "translate", "the small red cat sees a big dog")
+    assert not at.exception, at.exception
+    formulas = " ".join(str(f.value) for f in at.latex)
+    assert r"\text{logits} = h\, W^\top" in formulas and "RMSNorm" not in formulas and "LayerNorm(h)" not in formulas
+    words = text_of(at)
+    assert "post-LN, as in the paper, so no final norm comes after it" in words
