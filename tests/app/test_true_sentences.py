@@ -10,6 +10,7 @@ from attention_explorer.explorer.run import trace
 from tests.app import new_app
 from tests.app.test_decoder_only import text_of
 from tests.figdata import array, spec
+from tests.figdata import plain as plain_of
 
 pytestmark = pytest.mark.slow
 
@@ -68,3 +69,14 @@ def test_final_linear_on_a_post_ln_model_multiplies_h_itself(translate):
     assert r"\text{logits} = h\, W^\top" in formulas and "RMSNorm" not in formulas and "LayerNorm(h)" not in formulas
     words = text_of(at)
     assert "post-LN, as in the paper, so no final norm comes after it" in words
+
+
+def test_step_11_says_smollm2s_own_matrices(smollm2):
+    from attention_explorer.explorer.lesson import complexity
+    from tests.app import reveal
+
+    at = reveal(opened("why_attention"), "why_predict", 0)
+    assert not at.exception, at.exception
+    words = text_of(at)
+    assert plain_of(complexity.left_out(smollm2.model.config)) in words
+    assert "W^K and W^V (576 x 192 each" in words and "the feed-forward's two matrices" not in words

@@ -98,3 +98,25 @@ def test_step_4_multiplies_the_normalised_row_on_a_pre_norm_model(smollm2, trans
     assert r"k_j = R_{\text{pos}}(\mathrm{RMSNorm}(x_j) W^K_{5})" in formula
     # post-LN (the paper's, BERT's, the toy translator's): the projections read x itself
     assert forward.attention_norm(translate, "encoder_self", 0) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["smollm2", "translate"])
+def test_step_11_counts_the_matrices_each_token_goes_through(model, request):
+    from attention_explorer.explorer.lesson import complexity
+
+    loaded = request.getfixturevalue(model)
+    config = loaded.model.config
+    stack = loaded.model.encoder if loaded.model.encoder is not None else loaded.model.decoder
+    layer = stack.layers[0]
+    attention = [layer.self_attn.w_q, layer.self_attn.w_k, layer.self_attn.w_v, layer.self_attn.w_o]
+    ffn = [m for m in (layer.ffn.gate, layer.ffn.linear1, layer.ffn.linear2) if m is not None]
+    own = sum(m.weight.numel() for m in [*attention, *ffn])  # the model's own matrices, not the config's
+    assert complexity.position_ops(config) == own
+    said = complexity.left_out(config)
+    assert f"{own:,} multiply-adds a token" in said
+    if model == "smollm2":  # "the feed-forward's two matrices" and W^K, W^V as d x d were false
+        assert "W^K and W^V (576 x 192 each" in said and "three matrices" in said and "W_down (1536 x 576)" in said
+        assert "two matrices" not in said
+    else:
+        assert "two matrices" in said and "W^K (96 x 96)" in said
