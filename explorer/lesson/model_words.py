@@ -39,18 +39,29 @@ def loss_name(epsilon: float) -> str:
     return "label-smoothed loss" if epsilon > 0 else "cross-entropy"
 
 
-def training_target(epsilon: float) -> str:
+def training_target(epsilon: float, family: Family | None = None) -> str:
     """How training compares the model's distribution with the right next token, for a model trained with label
-    smoothing `epsilon` (explorer.run.output.epsilon_for)."""
+    smoothing `epsilon` (explorer.run.output.epsilon_for); a pretrained model whose card tells its training
+    (family.training) says it was so in pretraining, and what came after."""
     if epsilon > 0:
         return f"label-smoothed (eps = {epsilon:g}, section 5.4), by cross-entropy: the label-smoothed loss"
-    return "by cross-entropy, with no label smoothing (the paper's eps = 0.1): -log p of the right token"
+    plain = "by cross-entropy, with no label smoothing (the paper's eps = 0.1): -log p of the right token"
+    if family is not None and family.training:  # what its card says: pretraining, then what came after
+        return (
+            "in pretraining by cross-entropy (shown here with no label smoothing, the paper's eps = 0.1: -log p of the "
+            f"right token). {family.training.removesuffix('.')}"
+        )
+    if family is not None and family.from_folder:
+        return f"{plain} (a folder does not say how its weights were trained: this is a language model's usual loss)"
+    return plain
 
 
-def loss_intro(epsilon: float, untrained: bool = False, scored: bool = True) -> str:
+def loss_intro(epsilon: float, untrained: bool = False, scored: bool = True, family: Family | None = None) -> str:
     """The loss step's opening: the loss this model trains with, named and defined, beside step 9's -log p;
     `untrained`: random weights, which no loss has trained yet (the recipe they would train with); `scored`: False for
-    a model with no next-token output (encoder-only), whose own training this step does not show: the paper's loss."""
+    a model with no next-token output (encoder-only), whose own training this step does not show: the paper's loss.
+    `family`: a pretrained model says what its card tells of its training (family.training), a folder's that it is
+    not known; only a model trained here or random weights 'train' on the loss shown."""
     start = (
         "Training needs one number that says how wrong the model is, at every position (teacher forcing: each "
         "position reads the right words before it). "
@@ -70,11 +81,19 @@ def loss_intro(epsilon: float, untrained: bool = False, scored: bool = True) -> 
             f"{epsilon:g} over the whole vocabulary, so even a perfect model keeps a small loss. Beside it, "
             "-log p(right token) of step 9 (Turn heads off): the cross-entropy against the right word alone."
         )
-    return start + (
-        f"{model} on the cross-entropy between its probabilities and the right next word, without label "
-        "smoothing (the paper smooths with eps = 0.1): at each position it is -log p(right token), as on step 9 (Turn "
-        "heads off), so a perfect prediction scores 0."
+    plain = (
+        "the cross-entropy between its probabilities and the right next word, without label smoothing (the paper "
+        "smooths with eps = 0.1): at each position it is -log p(right token), as on step 9 (Turn heads off), so a "
+        "perfect prediction scores 0."
     )
+    if family is not None and family.training:
+        return start + family.training + " Shown here is that pretraining loss: " + plain
+    if family is not None and (family.from_folder or family.pretrained):
+        return start + (
+            "A language model is pretrained to predict each next token; how this model's weights were trained, its "
+            f"files do not say. Shown here is {plain}"
+        )
+    return start + f"{model} on {plain}"
 
 
 def recipe_summary(task: str) -> str:

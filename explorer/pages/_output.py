@@ -109,9 +109,14 @@ def loss(s: Scored, number: int = 1) -> None:
             f"trained. -log p({s.right} token) is the cross-entropy against the {s.right} token alone."
         )
     else:
+        trains = (  # only a model trained here (its recipe) or random weights (they would) train on what is shown
+            "this model trains with plain cross-entropy"
+            if s.loaded.family.trained_here or s.loaded.family.origin == "random"
+            else "the loss shown is plain cross-entropy"
+        )
         st.caption(
-            "No label smoothing (this model trains with plain cross-entropy): the cross-entropy at a position is "
-            f"-log p({s.right} token) itself, 0 only when the model gives that token probability 1."
+            f"No label smoothing ({trains}): the cross-entropy at a position is -log p({s.right} token) itself, 0 "
+            "only when the model gives that token probability 1."
         )
     right_p = scored.right_probabilities()
     st.dataframe(

@@ -80,3 +80,28 @@ def test_step_11_says_smollm2s_own_matrices(smollm2):
     words = text_of(at)
     assert plain_of(complexity.left_out(smollm2.model.config)) in words
     assert "W^K and W^V (576 x 192 each" in words and "the feed-forward's two matrices" not in words
+
+
+def test_step_15_says_what_is_known_of_smollm2s_training(smollm2):
+    from attention_explorer.models import registry
+
+    words = text_of(opened("loss"))
+    # "This model trains with plain cross-entropy, without label smoothing" was said of a model last tuned by DPO
+    assert "This model trains" not in words and "this model trains with plain cross-entropy" not in words
+    assert plain_of(registry.SMOLLM2_TRAINING) in words and "Shown here is that pretraining loss" in words
+    assert "the loss shown is plain cross-entropy" in words
+    output = text_of(opened("output"))
+    assert "in pretraining by cross-entropy" in output and "DPO" in output
+
+
+@pytest.mark.parametrize("task", ["induction", "translate"])
+def test_a_model_trained_here_trains_on_the_loss_its_recipe_gives(task):
+    from attention_explorer.explorer.run import output
+    from attention_explorer.models import registry, tasks, train
+
+    loaded = registry.load(task)
+    trainer = train.Trainer(tasks.get(task), train.RECIPES[task])
+    assert output.epsilon_for(loaded) == trainer.loss_fn.label_smoothing  # what models/train.py minimises
+    words = text_of(opened("loss", task, loaded.example))
+    said = "trains on the label-smoothed loss" if trainer.loss_fn.label_smoothing else "trains on the cross-entropy"
+    assert f"This model {said}" in words
