@@ -8,6 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from attention_explorer.explorer.figures import style
+
 
 def loss_curve(
     steps: Sequence[int],
@@ -67,8 +69,9 @@ def loss_curve(
     return figure
 
 
-# one colour per head, one dash per layer: "layer 2 head 3" is told from "layer 2 head 4" at a glance
-HEAD_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+# one colour per head (style.CATEGORICAL), one dash per layer: "layer 2 head 3" is told from "layer 2 head 4" at a
+# glance
+HEAD_COLOURS = style.CATEGORICAL
 LAYER_DASHES = ("dot", "solid", "dash", "dashdot")
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.labels import escape_tokens, position_label, strip_colorbar
 
 MAX_LABELS = 40  # rotated tick labels that fit side by side on a full-width chart without touching
@@ -147,10 +148,7 @@ def vector_strip(
     figure = go.Figure(
         go.Heatmap(
             z=drawn,
-            zmin=-limit,
-            zmax=limit,
-            zmid=0,
-            colorscale="RdBu",
+            **style.diverging(limit),
             colorbar=strip_colorbar(limit, height, 50),
             y=list(range(len(labels))),
             customdata=np.repeat(np.array(labels, dtype=object)[:, None], drawn.shape[1], axis=1),
@@ -262,10 +260,7 @@ def projection_matrices(
         figure.add_trace(
             go.Heatmap(
                 z=matrix,
-                zmin=-limit,
-                zmax=limit,
-                zmid=0,
-                colorscale="RdBu",
+                **style.diverging(limit),
                 showscale=i == len(matrices),
                 hovertemplate=f"{names[i - 1]}<br>row %{{y}} (input dim)<br>column %{{x}} (head dim)<br>%{{z:.5f}}"
                 "<extra></extra>",

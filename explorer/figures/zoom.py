@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
 from attention_explorer.explorer.figures.heatmap import (
     MAX_TICKS,
@@ -129,7 +130,7 @@ def overview_heatmap(
         scale = diverging_scale(means)
         what = "mean difference"
     else:  # to the largest mean, not 1: a mean over 64 weights of a long text is rarely past 0.1
-        scale = {"zmin": 0, "zmax": float(means.max()) or 1.0, "colorscale": "Blues"}
+        scale = style.sequential(0, float(means.max()) or 1.0)
         scale["colorbar"] = {"title": {"text": "mean weight"}}
         what = "mean weight"
     # x and y one longer than the cells: their edges, so a cell covers exactly the positions it averages
