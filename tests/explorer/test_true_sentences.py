@@ -120,3 +120,20 @@ def test_step_11_counts_the_matrices_each_token_goes_through(model, request):
         assert "two matrices" not in said
     else:
         assert "two matrices" in said and "W^K (96 x 96)" in said
+
+
+@pytest.mark.slow
+def test_toy_corruptions_stay_in_the_grammar_the_model_was_trained_on(translate):
+    from attention_explorer.explorer.experiments import corruptions, patching_encdec
+    from attention_explorer.models import tasks
+
+    def answers(clean, corrupt):
+        _, right, wrong = patching_encdec.target_row(translate, clean, corrupt)
+        right, wrong = (translate.target_vocabulary.id_to_token(i) for i in (right, wrong))
+        return None if right == wrong else (right, wrong)
+
+    texts = [*translate.task.examples, *(" ".join(p.source) for p in tasks.pairs(translate.task, 20, 0))]
+    found = [p for text in texts for p in corruptions.proposals(translate, text, 32, answers)]
+    assert len(found) >= len(texts) // 2  # most texts still get a proposal
+    for proposal in found:  # "the small red cat sees a big rabbits" was proposed: no such sentence is ever trained on
+        assert translate.task.expected(tuple(proposal.text.split())) is not None, proposal.text
