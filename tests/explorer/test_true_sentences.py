@@ -3,6 +3,8 @@ fails if the sentence it replaced comes back."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -137,3 +139,20 @@ def test_toy_corruptions_stay_in_the_grammar_the_model_was_trained_on(translate)
     assert len(found) >= len(texts) // 2  # most texts still get a proposal
     for proposal in found:  # "the small red cat sees a big rabbits" was proposed: no such sentence is ever trained on
         assert translate.task.expected(tuple(proposal.text.split())) is not None, proposal.text
+
+
+def test_no_sentence_says_a_causal_token_sees_only_those_before_it():
+    # under the causal mask a token sees itself too ("each token sees only those before it" was said on step 5);
+    # explorer/lesson/then_and_now.py is fixed with the then-and-now line (issue 42, part 2) and checked there
+    from pathlib import Path
+
+    false = re.compile(r"(sees?|attends? to|reads?) only (those|the ones|the tokens|the positions|the words|earlier)")
+    root = Path(__file__).resolve().parents[2] / "explorer"
+    found = [
+        (path.name, line.strip())
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "then_and_now.py"
+        for line in path.read_text().splitlines()
+        if false.search(line) and "at or before" not in line and "itself" not in line
+    ]
+    assert not found, found
