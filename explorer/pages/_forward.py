@@ -206,6 +206,12 @@ def gate_text(ffn: forward.FeedForwardWalkthrough, d_ff: int) -> str:
     lowest value is ffn.floor), and the units with one still carry a share of what W_down reads."""
     act = "SiLU(z) = z sigmoid(z)" if ffn.activation in ("silu", "swish") else f"{ffn.activation}(z)"
     lowest, at = ffn.floor
+    if lowest == 0:  # a ReLU gate: a negative gate passes nothing
+        return (
+            f"Gated feed-forward: x W_gate = `{preview(ffn.hidden)}`; x W_up = `{preview(ffn.up)}`. {act} sets a "
+            f"negative z to 0: **{ffn.off_share:.1%}** of the {d_ff} units have a negative gate and pass nothing of "
+            "x W_up on."
+        )
     return (
         f"Gated feed-forward: x W_gate = `{preview(ffn.hidden)}`; x W_up = `{preview(ffn.up)}`. {act} shrinks a "
         f"negative z without zeroing it (its lowest value is {lowest:.2f}, at z = {at:.2f}): "

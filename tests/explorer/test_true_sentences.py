@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from attention_explorer.explorer.pages._patching import depth, depths
 from tests import tolerance
@@ -156,3 +157,27 @@ def test_no_sentence_says_a_causal_token_sees_only_those_before_it():
         if false.search(line) and "at or before" not in line and "itself" not in line
     ]
     assert not found, found
+
+
+def test_a_relu_gate_is_said_to_pass_nothing():
+    from attention_explorer.explorer.pages._forward import gate_text
+    from attention_explorer.explorer.run import forward
+
+    hidden = np.array([-1.0, 2.0, -0.5, 0.25], np.float32)
+    up = np.array([3.0, 1.0, -2.0, 4.0], np.float32)
+    for name, floor in (("relu", (0.0, -8.0)), ("silu", forward.floor(_Act(torch.nn.SiLU())))):
+        act = torch.nn.ReLU() if name == "relu" else torch.nn.SiLU()
+        activated = (act(torch.from_numpy(hidden)) * torch.from_numpy(up)).numpy()
+        ffn = forward.FeedForwardWalkthrough(hidden, hidden, name, activated, 0.5, hidden, up, floor)
+        said = gate_text(ffn, 4)
+        if name == "relu":
+            assert "pass nothing" in said and "without zeroing" not in said and ffn.negative_carry == 0
+        else:  # SiLU(-1) * 3 and SiLU(-0.5) * -2 are not 0: the negative gates carry a share
+            assert "without zeroing it" in said and 0 < ffn.negative_carry < 1
+
+
+class _Act:
+    """A module with only an activation, as forward.floor reads one."""
+
+    def __init__(self, activation):
+        self.activation = activation
