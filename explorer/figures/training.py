@@ -29,9 +29,13 @@ def loss_curve(
         row_heights=[0.68, 0.32] if rows == 2 else None,
         vertical_spacing=0.06,
     )
-    figure.add_trace(go.Scatter(x=list(steps), y=list(loss), name="loss", mode="lines", line={"color": "#1f77b4"}))
     figure.add_trace(
-        go.Scatter(x=list(steps), y=list(accuracy), name="token accuracy", mode="lines", line={"color": "#2ca02c"}),
+        go.Scatter(x=list(steps), y=list(loss), name="loss", mode="lines", line={"color": style.head_colour(0)})
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=list(steps), y=list(accuracy), name="token accuracy", mode="lines", line={"color": style.head_colour(2)}
+        ),
         secondary_y=True,
     )
     if schedule is not None:
@@ -41,7 +45,7 @@ def loss_curve(
                 y=list(schedule[1]),
                 name="learning rate (eq. 3)",
                 mode="lines",
-                line={"color": "#ff7f0e"},
+                line={"color": style.head_colour(1)},
             ),
             row=2,
             col=1,

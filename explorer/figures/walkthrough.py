@@ -54,13 +54,18 @@ def per_key_bars(
     labels = _labels(keys, subset)
     x = list(range(len(index)))
     visible = np.ones(len(values), bool) if mask is None else np.asarray(mask, bool)
-    colors = ["#1f77b4" if visible[i] else "#cccccc" for i in index]
+    colors = [style.head_colour(0) if visible[i] else "#cccccc" for i in index]
     hover = {"customdata": labels, "hovertemplate": "key %{customdata}<br>%{y:.5f}<extra></extra>"}
     if subset is None:
         hover["hovertemplate"] = "key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>"
     figure = go.Figure(go.Bar(x=x, y=np.asarray(values)[index], marker={"color": colors}, name=title, **hover))
     if compare is not None:
-        bars = {"x": x, "y": np.asarray(compare)[index], "name": compare_name, "marker": {"color": "#ff7f0e"}}
+        bars = {
+            "x": x,
+            "y": np.asarray(compare)[index],
+            "name": compare_name,
+            "marker": {"color": style.head_colour(1)},
+        }
         figure.add_trace(go.Bar(**bars, **hover))
     hidden = [j for j, i in enumerate(index) if not visible[i]]
     # masked keys get weight 0, so their bars vanish: shade where they are
@@ -125,7 +130,7 @@ def _overview(values: np.ndarray, keys: Sequence[str], shown: np.ndarray) -> go.
         yaxis="y2",
         mode="lines+markers",
         line={"color": LIGHT, "width": 1},
-        marker={"size": sizes, "color": "#1f77b4"},
+        marker={"size": sizes, "color": style.head_colour(0)},
         name="every key",
         showlegend=False,
         customdata=escape_tokens(keys),
@@ -200,7 +205,7 @@ def masked_scores(
             x=x[seen],
             y=visible,
             name="scaled score (visible key)",
-            marker={"color": "#1f77b4"},
+            marker={"color": style.head_colour(0)},
             customdata=[labels[j] for j in np.flatnonzero(seen)],
             hovertemplate=f"{hover}<br>%{{y:.5f}}<extra></extra>",
         )

@@ -32,7 +32,10 @@ CLICK_TILES = 64  # the overview's click targets a side at most (4,096 markers, 
 REGION_SIZES = (32, 64, 128, 256, 512)  # positions a side of the region drawn at full resolution
 REGION = 64  # the region's default side: every other token named on its axes, each one on hover
 OUTLINE = {"color": "#d62728", "width": 2}
-ROW = {"color": "#ff7f0e", "width": 2}  # a query row a page points at (decoding's step, attribution's position)
+ROW = {
+    "color": style.head_colour(1),
+    "width": 2,
+}  # a query row a page points at (decoding's step, attribution's position)
 HEIGHT = 720  # the overview: tall enough for MAX_TICKS labels down its side, short enough to leave the region in view
 
 
