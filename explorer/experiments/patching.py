@@ -381,8 +381,10 @@ def document(loaded: LoadedModel, clean: str, corrupt: str, answer: str, wrong: 
             "wrong": vocabulary.id_to_token(found.wrong),
             "changed": list(found.changed),
             "corrupted_tokens": [loaded.tokenizer.id_to_token(i) for i in found.corrupt_ids],
-            "convention": "logit difference logit(answer) - logit(wrong) at the last position; each patch copies one "
-            "activation of the clean run into the corrupted run; share restored = (patched - corrupted) / (clean - "
-            "corrupted); heads: each head's output (before W_O) at every position",
+            "convention": "logit difference logit(answer) - logit(wrong) "
+            + ("at the decoder's last row" if loaded.is_encoder_decoder else "at the last position")
+            + "; each patch copies one activation of the clean run into the corrupted run (denoising: it shows what "
+            "is enough to restore the difference, not what is necessary); share restored = (patched - corrupted) / "
+            "(clean - corrupted); heads: each head's output (before W_O) at every position",
         }
     }

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-SELF_COLOUR, RECURRENT_COLOUR, MARK = "#1f77b4", "#d62728", "#262730"
+from attention_explorer.explorer.figures import style
+
+SELF_COLOUR, RECURRENT_COLOUR, MARK = style.head_colour(0), style.head_colour(4), "#262730"  # blue, vermillion
 AXIS = {"automargin": True, "dtick": 1, "tickfont": {"size": 15}}
 
 

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.labels import escape_tokens
 
-CHOSEN, OTHER = "#d62728", "#1f77b4"
+CHOSEN, OTHER = "#d62728", style.head_colour(0)
 SMALL = 0.05  # below this top probability the bars are drawn on a log scale
 
 

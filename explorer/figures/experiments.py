@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
 from attention_explorer.explorer.figures.heatmap import MAX_TICKS, thinned, titled
 from attention_explorer.explorer.figures.labels import escape_tokens, position_labels
@@ -40,11 +41,7 @@ def head_grids(
     finite = np.concatenate([g[np.isfinite(g)] for g in grids.values()]) if grids else np.zeros(0)
     top = float(np.abs(finite).max()) if finite.size else 1.0
     top = top or 1.0
-    scale = (
-        {"colorscale": "RdBu", "zmid": 0, "zmin": -top, "zmax": top}
-        if diverging
-        else {"colorscale": "Viridis", "zmin": float(finite.min()) if finite.size else 0, "zmax": top}
-    )
+    scale = style.diverging(top) if diverging else style.sequential(float(finite.min()) if finite.size else 0, top)
     safe = html.escape(name, quote=False)
     off = set(marked)
     for col, kind in enumerate(kinds, start=1):
@@ -190,9 +187,7 @@ def lens_map(
             text=text,
             texttemplate="%{text}" if show_text else None,
             textfont={"size": 12},
-            colorscale="Blues",
-            zmin=0,
-            zmax=1,
+            **style.sequential(0, 1),
             colorbar={"title": {"text": "probability"}, "tickformat": ".0%"},
             hovertemplate="%{y}<br>position %{x}<br>next: %{customdata[0]} (%{z:.1%})%{customdata[1]}<extra></extra>",
         )

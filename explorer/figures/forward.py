@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.labels import escape_tokens, strip_colorbar
 
 MAX_TICKS = 40  # token ticks past this are thinned
@@ -32,10 +33,7 @@ def named_strips(rows: Sequence[np.ndarray], names: Sequence[str], title: str) -
         go.Heatmap(
             z=z,
             y=y,
-            zmin=-limit,
-            zmax=limit,
-            zmid=0,
-            colorscale="RdBu",
+            **style.diverging(limit),
             colorbar=strip_colorbar(limit, height, 50),
             customdata=np.array([[name] * z.shape[1] for name in labels]),
             hovertemplate="%{customdata}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
@@ -103,9 +101,7 @@ def movement_heatmap(values: np.ndarray, names: Sequence[str], tokens: Sequence[
             z=z,
             x=list(range(n_tokens)),
             y=list(range(len(rows))),
-            zmin=0 if clipped else None,
-            zmax=high if clipped else None,
-            colorscale="Viridis",
+            **style.sequential(0 if clipped else None, high if clipped else None),
             customdata=np.array([labels] * len(rows)),
             hovertemplate="%{customdata} (%{x})<br>row %{y}<br>%{z:.4f}<extra></extra>",
         )

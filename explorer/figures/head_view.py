@@ -7,27 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
 from attention_explorer.explorer.figures.labels import escape_tokens, position_label, position_labels
 
-PALETTE = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-    "#393b79",
-    "#637939",
-    "#8c6d31",
-    "#843c39",
-    "#7b4173",
-    "#3182bd",
-)
+PALETTE = style.CATEGORICAL  # one colour a head; past eight, the colours come round again dashed (style.head_dash)
 LEVELS = (0.05, 0.15, 0.3, 0.5, 0.75)  # weights are drawn in these opacity bands; below the first, not at all
 WINDOW = 32  # tokens a column shows at once: past this the view is a window that the page moves
 ROW_PX = 22  # pixels a token row takes: WINDOW rows fit one screen
@@ -117,7 +101,7 @@ def head_view(
                     y=[y for qi, kj in pairs for y in (float(qi), float(kj), None)],
                     mode="lines",
                     # heavier and darker with the weight: the strong links read from the back of a room
-                    line={"color": PALETTE[head % len(PALETTE)], "width": 1.5 + 4.5 * high},
+                    line={"color": style.head_colour(head), "dash": style.head_dash(head), "width": 1.5 + 4.5 * high},
                     opacity=min(1.0, 0.3 + high * 0.7),
                     name=f"head {head + 1}",
                     legendgroup=f"h{head}",

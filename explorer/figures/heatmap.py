@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, row_targets, targets
 from attention_explorer.explorer.figures.labels import escape_tokens, position_labels
 from attention_explorer.explorer.run.blocks import block_means, edges, factor
@@ -87,9 +88,7 @@ def cells_note(f_q: int, f_k: int, values: str = "weights") -> str:
 
 
 WEIGHT_SCALE = {
-    "zmin": 0,
-    "zmax": 1,
-    "colorscale": "Blues",
+    **style.sequential(0, 1),
     "colorbar": {"title": {"text": "weight"}},
     "hovertemplate": HOVER,
 }
@@ -118,10 +117,7 @@ def diverging_scale(z: np.ndarray) -> dict:
     limit = float(np.abs(z).max()) if z.size else 0.0
     limit = limit or 1e-12  # all zeros: still a valid, centred scale
     return {
-        "zmin": -limit,
-        "zmax": limit,
-        "zmid": 0,
-        "colorscale": "RdBu_r",
+        **style.diverging(limit),
         "colorbar": {"title": {"text": "difference"}},
         "hovertemplate": DIFFERENCE_HOVER,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
 from attention_explorer.explorer.run.blocks import THUMBNAIL, block_means, factor
 
@@ -91,7 +92,7 @@ def model_view(
     # built in one call: every later update_layout/add_shape re-validates and deep-copies the whole figure
     return go.Figure(
         data=[
-            go.Heatmap(z=grid(weights, size), zmin=0, zmax=1, colorscale="Blues", showscale=False, hoverinfo="skip"),
+            go.Heatmap(z=grid(weights, size), **style.sequential(0, 1), showscale=False, hoverinfo="skip"),
             clicks,
         ],
         layout={

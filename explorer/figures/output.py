@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.labels import escape_tokens, position_label
 
 
@@ -24,9 +25,11 @@ def distribution_bars(
     labels = escape_tokens(tokens)
     y = list(range(len(labels)))
     hover = {"customdata": labels, "hovertemplate": "%{customdata}<br>%{x:.5f}<extra></extra>"}
-    bars = [go.Bar(x=model, y=y, orientation="h", name=model_name, marker={"color": "#1f77b4"}, **hover)]
+    bars = [go.Bar(x=model, y=y, orientation="h", name=model_name, marker={"color": style.head_colour(0)}, **hover)]
     if target is not None:
-        bars.append(go.Bar(x=target, y=y, orientation="h", name=target_name, marker={"color": "#2ca02c"}, **hover))
+        bars.append(
+            go.Bar(x=target, y=y, orientation="h", name=target_name, marker={"color": style.head_colour(2)}, **hover)
+        )
     figure = go.Figure(bars)
     figure.update_layout(
         title={"text": title},
@@ -59,14 +62,16 @@ def loss_bars(
     labels = escape_tokens([position_label(i + 1, t) for i, t in enumerate(targets)])
     x = list(range(len(labels)))
     hover = {"customdata": labels, "hovertemplate": "%{customdata}<br>%{y:.4f}<extra></extra>"}
-    bars = [go.Bar(x=x, y=nll, name=f"-log p({token} token)", marker={"color": "#ff7f0e"}, **hover)]
+    bars = [go.Bar(x=x, y=nll, name=f"-log p({token} token)", marker={"color": style.head_colour(1)}, **hover)]
     if smoothed:  # without smoothing the loss is -log p itself: one bar says it
-        bars.insert(0, go.Bar(x=x, y=per_token, name="label-smoothed loss", marker={"color": "#1f77b4"}, **hover))
+        bars.insert(
+            0, go.Bar(x=x, y=per_token, name="label-smoothed loss", marker={"color": style.head_colour(0)}, **hover)
+        )
     figure = go.Figure(bars)
     mean = float(np.mean(per_token))
     # the floor's label in the right margin beside its line, the mean's above its own: a trained model's mean sits
     # just over the floor, and a floor of 0 (no smoothing) would put a label under the line on the token labels
-    floor_line = {"dash": "dot", "color": "#2ca02c"}
+    floor_line = {"dash": "dot", "color": style.head_colour(2)}
     figure.add_hline(y=floor, line=floor_line, annotation_text=f"floor {floor:.3f}", annotation_position="right")
     mean_line = {"dash": "dash", "color": "#d62728"}
     figure.add_hline(y=mean, line=mean_line, annotation_text=f"mean {mean:.3f}", annotation_position="top right")

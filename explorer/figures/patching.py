@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import titled, token_axis
 from attention_explorer.explorer.figures.labels import escape_tokens, position_labels
 
@@ -25,10 +26,9 @@ def marked_tokens(tokens: Sequence[str], changed: Sequence[int]) -> list[str]:
 
 
 def _scale(values: np.ndarray) -> dict:
-    """Diverging, centred at 0, from -top to top: at least 1, so a share of 1 is the same blue on every grid."""
+    """Diverging, centred at 0, from -top to top: at least 1, so a share of 1 is the same red on every grid."""
     finite = values[np.isfinite(values)]
-    top = max(1.0, float(np.abs(finite).max()) if finite.size else 1.0)
-    return {"colorscale": "RdBu", "zmid": 0, "zmin": -top, "zmax": top}
+    return style.diverging(max(1.0, float(np.abs(finite).max()) if finite.size else 1.0))
 
 
 def residual_grid(shares: np.ndarray, tokens: Sequence[str], changed: Sequence[int], title: str = "") -> go.Figure:

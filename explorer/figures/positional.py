@@ -6,9 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 
-PALETTE = qualitative.Plotly
+from attention_explorer.explorer.figures import style
 
 
 def curves(
@@ -44,14 +43,14 @@ def curves(
     )
     if smooth is not None:  # a dim's dots and its line share a colour
         for j, trace in enumerate(figure.data):
-            trace.marker.color = trace.line.color = PALETTE[(j % len(dims)) % len(PALETTE)]
+            trace.marker.color = trace.line.color = style.head_colour(j % len(dims))
     return figure
 
 
 def _diverging(z: np.ndarray, limit: float, title: str, hover: str, x_title: str, **yaxis: object) -> go.Figure:
-    """A red-blue heatmap centred on zero with positions down the side."""
+    """A heatmap centred on zero (style.diverging: negative blue, positive red) with positions down the side."""
     return go.Figure(
-        data=[go.Heatmap(z=z, zmin=-limit, zmax=limit, zmid=0, colorscale="RdBu", hovertemplate=hover)],
+        data=[go.Heatmap(z=z, **style.diverging(limit), hovertemplate=hover)],
         layout={
             "title": {"text": title},
             "height": 360,

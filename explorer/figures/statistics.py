@@ -7,6 +7,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
 from attention_explorer.explorer.figures.heatmap import titled
 
@@ -22,7 +23,7 @@ def statistic_grid(
     """values (L, H) of one statistic; labels (L, H) strings shown on hover; zrange fixes the colour scale;
     `percent` reads values (shares of 1) as percentages, else 3 significant digits. Each cell is a click target
     naming (layer, head). `title` (plain text, escaped here) names what the grid shows, in exports too."""
-    scale = {} if zrange is None else {"zmin": zrange[0], "zmax": zrange[1]}
+    scale = style.sequential(None, None) if zrange is None else style.sequential(*zrange)
     name = html.escape(name, quote=False)  # "[CLS] / <bos>" is text, not a tag
     number = "%{customdata[2]:.1%}" if percent else "%{customdata[2]:.3g}"
     n_layers, n_heads = values.shape
@@ -42,7 +43,6 @@ def statistic_grid(
                 x=heads,
                 y=layers,
                 customdata=labels,
-                colorscale="Viridis",
                 **scale,
                 colorbar={"title": {"text": name}, **({"tickformat": ".0%"} if percent else {})},
                 hoverinfo="skip",  # the click targets above carry the hover

@@ -1,8 +1,12 @@
-"""What every drawn figure shares: a hover box that reads as text on any colour."""
+"""What every drawn figure shares: a hover box that reads as text on any colour, and the colours themselves, chosen
+once for everyone, colour-blind readers included: a categorical palette for heads and layers, a sequential scale for
+weights and a diverging one for signed values. No figure writes a colour scale of its own."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from plotly.colors import diverging as plotly_diverging
+from plotly.colors import sequential as plotly_sequential
 
 # Plotly's default box takes the colour under the pointer (pale grey on pale cells): white with dark text instead
 HOVER_LABEL = {"bgcolor": "white", "bordercolor": "#444444", "font": {"color": "#111111", "size": 14}}
@@ -12,6 +16,51 @@ TEXT = "#262730"
 FONT = {"size": 15, "color": TEXT}
 TICK_FONT = {"size": 13, "color": TEXT}
 EXPONENTS = "e"  # 2e-05, not Plotly's SI prefixes (20µ, 1p), which read as units to a class
+
+
+# Categorical (heads, layers, dimensions): Okabe & Ito 2008, "Color Universal Design", eight colours that readers with
+# any common colour-vision deficiency tell apart (CIE76 distance 17 or more between any two under simulated
+# deuteranopia, Machado et al. 2009; the palettes used before came within 4-9). Blue, orange and green first, the
+# yellow, faint on white, last.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000", "#F0E442")
+CATEGORICAL = OKABE_ITO
+# past eight heads the colours come round again with another dash: head 9 is head 1's blue, dashed
+DASHES = ("solid", "dash", "dot", "dashdot")
+
+
+def head_colour(index: int) -> str:
+    """The colour of head (or layer, or dimension) `index`, counted from 0."""
+    return CATEGORICAL[index % len(CATEGORICAL)]
+
+
+def head_dash(index: int) -> str:
+    """The dash that tells head `index` from the head eight before it, which has its colour."""
+    return DASHES[(index // len(CATEGORICAL)) % len(DASHES)]
+
+
+def _scale(colours) -> list[list]:
+    return [[i / (len(colours) - 1), c] for i, c in enumerate(colours)]
+
+
+# Sequential (attention weights, probabilities, scores from low to high): cividis (Nunez, Anderton & Renslow 2018),
+# perceptually uniform (even steps of lightness) and made for colour-vision deficiency; reversed, so that 0, most of
+# an attention map, is the pale end and the weight a head puts somewhere stands out dark
+SEQUENTIAL = _scale(plotly_sequential.Cividis[::-1])
+# Diverging (signed values centred on 0): ColorBrewer's RdBu (Brewer 2003, marked colour-blind safe), one direction
+# everywhere: negative blue, positive red (the colour bar's ticks say which)
+DIVERGING = _scale(plotly_diverging.RdBu[::-1])
+NEGATIVE, POSITIVE = "blue", "red"  # as a sentence names DIVERGING's ends
+
+
+def sequential(zmin: float | None = 0.0, zmax: float | None = 1.0) -> dict:
+    """A heatmap's colour settings for values from zmin to zmax (None: the data's own), on SEQUENTIAL."""
+    return {"colorscale": SEQUENTIAL, "zmin": zmin, "zmax": zmax}
+
+
+def diverging(limit: float) -> dict:
+    """A heatmap's colour settings for signed values, centred on 0 from -limit to limit, on DIVERGING: negative
+    blue, positive red."""
+    return {"colorscale": DIVERGING, "zmid": 0, "zmin": -limit, "zmax": limit}
 
 
 # Presenter mode (a projector at the front of a room): nothing under 16 px, titles 20 px
@@ -24,7 +73,8 @@ def styled(figure: go.Figure, present: bool = False) -> go.Figure:
     size a figure set itself (a small inset's ticks) is kept, except that `present` raises every text to 16 px or
     more."""
     font, tick_font = (PRESENT_FONT, PRESENT_TICK_FONT) if present else (FONT, TICK_FONT)
-    figure.update_layout(hoverlabel=HOVER_LABEL, font=font)
+    # the colour-blind-safe colours where a figure gives none: over Streamlit's theme on screen, and in every download
+    figure.update_layout(hoverlabel=HOVER_LABEL, font=font, colorway=list(CATEGORICAL))
 
     def at_least(own: dict, default: dict) -> dict:
         merged = {**default, **own}

@@ -8,6 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from attention_explorer.explorer.figures import style
+
 
 def loss_curve(
     steps: Sequence[int],
@@ -27,9 +29,13 @@ def loss_curve(
         row_heights=[0.68, 0.32] if rows == 2 else None,
         vertical_spacing=0.06,
     )
-    figure.add_trace(go.Scatter(x=list(steps), y=list(loss), name="loss", mode="lines", line={"color": "#1f77b4"}))
     figure.add_trace(
-        go.Scatter(x=list(steps), y=list(accuracy), name="token accuracy", mode="lines", line={"color": "#2ca02c"}),
+        go.Scatter(x=list(steps), y=list(loss), name="loss", mode="lines", line={"color": style.head_colour(0)})
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=list(steps), y=list(accuracy), name="token accuracy", mode="lines", line={"color": style.head_colour(2)}
+        ),
         secondary_y=True,
     )
     if schedule is not None:
@@ -39,7 +45,7 @@ def loss_curve(
                 y=list(schedule[1]),
                 name="learning rate (eq. 3)",
                 mode="lines",
-                line={"color": "#ff7f0e"},
+                line={"color": style.head_colour(1)},
             ),
             row=2,
             col=1,
@@ -67,8 +73,9 @@ def loss_curve(
     return figure
 
 
-# one colour per head, one dash per layer: "layer 2 head 3" is told from "layer 2 head 4" at a glance
-HEAD_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+# one colour per head (style.CATEGORICAL), one dash per layer: "layer 2 head 3" is told from "layer 2 head 4" at a
+# glance
+HEAD_COLOURS = style.CATEGORICAL
 LAYER_DASHES = ("dot", "solid", "dash", "dashdot")
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.labels import escape_tokens, position_label, strip_colorbar
 
 MAX_LABELS = 40  # rotated tick labels that fit side by side on a full-width chart without touching
@@ -53,13 +54,18 @@ def per_key_bars(
     labels = _labels(keys, subset)
     x = list(range(len(index)))
     visible = np.ones(len(values), bool) if mask is None else np.asarray(mask, bool)
-    colors = ["#1f77b4" if visible[i] else "#cccccc" for i in index]
+    colors = [style.head_colour(0) if visible[i] else "#cccccc" for i in index]
     hover = {"customdata": labels, "hovertemplate": "key %{customdata}<br>%{y:.5f}<extra></extra>"}
     if subset is None:
         hover["hovertemplate"] = "key %{x}: %{customdata}<br>%{y:.5f}<extra></extra>"
     figure = go.Figure(go.Bar(x=x, y=np.asarray(values)[index], marker={"color": colors}, name=title, **hover))
     if compare is not None:
-        bars = {"x": x, "y": np.asarray(compare)[index], "name": compare_name, "marker": {"color": "#ff7f0e"}}
+        bars = {
+            "x": x,
+            "y": np.asarray(compare)[index],
+            "name": compare_name,
+            "marker": {"color": style.head_colour(1)},
+        }
         figure.add_trace(go.Bar(**bars, **hover))
     hidden = [j for j, i in enumerate(index) if not visible[i]]
     # masked keys get weight 0, so their bars vanish: shade where they are
@@ -124,7 +130,7 @@ def _overview(values: np.ndarray, keys: Sequence[str], shown: np.ndarray) -> go.
         yaxis="y2",
         mode="lines+markers",
         line={"color": LIGHT, "width": 1},
-        marker={"size": sizes, "color": "#1f77b4"},
+        marker={"size": sizes, "color": style.head_colour(0)},
         name="every key",
         showlegend=False,
         customdata=escape_tokens(keys),
@@ -147,10 +153,7 @@ def vector_strip(
     figure = go.Figure(
         go.Heatmap(
             z=drawn,
-            zmin=-limit,
-            zmax=limit,
-            zmid=0,
-            colorscale="RdBu",
+            **style.diverging(limit),
             colorbar=strip_colorbar(limit, height, 50),
             y=list(range(len(labels))),
             customdata=np.repeat(np.array(labels, dtype=object)[:, None], drawn.shape[1], axis=1),
@@ -202,7 +205,7 @@ def masked_scores(
             x=x[seen],
             y=visible,
             name="scaled score (visible key)",
-            marker={"color": "#1f77b4"},
+            marker={"color": style.head_colour(0)},
             customdata=[labels[j] for j in np.flatnonzero(seen)],
             hovertemplate=f"{hover}<br>%{{y:.5f}}<extra></extra>",
         )
@@ -262,10 +265,7 @@ def projection_matrices(
         figure.add_trace(
             go.Heatmap(
                 z=matrix,
-                zmin=-limit,
-                zmax=limit,
-                zmid=0,
-                colorscale="RdBu",
+                **style.diverging(limit),
                 showscale=i == len(matrices),
                 hovertemplate=f"{names[i - 1]}<br>row %{{y}} (input dim)<br>column %{{x}} (head dim)<br>%{{z:.5f}}"
                 "<extra></extra>",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
 from attention_explorer.explorer.figures.heatmap import (
     MAX_TICKS,
@@ -31,7 +32,10 @@ CLICK_TILES = 64  # the overview's click targets a side at most (4,096 markers, 
 REGION_SIZES = (32, 64, 128, 256, 512)  # positions a side of the region drawn at full resolution
 REGION = 64  # the region's default side: every other token named on its axes, each one on hover
 OUTLINE = {"color": "#d62728", "width": 2}
-ROW = {"color": "#ff7f0e", "width": 2}  # a query row a page points at (decoding's step, attribution's position)
+ROW = {
+    "color": style.head_colour(1),
+    "width": 2,
+}  # a query row a page points at (decoding's step, attribution's position)
 HEIGHT = 720  # the overview: tall enough for MAX_TICKS labels down its side, short enough to leave the region in view
 
 
@@ -129,7 +133,7 @@ def overview_heatmap(
         scale = diverging_scale(means)
         what = "mean difference"
     else:  # to the largest mean, not 1: a mean over 64 weights of a long text is rarely past 0.1
-        scale = {"zmin": 0, "zmax": float(means.max()) or 1.0, "colorscale": "Blues"}
+        scale = style.sequential(0, float(means.max()) or 1.0)
         scale["colorbar"] = {"title": {"text": "mean weight"}}
         what = "mean weight"
     # x and y one longer than the cells: their edges, so a cell covers exactly the positions it averages

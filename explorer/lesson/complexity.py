@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attention_explorer.models.config import TransformerConfig
+
 KERNEL = 3  # k: the convolution's kernel width (the smallest that sees both neighbours)
 NEIGHBOURHOOD = 4  # r: the tokens a restricted self-attention looks at (a small window, as the paper leaves open)
 SELF, RECURRENT, SAME = "self-attention", "recurrent", "same"
@@ -63,3 +65,59 @@ def curves(d: int, n_max: int, points: int = 200) -> tuple[np.ndarray, np.ndarra
 def axis_end(n: int, d: int, max_len: int) -> int:
     """Where the figure's n axis ends: a power of ten past the crossover (n = d), the sentence and the model's limit."""
     return 10 ** math.ceil(math.log10(max(4 * d, 2 * n, max_len, 10)))
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A weight matrix each position is multiplied by: its name and shape (rows: what it reads, columns: what it
+    writes)."""
+
+    name: str
+    rows: int
+    cols: int
+
+
+def position_matrices(config: TransformerConfig) -> list[Matrix]:
+    """The matrices one self-attention layer and its feed-forward multiply every position by, from the config: W^Q and
+    W^O d x d, W^K and W^V d x (key/value heads x d_head) (d x d without grouped-query attention), and the
+    feed-forward's two (eq. 2) or, gated (SwiGLU), three."""
+    d, kv = config.d_model, config.key_value_heads * config.d_head
+    found = [Matrix("W^Q", d, d), Matrix("W^K", d, kv), Matrix("W^V", d, kv), Matrix("W^O", d, d)]
+    if config.gated_ffn:
+        found += [Matrix("W_gate", d, config.d_ff), Matrix("W_up", d, config.d_ff)]
+        return [*found, Matrix("W_down", config.d_ff, d)]
+    return [*found, Matrix("W_1", d, config.d_ff), Matrix("W_2", config.d_ff, d)]
+
+
+def position_ops(config: TransformerConfig) -> int:
+    """Multiply-adds per position for one layer's matrices (position_matrices; biases and norms left out)."""
+    return sum(m.rows * m.cols for m in position_matrices(config))
+
+
+def left_out(config: TransformerConfig) -> str:
+    """What table 1 leaves out, in this model's own shapes: the matrices each token goes through in every layer of the
+    stack the page reads (the encoder's, or a decoder-only model's), and their multiply-adds against d^2."""
+    d = config.d_model
+    shown = {m.name: f"{m.name} ({m.rows} x {m.cols})" for m in position_matrices(config)}
+    if config.key_value_heads < config.n_heads:
+        kv = config.key_value_heads * config.d_head
+        shown["W^K"] = (
+            f"W^K and W^V ({d} x {kv} each: grouped-query attention, {config.n_heads} query heads sharing "
+            f"{config.key_value_heads} key/value heads)"
+        )
+        del shown["W^V"]
+    gated = config.gated_ffn
+    ffn = [v for k, v in shown.items() if not k.startswith("W^")]
+    attention = [v for k, v in shown.items() if k.startswith("W^")]
+    kind = "three matrices (gated, SwiGLU)" if gated else "two matrices (eq. 2)"
+    ops = position_ops(config)
+    layer = (
+        "encoder layer" if config.is_encoder_decoder else "decoder layer" if config.n_encoder_layers == 0 else "layer"
+    )
+    cross = " (a decoder layer adds its cross-attention's own four)" if config.is_encoder_decoder else ""
+    return (
+        f"What the table leaves out: every {layer} of this model also multiplies each token by "
+        f"{', '.join(attention)} and the feed-forward's {kind}, {', '.join(ffn)}{cross}: {ops:,} multiply-adds a "
+        f"token, {ops / d**2:.3g}·d², so n·{ops / d**2:.3g}·d² of its own; the table compares only the part that "
+        "mixes positions."
+    )

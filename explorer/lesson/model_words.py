@@ -4,7 +4,7 @@ its norm placement, its training recipe, whether a right answer is known (models
 from __future__ import annotations
 
 from attention_explorer.explorer.experiments.ablate import Answer
-from attention_explorer.explorer.run.output import scored_token
+from attention_explorer.explorer.run.output import FinalNorm, scored_token
 from attention_explorer.models import train
 from attention_explorer.models.family import Family
 
@@ -39,18 +39,29 @@ def loss_name(epsilon: float) -> str:
     return "label-smoothed loss" if epsilon > 0 else "cross-entropy"
 
 
-def training_target(epsilon: float) -> str:
+def training_target(epsilon: float, family: Family | None = None) -> str:
     """How training compares the model's distribution with the right next token, for a model trained with label
-    smoothing `epsilon` (explorer.run.output.epsilon_for)."""
+    smoothing `epsilon` (explorer.run.output.epsilon_for); a pretrained model whose card tells its training
+    (family.training) says it was so in pretraining, and what came after."""
     if epsilon > 0:
         return f"label-smoothed (eps = {epsilon:g}, section 5.4), by cross-entropy: the label-smoothed loss"
-    return "by cross-entropy, with no label smoothing (the paper's eps = 0.1): -log p of the right token"
+    plain = "by cross-entropy, with no label smoothing (the paper's eps = 0.1): -log p of the right token"
+    if family is not None and family.training:  # what its card says: pretraining, then what came after
+        return (
+            "in pretraining by cross-entropy (shown here with no label smoothing, the paper's eps = 0.1: -log p of the "
+            f"right token). {family.training.removesuffix('.')}"
+        )
+    if family is not None and family.from_folder:
+        return f"{plain} (a folder does not say how its weights were trained: this is a language model's usual loss)"
+    return plain
 
 
-def loss_intro(epsilon: float, untrained: bool = False, scored: bool = True) -> str:
+def loss_intro(epsilon: float, untrained: bool = False, scored: bool = True, family: Family | None = None) -> str:
     """The loss step's opening: the loss this model trains with, named and defined, beside step 9's -log p;
     `untrained`: random weights, which no loss has trained yet (the recipe they would train with); `scored`: False for
-    a model with no next-token output (encoder-only), whose own training this step does not show: the paper's loss."""
+    a model with no next-token output (encoder-only), whose own training this step does not show: the paper's loss.
+    `family`: a pretrained model says what its card tells of its training (family.training), a folder's that it is
+    not known; only a model trained here or random weights 'train' on the loss shown."""
     start = (
         "Training needs one number that says how wrong the model is, at every position (teacher forcing: each "
         "position reads the right words before it). "
@@ -70,11 +81,19 @@ def loss_intro(epsilon: float, untrained: bool = False, scored: bool = True) -> 
             f"{epsilon:g} over the whole vocabulary, so even a perfect model keeps a small loss. Beside it, "
             "-log p(right token) of step 9 (Turn heads off): the cross-entropy against the right word alone."
         )
-    return start + (
-        f"{model} on the cross-entropy between its probabilities and the right next word, without label "
-        "smoothing (the paper smooths with eps = 0.1): at each position it is -log p(right token), as on step 9 (Turn "
-        "heads off), so a perfect prediction scores 0."
+    plain = (
+        "the cross-entropy between its probabilities and the right next word, without label smoothing (the paper "
+        "smooths with eps = 0.1): at each position it is -log p(right token), as on step 9 (Turn heads off), so a "
+        "perfect prediction scores 0."
     )
+    if family is not None and family.training:
+        return start + family.training + " Shown here is that pretraining loss: " + plain
+    if family is not None and (family.from_folder or family.pretrained):
+        return start + (
+            "A language model is pretrained to predict each next token; how this model's weights were trained, its "
+            f"files do not say. Shown here is {plain}"
+        )
+    return start + f"{model} on {plain}"
 
 
 def recipe_summary(task: str) -> str:
@@ -101,6 +120,41 @@ def lens_intro(family: Family) -> str:
         "paper: each sub-layer ends in LayerNorm(x + Sublayer(x)), so there is no final norm and no residual stream "
         "that runs untouched to the output, but every state is already normalised. The logit lens puts each one "
         "through the output matrix as it is, and shows when the next token comes to the top."
+    )
+
+
+def final_linear_intro(family: Family) -> str:
+    """The final linear step's opening: what the output matrix multiplies, true for the model's norm placement
+    (pre-norm stacks end in a final norm; post-LN stacks, as the paper's, do not)."""
+    first = (
+        f"The decoder's last vector h at each position goes through the stack's final {family.norm_name} and is "
+        f"then multiplied by one more matrix: {family.norm_name}(h) W^T gives one score (logit) per word of "
+        if family.norm_first
+        else "The decoder's last vector h at each position (its last Add & Norm's output: post-LN, no final norm) is "
+        "multiplied by one more matrix: h W^T gives one score (logit) per word of "
+    )
+    return first + (
+        "the output vocabulary. A softmax turns the logits into probabilities. Greedy decoding takes the most probable "
+        "word, and dividing the logits by a temperature never changes which word that is; sampling draws a word by its "
+        "probability instead, and there the temperature (which flattens or sharpens the probabilities), top-k or top-p "
+        "can write other outputs."
+    )
+
+
+def final_norm_text(norm: FinalNorm | None, d_model: int) -> str:
+    """What the output matrix multiplies, with this row's own numbers: FinalNorm(h) and its length against h's (a
+    pre-norm stack), or h itself (post-LN)."""
+    if norm is None:
+        return (
+            f"h is the decoder's last vector at this step ({d_model} numbers), the output of its last Add & Norm: this "
+            "model is post-LN, as in the paper, so no final norm comes after it and W multiplies h as it is. "
+        )
+    shift = " and its bias beta shifts it" if norm.name == "LayerNorm" else ""
+    return (
+        f"h is the decoder's last vector at this step ({d_model} numbers); the stack ends in a final {norm.name}, so W "
+        f"multiplies {norm.name}(h), not h: |h| = {norm.before:.1f}, |{norm.name}(h)| = {norm.after:.1f} (normalised, "
+        f"h has length sqrt({d_model}) = {d_model**0.5:.1f}; the norm's gain gamma, {norm.gain:.2f} on average, "
+        f"scales it{shift}). "
     )
 
 

@@ -344,7 +344,8 @@ def output_matrix(
     if decoder_only and target_embedding:
         return (
             f"W is the model's token embedding matrix {shape} itself (tied, as in section 3.4): the same matrix turns "
-            f"each token of the text into a vector and the last layer's vector into one logit per token. {bias}"
+            "each token of the text into a vector and, at the top, the vector it multiplies into one logit per token. "
+            f"{bias}"
         )
     if target_embedding and source_embedding:
         return (

@@ -12,7 +12,7 @@ from attention_explorer.explorer import lesson
 from attention_explorer.explorer.app import experiment_runs, state
 from attention_explorer.explorer.experiments import ablate, replacements
 from attention_explorer.explorer.figures import experiments as figures
-from attention_explorer.explorer.figures import zoom
+from attention_explorer.explorer.figures import style, zoom
 from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson import model_words
@@ -325,7 +325,7 @@ def moved_maps(run, outcome: ablate.Outcome, key: str) -> None:
     pair = {"narrow": True, "overview": zoom.beside(len(queries), len(keys))}  # a long pair: block means
     chart(head_heatmap(before, queries, keys, "Every head on", **pair), f"{key}_map_before", left)
     chart(head_heatmap(after, queries, keys, "Heads off", **pair), f"{key}_map_after", right)
-    st.caption("Where the attention moved: red, more weight with the heads off; blue, less.")
+    st.caption(f"Where the attention moved: {style.POSITIVE}, more weight with the heads off; {style.NEGATIVE}, less.")
     moved, title = after - before, "Heads off minus every head on"
     masked = head.kind == "decoder_self"
     head_map(moved, queries, keys, title, f"{key}_moved_map", largest_cell(moved), masked=masked, diverging=True)
@@ -388,8 +388,8 @@ def describe_effects(effects: ablate.Effects, method: str = "zero") -> None:
     else:
         st.markdown(
             f"Each cell: how the log-probability of {effects.where} changed when that head alone was off "
-            f"(summed over its rows; with every head on it is {effects.clean:.3f}). Negative (red): the head "
-            "helped; near 0: the model did not need it here."
+            f"(summed over its rows; with every head on it is {effects.clean:.3f}). Negative ({style.NEGATIVE}): the "
+            "head helped; near 0: the model did not need it here."
         )
         st.caption(markdown_literal(f"Measured against {effects.where}."))
     if effects.convention:

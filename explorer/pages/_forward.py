@@ -190,12 +190,7 @@ def gated_ffn(ffn: forward.FeedForwardWalkthrough, config, i: int) -> None:
         rf"\quad W_{{gate}}, "
         rf"W_{{up}} \in \mathbb{{R}}^{{{config.d_model} \times {config.d_ff}}}"
     )
-    act = "SiLU(z) = z sigmoid(z)" if ffn.activation in ("silu", "swish") else f"{ffn.activation}(z)"
-    st.markdown(
-        f"Gated feed-forward: x W_gate = `{preview(ffn.hidden)}`; {act} is near 0 for negative z, so "
-        f"**{ffn.off_share:.1%}** of the {config.d_ff} units have a negative gate and pass little of x W_up on. "
-        f"x W_up = `{preview(ffn.up)}`."
-    )
+    st.markdown(gate_text(ffn, config.d_ff))
     chart(
         named_strips(
             [ffn.hidden, ffn.up, ffn.activated],
@@ -203,6 +198,26 @@ def gated_ffn(ffn: forward.FeedForwardWalkthrough, config, i: int) -> None:
             "Hidden layer (d_ff)",
         ),
         f"forward_ffn_hidden_{i}",
+    )
+
+
+def gate_text(ffn: forward.FeedForwardWalkthrough, d_ff: int) -> str:
+    """What the gate's activation does to a negative gate, in this layer's own numbers: it shrinks it, never to 0 (its
+    lowest value is ffn.floor), and the units with one still carry a share of what W_down reads."""
+    act = "SiLU(z) = z sigmoid(z)" if ffn.activation in ("silu", "swish") else f"{ffn.activation}(z)"
+    lowest, at = ffn.floor
+    if lowest == 0:  # a ReLU gate: a negative gate passes nothing
+        return (
+            f"Gated feed-forward: x W_gate = `{preview(ffn.hidden)}`; x W_up = `{preview(ffn.up)}`. {act} sets a "
+            f"negative z to 0: **{ffn.off_share:.1%}** of the {d_ff} units have a negative gate and pass nothing of "
+            "x W_up on."
+        )
+    return (
+        f"Gated feed-forward: x W_gate = `{preview(ffn.hidden)}`; x W_up = `{preview(ffn.up)}`. {act} shrinks a "
+        f"negative z without zeroing it (its lowest value is {lowest:.2f}, at z = {at:.2f}): "
+        f"**{ffn.off_share:.1%}** of the {d_ff} units have a negative gate and pass a small, sign-flipped share of "
+        f"x W_up on; together they carry **{ffn.negative_carry:.1%}** of sum |act(x W_gate) * x W_up|, what "
+        "W_down reads."
     )
 
 

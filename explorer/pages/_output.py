@@ -109,9 +109,14 @@ def loss(s: Scored, number: int = 1) -> None:
             f"trained. -log p({s.right} token) is the cross-entropy against the {s.right} token alone."
         )
     else:
+        trains = (  # only a model trained here (its recipe) or random weights (they would) train on what is shown
+            "this model trains with plain cross-entropy"
+            if s.loaded.family.trained_here or s.loaded.family.origin == "random"
+            else "the loss shown is plain cross-entropy"
+        )
         st.caption(
-            "No label smoothing (this model trains with plain cross-entropy): the cross-entropy at a position is "
-            f"-log p({s.right} token) itself, 0 only when the model gives that token probability 1."
+            f"No label smoothing ({trains}): the cross-entropy at a position is -log p({s.right} token) itself, 0 "
+            "only when the model gives that token probability 1."
         )
     right_p = scored.right_probabilities()
     st.dataframe(
@@ -171,9 +176,10 @@ def one_position(s: Scored, number: int = 2) -> None:
     temperature = temperature_col.slider("Temperature T", 0.1, 5.0, 1.0, 0.1, key="output_temperature")
     matrix = output.output_matrix(loaded)
     bias = "" if matrix.bias_zero is None else " + b"
-    equation.latex(
-        rf"\text{{logits}} = h\, W^\top{bias},\qquad p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
-    )
+    norm = output.final_norm(loaded, scored.final_states[index])  # None: post-LN, W reads h itself
+    read = "h" if norm is None else rf"\mathrm{{{norm.name}}}(h)"
+    softmax = rf"p = \mathrm{{softmax}}(\text{{logits}} / T),\ T = {temperature}"
+    equation.latex(rf"\text{{logits}} = {read}\, W^\top{bias},\qquad {softmax}")
     logits = scored.logits(loaded, index)
     p = output.softmax(logits, temperature)
     own = index == end  # the text ends here: the model's own top token is followed, no target scores it
@@ -198,7 +204,7 @@ def one_position(s: Scored, number: int = 2) -> None:
         present_height=380,
     )
     st.caption(
-        f"h is the decoder's last vector at this step ({matrix.d_model} numbers). "
+        model_words.final_norm_text(norm, matrix.d_model)
         + output_matrix_text(
             matrix.vocab_size,
             matrix.d_model,

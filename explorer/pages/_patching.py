@@ -17,6 +17,7 @@ from attention_explorer.explorer.experiments.corruptions import bare
 from attention_explorer.explorer.experiments.patching import PatchingError
 from attention_explorer.explorer.figures import experiments as experiment_figures
 from attention_explorer.explorer.figures import patching as figures
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson import BY_STEM, script
@@ -32,11 +33,25 @@ PROPOSED_FOR = "patching_proposed_for"  # (model, text, max tokens) the boxes we
 HEAD = "patching_head"  # (kind, layer, head) whose positions and map are shown
 OVERVIEW = 256  # past this many tokens the two maps show block means
 KINDS = {"encoder_self": "encoder", "decoder_self": "decoder", "cross": "cross"}  # a head's kind, as a name says it
-CONVENTION = (
-    "Patching convention: the metric is the logit difference, logit(right) - logit(wrong), at the last position; a "
-    "patch copies one activation of the clean run into the corrupted run, and its result is the share restored, "
-    "(patched - corrupted) / (clean - corrupted): 1 brings the clean answer back, 0 changes nothing."
-)
+
+
+def convention(where: str) -> str:
+    """The patching convention, `where` the row that predicts ("at the last position", or an encoder-decoder's
+    decoder's last row), and what its direction (clean into corrupted: denoising) can and cannot show."""
+    return (
+        f"Patching convention: the metric is the logit difference, logit(right) - logit(wrong), {where}; a patch "
+        "copies one activation of the clean run into the corrupted run (denoising), and its result is the share "
+        "restored, (patched - corrupted) / (clean - corrupted): 1 brings the clean answer back, 0 changes nothing. "
+        "Denoising shows which parts are enough to restore what the change took away, not which are needed: a part "
+        "near 0 may still be necessary (both runs have it), which turning it off (step "
+        f"{BY_STEM['turn_off'].step}) tests."
+    )
+
+
+def changed_kind(corrupt: str, proposals) -> str:
+    """What the corruption is, as the page says it: the proposal's kind ("name swap", "changed word", ...) where the
+    corrupted text is one the page proposed, else "your change"."""
+    return next((p.name for p in proposals if p.text == corrupt), "your change")
 
 
 def _fill(corrupt: str, answer: str, wrong: str) -> None:
@@ -108,11 +123,28 @@ def _clicked_head(point: Mapping, kinds: list[str]) -> None:
         st.session_state[HEAD] = (kinds[int(data[2])], int(data[0]), int(data[1]))
 
 
-DEPTHS = ("the first third of the layers", "the middle third", "the last third")
+def _layers(first: int, last: int) -> str:
+    """'layer 3' or 'layers 1-10', counted from 1."""
+    return f"layer {first + 1}" if first == last else f"layers {first + 1}-{last + 1}"
 
 
-def _depth(layer: int, n_layers: int) -> int:
-    return min(2, 3 * layer // n_layers)
+def depth(layer: int, n_layers: int) -> int:
+    """Which of depths(n_layers) layer `layer` (from 0) sits in: thirds from 3 layers up (the last layer always in
+    the last third), else each layer its own."""
+    return layer if n_layers < 3 else min(2, 3 * layer // n_layers)
+
+
+def depths(n_layers: int) -> list[str]:
+    """Where in a stack of `n_layers` a layer can sit, as the class is asked: thirds of the layers, each with the
+    layers it holds, from 3 layers up; 'the first layer' and 'the last layer' of 2 (thirds of 2 layers could never
+    say 'last'); 'its only layer' of 1."""
+    if n_layers == 1:
+        return ["its only layer"]
+    if n_layers == 2:
+        return ["the first layer", "the last layer"]
+    parts = ("the first third", "the middle third", "the last third")
+    held = [[i for i in range(n_layers) if depth(i, n_layers) == part] for part in range(3)]
+    return [f"{name} ({_layers(layers[0], layers[-1])})" for name, layers in zip(parts, held, strict=True)]
 
 
 def patching_view(key: str, lesson: bool = False) -> None:
@@ -158,11 +190,13 @@ def patching_view(key: str, lesson: bool = False) -> None:
         f"position {i} {tokens[i]!r} -> {loaded.tokenizer.id_to_token(setup.corrupt_ids[i])!r}" for i in setup.changed
     )
     right, wrong = _token(loaded, setup.answer), _token(loaded, setup.wrong)
-    st.markdown(markdown_literal(f"Changed: {changes}."))
-    where = "at the last position"
+    kind = changed_kind(st.session_state[CORRUPT], patching_runs.get_proposals(*sidebar))
+    st.markdown(markdown_literal(f"Changed ({kind}): {changes}."))
+    where = short = "at the last position"
     if setup.decoder_input:  # an encoder-decoder: the decoder reads the same words in both runs
         read = " ".join(_token(loaded, i) for i in setup.decoder_input)
-        where = f"at the decoder's last row (it reads {read} in both runs: the clean output up to where the two part)"
+        short = "at the decoder's last row"
+        where = f"{short} (it reads {read} in both runs: the clean output up to where the two part)"
     what = "Patching first runs both texts, keeping every layer's state and each head's output."
     if not ask_first(what, patching_runs.runs_seconds(sidebar[0], setup), "Run both texts", f"{key}_runs"):
         stop()
@@ -174,7 +208,7 @@ def patching_view(key: str, lesson: bool = False) -> None:
             f"run {corrupt.difference:+.2f}. A patch can restore up to {gap:.2f} of it."
         )
     )
-    st.caption(markdown_literal(CONVENTION))
+    st.caption(markdown_literal(convention(short)))
     if clean.difference <= corrupt.difference:
         st.warning(
             "The corrupted text does not lower the right answer against the wrong one here: the shares below measure "
@@ -184,7 +218,8 @@ def patching_view(key: str, lesson: bool = False) -> None:
     if lesson:
         question = "Copying one head's output from the clean run: where in the model is the head that restores most?"
         asked = (*sidebar, *setup.corrupt_ids, setup.answer, setup.wrong)
-        guess = predict(question, list(DEPTHS), asked, f"{key}_predict")
+        n_layers = ablation.shapes(loaded.model.config)[patching.residual_kind(loaded)][0]
+        guess = predict(question, depths(n_layers), asked, f"{key}_predict")
         if guess is None:
             stop()
     _residual(loaded, sidebar[0], setup, tokens, key)
@@ -200,12 +235,14 @@ def _residual(loaded, model_name: str, setup, tokens: list[str], key: str) -> No
     )
     st.markdown(
         "Each cell copies the clean run's state at one position, entering one layer, into the corrupted run. Where "
-        "it restores the answer (blue, near 1), everything the answer needs passes through that position at that "
+        f"it restores the answer ({style.POSITIVE}, near 1), that state alone is enough to bring back what the change "
+        "took away: what differs between the two runs and matters to the answer passes through that position at that "
         + (
-            "depth of the encoder: the decoder reads it there through its cross-attention."
+            "depth of the encoder, and the decoder reads it there through its cross-attention."
             if encoder
             else "depth. Left of the first change nothing differs, so nothing is restored."
         )
+        + " What both runs share is in the corrupted run already: patching says nothing of it."
     )
     n_layers = ablation.shapes(loaded.model.config)[patching.residual_kind(loaded)][0]
     what = f"Each of the {(n_layers + 1) * len(tokens)} cells is one more run" + (
@@ -224,7 +261,9 @@ def _heads(loaded, model_name: str, setup, guess: int | None, key: str) -> tuple
     st.subheader("2. Which heads move it: each head's output")
     st.markdown(
         "Each cell copies one head's output (weights @ v, before W^O) at every position from the clean run into "
-        "the corrupted run. Heads near 1 carry much of the answer on their own; negative heads push against it."
+        "the corrupted run. A head near 1 is enough on its own to restore the difference; a head near 0 restores "
+        "none of it but may still be needed (denoising shows what is sufficient, not what is necessary); negative "
+        "heads push against the answer."
     )
     shapes = ablation.shapes(loaded.model.config)
     total = sum(n_layers * n_heads for n_layers, n_heads in shapes.values())
@@ -247,10 +286,14 @@ def _heads(loaded, model_name: str, setup, guess: int | None, key: str) -> tuple
     named = ", ".join(f"{_name(k, i, h, several)} ({v:.2f})" for k, i, h, v in ranked[:3])
     if guess is not None:  # the lesson's verdict, in the box every step gives its answer in
         best_kind, best_layer, best_head, best = ranked[0]
-        depth = _depth(best_layer, shapes[best_kind][0])
-        said = f"; your class picked {DEPTHS[guess]}: {'right' if guess == depth else 'not so'}" if guess >= 0 else ""
+        n_layers = shapes[best_kind][0]
+        found_depth = depth(best_layer, n_layers)
+        names = depths(n_layers)
+        said = (
+            f"; your class picked {names[guess]}: {'right' if guess == found_depth else 'not so'}" if guess >= 0 else ""
+        )
         verdict = f"The head that restores most, {_name(best_kind, best_layer, best_head, several)} ({best:.2f}), sits "
-        st.success(markdown_literal(f"{verdict}in {DEPTHS[depth]}{said}."))
+        st.success(markdown_literal(f"{verdict}in {names[found_depth]}{said}."))
     st.markdown(markdown_literal(f"The heads that restore most: {named}. Click a head to see what it looks at."))
     chart(
         experiment_figures.head_grids(grids, figures.SHARE, "Copy one head's output", number=".2f"),
@@ -293,25 +336,29 @@ def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: st
         target = [_token(loaded, i) for i in setup.decoder_input]
         queries = source if kind == "encoder_self" else [target, target]
         keys = [target, target] if kind == "decoder_self" else source
+        last_row = (  # an encoder head's last row is the source's last token; the decoder's last row predicts
+            "The last row is the source's last token (the answer is predicted by the decoder's last row, which reads "
+            "the encoder's output through cross-attention)"
+            if kind == "encoder_self"
+            else "The last row is the decoder's last row, the one that predicts the answer"
+        )
     else:
         runs = [cached.get_trace(model_name, text, sidebar[2]) for text in (sidebar[1], st.session_state[CORRUPT])]
         maps = [run.attention("decoder_self").weights[layer][head] for run in runs]
         queries = keys = [run.source_tokens for run in runs]
-    _maps(maps, queries, keys, _name(kind, layer, head, several), key)
+        last_row = "The last row is the position that predicts the answer"
+    _maps(maps, queries, keys, _name(kind, layer, head, several), key, last_row)
 
 
-def _maps(maps, queries, keys, name: str, key: str) -> None:
-    """The head's attention map in the clean run and in the corrupted one, side by side, and where its last row (the
-    one that predicts) looks in each."""
+def _maps(maps, queries, keys, name: str, key: str, last_row: str) -> None:
+    """The head's attention map in the clean run and in the corrupted one, side by side, and where its last row looks
+    in each (`last_row` says what that row is: the one that predicts, or an encoder head's last source token)."""
     said = [
         f"{run} to position {int(np.argmax(w[-1]))} {k[int(np.argmax(w[-1]))]!r} ({w[-1].max():.2f})"
         for run, w, k in zip(("in the clean run", "in the corrupted run"), maps, keys, strict=True)
     ]
     st.markdown(
-        markdown_literal(
-            f"Its attention in both runs. The last row is the position that predicts the answer; it gives most weight "
-            f"{said[0]}, and {said[1]}."
-        )
+        markdown_literal(f"Its attention in both runs. {last_row}; it gives most weight {said[0]}, and {said[1]}.")
     )
     narrow = fits_half_width(len(keys[0]))  # side by side while every key's label fits half the page
     columns = st.columns(2) if narrow else (st.container(), st.container())

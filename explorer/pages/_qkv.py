@@ -129,13 +129,16 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
     """The input row and its projection to q, k and v; with `matrices` (the lesson's step), the formula and W^Q,
     W^K, W^V themselves first, then the row they multiply."""
     s, head = f.steps, f.steps.head
-    config = cached.model(st.session_state[state.MODEL]).model.config
-    formula = projection_formula(config, head, s.d_model, s.d_head)
+    loaded = cached.model(st.session_state[state.MODEL])
+    config = loaded.model.config
+    norm = forward.attention_norm(loaded, s.kind, s.layer)  # pre-norm: q, k, v are projected from Norm(x), not x
+    norm_name = loaded.family.norm_name if norm is not None else ""
+    multiplied = f"{norm_name}(x)" if norm_name else "x"  # the row W^Q multiplies, as the page names it
+    formula = projection_formula(config, head, s.d_model, s.d_head, norm_name, s.kind)
     if matrices:
         heading, equation = st.columns([2, 3], vertical_alignment="center")  # one line: the figure on the screen
         heading.subheader(f"{number}. The head's own W^Q, W^K, W^V")
         equation.latex(formula)
-        loaded = cached.model(st.session_state[state.MODEL])
         w = forward.head_projections(loaded, s.kind, s.layer, head)
         chart(
             projection_matrices(
@@ -163,12 +166,16 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
         number += 1
     st.subheader(f"{number}. The input row")
     st.markdown(f"x = {s.x_query_source}, row {s.query}: `{preview(s.x_query)}`")
+    if norm is not None:
+        normed = forward.layer_norm(s.x_query, norm).output  # what the model's own norm hands the projections
+        st.markdown(f"{multiplied}, what W^Q multiplies: `{preview(normed)}`")
     if note := wording.pre_ln_note(config):
         st.caption(note)
     st.subheader(f"{number + 1}. {'Multiply' if matrices else 'Project'} to q, k, v")
     if not matrices:
         st.latex(formula)
-    st.markdown(f"Keys and values come from {s.x_keys_source}. q = `{preview(s.q)}`")
+    keys_normed = f", each through the same {norm_name} first" if norm_name and s.kind != "cross" else ""
+    st.markdown(f"Keys and values come from {s.x_keys_source}{keys_normed}. q = `{preview(s.q)}`")
     if config.qkv_bias:
         st.caption(
             "This model's projections each have a bias (b^Q, b^K, b^V), which the paper's formulas do not write "
@@ -180,23 +187,32 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
         st.info(sharing_text(s.sharing) + ".")
     if s.q_unrotated is not None:
         st.markdown(
-            f"Rotary positions: q is x W^Q turned by its position ({s.query}); each key is turned by its own. "
+            f"Rotary positions: q is {multiplied} W^Q turned by its position ({s.query}); each key is turned by its "
+            "own. "
             f"Before turning, q = `{preview(s.q_unrotated)}`: each pair of dimensions keeps its length, only its "
             "angle changes, so q . k_j depends on the two tokens and on how far apart they are."
         )
         chart(
-            vector_strip(s.q_unrotated, [f.queries[s.query]], "x W^Q, before rotation"), "qkv_q_unrotated", view=f.view
+            vector_strip(s.q_unrotated, [f.queries[s.query]], f"{multiplied} W^Q, before rotation"),
+            "qkv_q_unrotated",
+            view=f.view,
         )
     chart(vector_strip(s.q, [f.queries[s.query]], "q"), "qkv_q", view=f.view)
     chart(vector_strip(s.k, f.keys, "K (one row per key)", f.shown), "qkv_k", view=f.view)
     chart(vector_strip(s.v, f.keys, "V (one row per key)", f.shown), "qkv_v", view=f.view)
 
 
-def projection_formula(config, head: int, d_model: int, d_head: int) -> str:
-    """The head's projections as LaTeX: with biases or without, turned by position where the model is rotary."""
+def projection_formula(
+    config, head: int, d_model: int, d_head: int, norm_name: str = "", kind: str = "encoder_self"
+) -> str:
+    """The head's projections as LaTeX: with biases or without, turned by position where the model is rotary; with
+    `norm_name` (a pre-norm layer's RMSNorm or LayerNorm) the rows it multiplies are normalised first (in
+    cross-attention the query's only: keys and values are the encoder's output as it is)."""
     n = head + 1
 
     def term(name: str, x: str) -> str:
+        if norm_name and (name == "Q" or kind != "cross"):
+            x = rf"\mathrm{{{norm_name}}}({x})"
         plain = rf"{x} W^{name}_{{{n}}}" + (rf" + b^{name}_{{{n}}}" if config.qkv_bias else "")
         return rf"R_{{\text{{pos}}}}({plain})" if config.positional == "rotary" and name in "QK" else plain
 

@@ -1,19 +1,14 @@
-"""Lesson step: the decoder's last vector -> final linear layer -> one logit per word -> softmax; temperature and
-sampling."""
+"""Lesson step: the decoder's last vector (through the final norm of a pre-norm stack) -> final linear layer -> one
+logit per word -> softmax; temperature and sampling."""
 
 from __future__ import annotations
 
+from attention_explorer.explorer.lesson.model_words import final_linear_intro
 from attention_explorer.explorer.pages import _output
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_loaded
 
 page_header()
-intro(
-    "The decoder's last vector at each position is multiplied by one more matrix: one score (logit) per word of "
-    "the output vocabulary. A softmax turns the logits into probabilities. Greedy decoding takes the most probable "
-    "word, and dividing the logits by a temperature never changes which word that is; sampling draws a word by its "
-    "probability instead, and there the temperature (which flattens or sharpens the probabilities), top-k or top-p "
-    "can write other outputs."
-)
+intro(final_linear_intro(sidebar_loaded().family))
 scored = _output.scored(box="none")  # the loss step scores typed targets
 _output.one_position(scored, number=1)  # a decoder-only text opens on its end: what the model answers after it
 _output.sampling(scored, number=2)

@@ -12,7 +12,7 @@ from attention_explorer.explorer.pages._shared import intro, page_footer, page_h
 
 page_header()
 loaded = cached.model(st.session_state[state.MODEL])
-intro(model_words.loss_intro(*_output.recipe_of(loaded), scored=loaded.family.next_token_head))
+intro(model_words.loss_intro(*_output.recipe_of(loaded), scored=loaded.family.next_token_head, family=loaded.family))
 scored = _output.scored(box="later")  # the loss and its figure first, the box to type another target under them
 _output.loss(scored, number=1)
 _output.wrong_answer(scored)  # under the figure: its question starts from the mean loss drawn there

@@ -11,11 +11,12 @@ from attention_explorer.explorer.pages._shared import page_header
 from attention_explorer.explorer.run import output
 
 page_header("Output and loss")
-epsilon = output.epsilon_for(cached.model(st.session_state[state.MODEL]))
+loaded = cached.model(st.session_state[state.MODEL])
+epsilon = output.epsilon_for(loaded)
 st.markdown(
     "The decoder's last state for each position goes through the final linear layer (one logit per word of the "
     "vocabulary) and a softmax. Training compares that distribution with the right next token, "
-    + model_words.training_target(epsilon)
+    + model_words.training_target(epsilon, loaded.family)
     + "."
 )
 scored = _output.scored()

@@ -10,8 +10,9 @@ from attention_explorer.explorer.pages._shared import intro, page_footer, page_h
 page_header()
 intro(
     "Turning heads off showed which heads the model needs. Patching asks where the answer travels: run the text and "
-    "a corrupted copy with one detail changed (a name swapped), then copy one activation at a time from the clean "
-    "run into the corrupted one. Where a copy brings the right answer back, that activation carries it."
+    "a corrupted copy with one token changed (below: which one, and the two answers it should swap), then copy one "
+    "activation at a time from the clean run into the corrupted one (denoising). Where a copy brings the right answer "
+    "back, that activation is enough to carry what the change took away."
 )
 patching_view("patch", lesson=True)
 page_footer()

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.statistics import statistic_grid
 from attention_explorer.explorer.lesson.wording import starting_note
@@ -106,7 +107,8 @@ chart(
 difference = ours[layer, head].astype(np.float64) - theirs_head.astype(np.float64)
 largest = float(np.abs(difference).max())
 st.markdown(
-    f"**Ours - transformers**, layer {layer + 1}, head {head + 1}: red where ours is larger, blue where the "
+    f"**Ours - transformers**, layer {layer + 1}, head {head + 1}: {style.POSITIVE} where ours is larger, "
+    f"{style.NEGATIVE} where the "
     + (
         f"reference is; the scale runs to the largest difference ({largest:.3g}), so float rounding shows as noise."
         if largest

@@ -126,9 +126,7 @@ st.markdown(
             f"Cheaper while n < d: self-attention costs n²·d per layer, a recurrent layer n·d², so the ratio is n/d. "
             f"{here} The paper's point is that sentences, in word pieces, are mostly shorter than d (512 in its base "
             f"model); for this model d = {d} and {reach}.",
-            "What the table leaves out: every layer of this model also multiplies each token by W^Q, W^K, W^V, W^O "
-            "and the feed-forward's two matrices, n·d² terms of its own; the table compares only the part that "
-            "mixes positions.",
+            complexity.left_out(config),
         )
     )
 )

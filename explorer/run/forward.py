@@ -126,6 +126,15 @@ class FeedForwardWalkthrough:
     off_share: float  # share of the d_ff units the activation switches off (output exactly 0 for ReLU, < 0 for GELU)
     output: np.ndarray  # (D,)
     up: np.ndarray | None = None  # gated (SwiGLU): (F,) x W_up, scaled unit by unit by act(x W_gate)
+    floor: tuple[float, float] = (0.0, 0.0)  # (the activation's lowest value, the input where it takes it)
+
+    @property
+    def negative_carry(self) -> float:
+        """The share of sum |act(hidden) (x W_up when gated)| that the units with a negative input carry: what W_2
+        still reads from them (SiLU and GELU pass a little of a negative input on; ReLU none)."""
+        carried = np.abs(self.activated.astype(np.float64))
+        total = carried.sum()
+        return float(carried[self.hidden < 0].sum() / total) if total > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -219,6 +228,16 @@ def head_projections(loaded: LoadedModel, kind: str, layer: int, head: int) -> P
     return Projections(w_q, w_k, w_v, b_q, b_k, b_v)
 
 
+def attention_norm(loaded: LoadedModel, kind: str, layer: int) -> torch.nn.Module | None:
+    """The norm an attention sub-layer applies to its input before projecting it to q (and, in self-attention, to k
+    and v): a pre-norm layer's own (RMSNorm or LayerNorm); None where the layer is post-LN and projects x itself."""
+    module = _module(loaded, stack_of(kind)).layers[layer]
+    name = "cross_attn" if kind == "cross" else "self_attn"
+    sub = next(s for s in module.sublayers if s.module == name)  # the layer's own order and norms (models.transformer)
+    norm = getattr(module, sub.norm)
+    return norm if norm.norm_first else None
+
+
 def tokens(trace: Trace, stack: str) -> tuple[str, ...]:
     if stack == "decoder":
         assert trace.target_tokens is not None
@@ -283,8 +302,19 @@ def feed_forward(module, x: np.ndarray) -> FeedForwardWalkthrough:
     name = module.activation_name
     off = float((hidden <= 0).float().mean())
     return FeedForwardWalkthrough(
-        x, _np(hidden), name, _np(activated), off, _np(output), None if up is None else _np(up)
+        x, _np(hidden), name, _np(activated), off, _np(output), None if up is None else _np(up), floor(module)
     )
+
+
+FLOOR_GRID = torch.linspace(-8.0, 0.0, 80_001)  # steps of 1e-4: where a negative input gives the lowest output
+
+
+def floor(module) -> tuple[float, float]:
+    """(lowest value, where) of the layer's own activation over negative inputs: about -0.28 at -1.28 for SiLU, -0.17
+    at -0.75 for GELU (ReLU: 0, at every negative input)."""
+    out = module.activation(FLOOR_GRID)
+    i = int(out.argmin())
+    return float(out[i]), float(FLOOR_GRID[i])
 
 
 def affine(row: torch.Tensor, linear: torch.nn.Linear) -> torch.Tensor:

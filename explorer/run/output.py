@@ -114,6 +114,30 @@ def output_matrix(loaded: LoadedModel) -> OutputMatrix:
     )
 
 
+@dataclass(frozen=True)
+class FinalNorm:
+    """What a pre-norm stack's final norm does to the decoder's last vector h before the output matrix reads it."""
+
+    name: str  # "RMSNorm" or "LayerNorm", as formulas name it
+    before: float  # |h|
+    after: float  # |FinalNorm(h)|: what W multiplies
+    gain: float  # the norm's gamma, its mean over d_model: how far it scales h / rms(h)
+
+
+@torch.inference_mode()
+def final_norm(loaded: LoadedModel, state: np.ndarray) -> FinalNorm | None:
+    """The final norm of the decoder's last vector `state` (D,), with the model's own module; None for a post-LN stack
+    (the paper's, BERT's), whose last Add & Norm output goes to the output matrix as it is."""
+    module = _decoder(loaded).decoder.final_norm
+    if module is None:
+        return None
+    row = torch.from_numpy(np.array(state, np.float32))
+    after = module(row)
+    return FinalNorm(
+        loaded.family.norm_name, float(row.norm()), float(after.norm()), float(module.weight.double().mean())
+    )
+
+
 def trace_logits(loaded: LoadedModel, trace: Trace) -> np.ndarray:
     """(T, V) logits of every row of the trace's decoder (its input: [BOS] + greedy output)."""
     return logits_from_state(loaded, forward.states(trace, "decoder")["after_ffn"][-1])

@@ -74,9 +74,9 @@ def test_step_5_on_a_causal_model_opens_where_the_mask_hides_something(model, te
 
 def test_step_10_gives_its_verdict_in_a_success_box_as_every_step_does():
     at = opened("patch", "induction", INDUCTION)
-    at = reveal(at, "patch_predict", 2)
+    at = reveal(at, "patch_predict", 1)
     assert not at.exception
     (verdict,) = [plain(s.value) for s in at.success]
-    assert verdict.startswith("The head that restores most, ") and "your class picked the last third: " in verdict
+    assert verdict.startswith("The head that restores most, ") and "your class picked the last layer: " in verdict
     right = verdict.endswith("right.")
-    assert right == (", sits in the last third;" in verdict)  # right exactly when the head is where the class said
+    assert right == (", sits in the last layer;" in verdict)  # right exactly when the head is where the class said

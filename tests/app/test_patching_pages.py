@@ -98,10 +98,21 @@ def test_the_lesson_step_asks_first_then_patches():
     at = opened("patch", "induction", INDUCTION)
     assert not at.exception
     assert not [c for c in at.get("plotly_chart") if c.key == "patch_residual"]
-    at = reveal(at, "patch_predict", 2)
+    (box,) = [s for s in at.selectbox if s.key.startswith("patch_predict_guess_")]
+    assert list(box.options) == ["the first layer", "the last layer"]  # 2 layers: no thirds, which never say "last"
+    at = reveal(at, "patch_predict", 1)
     assert not at.exception
     assert [c for c in at.get("plotly_chart") if c.key == "patch_residual"]
-    assert "your class picked the last third" in text_of(at)
+    best = figure(at, "patch_heads_grid")["data"][0]["z"]
+    layer = int(np.unravel_index(np.nanargmax(array(best)), (2, 4))[0])
+    sits = ("the first layer", "the last layer")[layer]
+    assert f"sits in {sits}; your class picked the last layer: " in text_of(at)
+    assert "third" not in text_of(at)
+    # the corruption is named from what was changed, and denoising is said to show sufficiency, not necessity
+    words = text_of(at)
+    assert "Changed (changed repeated word): position 4" in words and "a name swapped" not in words
+    assert "everything the answer needs" not in words and "may still be needed" in words
+    assert "into the corrupted run (denoising)" in words and "logit(wrong), at the last position;" in words
 
 
 def test_the_translator_patches_its_encoder_and_every_attention_kind():
@@ -118,4 +129,8 @@ def test_the_translator_patches_its_encoder_and_every_attention_kind():
     assert len(drawn) == 3  # encoder self-attention, decoder masked self-attention, cross-attention
     np.testing.assert_allclose(np.concatenate([d.ravel() for d in drawn]), heads, atol=1e-6)
     assert "the decoder's last row (it reads <bos>" in text_of(at)
+    # the convention names the decoder's last row, not "the last position" (the source's)
+    assert "logit(wrong), at the decoder's last row;" in text_of(at) and "at the last position" not in text_of(at)
+    # the proposed corruption is a sentence of the toy grammar: "a big rabbits" was proposed here
+    assert corrupt == "the small red cat sees a big car" and loaded.task.expected(tuple(corrupt.split())) is not None
     assert [c for c in at.get("plotly_chart") if c.key == "patching_clean_map"]

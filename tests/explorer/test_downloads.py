@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import pytest
 
 from attention_explorer.explorer.app import downloads
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.experiments import head_grids
 from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.model_view import layer_heads
@@ -98,7 +99,8 @@ def test_exports_draw_with_the_screens_theme_not_streamlits_placeholders():
     figure = go.Figure(go.Scatter(y=[1, 2]))
     assert figure.layout.template.layout.colorway[0] == "#000001"  # filled in by the browser's theme only
     drawn = downloads.as_drawn(figure)
-    assert drawn.layout.template.layout.colorway == tuple(downloads.CATEGORICAL)  # Streamlit's own, as on screen
+    # the app's colour-blind-safe palette (figures.style), which styled() gives every figure on screen too
+    assert drawn.layout.template.layout.colorway == tuple(style.CATEGORICAL)
     assert "#000001" not in downloads.to_html(figure)
 
 

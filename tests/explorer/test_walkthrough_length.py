@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.walkthrough import MAX_LABELS, per_key_bars, thinned, vector_strip
 from attention_explorer.explorer.run import trace, walkthrough
 from tests.figdata import array
@@ -85,7 +86,7 @@ def test_masked_keys_are_shaded_where_they_are_drawn():
     mask = np.array([True, True, False, False, False])
     fig = per_key_bars(values, list("abcde"), "w", mask, shown=[0, 1, 3])
     assert [(s.x0, s.x1) for s in fig.layout.shapes] == [(1.5, 2.5)]  # the third bar drawn is key 3, masked
-    assert list(fig.data[0].marker.color) == ["#1f77b4", "#1f77b4", "#cccccc"]
+    assert list(fig.data[0].marker.color) == [style.head_colour(0), style.head_colour(0), "#cccccc"]
 
 
 def test_decoding_bars_at_a_long_output_fit_a_column(paper_random):
