@@ -143,8 +143,7 @@ def test_toy_corruptions_stay_in_the_grammar_the_model_was_trained_on(translate)
 
 
 def test_no_sentence_says_a_causal_token_sees_only_those_before_it():
-    # under the causal mask a token sees itself too ("each token sees only those before it" was said on step 5);
-    # explorer/lesson/then_and_now.py is fixed with the then-and-now line (issue 42, part 2) and checked there
+    # under the causal mask a token sees itself too ("each token sees only those before it" was said on step 5)
     from pathlib import Path
 
     false = re.compile(r"(sees?|attends? to|reads?) only (those|the ones|the tokens|the positions|the words|earlier)")
@@ -152,7 +151,6 @@ def test_no_sentence_says_a_causal_token_sees_only_those_before_it():
     found = [
         (path.name, line.strip())
         for path in sorted(root.rglob("*.py"))
-        if path.name != "then_and_now.py"
         for line in path.read_text().splitlines()
         if false.search(line) and "at or before" not in line and "itself" not in line
     ]
