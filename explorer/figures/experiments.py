@@ -138,14 +138,25 @@ def before_after(
 LENS_TEXT = 24  # positions up to which each cell names its token
 
 
+SPECIAL_NOTE = " (a special token of the vocabulary: a marker, not text)"
+
+
 def lens_map(
-    reads: Sequence[str], positions: Sequence[str], top: Sequence[Sequence[str]], p: np.ndarray, start: int = 0
+    reads: Sequence[str],
+    positions: Sequence[str],
+    top: Sequence[Sequence[str]],
+    p: np.ndarray,
+    start: int = 0,
+    specials: Sequence[str] = (),
 ) -> go.Figure:
     """Reads down (embedding at the top, the model's output at the bottom), positions across (from `start`: a window
-    of a long text); each cell is the most likely next token after that read, coloured by its probability."""
+    of a long text); each cell is the most likely next token after that read, coloured by its probability. A cell
+    whose token is one of the tokenizer's `specials` ('<filename>') says so in its hover."""
     x = position_labels(escape_tokens(positions), start)
     y = [html.escape(r, quote=False) for r in reads]
     words = [escape_tokens(row) for row in top]
+    marked = set(specials)
+    notes = [[SPECIAL_NOTE if t in marked else "" for t in row] for row in top]
     show_text = len(positions) <= LENS_TEXT
     ticks = thinned(len(x), MAX_TICKS)
     figure = go.Figure(
@@ -153,7 +164,7 @@ def lens_map(
             z=p,
             x=x,
             y=y,
-            customdata=np.array(words, dtype=object),
+            customdata=np.stack([np.array(words, dtype=object), np.array(notes, dtype=object)], axis=-1),
             text=words if show_text else None,
             texttemplate="%{text}" if show_text else None,
             textfont={"size": 12},
@@ -161,7 +172,7 @@ def lens_map(
             zmin=0,
             zmax=1,
             colorbar={"title": {"text": "probability"}, "tickformat": ".0%"},
-            hovertemplate="%{y}<br>position %{x}<br>next: %{customdata} (%{z:.1%})<extra></extra>",
+            hovertemplate="%{y}<br>position %{x}<br>next: %{customdata[0]} (%{z:.1%})%{customdata[1]}<extra></extra>",
         )
     )
     figure.update_layout(

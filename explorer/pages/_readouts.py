@@ -14,7 +14,14 @@ from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson import model_words
 from attention_explorer.explorer.pages._offers import needs_decoder
-from attention_explorer.explorer.pages._shared import KIND_NAMES, chart, current_trace, sidebar_loaded
+from attention_explorer.explorer.pages._shared import (
+    KIND_NAMES,
+    chart,
+    current_trace,
+    sidebar_family,
+    sidebar_loaded,
+    token_legend,
+)
 from attention_explorer.explorer.pages._zoom import head_map
 from attention_explorer.explorer.run import output
 
@@ -26,7 +33,7 @@ def rank_chart(found, position: int, answer, key: str, present_height: int | Non
             found.reads,
             found.target_rank[:, found.index(position)],
             found.target_probability[:, found.index(position)],
-            found.targets[position],
+            sidebar_family().spelling.readable(found.targets[position]),
             model_words.answer_name(answer.where),
         ),
         key,
@@ -41,13 +48,15 @@ def _sidebar():
 def lens_chart(found, key: str, present_height: int | None = None) -> None:
     """The logit lens as one map: reads down, positions across (the rows read: a window of a long text), each cell
     the top next token and its probability."""
+    spelling = sidebar_family().spelling  # readable tokens; a special token named as one in its cell's hover
     chart(
         figures.lens_map(
             found.reads,
-            found.positions[found.rows.start : found.rows.stop],
-            [[r[0] for r in read] for read in found.top_tokens],
+            spelling.labels(found.positions[found.rows.start : found.rows.stop]),
+            [spelling.labels([r[0] for r in read]) for read in found.top_tokens],
             found.top_probabilities[..., 0],
             found.rows.start,
+            spelling.specials,
         ),
         f"{key}_map",
         present_height=present_height,
@@ -84,16 +93,19 @@ def lens_view(key: str = "lens") -> None:
             "model's output matrix is its token embedding matrix (tied, section 3.4), and a token's embedding scores "
             "highest against itself."
         )
+    special_note(loaded, [row[0] for row in found.top_tokens[0]])
     lens_chart(found, key)
+    token_legend()
     position = pick_row(positions, answer, f"{key}_position")
     rank_chart(found, position, answer, f"{key}_rank")
     row = found.index(position)
+    readable = sidebar_family().spelling.readable
     st.dataframe(
         [
             {
                 "read": r,
                 **{
-                    f"{k + 1}.": f"{found.top_tokens[i][row][k]} ({found.top_probabilities[i, row, k]:.0%})"
+                    f"{k + 1}.": f"{readable(found.top_tokens[i][row][k])} ({found.top_probabilities[i, row, k]:.0%})"
                     for k in range(found.top_probabilities.shape[-1])
                 },
             }
@@ -101,6 +113,28 @@ def lens_view(key: str = "lens") -> None:
         ],
         hide_index=True,
         width="stretch",
+    )
+
+
+def special_note(loaded, embedding_row: list[str]) -> None:
+    """One line on the embedding row's special tokens ('<filename>' on SmolLM2), where it names any."""
+    named = sorted(set(embedding_row) & set(loaded.family.specials))
+    if not named:
+        return
+    tied = output.output_matrix(loaded).target_embedding
+    why = (
+        "that row reads each token's own embedding through the output matrix, which is the embedding matrix itself "
+        "(tied): most cells name the position's own token, and where another token's embedding scores higher, "
+        "it can be one of these"
+        if tied
+        else "that row reads each token's embedding before any layer has worked on it, so its best match says "
+        "little about the next token"
+    )
+    st.caption(
+        markdown_literal(
+            f"{', '.join(named)} in the embedding row: a special token of this vocabulary, a marker for its "
+            f"training data, never text typed here; {why}."
+        )
     )
 
 
@@ -124,13 +158,13 @@ def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int
     """A decoder row, by default the last one whose right answer counts."""
     default_row(positions, answer, key)
     assert answer.targets is not None
-    vocabulary = sidebar_loaded().target_vocabulary
-    targets = [vocabulary.id_to_token(i) for i in answer.targets]
+    vocabulary, readable = sidebar_loaded().target_vocabulary, sidebar_family().spelling.readable
+    targets = [readable(vocabulary.id_to_token(i)) for i in answer.targets]
     return st.selectbox(
         "Position (the row that predicts the next token)",
         range(len(positions)),
         # a list's own lookup: a function reading the session (the model) failed where it is called outside a run
-        format_func=[f"{i}: {token} -> {targets[i]}" for i, token in enumerate(positions)].__getitem__,
+        format_func=[f"{i}: {readable(token)} -> {targets[i]}" for i, token in enumerate(positions)].__getitem__,
         key=key,
     )
 
@@ -138,7 +172,7 @@ def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int
 def _target(answer: ablate.Answer, row: int) -> str:
     loaded = sidebar_loaded()
     assert answer.targets is not None
-    return loaded.target_vocabulary.id_to_token(answer.targets[row])
+    return sidebar_family().spelling.readable(loaded.target_vocabulary.id_to_token(answer.targets[row]))
 
 
 def compared_with(loaded, found, position: int, token: int, choices: Mapping[int, str], key: str) -> int | None:
@@ -152,7 +186,7 @@ def compared_with(loaded, found, position: int, token: int, choices: Mapping[int
     for rank, name in enumerate(top):
         other = loaded.target_vocabulary.token_to_id(name)
         if other is not None and other != token and other not in offers:
-            offers[other] = f"the model's choice {rank + 1}: {name}"
+            offers[other] = f"the model's choice {rank + 1}: {sidebar_family().spelling.readable(name)}"
     if st.session_state.get(f"{key}_against") not in offers:
         st.session_state[f"{key}_against"] = None
     return st.selectbox(
@@ -178,7 +212,7 @@ def attribution_view(key: str = "attribution") -> None:
     predicted = loaded.target_vocabulary.token_to_id(predicted_token)
     choices = {right: f"{model_words.answer_name(answer.where)}: {_target(answer, position)}"}
     if predicted is not None and predicted != right:
-        choices[predicted] = f"the model's prediction: {predicted_token}"
+        choices[predicted] = f"the model's prediction: {sidebar_family().spelling.readable(predicted_token)}"
     token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")
     against = compared_with(loaded, found, position, token, choices, key)
     split = experiment_runs.get_attribution(*_sidebar(), position, token, against)
@@ -225,7 +259,7 @@ def attribution_view(key: str = "attribution") -> None:
         layer = split.first_layer
         head = int(np.nanargmax(np.abs(split.heads[kinds[-1]][layer])))
     forced = experiment_runs.get_forced_trace(*_sidebar())
-    queries, keys = forced.tokens_for(kind)
+    queries, keys = forced.labels_for(kind)
     if kind == "encoder_self":  # its rows are the source's tokens, not the decoder positions a logit is read at
         st.caption(
             "Click a head in the grid to see its map. An encoder head's rows are the source's tokens; it reaches "

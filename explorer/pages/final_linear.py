@@ -4,7 +4,7 @@ sampling."""
 from __future__ import annotations
 
 from attention_explorer.explorer.pages import _output
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, token_legend
 
 page_header()
 intro(
@@ -18,4 +18,5 @@ scored = _output.scored(box="none")  # the loss step scores typed targets
 number = _output.next_after_text(scored, number=1)  # a decoder-only text: what comes after it
 _output.one_position(scored, number=number)
 _output.sampling(scored, number=number + 1)
+token_legend()  # the marks its token labels use
 page_footer()

@@ -21,6 +21,7 @@ from attention_explorer.explorer.pages._shared import (
     predict,
     sidebar_loaded,
     stop,
+    token_legend,
 )
 from attention_explorer.explorer.run import output
 
@@ -58,6 +59,7 @@ else:
     )
 rank_chart(found, position, answer, "layer_predictions_rank", present_height=360)
 lens_chart(found, "layer_predictions")
+token_legend()  # the marks its token labels use
 token = answer.targets[position]
 split = experiment_runs.get_attribution(*sidebar, position, token)
 st.subheader("Who wrote it: the logit split into parts")

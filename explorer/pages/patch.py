@@ -5,7 +5,7 @@ runs."""
 from __future__ import annotations
 
 from attention_explorer.explorer.pages._patching import patching_view
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, token_legend
 
 page_header()
 intro(
@@ -14,4 +14,5 @@ intro(
     "run into the corrupted one. Where a copy brings the right answer back, that activation carries it."
 )
 patching_view("patch", lesson=True)
+token_legend()  # the marks its token labels use
 page_footer()
