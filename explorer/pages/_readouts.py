@@ -216,18 +216,16 @@ def attribution_view(key: str = "attribution") -> None:
     token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")
     against = compared_with(loaded, found, position, token, choices, key)
     split = experiment_runs.get_attribution(*_sidebar(), position, token, against)
-    named = f"Logit of {split.token}"
+    readable = sidebar_family().spelling.readable
+    one, other = readable(split.token), readable(split.against or "")
+    named = f"Logit of {one}"
     if split.against is not None:
-        named = f"Logit difference {split.token} \u2212 {split.against}"
+        named = f"Logit difference {one} \u2212 {other}"
     st.metric(f"{named} at position {position}", f"{split.logit:.3f}")
     st.caption(
         markdown_literal(
             f"Each part below is its share of {split.split}; the parts add up to {split.total:.4f}"
-            + (
-                "."
-                if split.against is None
-                else f" (each part's share of {split.token}'s logit minus its share of {split.against}'s)."
-            )
+            + ("." if split.against is None else f" (each part's share of {one}'s logit minus its share of {other}'s).")
         )
     )
     if not split.exact_all_layers:

@@ -34,14 +34,15 @@ sidebar = state.sidebar(st.session_state)
 answer = experiment_runs.get_answer(*sidebar)
 position = question_row(answer, loaded.eos_id)
 found = experiment_runs.get_lens(*sidebar, position)  # the rows around it, where the text is long
-target = found.targets[position]
+readable = loaded.family.spelling.readable  # tokens as every page shows them ('␣Paris')
+target = readable(found.targets[position])
 known = output.scored_token(answer.where) == "right"
 # the model's own greedy token always ranks first at the output: "not even there" is offered only for a right answer
 options = [*found.reads, "not even at the output"] if known else list(found.reads)
 written = "the right next token is" if known else "the model's own greedy output (no right answer is known) writes"
 question = (
-    f"At position {position} ({found.positions[position]}) {written} {target}. After which sub-layer does it first "
-    "rank first?"
+    f"At position {position} ({readable(found.positions[position])}) {written} {target}. After which sub-layer does "
+    "it first rank first?"
 )
 guess = predict(question, options, (*sidebar, "layer_predictions"), "layer_predictions_predict")
 if guess is None:
@@ -64,8 +65,8 @@ token = answer.targets[position]
 split = experiment_runs.get_attribution(*sidebar, position, token)
 st.subheader("Who wrote it: the logit split into parts")
 st.caption(
-    f"The logit of {markdown_literal(split.token)} at position {position} is {split.logit:.3f}; the parts add up to "
-    f"{split.total:.4f}."
+    f"The logit of {markdown_literal(readable(split.token))} at position {position} is {split.logit:.3f}; the parts "
+    f"add up to {split.total:.4f}."
     + (
         ""
         if split.exact_all_layers

@@ -77,7 +77,7 @@ if name == "induction":
             "stats_repeat_grid",
         )
         st.caption(
-            markdown_literal("The sequence: " + " ".join(repeat.tokens))
+            markdown_literal("The sequence: " + " ".join(sidebar_family().spelling.labels(repeat.tokens)))
             + " Each head's score is its mean weight, over the repeat's tokens, on the token after that token's "
             "first occurrence."
         )

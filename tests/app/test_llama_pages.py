@@ -136,10 +136,11 @@ def test_final_linear_shows_what_comes_after_the_text(smollm2):
     result = trace.run(smollm2, TEXT, smollm2.max_tokens)
     bars = first["data"][0]
     assert len(first["data"]) == 1  # no target: the text ends here
-    assert first["layout"]["yaxis"]["ticktext"][0] == "ĠParis" == result.top_tokens[-1][0]
+    assert result.top_tokens[-1][0] == "ĠParis"  # the tokenizer's spelling; the page shows it as text
+    assert first["layout"]["yaxis"]["ticktext"][0] == "␣Paris" == result.readable(result.top_tokens[-1])[0]
     np.testing.assert_allclose(array(bars["x"]), result.top_probabilities[-1], rtol=1e-6)
     words = text_of(at)
-    assert "the model's most likely next token is 'ĠParis' (p = 0.77)" in words
+    assert "the model's most likely next token is '␣Paris' (p = 0.77)" in words
     assert "As text (greedy):  The capital of France is[ Paris" in words
 
 
