@@ -117,7 +117,7 @@ class Spelling:
             return ""
         return (
             f"Tokens as text: {SPACE_MARK} is the space a token carries before its word, {NEWLINE_MARK} a line "
-            f"break, <0xE2> a byte that is only part of a character (the next token holds the rest)."
+            "break, <0xE2> a byte that is only part of a character (a character split over two tokens)."
         )
 
 

@@ -93,7 +93,7 @@ def lens_view(key: str = "lens") -> None:
             "model's output matrix is its token embedding matrix (tied, section 3.4), and a token's embedding scores "
             "highest against itself."
         )
-    special_note(loaded, [row[0] for row in found.top_tokens[0]])
+    special_note(loaded, [row[0] for row in found.top_tokens[0]], own)
     lens_chart(found, key)
     token_legend()
     position = pick_row(positions, answer, f"{key}_position")
@@ -116,24 +116,24 @@ def lens_view(key: str = "lens") -> None:
     )
 
 
-def special_note(loaded, embedding_row: list[str]) -> None:
-    """One line on the embedding row's special tokens ('<filename>' on SmolLM2), where it names any."""
+def special_note(loaded, embedding_row: list[str], own: int) -> None:
+    """One line on the embedding row's special tokens ('<filename>' on SmolLM2), where it names any; `own`: the
+    cells of that row that name their position's own token."""
     named = sorted(set(embedding_row) & set(loaded.family.specials))
     if not named:
         return
-    tied = output.output_matrix(loaded).target_embedding
-    why = (
-        "that row reads each token's own embedding through the output matrix, which is the embedding matrix itself "
-        "(tied): most cells name the position's own token, and where another token's embedding scores higher, "
-        "it can be one of these"
-        if tied
-        else "that row reads each token's embedding before any layer has worked on it, so its best match says "
-        "little about the next token"
-    )
+    if output.output_matrix(loaded).target_embedding:
+        why = (
+            "that row reads each token's own embedding through the output matrix, which is the embedding matrix "
+            f"itself (tied): {own} of its {len(embedding_row)} cells name the position's own token, and where another "
+            "token's embedding scores higher than the token's own, it can be a marker like this"
+        )
+    else:
+        why = "that row reads each token's embedding before any layer has worked on it: its best match says little"
     st.caption(
         markdown_literal(
-            f"{', '.join(named)} in the embedding row: a special token of this vocabulary, a marker for its "
-            f"training data, never text typed here; {why}."
+            f"{', '.join(named)} in the embedding row: a special token of this vocabulary (a marker its training "
+            f"data used, not a word of the text); {why}."
         )
     )
 
