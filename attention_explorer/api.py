@@ -5,6 +5,7 @@ layers and heads counted from 0 as numpy and TransformerLens count them. A thin 
     import attention_explorer as ae
     run = ae.run("minilm", "The cat sat on the mat")
     run.tokens                      # ['[CLS]', 'the', 'cat', ..., '[SEP]']: T tokens as the model reads them
+    run.readable_tokens             # the same as the pages show them: 'Ġcat' is '␣cat', 'Ċ' is '↵'
     run.attention(0, 3)             # (T, T) float32: layer 0, head 3, rows are queries, columns keys
     run.figure("heatmap", layer=0, head=3)   # titled "Layer 1, head 4", as the app counts
 """
@@ -120,6 +121,12 @@ class Run:
     def tokens(self) -> list[str]:
         """(T,) the text's tokens as the model reads them (its tokenizer's spelling: 'Ġcat', '##s', '[CLS]')."""
         return list(self.trace.source_tokens)
+
+    @property
+    def readable_tokens(self) -> list[str]:
+        """(T,) the text's tokens as the pages show them: 'Ġcat' is '␣cat' (a leading space), 'Ċ' is '↵', bytes
+        decoded ('âĢĵ' is '–'); WordPiece ('##s') and marker tokens ('[CLS]') as written."""
+        return list(self.trace.readable(self.trace.source_tokens))
 
     @property
     def target_tokens(self) -> list[str] | None:

@@ -24,7 +24,7 @@ def heatmap(run: Run, layer: int = 0, head: int = 0, kind: str | None = None):
 
     kind = run._kind(kind)
     weights = run.attention(layer, head, kind)
-    queries, keys = run.trace.tokens_for(kind)
+    queries, keys = run.trace.labels_for(kind)  # readable: as the pages label tokens
     title = head_title(layer, head, run.trace.attention(kind).n_heads).capitalize()
     figure = head_heatmap(weights, queries, keys, title, overview=zoom.beside(len(queries), len(keys)))
     return figure, title, (_kind_name(kind), f"layer {layer + 1}", f"head {head + 1}")
@@ -39,7 +39,7 @@ def head_view(run: Run, layer: int = 0, heads=None, token: int | None = None, ki
     heads = list(range(found.n_heads)) if heads is None else [int(h) for h in heads]
     for head in heads:
         run._check(kind, layer, head)
-    queries, keys = run.trace.tokens_for(kind)
+    queries, keys = run.trace.labels_for(kind)  # readable: as the pages label tokens
     figure = head_view(found.layer(layer).weights, queries, keys, heads, token)
     return figure, f"Head view: layer {layer + 1}", (_kind_name(kind), f"layer {layer + 1}")
 
@@ -99,7 +99,7 @@ def rotary(run: Run, show: str, positions: int, layer: int = 0, head: int = 0, q
         return figure, "How far each pair has turned: cos(position x theta_i)", ("rotary",)
     if show != "distance":
         raise ValueError(f"rotary positions: show={show!r}: choose curves or distance")
-    kind, tokens = run.kinds[0], run.tokens
+    kind, tokens = run.kinds[0], run.readable_tokens
     query = len(tokens) - 1 if query is None else query
     key = max(0, query - 1) if key is None else key
     run._check(kind, layer, head)
@@ -120,7 +120,7 @@ def qkv(run: Run, layer: int = 0, head: int = 0, query: int = 0, kind: str | Non
     kind = run._kind(kind)
     run._check(kind, layer, head)
     s = run.qkv(layer, head, query, kind)
-    queries, keys = run.trace.tokens_for(kind)
+    queries, keys = run.trace.labels_for(kind)  # readable: as the pages label tokens
     shown = None
     if len(keys) > walkthrough.ALL_KEYS:  # as the page opens: the strongest keys (and the query)
         keep = (s.query,) if kind != "cross" else ()
@@ -157,14 +157,16 @@ def logit_lens(run: Run, position: int | None = None):
     rows = len(run.trace.target_tokens or run.trace.source_tokens)
     position = rows - 1 if position is None else position
     found = lens.for_trace(run.loaded, run.trace, rows=lens.window(run.loaded, rows, position))
+    spelling = run.trace.spelling
     figure = figures.lens_map(
         found.reads,
-        found.positions[found.rows.start : found.rows.stop],
-        [[r[0] for r in read] for read in found.top_tokens],
+        spelling.labels(found.positions[found.rows.start : found.rows.stop]),
+        [spelling.labels([r[0] for r in read]) for read in found.top_tokens],
         found.top_probabilities[..., 0],
         found.rows.start,
         rows - 1 if run.loaded.is_decoder_only else None,  # the text's last row: nothing in the text follows it
         TEXT_END,
+        spelling.specials,
     )
     return figure, "Logit lens", ()
 

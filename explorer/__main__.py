@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,7 +110,11 @@ def export(args: argparse.Namespace) -> None:
         raise CliError(f"--target needs an encoder-decoder model; {args.model!r} is {loaded.family.shape}{why}")
     text = loaded.example if args.example else args.text
     if args.corrupt is not None:  # checked before the long runs: PatchingError (a ValueError) says what is wrong
-        patching.setup(loaded, text, args.corrupt, args.answer, args.wrong, args.max_tokens or loaded.max_tokens)
+        try:
+            patching.setup(loaded, text, args.corrupt, args.answer, args.wrong, args.max_tokens or loaded.max_tokens)
+        except patching.NotOneToken as e:  # suggested as a shell takes it: --answer ' Sarah', its space quoted
+            flag = "--answer" if e.what == "right answer" else "--wrong"
+            raise CliError(f"{e.problem}: write one token, e.g. {flag} {shlex.quote(e.typed)}") from e
     chosen = to_data.selection(args.layers, args.heads, ablate.model_shapes(loaded))  # before a long run, not after
     heads, ablated, replaced = (), None, None
     if args.ablate is not None:  # AblationError (a ValueError) for a head the model lacks, none, or every head

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from attention_explorer.models.config import Shape, TransformerConfig
+from attention_explorer.models.tokenize import Spelling
 
 # "from a folder": weights read from a folder the user named (or the Hugging Face cache), which does not say whether
 # they were ever trained (a folder of random weights looks the same)
@@ -80,6 +81,11 @@ class Family:
     def from_folder(self) -> bool:
         """Whether the weights were read from a folder that does not say where they came from."""
         return self.origin == "from a folder"
+
+    @property
+    def spelling(self) -> Spelling:
+        """How the tokenizer spells tokens, and each as readable text: models.tokenize.Spelling."""
+        return Spelling(self.word_start, self.specials)
 
     @property
     def norm_name(self) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,96 @@ class Encoding:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+
+# the marks a readable token shows for what a tokenizer folds into its tokens: the same on every page
+SPACE_MARK = "\u2423"  # ␣ (open box): the space a token carries before its word; no text types it
+NEWLINE_MARK = "\u21b5"  # ↵: a line break
+TAB_MARK = "\u21e5"  # ⇥: a tab
+_WHITESPACE = {" ": SPACE_MARK, "\n": NEWLINE_MARK, "\t": TAB_MARK}
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # SentencePiece's byte fallback: "<0x0A>" is a line break
+
+
+@functools.cache
+def _gpt2_bytes() -> dict[str, int]:
+    """GPT-2's byte-to-unicode table reversed (Radford et al. 2019, encoder.py's bytes_to_unicode): printable Latin-1
+    bytes stand for themselves, the other 68 (space, control characters, ...) for U+0100 onwards ('Ġ' is the space)."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), 256)]
+    table, moved = {chr(b): b for b in kept}, 0
+    for b in range(256):
+        if b not in kept:
+            table[chr(256 + moved)] = b
+            moved += 1
+    return table
+
+
+def _byte(b: int) -> str:
+    """A byte that is no whole character on its own (part of a multi-byte character, or a control character)."""
+    return f"<0x{b:02X}>"
+
+
+def _decoded(data: bytes) -> str:
+    """UTF-8 bytes as text; a byte that does not make a whole character here (a token may hold part of one) as
+    <0xE2>, as SentencePiece's byte tokens are spelt."""
+    out, start = [], 0
+    while start < len(data):
+        try:
+            out.append(data[start:].decode("utf-8"))
+            break
+        except UnicodeDecodeError as e:
+            out.append(data[start : start + e.start].decode("utf-8"))
+            out.extend(_byte(b) for b in data[start + e.start : start + e.end])
+            start += e.end
+    return "".join(out)
+
+
+def _marked(text: str) -> str:
+    """Spaces, line breaks and tabs as visible marks; other control characters as their byte."""
+    return "".join(_WHITESPACE.get(c) or (_byte(ord(c)) if c < " " or c == "\x7f" else c) for c in text)
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a tokenizer spells its tokens (models.family.Family's marks), and each token as text a class can read:
+    byte-level BPE ('Ġ') decoded from GPT-2's byte alphabet, SentencePiece's '▁' as the space it stands for, a space
+    and a line break shown as SPACE_MARK and NEWLINE_MARK; WordPiece (its '##' kept) and marker tokens as written."""
+
+    word_start: str = ""  # "Ġ" (byte-level BPE), "▁" (SentencePiece) or "" (WordPiece, a toy's word list)
+    specials: tuple[str, ...] = ()
+
+    @property
+    def marks(self) -> bool:
+        """Whether readable tokens show SPACE_MARK and NEWLINE_MARK (tokens that carry their spaces)."""
+        return self.word_start in ("Ġ", "▁")
+
+    def readable(self, token: str) -> str:
+        """'Ġcapital' -> '␣capital', 'Ċ' -> '↵', 'ĠâĢĵ' -> '␣–', 'âĢ' (part of '–') -> '<0xE2><0x80>'; '▁the' ->
+        '␣the', '<0x0A>' -> '↵'; a marker token ('<|endoftext|>', '[CLS]') and a WordPiece token unchanged."""
+        if not self.marks or token in self.specials:
+            return token
+        if self.word_start == "▁":
+            byte = _BYTE_TOKEN.fullmatch(token)
+            if byte:
+                found = int(byte.group(1), 16)
+                return _marked(chr(found)) if found < 0x80 else _byte(found)
+            return _marked(token.replace("▁", " "))
+        table = _gpt2_bytes()
+        if not all(c in table for c in token):  # an added token outside the byte alphabet: as written
+            return token
+        return _marked(_decoded(bytes(table[c] for c in token)))
+
+    def labels(self, tokens: Sequence[str]) -> tuple[str, ...]:
+        """Every token readable (Spelling.readable), in order."""
+        return tuple(self.readable(t) for t in tokens)
+
+    def legend(self) -> str:
+        """The marks readable tokens use, in one line (empty where tokens show none)."""
+        if not self.marks:
+            return ""
+        return (
+            f"Tokens as text: {SPACE_MARK} is the space a token carries before its word, {NEWLINE_MARK} a line "
+            "break, <0xE2> a byte that is only part of a character (a character split over two tokens)."
+        )
 
 
 class _FileTokenizer:

@@ -250,7 +250,8 @@ def get_statistics(model_name: str, text: str, max_tokens: int, kind: str, words
             stats = reducers.as_statistics(found)
         else:
             stats = analysis.head_statistics(weights, keys, queries if self_attention else None)
-        return stats, analysis.head_labels(stats, len(keys))
+        first = analysis.marker_names(keys)["cls"] == analysis.FIRST_TOKEN  # no start marker: the text's first token
+        return stats, analysis.head_labels(stats, len(keys), analysis.FIRST_SINK if first else analysis.SINK)
 
     return store().get(_key("statistics", model_name, text, max_tokens, kind, words), compute)
 

@@ -79,13 +79,19 @@ def token_lists(trace: Trace) -> dict[str, list[str]]:
     return tokens
 
 
+def readable_token_lists(trace: Trace) -> dict[str, list[str]]:
+    """token_lists as the pages show them (models.tokenize.Spelling: 'Ġcapital' is '␣capital')."""
+    return {name: list(trace.readable(tokens)) for name, tokens in token_lists(trace).items()}
+
+
 def to_document(trace: Trace, chosen: Selection = Selection()) -> dict:
-    """{"model", "tokens": {"source", "target"?}, "attention": {kind: [layer][head][query][key]}, "attention_layers"
-    and "attention_heads": {kind: [numbers counted from 1]}}, the layers and heads `chosen` in the order written; a
-    model with an output matrix adds "next_tokens" (at every decoder row, its most likely next token as the tokenizer
-    writes it), an encoder-decoder also "output" (what greedy decoding wrote); a decoder-only model's attention is
+    """{"model", "tokens": {"source", "target"?}, "readable_tokens" (the same, as the pages show them: '␣capital'
+    for 'Ġcapital'), "attention": {kind: [layer][head][query][key]}, "attention_layers" and "attention_heads":
+    {kind: [numbers counted from 1]}}, the layers and heads `chosen` in the order written; a model with an output
+    matrix adds "next_tokens" (at every decoder row, its most likely next token as the tokenizer writes it), an
+    encoder-decoder also "output" (what greedy decoding wrote); a decoder-only model's attention is
     "decoder_self"."""
-    doc: dict = {"model": trace.model_key, "tokens": token_lists(trace)}
+    doc: dict = {"model": trace.model_key, "tokens": token_lists(trace), "readable_tokens": readable_token_lists(trace)}
     if trace.top_tokens is not None:
         doc["next_tokens"] = [row[0] for row in trace.top_tokens]
     if trace.output_tokens is not None and not trace.decoder_only:

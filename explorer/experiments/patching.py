@@ -44,6 +44,15 @@ class PatchingError(ValueError):
     """Texts or answers patching cannot run on: the message says what to change."""
 
 
+class NotOneToken(PatchingError):
+    """An answer the model reads as several tokens; `typed` is what a person types for its first token (' Sarah',
+    its space included), so a page or the command line can suggest it in its own words."""
+
+    def __init__(self, problem: str, what: str, typed: str) -> None:
+        super().__init__(f"{problem}: write one token, e.g. {typed!r}")
+        self.problem, self.what, self.typed = problem, what, typed
+
+
 @dataclass(frozen=True)
 class Setup:
     """What is patched and measured: both texts' token ids (as many each), the right and the wrong answer's ids, and
@@ -93,10 +102,14 @@ def _single_token(loaded: LoadedModel, read: str, typed: str, what: str) -> int:
     pieces = after.tokens[len(before) :] if after.ids[: len(before)] == before.ids else ()
     if not pieces:
         raise PatchingError(f"the {what} {typed!r} is not one token of this model's vocabulary")
-    raise PatchingError(
-        f"the {what} {typed!r} is {len(pieces)} tokens ({' + '.join(pieces)}) after the text: write one token, e.g. "
-        f"{pieces[0]!r}"
-    )
+    readable = loaded.family.spelling.labels(pieces)  # '␣Sarah + ␣J + ane', not 'ĠSarah + ĠJ + ane'
+    decode = getattr(loaded.tokenizer, "decode", None)
+    first = decode([after.ids[len(before)]]) if decode is not None else ""
+    # what a person types for the first piece: its text (' Sarah'), or the token as pages show it when the piece is
+    # only part of a character (its text would be a replacement character)
+    first = first if first and "\ufffd" not in first else readable[0]
+    problem = f"the {what} {typed!r} is {len(pieces)} tokens ({' + '.join(readable)}) after the text"
+    raise NotOneToken(problem, what, first)
 
 
 def setup(loaded: LoadedModel, clean: str, corrupt: str, answer: str, wrong: str, max_tokens: int) -> Setup:

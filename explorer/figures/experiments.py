@@ -146,6 +146,9 @@ def abbreviated(token: str, chars: int) -> str:
     return token if len(token) <= chars else token[: max(chars - 1, 1)] + "\u2026"
 
 
+SPECIAL_NOTE = " (a special token of the vocabulary: a marker, not text)"
+
+
 def lens_map(
     reads: Sequence[str],
     positions: Sequence[str],
@@ -154,11 +157,13 @@ def lens_map(
     start: int = 0,
     end: int | None = None,
     end_note: str = "",
+    specials: Sequence[str] = (),
 ) -> go.Figure:
     """Reads down (embedding at the top, the model's output at the bottom), positions across (from `start`: a window
     of a long text); each cell is the most likely next token after that read, coloured by its probability, its text
     cut to fit the cell (the whole token on the hover). `end`: the position the text ends at, whose column's hover
-    and label carry `end_note` (nothing in the text follows it)."""
+    and label carry `end_note` (nothing in the text follows it). A cell whose token is one of the tokenizer's
+    `specials` ('<filename>') says so in its hover."""
     labels = list(positions)
     shown_end = end is not None and start <= end < start + len(labels)
     if shown_end:
@@ -166,13 +171,13 @@ def lens_map(
     x = position_labels(escape_tokens(labels), start)
     y = [html.escape(r, quote=False) for r in reads]
     words = [escape_tokens(row) for row in top]
-    notes = [
+    ends = [
         "<br>" + html.escape(end_note, quote=False) if shown_end and start + i == end and end_note else ""
         for i in range(len(labels))
     ]
-    customdata = np.array([[[word, notes[i]] for i, word in enumerate(row)] for row in words], dtype=object).reshape(
-        len(words), len(labels), 2
-    )
+    marked = set(specials)
+    notes = [[(SPECIAL_NOTE if t in marked else "") + ends[i] for i, t in enumerate(row)] for row in top]
+    customdata = np.stack([np.array(words, dtype=object), np.array(notes, dtype=object)], axis=-1)
     show_text = len(positions) <= LENS_TEXT
     chars = max(2, CELLS_PX // max(len(positions), 1) // CHAR_PX)
     # cut before escaping: an ellipsis never splits "&amp;"

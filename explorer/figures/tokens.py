@@ -35,11 +35,14 @@ def token_boxes(
     focus: int | None = None,
     shown: int = SHOWN,
     columns: int = COLUMNS,
+    raw: Sequence[str] | None = None,
 ) -> go.Figure:
     """The first `shown` tokens in reading order, `columns` to a row: the token (its text escaped) and its id under
-    it, the box coloured by kind (COLOURS); `focus`, a position, is drawn with a thick border."""
+    it, the box coloured by kind (COLOURS); `focus`, a position, is drawn with a thick border. `raw`: the tokens as
+    the tokenizer spells them ('Ġcapital' for '␣capital'), named in each box's hover."""
     n = min(len(tokens), shown)
     tokens, ids, kinds = list(tokens[:n]), [int(i) for i in ids[:n]], list(kinds[:n])
+    spelt = escape_tokens(tokens if raw is None else raw[:n])
     x = [i % columns + BOX_W / 2 for i in range(n)]
     row = [i // columns for i in range(n)]
     rows = max(1, -(-n // columns))
@@ -65,11 +68,11 @@ def token_boxes(
             text=[html.escape(_short(t), quote=False) for t in tokens],
             textfont={"size": 17, "color": "#111111"},
             customdata=[
-                [i, token_id, kind, token]
-                for i, (token_id, kind, token) in enumerate(zip(ids, kinds, escaped, strict=True))
+                [i, token_id, kind, token, raw_token]
+                for i, (token_id, kind, token, raw_token) in enumerate(zip(ids, kinds, escaped, spelt, strict=True))
             ],
             hovertemplate="position %{customdata[0]}: %{customdata[3]}<br>id %{customdata[1]}<br>"
-            "%{customdata[2]}<extra></extra>",
+            "%{customdata[2]}<br>spelt %{customdata[4]}<extra></extra>",
             name="token",
             showlegend=False,
         ),

@@ -267,9 +267,9 @@ def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
         st.caption(markdown_literal(f"Measured against {outcome.answer.where}. " + model_words.minus_log_p(token)))
         if outcome.written is not None:
             assert run.output_tokens is not None
-            st.markdown("**Every head on:** " + markdown_literal(" ".join(run.output_tokens)))
-            st.markdown("**Heads off:** " + markdown_literal(" ".join(outcome.written)))
-        labels = outcome.before.decoder_input
+            st.markdown("**Every head on:** " + markdown_literal(" ".join(run.readable(run.output_tokens))))
+            st.markdown("**Heads off:** " + markdown_literal(" ".join(run.readable(outcome.written))))
+        labels = run.readable(outcome.before.decoder_input)
         chart(
             figures.before_after(
                 labels,
@@ -318,7 +318,7 @@ def moved_maps(run, outcome: ablate.Outcome, key: str) -> None:
         format_func=lambda h: f"{label(h, kinds)}: {outcome.moved[h.kind][h.layer, h.head]:.0%} of its attention moved",
         key=f"{key}_moved",
     )
-    queries, keys = run.tokens_for(head.kind)
+    queries, keys = run.labels_for(head.kind)
     before = run.attention(head.kind).weights[head.layer, head.head]
     after = outcome.weights[head.kind][head.layer, head.head]
     left, right = st.columns(2)

@@ -51,7 +51,7 @@ def focus(layer_picker: bool = True) -> Focus:
         )
     if kind == "cross" or forward.stack_of(kind) != stack:
         kind = "decoder_self" if stack == "decoder" else "encoder_self"  # the stack's self-attention
-    tokens = forward.tokens(trace, stack)
+    tokens = trace.readable(forward.tokens(trace, stack))  # labels: as every page shows tokens
     n_layers = forward.states(trace, stack)["after_ffn"].shape[0]
     layer0, _, token0 = focus_start(kind)
     left, right = st.columns(2)

@@ -89,16 +89,17 @@ def loss(s: Scored, number: int = 1) -> None:
     q_right = 1 - scored.epsilon + scored.epsilon / scored.vocab_size
     smoothed = scored.epsilon > 0
     st.subheader(f"{number}. The {model_words.loss_name(scored.epsilon)} against " + where)
+    readable = trace.readable  # tokens as text a class reads ('␣capital'), the same marks as every page
     if len(scored.targets) <= SHOWN_WORDS:  # a longer text is read off the chart and the table
-        written = " ".join(scored.predicted if trace.decoder_only else trace.output_tokens)
+        written = " ".join(readable(scored.predicted if trace.decoder_only else trace.output_tokens))
         said = "Model predicts:   " if trace.decoder_only else "Model wrote:      "  # next tokens, or its output
-        st.text(f"Target:           {' '.join(scored.targets)}\n{said}{written}")
+        st.text(f"Target:           {' '.join(readable(scored.targets))}\n{said}{written}")
     m1, m2, m3 = st.columns(3)
     name = model_words.loss_name(scored.epsilon)
     m1.metric(f"Mean {name}", f"{scored.mean:.4f}")
     m2.metric("Floor for this vocabulary", f"{floor:.4f}")
     m3.metric(f"Mean -log p({s.right} token)", f"{float(scored.nll.mean()):.4f}")
-    figure = loss_bars(scored.targets, scored.per_token, scored.nll, floor, smoothed, s.right)
+    figure = loss_bars(readable(scored.targets), scored.per_token, scored.nll, floor, smoothed, s.right)
     chart(figure, "output_loss", present_height=250)
     if smoothed:
         st.caption(
@@ -122,11 +123,11 @@ def loss(s: Scored, number: int = 1) -> None:
     st.dataframe(
         {
             "position": list(range(1, len(scored.targets) + 1)),
-            "reads": [position_label(i, t) for i, t in enumerate(scored.decoder_input)],
+            "reads": [position_label(i, t) for i, t in enumerate(readable(scored.decoder_input))],
             "should write" if s.right == "right" else "greedy wrote": [
-                position_label(i + 1, t) for i, t in enumerate(scored.targets)
+                position_label(i + 1, t) for i, t in enumerate(readable(scored.targets))
             ],
-            "most probable": list(scored.predicted),
+            "most probable": list(readable(scored.predicted)),
             f"p({s.right} token)": right_p,
             **({name: scored.per_token} if smoothed else {}),  # without smoothing it is the -log p column
             f"-log p({s.right} token)": scored.nll,
@@ -160,12 +161,14 @@ def one_position(s: Scored, number: int = 2) -> None:
     # nothing in the text says what comes next (the final states hold every row the run read)
     end = len(scored.targets) if s.trace.decoder_only else None
     steps = list(range(len(scored.targets) + (end is not None)))
+    reads, writes = s.trace.readable(scored.decoder_input), s.trace.readable(scored.targets)
     labels = [  # a list's own lookup: a function defined here would keep this page's globals with the session
         f"position {i + 1}: reads {position_label(i, read)!r}, {wrote} {position_label(i + 1, right)!r}"
-        for i, (read, right) in enumerate(zip(scored.decoder_input, scored.targets, strict=False))
+        for i, (read, right) in enumerate(zip(reads, writes, strict=False))
     ]
     if end is not None:
-        labels.append(f"position {end + 1}: reads {position_label(end, s.trace.source_tokens[end])!r}, {TEXT_END}")
+        last = s.trace.readable(s.trace.source_tokens[end : end + 1])[0]
+        labels.append(f"position {end + 1}: reads {position_label(end, last)!r}, {TEXT_END}")
     index = position_col.selectbox(
         "Output position",
         steps,
@@ -190,7 +193,8 @@ def one_position(s: Scored, number: int = 2) -> None:
     q = None if own else output.smoothed_target(right, scored.vocab_size, scored.epsilon)
     vocabulary = loaded.target_vocabulary
     called = "the model's own top prediction" if own else s.right
-    names = [vocabulary.id_to_token(i) + (f" ({called})" if i == right else "") for i in order]
+    readable = s.trace.spelling.readable
+    names = [readable(vocabulary.id_to_token(i)) + (f" ({called})" if i == right else "") for i in order]
     chart(
         distribution_bars(
             names,
@@ -219,11 +223,12 @@ def one_position(s: Scored, number: int = 2) -> None:
         st.caption(
             markdown_literal(
                 "The text ends here, so no token is right or wrong: the model's most likely next token is "
-                f"{vocabulary.id_to_token(right)!r} (p = {float(output.softmax(logits, 1.0)[right]):.2f} at T = 1)."
+                f"{readable(vocabulary.id_to_token(right))!r} "
+                f"(p = {float(output.softmax(logits, 1.0)[right]):.2f} at T = 1)."
             )
         )
     st.text(
-        f"logit of {vocabulary.id_to_token(right)!r}: {logits[right]:.4f}   (highest: {logits.max():.4f}); "
+        f"logit of {readable(vocabulary.id_to_token(right))!r}: {logits[right]:.4f}   (highest: {logits.max():.4f}); "
         f"p = {p[right]:.5f}; -log p = {-np.log(max(p[right], 1e-300)):.4f}"
     )
     st.caption(model_words.minus_log_p("greedy" if own else s.right))  # the text's end: its own top token
@@ -237,7 +242,6 @@ def sampling(s: Scored, number: int = 3) -> None:
     if trace.decoder_only:
         greedy_run = cached.get_sampled(model_name, text, max_tokens, "greedy", 1.0, 1, 1.0, 0)
         greedy, greedy_ids = greedy_run.tokens, greedy_run.ids
-        written = " ".join(greedy)
         st.subheader(f"{number}. Continue the text: greedy or sampling")
         st.caption(
             f"The model writes {output.CONTINUATION} more tokens after the text, one at a time: each step appends its "
@@ -245,7 +249,6 @@ def sampling(s: Scored, number: int = 3) -> None:
         )
     else:
         greedy = trace.output_tokens
-        written = " ".join(greedy)
         st.subheader(f"{number}. Write a different output: sampling")
         st.caption(BEAM_SEARCH)
     c1, c2, c3, c4, c5 = st.columns(5)
@@ -257,7 +260,8 @@ def sampling(s: Scored, number: int = 3) -> None:
     sampled = cached.get_sampled(
         model_name, text, max_tokens, method, float(sample_t), int(top_k), float(top_p), int(seed)
     )
-    st.text(f"Sampled ({method}):  {' '.join(sampled.tokens)}\nGreedy:            {written}")
+    written = " ".join(trace.readable(greedy))
+    st.text(f"Sampled ({method}):  {' '.join(trace.readable(sampled.tokens))}\nGreedy:            {written}")
     decode = getattr(cached.model(model_name).tokenizer, "decode", None)
     if trace.decoder_only and decode is not None:  # byte-level tokens read back as the text they spell
         ending = text[-TEXT_SHOWN:] if len(text) <= TEXT_SHOWN else "..." + text[-TEXT_SHOWN:]
@@ -269,7 +273,7 @@ def sampling(s: Scored, number: int = 3) -> None:
     st.dataframe(
         {
             "token written": list(range(1, len(sampled.tokens) + 1)),
-            "wrote": list(sampled.tokens),
+            "wrote": list(trace.readable(sampled.tokens)),
             "p under softmax(logits / T)": list(sampled.probabilities),
             "p after the cut": list(sampled.kept_probabilities),
             "tokens left to draw from": list(sampled.kept_counts),

@@ -80,7 +80,13 @@ def _offer_name_swap(key: str) -> None:
 
 
 def _token(loaded, token_id: int) -> str:
-    return loaded.target_vocabulary.id_to_token(token_id)
+    """An output token as every page shows it (models.tokenize.Spelling: '␣Paris', not 'ĠParis')."""
+    return loaded.family.spelling.readable(loaded.target_vocabulary.id_to_token(token_id))
+
+
+def _source(loaded, token_id: int) -> str:
+    """A token of the text as every page shows it."""
+    return loaded.family.spelling.readable(loaded.tokenizer.id_to_token(token_id))
 
 
 def _inputs(key: str, sidebar: tuple[str, str, int]) -> None:
@@ -185,9 +191,9 @@ def patching_view(key: str, lesson: bool = False) -> None:
     except (PatchingError, ValueError) as e:
         st.error(markdown_literal(str(e)), icon=":material/error:")
         stop()
-    tokens = [loaded.tokenizer.id_to_token(i) for i in setup.clean_ids]
+    tokens = [_source(loaded, i) for i in setup.clean_ids]
     changes = ", ".join(
-        f"position {i} {tokens[i]!r} -> {loaded.tokenizer.id_to_token(setup.corrupt_ids[i])!r}" for i in setup.changed
+        f"position {i} {tokens[i]!r} -> {_source(loaded, setup.corrupt_ids[i])!r}" for i in setup.changed
     )
     right, wrong = _token(loaded, setup.answer), _token(loaded, setup.wrong)
     kind = changed_kind(st.session_state[CORRUPT], patching_runs.get_proposals(*sidebar))
@@ -314,7 +320,7 @@ def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: st
     several = loaded.is_encoder_decoder
     st.subheader(f"3. What head {_name(kind, layer, head, several)} looks at")
     if kind == "encoder_self":
-        tokens, changed = [loaded.tokenizer.id_to_token(i) for i in setup.clean_ids], setup.changed
+        tokens, changed = [_source(loaded, i) for i in setup.clean_ids], setup.changed
     else:
         tokens = [_token(loaded, i) for i in (setup.decoder_input or setup.clean_ids)]
         changed = () if setup.decoder_input else setup.changed
@@ -332,7 +338,7 @@ def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: st
             patching_runs.get_weights(model_name, setup, ids, kind, layer)[head]
             for ids in (setup.clean_ids, setup.corrupt_ids)
         ]
-        source = [[loaded.tokenizer.id_to_token(i) for i in ids] for ids in (setup.clean_ids, setup.corrupt_ids)]
+        source = [[_source(loaded, i) for i in ids] for ids in (setup.clean_ids, setup.corrupt_ids)]
         target = [_token(loaded, i) for i in setup.decoder_input]
         queries = source if kind == "encoder_self" else [target, target]
         keys = [target, target] if kind == "decoder_self" else source
@@ -345,7 +351,7 @@ def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: st
     else:
         runs = [cached.get_trace(model_name, text, sidebar[2]) for text in (sidebar[1], st.session_state[CORRUPT])]
         maps = [run.attention("decoder_self").weights[layer][head] for run in runs]
-        queries = keys = [run.source_tokens for run in runs]
+        queries = keys = [run.readable(run.source_tokens) for run in runs]
         last_row = "The last row is the position that predicts the answer"
     _maps(maps, queries, keys, _name(kind, layer, head, several), key, last_row)
 

@@ -14,7 +14,14 @@ from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson import model_words
 from attention_explorer.explorer.pages._offers import needs_decoder
-from attention_explorer.explorer.pages._shared import KIND_NAMES, chart, current_trace, sidebar_loaded
+from attention_explorer.explorer.pages._shared import (
+    KIND_NAMES,
+    chart,
+    current_trace,
+    sidebar_family,
+    sidebar_loaded,
+    token_legend,
+)
 from attention_explorer.explorer.pages._zoom import head_map
 from attention_explorer.explorer.run import output
 
@@ -26,7 +33,7 @@ def rank_chart(found, position: int, answer, key: str, present_height: int | Non
             found.reads,
             found.target_rank[:, found.index(position)],
             found.target_probability[:, found.index(position)],
-            found.targets[position],
+            sidebar_family().spelling.readable(found.targets[position]),
             model_words.target_name(answer, position),
         ),
         key,
@@ -42,15 +49,17 @@ def lens_chart(found, answer: ablate.Answer, key: str, present_height: int | Non
     """The logit lens as one map: reads down, positions across (the rows read: a window of a long text), each cell
     the top next token and its probability; a decoder-only text's last row marked as the one nothing follows."""
     end = len(found.positions) - 1 if answer.text_end else None
+    spelling = sidebar_family().spelling  # readable tokens; a special token named as one in its cell's hover
     chart(
         figures.lens_map(
             found.reads,
-            found.positions[found.rows.start : found.rows.stop],
-            [[r[0] for r in read] for read in found.top_tokens],
+            spelling.labels(found.positions[found.rows.start : found.rows.stop]),
+            [spelling.labels([r[0] for r in read]) for read in found.top_tokens],
             found.top_probabilities[..., 0],
             found.rows.start,
             end,
             model_words.TEXT_END,
+            spelling.specials,
         ),
         f"{key}_map",
         present_height=present_height,
@@ -94,16 +103,19 @@ def lens_view(key: str = "lens") -> None:
             "model's output matrix is its token embedding matrix (tied, section 3.4), and a token's embedding scores "
             "highest against itself."
         )
+    special_note(loaded, [row[0] for row in found.top_tokens[0]], own)
     lens_chart(found, answer, key)
+    token_legend()
     position = pick_row(positions, answer, f"{key}_position")
     rank_chart(found, position, answer, f"{key}_rank")
     row = found.index(position)
+    readable = sidebar_family().spelling.readable
     st.dataframe(
         [
             {
                 "read": r,
                 **{
-                    f"{k + 1}.": f"{found.top_tokens[i][row][k]} ({found.top_probabilities[i, row, k]:.0%})"
+                    f"{k + 1}.": f"{readable(found.top_tokens[i][row][k])} ({found.top_probabilities[i, row, k]:.0%})"
                     for k in range(found.top_probabilities.shape[-1])
                 },
             }
@@ -111,6 +123,28 @@ def lens_view(key: str = "lens") -> None:
         ],
         hide_index=True,
         width="stretch",
+    )
+
+
+def special_note(loaded, embedding_row: list[str], own: int) -> None:
+    """One line on the embedding row's special tokens ('<filename>' on SmolLM2), where it names any; `own`: the
+    cells of that row that name their position's own token."""
+    named = sorted(set(embedding_row) & set(loaded.family.specials))
+    if not named:
+        return
+    if output.output_matrix(loaded).target_embedding:
+        why = (
+            "that row reads each token's own embedding through the output matrix, which is the embedding matrix "
+            f"itself (tied): {own} of its {len(embedding_row)} cells name the position's own token, and where another "
+            "token's embedding scores higher than the token's own, it can be a marker like this"
+        )
+    else:
+        why = "that row reads each token's embedding before any layer has worked on it: its best match says little"
+    st.caption(
+        markdown_literal(
+            f"{', '.join(named)} in the embedding row: a special token of this vocabulary (a marker its training "
+            f"data used, not a word of the text); {why}."
+        )
     )
 
 
@@ -133,14 +167,14 @@ def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int
     """A decoder row, by default a decoder-only text's last one, else the last one whose right answer counts."""
     default_row(positions, answer, key)
     assert answer.targets is not None
-    vocabulary = sidebar_loaded().target_vocabulary
-    targets = [vocabulary.id_to_token(i) for i in answer.targets]
+    vocabulary, readable = sidebar_loaded().target_vocabulary, sidebar_family().spelling.readable
+    targets = [readable(vocabulary.id_to_token(i)) for i in answer.targets]
     return st.selectbox(
         "Position (the row that predicts the next token)",
         range(len(positions)),
         # a list's own lookup: a function reading the session (the model) failed where it is called outside a run
         format_func=[
-            f"{i}: {token} -> {targets[i]}" + (f" ({model_words.TEXT_END})" if answer.own_row(i) else "")
+            f"{i}: {readable(token)} -> {targets[i]}" + (f" ({model_words.TEXT_END})" if answer.own_row(i) else "")
             for i, token in enumerate(positions)
         ].__getitem__,
         key=key,
@@ -150,7 +184,7 @@ def pick_row(positions: tuple[str, ...], answer: ablate.Answer, key: str) -> int
 def _target(answer: ablate.Answer, row: int) -> str:
     loaded = sidebar_loaded()
     assert answer.targets is not None
-    return loaded.target_vocabulary.id_to_token(answer.targets[row])
+    return sidebar_family().spelling.readable(loaded.target_vocabulary.id_to_token(answer.targets[row]))
 
 
 def compared_with(loaded, found, position: int, token: int, choices: Mapping[int, str], key: str) -> int | None:
@@ -164,7 +198,7 @@ def compared_with(loaded, found, position: int, token: int, choices: Mapping[int
     for rank, name in enumerate(top):
         other = loaded.target_vocabulary.token_to_id(name)
         if other is not None and other != token and other not in offers:
-            offers[other] = f"the model's choice {rank + 1}: {name}"
+            offers[other] = f"the model's choice {rank + 1}: {sidebar_family().spelling.readable(name)}"
     if st.session_state.get(f"{key}_against") not in offers:
         st.session_state[f"{key}_against"] = None
     return st.selectbox(
@@ -190,22 +224,20 @@ def attribution_view(key: str = "attribution") -> None:
     predicted = loaded.target_vocabulary.token_to_id(predicted_token)
     choices = {right: f"{model_words.target_name(answer, position)}: {_target(answer, position)}"}
     if predicted is not None and predicted != right:
-        choices[predicted] = f"the model's prediction: {predicted_token}"
+        choices[predicted] = f"the model's prediction: {sidebar_family().spelling.readable(predicted_token)}"
     token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")
     against = compared_with(loaded, found, position, token, choices, key)
     split = experiment_runs.get_attribution(*_sidebar(), position, token, against)
-    named = f"Logit of {split.token}"
+    readable = sidebar_family().spelling.readable
+    one, other = readable(split.token), readable(split.against or "")
+    named = f"Logit of {one}"
     if split.against is not None:
-        named = f"Logit difference {split.token} \u2212 {split.against}"
+        named = f"Logit difference {one} \u2212 {other}"
     st.metric(f"{named} at position {position}", f"{split.logit:.3f}")
     st.caption(
         markdown_literal(
             f"Each part below is its share of {split.split}; the parts add up to {split.total:.4f}"
-            + (
-                "."
-                if split.against is None
-                else f" (each part's share of {split.token}'s logit minus its share of {split.against}'s)."
-            )
+            + ("." if split.against is None else f" (each part's share of {one}'s logit minus its share of {other}'s).")
         )
     )
     if not split.exact_all_layers:
@@ -237,7 +269,7 @@ def attribution_view(key: str = "attribution") -> None:
         layer = split.first_layer
         head = int(np.nanargmax(np.abs(split.heads[kinds[-1]][layer])))
     forced = experiment_runs.get_forced_trace(*_sidebar())
-    queries, keys = forced.tokens_for(kind)
+    queries, keys = forced.labels_for(kind)
     if kind == "encoder_self":  # its rows are the source's tokens, not the decoder positions a logit is read at
         st.caption(
             "Click a head in the grid to see its map. An encoder head's rows are the source's tokens; it reaches "

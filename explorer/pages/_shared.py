@@ -56,6 +56,14 @@ def sidebar_family() -> Family:
     return cached.model(st.session_state[state.MODEL]).family
 
 
+def token_legend(container=st) -> None:
+    """One line under a chart whose labels are tokens: the marks readable tokens use (models.tokenize.Spelling;
+    nothing for a tokenizer whose tokens show none)."""
+    legend = sidebar_family().spelling.legend()
+    if legend:
+        container.caption(markdown_literal(legend))
+
+
 def sidebar_loaded():
     """The sidebar's model (shared, read-only)."""
     return cached.model(st.session_state[state.MODEL])
@@ -252,7 +260,7 @@ def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross
     result = current_trace(kind)
     attention = result.attention(kind)
     if not (words and st.toggle("Word level", key=f"{prefix}_words", help=WORD_HELP)):
-        return Chosen(result, kind, attention, *result.tokens_for(kind), attention.weights)
+        return Chosen(result, kind, attention, *result.labels_for(kind), attention.weights)
     st.caption("Word level: each word's row is the mean of its pieces' rows; each column sums its pieces.")
     weights, queries, keys = cached.get_word_level(*state.sidebar(st.session_state), kind)
     return Chosen(result, kind, attention, queries, keys, weights, analysis.groups_for(result, kind))

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from attention_explorer.explorer.lesson.model_words import ffn_activation
 from attention_explorer.explorer.pages import _forward
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family, sidebar_loaded
+from attention_explorer.explorer.pages._shared import (
+    intro,
+    page_footer,
+    page_header,
+    sidebar_family,
+    sidebar_loaded,
+    token_legend,
+)
 
 page_header()
 family = sidebar_family()
@@ -39,4 +46,5 @@ else:
 focus = _forward.focus()
 _forward.layer(focus, number=1)
 _forward.movement(focus, number=2)
+token_legend()  # the marks its token labels use
 page_footer()

@@ -7,7 +7,7 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
-from attention_explorer.explorer.pages._shared import chart, pick_attention, pick_layer
+from attention_explorer.explorer.pages._shared import chart, pick_attention, pick_layer, token_legend
 from attention_explorer.explorer.run import analysis
 
 FLOW_MAX_TOKENS = 32  # one max-flow per (query, key) pair: about 0.3 s at 32 tokens and 6 layers, 2.5 s at 64
@@ -76,3 +76,4 @@ with bottom[0]:  # drawn last: the max-flows take a moment, and the other two ne
         head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}", narrow=narrow, stretched=True),
         "aggregate_flow",
     )
+token_legend()  # the marks its token labels use

@@ -16,6 +16,7 @@ from attention_explorer.explorer.pages._shared import (
     kind_name,
     pick_attention,
     pick_layer_head,
+    token_legend,
 )
 from attention_explorer.explorer.pages._zoom import head_map, word_of
 from attention_explorer.explorer.run.blocks import factor
@@ -58,6 +59,7 @@ if chosen.groups is not None:
     focus = (word_of(chosen.groups[0], start.query), word_of(chosen.groups[1], start.key))
 masked = chosen.kind == "decoder_self"
 head_map(weights, chosen.queries, chosen.keys, title, "attention_heatmap", focus, clicked, view, masked=masked)
+token_legend()  # the marks its token labels use
 
 st.subheader(f"All heads of layer {layer + 1}")
 f_q, f_k = factor(len(chosen.queries), LAYER_CELLS), factor(len(chosen.keys), LAYER_CELLS)

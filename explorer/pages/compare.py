@@ -8,7 +8,13 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
 from attention_explorer.explorer.figures.statistics import statistic_grid
-from attention_explorer.explorer.pages._shared import chart, drill_to_pickers, pick_attention, pick_layer_head
+from attention_explorer.explorer.pages._shared import (
+    chart,
+    drill_to_pickers,
+    pick_attention,
+    pick_layer_head,
+    token_legend,
+)
 from attention_explorer.explorer.run import compare
 from attention_explorer.explorer.run.heads import head_or_mean, head_title
 
@@ -72,3 +78,4 @@ for column, key in zip(columns, TRAINED_AND_RANDOM, strict=True):
     top = float(np.log(len(chosen.trace.source_tokens)))
     grid = statistic_grid(stats["entropy"], labels, "entropy", zrange=(0.0, top), title=f"{SHORT[key]}: entropy")
     chart(grid, f"compare_entropy_{key}", column, on_click=to_detail)
+token_legend()  # the marks its token labels use

@@ -18,6 +18,7 @@ from attention_explorer.explorer.pages._shared import (
     kind_name,
     pick_layer_head,
     stop,
+    token_legend,
 )
 from attention_explorer.explorer.pages._zoom import head_map, largest_cell
 from attention_explorer.explorer.run import compare
@@ -59,7 +60,7 @@ except TokenizeError as e:
     st.stop()
 asked = st.container()
 n_layers, n_heads = result_a.attention(kind).weights.shape[:2]
-labels_a = result_a.source_tokens
+labels_a = result_a.readable(result_a.source_tokens)
 what = " ".join(
     part
     for part, seconds in (
@@ -78,7 +79,7 @@ if not ask_first(what, run_b + every_head, "Run sentence B and compare every hea
     stop()
 result_b = cached.get_second_trace(model, other, max_tokens, kind)
 a, b = result_a.attention(kind).weights, result_b.attention(kind).weights
-labels_b = result_b.source_tokens
+labels_b = result_b.readable(result_b.source_tokens)
 if by_word:
     a, labels_a, _ = cached.get_word_level(model, text, max_tokens, kind)
     b, labels_b, _ = cached.get_word_level(model, other, max_tokens, kind, result_b)
@@ -118,3 +119,4 @@ labels = alignment.labels
 title = f"A - B: {which}, lined up by {'word' if by_word else 'position'}"
 changes = compare.head_difference(a, b, alignment, layer, head)  # (N, N) float64, from one layer of each
 head_map(changes, labels, labels, title, "compare_difference", largest_cell(changes), diverging=True)
+token_legend()  # the marks its token labels use

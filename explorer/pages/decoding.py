@@ -22,6 +22,7 @@ from attention_explorer.explorer.pages._shared import (
     pick_head,
     pick_layer,
     predict,
+    token_legend,
 )
 from attention_explorer.explorer.pages._zoom import head_map
 from attention_explorer.explorer.run import decoding, walkthrough
@@ -129,7 +130,7 @@ if ask:
         )
 writes = position_label(index + 1, current.chosen) if revealed else "?"
 if only:
-    following = trace.target_tokens[index + 1] if index + 1 < total else None
+    following = current.target_tokens[index + 1] if index + 1 < total else None
     # the heading on one line: what the text itself writes next goes beside the text so far
     actual = f"   (the text goes on with {following!r})" if following is not None and revealed else ""
     if following is None and revealed:
@@ -213,13 +214,13 @@ else:
 
 if revealed and only:  # every position's masked self-attention, the current one outlined
     st.subheader(f"Masked self-attention of every position ({which})")
-    tokens = trace.target_tokens  # a long text: an overview and the region around this step (pages._zoom)
+    tokens = current.target_tokens  # a long text: an overview and the region around this step (pages._zoom)
     self_attention = head_or_mean(trace.decoder_self.weights, layer, head)
     head_map(self_attention, tokens, tokens, "", "decoding_self_all", (index, index), masked=True, marked_row=index)
     st.caption("Each row is one position, reading the positions at and before it; the outlined row is this step.")
 elif revealed:  # its rows name every word written: not before the class has answered
     st.subheader(f"Cross-attention of every step ({which})")
-    figure = head_heatmap(head_or_mean(trace.cross.weights, layer, head), trace.target_tokens, trace.source_tokens)
+    figure = head_heatmap(head_or_mean(trace.cross.weights, layer, head), current.target_tokens, current.source_tokens)
     chart(mark_row(figure, index, len(trace.source_tokens)), "decoding_cross_all")
     st.caption(
         "Each row is one step, labelled with the token it reads: the row 'i: token' is step i + 1, which reads it "
@@ -235,4 +236,5 @@ if task is not None and revealed and not only:
     else:
         written, wanted = " ".join(answer.written), " ".join(answer.right)
         st.warning(markdown_literal(f"The model wrote {written!r}; the right answer is {wanted!r}."))
+token_legend()  # the marks its token labels use
 page_footer()

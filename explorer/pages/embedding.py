@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attention_explorer.explorer.lesson.wording import weights_origin
 from attention_explorer.explorer.pages import _forward
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family, token_legend
 
 page_header()
 family = sidebar_family()
@@ -20,4 +20,5 @@ intro(
 )
 focus = _forward.focus(layer_picker=False)
 _forward.embedding(focus, number=1)
+token_legend()  # the marks its token labels use
 page_footer()

@@ -16,6 +16,7 @@ from attention_explorer.explorer.pages._shared import (
     open_in_attention,
     pick_attention,
     pick_token,
+    token_legend,
 )
 
 st.header("Find heads")
@@ -65,3 +66,4 @@ with grid:
     st.caption("Click a cell to open that head in the attention heatmap.")
 rows = [{"rank": i, "layer": layer + 1, "head": head + 1, "weight": w} for i, (layer, head, w) in enumerate(ranked, 1)]
 table.dataframe(pd.DataFrame(rows), hide_index=True, key="find_table", height=420)
+token_legend()  # the marks its token labels use

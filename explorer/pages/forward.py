@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_explorer.explorer.pages import _forward
-from attention_explorer.explorer.pages._shared import page_header
+from attention_explorer.explorer.pages._shared import page_header, token_legend
 
 page_header("Forward pass step by step")
 st.markdown(
@@ -17,3 +17,4 @@ focus = _forward.focus()
 _forward.embedding(focus)
 _forward.layer(focus)
 _forward.movement(focus)
+token_legend()  # the marks its token labels use

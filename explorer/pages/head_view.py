@@ -10,7 +10,7 @@ from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import focus_token, head_label
 from attention_explorer.explorer.figures.head_view import WINDOW, head_view, window_start
 from attention_explorer.explorer.lesson.wording import attention_formula, head_output
-from attention_explorer.explorer.pages._shared import chart, pick_attention, pick_layer, pick_token
+from attention_explorer.explorer.pages._shared import chart, pick_attention, pick_layer, pick_token, token_legend
 
 st.header("Head view")
 config = cached.model(st.session_state[state.MODEL]).model.config
@@ -61,3 +61,4 @@ chart(
     "head_lines",
     on_click=functools.partial(focus_token, "head_focus"),
 )
+token_legend()  # the marks its token labels use

@@ -21,6 +21,7 @@ from attention_explorer.explorer.pages._shared import (
     predict,
     sidebar_loaded,
     stop,
+    token_legend,
 )
 from attention_explorer.explorer.run import output
 
@@ -33,21 +34,20 @@ sidebar = state.sidebar(st.session_state)
 answer = experiment_runs.get_read_answer(*sidebar)  # a decoder-only text's last row too: the one that answers
 position = question_row(answer, loaded.eos_id)
 found = experiment_runs.get_lens(*sidebar, position)  # the rows around it, where the text is long
-target = found.targets[position]
+readable = loaded.family.spelling.readable  # tokens as every page shows them ('␣Paris')
+target = readable(found.targets[position])
+at = readable(found.positions[position])
 known = output.scored_token(answer.where) == "right" and not answer.own_row(position)
 # the model's own top token always ranks first at the output: "not even there" is offered only for a right answer
 options = [*found.reads, "not even at the output"] if known else list(found.reads)
 if answer.own_row(position):  # the text ends here: what the model answers is all there is to follow
     question = (
-        f"At position {position} ({found.positions[position]}) the text ends: there is no next token in the text, "
-        f"so follow the model's own top prediction, {target}. After which sub-layer does {target} first rank first?"
+        f"At position {position} ({at}) the text ends: there is no next token in the text, so follow the model's "
+        f"own top prediction, {target}. After which sub-layer does {target} first rank first?"
     )
 else:
     written = "the right next token is" if known else "the model's own greedy output (no right answer is known) writes"
-    question = (
-        f"At position {position} ({found.positions[position]}) {written} {target}. After which sub-layer does it "
-        "first rank first?"
-    )
+    question = f"At position {position} ({at}) {written} {target}. After which sub-layer does it first rank first?"
 guess = predict(question, options, (*sidebar, "layer_predictions"), "layer_predictions_predict")
 if guess is None:
     stop()
@@ -64,12 +64,13 @@ else:
     )
 rank_chart(found, position, answer, "layer_predictions_rank", present_height=360)
 lens_chart(found, answer, "layer_predictions")
+token_legend()  # the marks its token labels use
 token = answer.targets[position]
 split = experiment_runs.get_attribution(*sidebar, position, token)
 st.subheader("Who wrote it: the logit split into parts")
 st.caption(
-    f"The logit of {markdown_literal(split.token)} at position {position} is {split.logit:.3f}; the parts add up to "
-    f"{split.total:.4f}."
+    f"The logit of {markdown_literal(readable(split.token))} at position {position} is {split.logit:.3f}; the parts "
+    f"add up to {split.total:.4f}."
     + (
         ""
         if split.exact_all_layers

@@ -8,7 +8,7 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.lesson import model_words
 from attention_explorer.explorer.pages import _output
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, token_legend
 
 page_header()
 loaded = cached.model(st.session_state[state.MODEL])
@@ -18,4 +18,5 @@ _output.loss(scored, number=1)
 _output.wrong_answer(scored)  # under the figure: its question starts from the mean loss drawn there
 if scored.loaded.family.has_source:  # a decoder-only model's target is its own text
     _output.target_box()
+token_legend()  # the marks its token labels use
 page_footer()

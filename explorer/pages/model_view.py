@@ -23,6 +23,7 @@ from attention_explorer.explorer.pages._shared import (
     pick_layer,
     presenting,
     sidebar_family,
+    token_legend,
 )
 from attention_explorer.explorer.pages._zoom import head_map, word_of
 from attention_explorer.explorer.run.blocks import factor
@@ -98,4 +99,5 @@ head_map(
 )
 if st.button("Open in the attention heatmap", key="model_open"):
     open_in_attention(chosen.kind, layer, head, chosen.groups is not None)
+token_legend()  # the marks its token labels use
 page_footer()

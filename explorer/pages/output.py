@@ -7,7 +7,7 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.lesson import model_words
 from attention_explorer.explorer.pages import _output
-from attention_explorer.explorer.pages._shared import page_header
+from attention_explorer.explorer.pages._shared import page_header, token_legend
 from attention_explorer.explorer.run import output
 
 page_header("Output and loss")
@@ -23,3 +23,4 @@ scored = _output.scored()
 _output.loss(scored)
 _output.one_position(scored)
 _output.sampling(scored)
+token_legend()  # the marks its token labels use

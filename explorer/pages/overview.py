@@ -39,7 +39,7 @@ if offer:
     )
 if loaded.can_read(text):
     # the first stack's input: an encoder-decoder's tokens need no decoding to be named
-    tokens = current_trace(loaded.family.kinds[0]).source_tokens
+    tokens = current_trace(loaded.family.kinds[0]).labels_for(loaded.family.kinds[0])[0]
     words = " ".join(text.split())  # line breaks and tabs read as spaces, as the tokenizer reads them
     cut = f" … ({len(words):,} characters)" if len(words) > SHOWN_CHARACTERS else ""
     st.markdown("**The sentence:** " + markdown_literal(words[:SHOWN_CHARACTERS]) + cut)

@@ -5,7 +5,7 @@ runs."""
 from __future__ import annotations
 
 from attention_explorer.explorer.pages._patching import patching_view
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, token_legend
 
 page_header()
 intro(
@@ -15,4 +15,5 @@ intro(
     "back, that activation is enough to carry what the change took away."
 )
 patching_view("patch", lesson=True)
+token_legend()  # the marks its token labels use
 page_footer()

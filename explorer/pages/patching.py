@@ -4,7 +4,7 @@ back; the residual stream by position, every head, then one head's positions and
 from __future__ import annotations
 
 from attention_explorer.explorer.pages._patching import patching_view
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, token_legend
 
 page_header()
 intro(
@@ -13,4 +13,5 @@ intro(
     "measure how much of the right answer comes back."
 )
 patching_view("patching")
+token_legend()  # the marks its token labels use
 page_footer()

@@ -19,6 +19,7 @@ from attention_explorer.explorer.pages._shared import (
     pick_head,
     pick_layer,
     pick_token,
+    token_legend,
 )
 from attention_explorer.explorer.run import positions as rotary_positions
 from attention_explorer.explorer.run.positions import SAMPLES_PER_POSITION, neighbour_cosine, sinusoid_curves
@@ -69,7 +70,7 @@ def rotary_page(model_name: str) -> None:
     result = cached.get_trace(*sidebar)
     kind = result.kinds[0]
     attention = result.attention(kind)
-    tokens = result.tokens_for(kind)[0]
+    tokens = result.labels_for(kind)[0]
     st.subheader("One query and key, moved apart")
     layer0, head0, _ = focus_start(kind)
     a, b, c, d = st.columns(4)
@@ -145,4 +146,5 @@ if learned is not None:
         )
     family = cached.model(model_name).family
     st.caption(learned_positions(family, neighbour_cosine(learned), neighbour_cosine(sinusoid)))
+token_legend()  # the marks its token labels use
 page_footer()

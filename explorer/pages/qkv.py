@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_explorer.explorer.pages import _qkv
-from attention_explorer.explorer.pages._shared import page_header
+from attention_explorer.explorer.pages._shared import page_header, token_legend
 
 page_header("Q, K, V step by step")
 st.markdown(
@@ -17,3 +17,4 @@ _qkv.projections(focus)
 _qkv.scores(focus)
 _qkv.heads(focus)
 _qkv.download(focus)
+token_legend()  # the marks its token labels use

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attention_explorer.explorer.lesson.wording import weights_origin
 from attention_explorer.explorer.pages import _qkv
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family, token_legend
 
 page_header()
 intro(
@@ -16,4 +16,5 @@ intro(
 )
 focus = _qkv.focus()  # past 32 keys, a picker chooses the K and V rows drawn
 _qkv.projections(focus, matrices=True)
+token_legend()  # the marks its token labels use
 page_footer()

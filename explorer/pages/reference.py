@@ -12,7 +12,7 @@ from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.statistics import statistic_grid
 from attention_explorer.explorer.lesson.wording import starting_note
 from attention_explorer.explorer.pages._long import ask_first
-from attention_explorer.explorer.pages._shared import chart, current_trace, pick_layer_head, stop
+from attention_explorer.explorer.pages._shared import chart, current_trace, pick_layer_head, stop, token_legend
 from attention_explorer.explorer.pages._zoom import head_map, largest_cell
 from attention_explorer.explorer.run import reference_view
 
@@ -47,7 +47,7 @@ start = cached.get_start(*sidebar, kind)  # the sentence's head worth seeing, as
 st.caption(starting_note(loaded.family, kind))
 summary = st.container()  # the grid goes above the pickers, but comes from the same reference run as the head
 layer, head = pick_layer_head(*ours.shape[:2], "reference", layer=start.layer, head=start.head)
-tokens = trace.source_tokens
+tokens = trace.readable(trace.source_tokens)
 cols = st.columns(2)
 chart(  # ours first: a long text's reference waits for a click, and ours is drawn meanwhile
     head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)", narrow=True, overview=OVERVIEW),
@@ -117,3 +117,4 @@ st.markdown(
 )
 focus = largest_cell(difference)  # a long text: the region opens where the two differ most
 head_map(difference, tokens, tokens, "Ours - transformers", "reference_difference", focus, diverging=True)
+token_legend()  # the marks its token labels use

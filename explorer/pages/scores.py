@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attention_explorer.explorer.pages import _qkv
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header
+from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, token_legend
 
 page_header()
 intro(
@@ -13,4 +13,5 @@ intro(
 )
 focus = _qkv.focus()
 _qkv.scores(focus, number=1, ask=True)
+token_legend()  # the marks its token labels use
 page_footer()

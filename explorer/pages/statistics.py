@@ -20,7 +20,6 @@ from attention_explorer.explorer.pages._shared import (
 )
 from attention_explorer.explorer.run import analysis
 
-NAMES = analysis.STATISTIC_NAMES
 REPEAT_HELP = (
     "Random tokens of the model's vocabulary, then the same tokens again: from the second half on, the next token is "
     "always the one after the same token in the first half, which is what an induction head finds."
@@ -28,22 +27,29 @@ REPEAT_HELP = (
 INDUCTION = 0.5  # the label's threshold, as analysis.head_label names a head "induction"
 
 st.header("Head statistics")
-st.markdown(
+about = st.empty()  # the page's introduction, above the pickers; it names the markers of the attention picked
+chosen = pick_attention("stats")
+# the markers this model's tokenizer puts around the text ([CLS] and [SEP] for BERT; none for GPT-2 or SmolLM2, whose
+# first position is then the text's first token): named as they are, never a marker the model lacks
+raw_keys = chosen.trace.tokens_for(chosen.kind)[1]
+NAMES, DESCRIPTIONS = analysis.marker_names(raw_keys), analysis.marker_descriptions(raw_keys)
+ends = "" if NAMES["sep"] == analysis.NO_END else f", {NAMES['sep']}"
+about.markdown(
     "For every head on your sentence: how spread out its attention is (entropy), how far it looks (mean "
-    "distance), how much of it goes to the previous, next or same position, to [CLS], [SEP] or punctuation, and "
-    "to the token after an earlier copy of the query's own token (induction). "
+    "distance), how much of it goes to the previous, next or same position, to the "
+    + markdown_literal(f"{NAMES['cls']}{ends}")
+    + " or punctuation, and to the token after an earlier copy of the query's own token (induction). "
     "Each head gets a plain label from the first rule that holds (a share of at least 0.5, or an entropy of at "
     "least 75% of the maximum for *broad*). Attention is not explanation: these describe where weight goes, "
     "not why the model decides anything."
 )
 
-chosen = pick_attention("stats")
 attention = chosen.attention
 words = chosen.groups is not None  # previous / next then mean the previous and next word
 stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.kind, words)
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), format_func=NAMES.get, key="stats_statistic")
-st.caption(analysis.STATISTICS[name])
+st.caption(markdown_literal(DESCRIPTIONS[name]))
 if name == "next" and chosen.kind == "decoder_self":
     st.caption("Under the causal mask no position can see the next one: this share is 0 for every head.")
 if name == "induction":
@@ -71,7 +77,7 @@ if name == "induction":
             "stats_repeat_grid",
         )
         st.caption(
-            markdown_literal("The sequence: " + " ".join(repeat.tokens))
+            markdown_literal("The sequence: " + " ".join(sidebar_family().spelling.labels(repeat.tokens)))
             + " Each head's score is its mean weight, over the repeat's tokens, on the token after that token's "
             "first occurrence."
         )

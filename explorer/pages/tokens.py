@@ -30,7 +30,8 @@ intro(
 loaded = cached.model(st.session_state[state.MODEL])
 first_kind = loaded.family.kinds[0]  # the attention that reads the text's tokens (no decoding needed)
 result = current_trace(first_kind)
-tokens = result.source_tokens
+tokens = result.source_tokens  # as the tokenizer spells them ('Ġcapital')
+readable = result.readable(tokens)  # as a class reads them ('␣capital')
 ids = forward.token_ids(loaded, result, forward.stack_of(first_kind))
 rows = tokens_view.rows(result.text, tokens, ids, result.source_offsets, result.source_word_ids)
 counts = tokens_view.counts(result.text, tokens, result.source_offsets, result.source_word_ids, result.truncated)
@@ -74,13 +75,13 @@ else:
         st.success(markdown_literal(f"The model reads {counts.tokens} tokens.{said} {counts.why}"))
 
 st.subheader("The tokens and their ids")
-chart(token_boxes(tokens, ids, [r.kind for r in rows], focus), "tokens_boxes")
+chart(token_boxes(readable, ids, [r.kind for r in rows], focus, raw=tokens), "tokens_boxes")
 if len(tokens) > SHOWN:
     st.caption(f"The first {SHOWN} of {len(tokens)} tokens; the other {len(tokens) - SHOWN} are in the table below.")
 st.markdown(markdown_literal(counts.summary))
 if focus is not None:
     where = "outlined above and highlighted" if focus < SHOWN else "highlighted"
-    st.caption(markdown_literal(f"The lesson's focused token, {position_label(focus, tokens[focus])}, is {where}."))
+    st.caption(markdown_literal(f"The lesson's focused token, {position_label(focus, readable[focus])}, is {where}."))
 
 word_piece = loaded.family.continuation == tokens_view.CONTINUES
 marks = None
@@ -93,12 +94,14 @@ st.markdown("\n".join(f"- {markdown_literal(note)}" for note in notes))
 table = pd.DataFrame(
     {
         "position": [r.position for r in rows],
-        "token": [r.token for r in rows],
+        "token": list(readable),
         "id": [r.id for r in rows],
         "kind": [r.kind for r in rows],
         "from the text": [r.text for r in rows],
     }
 )
+if result.spelling.marks:  # the raw spelling beside the readable one, where they differ
+    table.insert(2, tokens_view.SPELT, [r.token for r in rows])
 shown = table
 if focus is not None:
     shown = table.style.apply(

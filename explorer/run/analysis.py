@@ -26,8 +26,9 @@ STATISTICS = {
     "previous": "share of attention on the previous position",
     "next": "share of attention on the next position",
     "self": "share of attention on the query's own position",
-    "cls": "share of attention on [CLS] / <bos>",
-    "sep": "share of attention on [SEP] / <eos>",
+    "cls": "share of attention on the first position: the start marker ([CLS], <bos>, <s>) where the tokenizer adds "
+    "one, else the text's first token (where a decoder-only model's heads park weight: an attention sink)",
+    "sep": "share of attention on end markers ([SEP], <eos>, </s>)",
     "punctuation": "share of attention on punctuation tokens",
     "induction": "share of attention on the token after an earlier occurrence of the query's own token (an induction "
     "head: [A][B] ... [A] -> [B]), over the queries whose token occurred before; self-attention only",
@@ -45,6 +46,33 @@ STATISTIC_NAMES = {  # what the page calls each statistic
     "induction": "induction",
 }
 SHARES = frozenset(STATISTIC_NAMES) - {"entropy", "distance"}  # fractions of a row's weight: shown as percentages
+FIRST_TOKEN, NO_END = "first token", "end marker (none added)"
+
+
+def marker_names(keys: Sequence[str]) -> dict[str, str]:
+    """STATISTIC_NAMES with the markers this text's keys (as the tokenizer spells them) hold: "[CLS]" and "[SEP]"
+    for BERT, "<s>" for a Llama tokenizer that adds it, "first token" and no end marker for GPT-2 and SmolLM2, which
+    add none; never a marker the model does not have."""
+    start = keys[0] if len(keys) and keys[0] in STARTS else FIRST_TOKEN
+    ends = " / ".join(sorted({k for k in keys if k in ENDS})) or NO_END
+    return STATISTIC_NAMES | {"cls": start, "sep": ends}
+
+
+def marker_descriptions(keys: Sequence[str]) -> dict[str, str]:
+    """STATISTICS said for this text's markers (marker_names)."""
+    names = marker_names(keys)
+    start = (
+        f"share of attention on {names['cls']}, the start marker the tokenizer puts before the text"
+        if names["cls"] != FIRST_TOKEN
+        else "share of attention on the first token: this tokenizer adds no start marker, and the first position is "
+        "where a decoder-only model's heads park weight they need not spend (an attention sink)"
+    )
+    end = (
+        f"share of attention on {names['sep']}, the end marker the tokenizer puts after the text"
+        if names["sep"] != NO_END
+        else "share of attention on end markers: this tokenizer adds none after the text, so it is 0"
+    )
+    return STATISTICS | {"cls": start, "sep": end}
 
 
 def is_punctuation(token: str) -> bool:
@@ -101,15 +129,19 @@ def _layer_statistics(
         "previous": _diagonal_share(w, -1),
         "next": _diagonal_share(w, 1),
         "self": _diagonal_share(w, 0),
-        "cls": _key_share(w, keys, STARTS.__contains__),
+        "cls": w[..., 0].mean(axis=-1) if tk else np.full(w.shape[:-2], np.nan),  # the first position (marker_names)
         "sep": _key_share(w, keys, ENDS.__contains__),
         "punctuation": _key_share(w, keys, is_punctuation),
         "induction": induction,
     }
 
 
-def head_label(stats: dict[str, float], n_keys: int) -> str:
-    """A plain name for what one head mostly does, from its statistics (first rule that holds)."""
+SINK, FIRST_SINK = "delimiter sink", "first-token sink"
+
+
+def head_label(stats: dict[str, float], n_keys: int, sink: str = SINK) -> str:
+    """A plain name for what one head mostly does, from its statistics (first rule that holds); `sink` names a head
+    whose weight goes to the markers (FIRST_SINK where the first position is a token of the text: marker_names)."""
     if stats.get("induction", np.nan) >= 0.5:  # NaN (no repeated token) never holds
         return "induction"
     if stats["previous"] >= 0.5:
@@ -119,7 +151,7 @@ def head_label(stats: dict[str, float], n_keys: int) -> str:
     if stats["self"] >= 0.5:
         return "self"
     if stats["cls"] + stats["sep"] >= 0.5:
-        return "delimiter sink"
+        return sink
     if stats["punctuation"] >= 0.5:
         return "punctuation"
     if n_keys > 1 and stats["entropy"] / np.log(n_keys) >= 0.75:
@@ -127,14 +159,14 @@ def head_label(stats: dict[str, float], n_keys: int) -> str:
     return "mixed"
 
 
-def head_labels(statistics: dict[str, np.ndarray], n_keys: int) -> np.ndarray:
+def head_labels(statistics: dict[str, np.ndarray], n_keys: int, sink: str = SINK) -> np.ndarray:
     """head_label for every head: {name: (L, H)} -> (L, H) strings."""
     n_layers, n_heads = statistics["entropy"].shape
     labels = np.empty((n_layers, n_heads), dtype=object)
     for layer in range(n_layers):
         for head in range(n_heads):
             one = {name: float(values[layer, head]) for name, values in statistics.items()}
-            labels[layer, head] = head_label(one, n_keys)
+            labels[layer, head] = head_label(one, n_keys, sink)
     return labels
 
 
@@ -254,8 +286,8 @@ def at_word_level(
     weights = LayerArray(
         attention.n_layers, shape, lambda i: merge_words(attention.layer(i).weights, query_groups, key_groups)
     )
-    return (
+    return (  # a word's pieces joined before they are made readable: a character split over two pieces is whole again
         weights,
-        tuple(merge_tokens(queries, query_groups, word_start)),
-        tuple(merge_tokens(keys, key_groups, word_start)),
+        result.readable(merge_tokens(queries, query_groups, word_start)),
+        result.readable(merge_tokens(keys, key_groups, word_start)),
     )

@@ -13,7 +13,8 @@ from attention_explorer.models.tasks import SPECIALS, Task
 
 @dataclass(frozen=True)
 class DecodedPosition:
-    """Decoder row `index`: it reads target tokens 0..index and picks output token `index`."""
+    """Decoder row `index`: it reads target tokens 0..index and picks output token `index` (every token readable:
+    Trace.readable)."""
 
     index: int
     chosen: str  # the token greedy decoding picked here
@@ -50,15 +51,16 @@ def step(trace: Trace, index: int, layer: int, head: int = MEAN) -> DecodedPosit
     def row(weights: np.ndarray) -> np.ndarray:  # (L, H, Tq, Tk) -> (Tk,): this step's row of one layer (a long
         return head_or_mean(weights[layer][None, :, index], 0, head)  # text's layers are recomputed when read)
 
+    readable = trace.readable  # what a class reads: every token as the page shows it ('␣Paris', not 'ĠParis')
     return DecodedPosition(
         index=index,
-        chosen=trace.output_tokens[index],
-        target_tokens=trace.target_tokens,
+        chosen=readable(trace.output_tokens[index : index + 1])[0],
+        target_tokens=readable(trace.target_tokens),
         visible=trace.decoder_self.mask[index].copy(),
         self_weights=row(trace.decoder_self.weights),
-        source_tokens=trace.source_tokens,
+        source_tokens=readable(trace.source_tokens),
         cross_weights=None if trace.cross is None else row(trace.cross.weights),
-        top_tokens=trace.top_tokens[index],
+        top_tokens=readable(trace.top_tokens[index]),
         top_probabilities=trace.top_probabilities[index],
     )
 

@@ -47,10 +47,11 @@ SHARES, SUM, OFFSET = slice(0, 3), 3, 4
 
 @functools.lru_cache(maxsize=4)
 def _columns(keys: tuple[str, ...]) -> np.ndarray:
-    """(5, Tk) float32: 1 where a key is a start marker, an end marker, punctuation; 1; and (filled per block) the
-    key's distance back from the block's first row. One text's for every layer of a run."""
-    wanted = (analysis.STARTS.__contains__, analysis.ENDS.__contains__, analysis.is_punctuation)
-    marks = [[float(test(key)) for key in keys] for test in wanted]
+    """(5, Tk) float32: 1 at the first position (its start marker, or its first token: analysis.marker_names), where
+    a key is an end marker, punctuation; 1; and (filled per block) the key's distance back from the block's first
+    row. One text's for every layer of a run."""
+    wanted = (analysis.ENDS.__contains__, analysis.is_punctuation)
+    marks = [[float(j == 0) for j in range(len(keys))], *([float(test(key)) for key in keys] for test in wanted)]
     return np.array([*marks, [1.0] * len(keys), [0.0] * len(keys)], np.float32)
 
 

@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from attention_explorer.explorer.run.trace import UNKNOWN
+from attention_explorer.models.tokenize import NEWLINE_MARK, SPACE_MARK
 
 SPECIAL, WORD, PIECE, UNKNOWN_KIND = "special", "whole word", "piece of a word", "unknown"
 KINDS = (SPECIAL, WORD, PIECE, UNKNOWN_KIND)
 CONTINUES = "##"  # WordPiece writes a piece that continues the word before it with this mark
 N_OPTIONS = 4
+SPELT = "as the tokenizer spells it"  # step 1's table: the raw token beside the readable one
 
 
 @dataclass(frozen=True)
@@ -208,10 +210,16 @@ def notes(
             )
     elif word_start:
         lines.append(
-            f"{word_start} stands for the space before a word: this byte-level BPE tokenizer writes the space as part "
+            f"{word_start} stands for the space before a word: this tokenizer writes the space as part "
             f"of the word's first token. Its {vocab_size:,} entries hold common words whole and spell anything else "
             "from pieces, down to single bytes, so no text is refused and no token is unknown; no marker tokens are "
             "added around the text."
+        )
+        lines.append(
+            f"Every page shows a token as text: {SPACE_MARK} for that space ({word_start}capital is shown "
+            f"{SPACE_MARK}capital), {NEWLINE_MARK} for a line break, the bytes decoded into their characters, and "
+            "<0xE2> for a byte that is only part of a character (a character can be split over two tokens). The "
+            f"table's column '{SPELT}' keeps each token as the tokenizer writes it."
         )
     else:
         lines.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +23,7 @@ from attention_explorer.explorer.run.layers import (
 from attention_explorer.models import greedy
 from attention_explorer.models.attention import raw_scores_dropped
 from attention_explorer.models.registry import LoadedModel
-from attention_explorer.models.tokenize import TokenizeError
+from attention_explorer.models.tokenize import Spelling, TokenizeError
 from attention_explorer.models.transformer import Ablation, padding_mask
 
 __all__ = ["AttentionLayer", "AttentionTrace", "LayerArray", "Trace", "run"]
@@ -151,6 +151,12 @@ class Trace:
     # what run(reduce=...) reduced every layer to while it held it: {reducer name: {kind: (L, ...)}}
     reduced: dict[str, dict[str, np.ndarray]] | None = None
     text_logits: TextLogits | None = None  # decoder-only: what the loss of the text itself needs of the logits
+    spelling: Spelling = Spelling()  # how the tokenizer spells tokens: the readable labels views draw
+
+    def readable(self, tokens: Sequence[str]) -> tuple[str, ...]:
+        """Tokens of this model (the text's, or any it predicts) as text a class can read: models.tokenize.Spelling;
+        the raw tokens stay in source_tokens, target_tokens, top_tokens for lookups, hover text and exports."""
+        return self.spelling.labels(tokens)
 
     def attention(self, kind: str) -> AttentionTrace:
         """encoder_self, decoder_self or cross; ValueError when this model has no such attention."""
@@ -177,6 +183,11 @@ class Trace:
             return self.source_tokens, self.source_tokens
         assert self.target_tokens is not None
         return self.target_tokens, self.target_tokens if kind == "decoder_self" else self.source_tokens
+
+    def labels_for(self, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(query labels, key labels) for an attention kind: tokens_for's tokens made readable, what figures draw."""
+        queries, keys = self.tokens_for(kind)
+        return self.readable(queries), self.readable(keys)
 
 
 UNKNOWN = "[UNK]"  # what a BERT-family tokenizer writes for text outside its vocabulary
@@ -277,6 +288,7 @@ def _run(loaded, text, enc, max_target, encoder_only, ablation, forced, reload, 
         source_offsets=enc.offsets,
         truncated=enc.truncated,
         source_word_ids=enc.word_ids,
+        spelling=loaded.family.spelling,
     )
     if loaded.is_decoder_only:
         keep = keeper({"decoder_self": (enc.tokens, enc.tokens)})

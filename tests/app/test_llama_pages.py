@@ -140,17 +140,17 @@ def test_final_linear_shows_what_comes_after_the_text(smollm2):
     # it opens on the text's last position, which answers it: no next token in the text, the model's own prediction
     assert at.selectbox(key="output_position").value == n - 1
     assert at.selectbox(key="output_position").options[-1] == (
-        f"position {n}: reads '{n - 1}: {result.source_tokens[-1]}', no next token in the text: the model's own top "
-        "prediction"
+        f"position {n}: reads '{n - 1}: {result.readable(result.source_tokens)[-1]}', no next token in the text: the "
+        "model's own top prediction"
     )
     first = spec(at.get("plotly_chart")[0])
     bars = first["data"][0]
     assert len(first["data"]) == 1  # no target: the text ends here
-    assert first["layout"]["yaxis"]["ticktext"][0] == "ĠParis (the model's own top prediction)"
-    assert result.top_tokens[-1][0] == "ĠParis"
+    assert result.top_tokens[-1][0] == "ĠParis"  # the tokenizer's spelling; the page shows it as text
+    assert first["layout"]["yaxis"]["ticktext"][0] == "␣Paris (the model's own top prediction)"
     np.testing.assert_allclose(array(bars["x"]), result.top_probabilities[-1], rtol=1e-6)
     words = text_of(at)
-    assert "the model's most likely next token is 'ĠParis' (p = 0.77 at T = 1)" in words
+    assert "the model's most likely next token is '␣Paris' (p = 0.77 at T = 1)" in words
     assert "As text (greedy):  The capital of France is[ Paris" in words
 
 

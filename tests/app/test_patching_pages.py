@@ -87,7 +87,7 @@ def test_an_encoder_is_offered_the_name_swap_on_smollm2_in_one_click():
     assert not at.exception, at.exception
     assert at.session_state["model"] == "smollm2" and at.session_state["text"] == NAMES
     assert at.session_state[CORRUPT] == SWAPPED
-    assert "position 9 'ĠJohn' -> 'ĠMary'" in text_of(at)
+    assert "position 9 '␣John' -> '␣Mary'" in text_of(at)
     # a proposal's label and tooltip show the text's words literally (Streamlit renders markdown in both)
     button = at.button(key="patching_use_name swap")
     assert button.label == markdown_literal("name swap: Mary / John")

@@ -102,19 +102,19 @@ def test_head_statistics_speak_in_human_labels_and_readable_numbers():
     at = new_app().run()
     at.switch_page("explorer/pages/statistics.py").run()
     box = at.selectbox(key="stats_statistic")
-    assert "cls" not in box.options and "[CLS] / <bos>" in box.options and "previous token" in box.options
+    assert "cls" not in box.options and "[CLS]" in box.options and "previous token" in box.options
     box.set_value("cls").run()
     grid = spec(at.get("plotly_chart")[0])
-    assert grid["data"][0]["colorbar"]["title"]["text"] == "[CLS] / &lt;bos&gt;"  # escaped for Plotly
+    assert grid["data"][0]["colorbar"]["title"]["text"] == "[CLS]"  # MiniLM's own start marker, no other
     hover = grid["data"][1]["hovertemplate"]  # the click targets over the cells carry the hover
     assert "%{customdata[2]:.1%}" in hover and ".4f" not in hover  # a share reads as a percentage
     table = at.dataframe[0]
     columns = list(table.value.columns)
-    assert "cls" not in columns and "sep" not in columns and "[CLS] / <bos>" in columns
+    assert "cls" not in columns and "sep" not in columns and "[CLS]" in columns and "[SEP]" in columns
     formats = {
         name: c["type_config"]["format"] for name, c in json.loads(table.proto.columns).items() if name[0] != "_"
     }
-    assert formats["[CLS] / <bos>"] == formats["previous token"] == "%.1f%%"  # 0.000000006 reads 0.0%
+    assert formats["[CLS]"] == formats["previous token"] == "%.1f%%"  # 0.000000006 reads 0.0%
     assert formats["entropy"] == formats["mean distance"] == "%.3g"
     assert table.value["previous token"].max() <= 100 and table.value["previous token"].max() > 1
 

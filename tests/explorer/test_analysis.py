@@ -152,3 +152,35 @@ def test_flow_equals_a_float_max_flow_on_random_attention():
     expected = [[networkx.maximum_flow_value(graph, (3, i), (0, j)) for j in range(5)] for i in range(5)]
     # float64 both, by different algorithms on 15 nodes: rounding is about 1e-15, far inside 1e-8
     np.testing.assert_allclose(analysis.flow(weights), expected, atol=1e-8)
+
+
+BYTE_LEVEL = ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]  # SmolLM2's and GPT-2's: no marker around the text
+
+
+def test_marker_names_are_the_models_own():
+    assert analysis.marker_names(TOKENS)["cls"] == "[CLS]" and analysis.marker_names(TOKENS)["sep"] == "[SEP]"
+    names = analysis.marker_names(BYTE_LEVEL)
+    assert names["cls"] == analysis.FIRST_TOKEN and names["sep"] == analysis.NO_END
+    said = " ".join(analysis.marker_descriptions(BYTE_LEVEL).values()) + " ".join(names.values())
+    assert "[CLS]" not in said and "[SEP]" not in said and "<bos>" not in said
+    assert analysis.marker_names(["<s>", "▁The"])["cls"] == "<s>"  # a Llama tokenizer that adds its start marker
+
+
+def test_without_a_start_marker_the_first_share_is_the_first_tokens_attention_sink():
+    sink = np.zeros((5, 5))
+    sink[:, 0] = 0.8
+    sink[np.arange(5), np.arange(5)] += 0.2
+    sink[0, 0] = 1.0  # the first query sees only itself
+    stats = analysis.head_statistics(one_head(sink), BYTE_LEVEL, BYTE_LEVEL)
+    assert stats["cls"][0, 0] == pytest.approx((1.0 + 4 * 0.8) / 5) and stats["sep"][0, 0] == 0
+    assert analysis.head_labels(stats, 5, analysis.FIRST_SINK)[0, 0] == "first-token sink"
+
+
+def test_word_level_labels_are_readable(gpt2_folder):
+    from attention_explorer.models import registry
+
+    loaded = registry.from_path(str(gpt2_folder))
+    result = trace.run(loaded, "a – b\n\nc")
+    _, queries, keys = analysis.at_word_level(result, "decoder_self", loaded.family.word_start)
+    assert queries == keys and any("–" in w for w in queries)  # a word's pieces joined, then decoded
+    assert not any("â" in w or "Ġ" in w or "Ċ" in w for w in queries)

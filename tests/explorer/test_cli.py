@@ -329,9 +329,25 @@ def test_smollm2_export_completes_the_capital_of_france(capsys, smollm2):
     code, out, err = run_cli(capsys, "export", "--model", "smollm2", "--text", text)
     assert code == 0 and err == ""
     doc = json.loads(out)
-    assert doc["tokens"] == {"source": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]}
+    assert doc["tokens"] == {"source": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]}  # as the tokenizer spells them
+    assert doc["readable_tokens"] == {"source": ["The", "␣capital", "␣of", "␣France", "␣is"]}  # as the pages show them
     assert doc["next_tokens"][-1] == "ĠParis" and doc["logit_lens"][-1] == doc["next_tokens"]
     expected = trace.run(smollm2, text).decoder_self.weights
     drawn = np.array(doc["attention"]["decoder_self"])
     assert drawn.shape == (30, 9, 5, 5)
     np.testing.assert_array_equal(drawn, expected)  # the same run's weights, float32 -> JSON -> float64 exactly
+
+
+@pytest.mark.slow
+def test_a_multi_token_answer_is_met_with_what_to_type_at_a_shell(capsys, smollm2):
+    """' Sarah' is one SmolLM2 token and 'Sarah Jane' two: the error suggests the first as a shell takes it, its
+    space quoted, never the tokenizer's 'ĠSarah'."""
+    text = "When Sarah and Tom went to the market, Tom gave a bag to"
+    corrupt = "When Tom and Sarah went to the market, Sarah gave a bag to"
+    argv = ["export", "--model", "smollm2", "--text", text, "--corrupt", corrupt]
+    code, out, err = run_cli(capsys, *argv, "--answer", "Sarah Jane", "--wrong", "Tom")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "2 tokens (␣Sarah + ␣Jane)" in err and err.rstrip().endswith("write one token, e.g. --answer ' Sarah'")
+    assert "Ġ" not in err
+    code, _, err = run_cli(capsys, *argv, "--answer", "Sarah", "--wrong", "Tom Jones")
+    assert code == 2 and err.rstrip().endswith("e.g. --wrong ' Tom'")
