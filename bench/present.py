@@ -2,7 +2,7 @@
 sits on the first screen (top and bottom in px; it fits when its bottom is within the screen), the smallest body
 text in px, and a screenshot of that first screen. --normal measures the same pages without ?present=1.
 
-`python -m bench.present [--out DIR] [--models KEY ...] [--lengths N ...] [--normal]`"""
+`python -m bench.present [--out DIR] [--models KEY ...] [--lengths N ...] [--text TEXT] [--normal]`"""
 
 from __future__ import annotations
 
@@ -54,15 +54,18 @@ def measure(browser, url: str, path: Path, answer: bool = False) -> dict:
         page.context.close()
 
 
-def run(out: Path, models=(lesson.TRANSLATE, "minilm"), lengths=(16,), present: bool = True) -> list[str]:
+def run(
+    out: Path, models=(lesson.TRANSLATE, "minilm"), lengths=(16,), present: bool = True, text: str = ""
+) -> list[str]:
+    """`text`: a sentence of the class's own instead of the bench's at each length (its pictures named 'text')."""
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     with harness.app_server() as url, harness.chromium() as browser:
         for model in models:
             loaded = registry.load(model)
-            for tokens in lengths:
-                text = lesson.TRANSLATE_EXAMPLE if model == lesson.TRANSLATE else text_of(loaded, tokens)
-                query = urllib.parse.urlencode({"model": model, "text": text, **({"present": "1"} if present else {})})
+            for tokens in ("text",) if text else lengths:
+                typed = text or (lesson.TRANSLATE_EXAMPLE if model == lesson.TRANSLATE else text_of(loaded, tokens))
+                query = urllib.parse.urlencode({"model": model, "text": typed, **({"present": "1"} if present else {})})
                 for page in lesson.LESSON:
                     address = f"{url}/{'' if page is lesson.OVERVIEW else page.stem}?{query}"
                     found = measure(browser, address, out / f"{model}_{tokens}_{page.stem}.png", page.stem in ANSWERED)
@@ -70,7 +73,7 @@ def run(out: Path, models=(lesson.TRANSLATE, "minilm"), lengths=(16,), present: 
                     where = "no figure" if found["top"] is None else f"{found['top']:>5.0f}..{found['bottom']:>5.0f}"
                     verdict = "" if found["top"] is None else "fits" if fits else "BELOW THE SCREEN"
                     rows.append(
-                        f"{model:<10} {tokens:>4} {page.label:<42} figure {where} px  "
+                        f"{model:<10} {tokens!s:>4} {page.label:<42} figure {where} px  "
                         f"{verdict}  text >= {found['text']} px  "
                         f"errors={found['errors']}"
                     )
@@ -83,6 +86,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=harness.ROOT / "artifacts" / "present")
     parser.add_argument("--models", nargs="+", default=(lesson.TRANSLATE, "minilm"))
     parser.add_argument("--lengths", nargs="+", type=int, default=(16,))
+    parser.add_argument("--text", default="", help="one sentence of your own instead of the bench's at each length")
     parser.add_argument("--normal", action="store_true", help="without ?present=1: the page as a student opens it")
     args = parser.parse_args()
-    run(args.out, tuple(args.models), tuple(args.lengths), present=not args.normal)
+    run(args.out, tuple(args.models), tuple(args.lengths), present=not args.normal, text=args.text)
