@@ -75,8 +75,15 @@ def marker_descriptions(keys: Sequence[str]) -> dict[str, str]:
     return STATISTICS | {"cls": start, "sep": end}
 
 
+# the marks a tokenizer writes for the space before a word (byte-level BPE, SentencePiece, the pages' readable mark):
+# "Ġ," is a comma with its space, punctuation as much as ","
+SPACE_MARKS = "\u0120\u2581\u2423"
+
+
 def is_punctuation(token: str) -> bool:
-    return bool(token) and all(c in string.punctuation for c in token)
+    """Only punctuation marks, after the space a token carries before them ('Ġ,' and ',' both are; 'Ġ' is not)."""
+    marks = token.lstrip(SPACE_MARKS)
+    return bool(marks) and all(c in string.punctuation for c in marks)
 
 
 def _diagonal_share(weights: np.ndarray, offset: int) -> np.ndarray:

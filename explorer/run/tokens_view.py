@@ -212,8 +212,12 @@ def notes(
         lines.append(
             f"{word_start} stands for the space before a word: this tokenizer writes the space as part "
             f"of the word's first token. Its {vocab_size:,} entries hold common words whole and spell anything else "
-            "from pieces, down to single bytes, so no text is refused and no token is unknown; no marker tokens are "
-            "added around the text."
+            "from pieces, down to single bytes, so no text is refused and no token is unknown; "
+            + (
+                "<s> is put before the text as its start marker (the Llama tokenizer adds it)."
+                if tokens and tokens[0] == "<s>"
+                else "no marker tokens are added around the text."
+            )
         )
         lines.append(
             f"Every page shows a token as text: {SPACE_MARK} for that space ({word_start}capital is shown "

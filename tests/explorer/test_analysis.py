@@ -184,3 +184,12 @@ def test_word_level_labels_are_readable(gpt2_folder):
     _, queries, keys = analysis.at_word_level(result, "decoder_self", loaded.family.word_start)
     assert queries == keys and any("–" in w for w in queries)  # a word's pieces joined, then decoded
     assert not any("â" in w or "Ġ" in w or "Ċ" in w for w in queries)
+
+
+def test_punctuation_with_its_space_mark_counts_as_punctuation():
+    # byte-level BPE writes " ," as "Ġ,", SentencePiece as "▁,", the pages as "␣,": each is a comma; a share of
+    # attention on punctuation that skipped them under-counted every GPT-2 and SmolLM2 head
+    for token in (",", "Ġ,", "▁.", "␣!", "Ġ...", "Ġ)."):
+        assert analysis.is_punctuation(token), token
+    for token in ("Ġ", "␣", "", "Ġthe", "Ġ,a", "the"):
+        assert not analysis.is_punctuation(token), token

@@ -168,3 +168,11 @@ def test_operations_figure_draws_both_curves_the_sentence_and_the_crossover():
     assert fig["layout"]["shapes"][0]["x0"] == 384
     assert "n = d = 384" in fig["layout"]["annotations"][0]["text"]
     assert fig["layout"]["annotations"][0]["y"] == pytest.approx(3 * math.log10(384))
+
+
+def test_a_byte_level_note_says_a_start_marker_only_where_the_tokenizer_adds_one():
+    # a Llama tokenizer puts <s> before the text; GPT-2's and SmolLM2's add nothing
+    marked = " ".join(tokens_view.notes(["<s>", "▁The", "▁cat"], False, 32000, word_start="▁"))
+    assert "<s> is put before the text" in marked and "no marker tokens" not in marked
+    bare = " ".join(tokens_view.notes(["The", "Ġcat"], False, 50257, word_start="Ġ"))
+    assert "no marker tokens are added around the text" in bare and "<s>" not in bare
