@@ -35,6 +35,7 @@ from attention_explorer.explorer.run import cost
 from attention_explorer.models import ablation
 from attention_explorer.models.attention import HeadPatch, raw_scores_dropped
 from attention_explorer.models.registry import LoadedModel
+from attention_explorer.models.tokenize import SPACE_MARK
 from attention_explorer.models.transformer import causal_mask
 
 BATCH_BYTES = 384 * 2**20  # about this much memory per chunk of batch rows
@@ -85,6 +86,8 @@ def _single_token(loaded: LoadedModel, read: str, typed: str, what: str) -> int:
     alone is another); PatchingError otherwise, with the pieces it is."""
     if not typed.strip():
         raise PatchingError(f"write the {what}: one token the model could write next")
+    if typed.startswith(SPACE_MARK):  # as the pages show a token ('␣Mary'): the space it carries, then its text
+        typed = " " + typed.removeprefix(SPACE_MARK)
     if loaded.is_encoder_decoder:  # a word of the output vocabulary
         if (found := loaded.target_vocabulary.token_to_id(typed.strip())) is None:
             raise PatchingError(f"the {what} {typed.strip()!r} is not a word this model writes")

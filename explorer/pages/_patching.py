@@ -24,6 +24,7 @@ from attention_explorer.explorer.lesson import BY_STEM, script
 from attention_explorer.explorer.pages._long import ask_first
 from attention_explorer.explorer.pages._shared import chart, current_trace, predict, sidebar_loaded, stop
 from attention_explorer.models import ablation, registry
+from attention_explorer.models.tokenize import SPACE_MARK
 
 NAMES = "When Mary and John went to the store, John gave a drink to"
 SWAPPED = "When Mary and John went to the store, Mary gave a drink to"
@@ -64,7 +65,7 @@ def _name_swap() -> None:
     use_model(NAME_MODEL, NAMES)
     state.keep(st.session_state, state.TEXT, NAMES)
     st.session_state.pop(state.ASIDE, None)
-    _fill(SWAPPED, " Mary", " John")
+    _fill(SWAPPED, f"{SPACE_MARK}Mary", f"{SPACE_MARK}John")  # as the pages show the tokens ('␣Mary')
     st.session_state[PROPOSED_FOR] = (NAME_MODEL, NAMES, st.session_state[state.MAX_TOKENS])
     st.session_state.pop(HEAD, None)
 
@@ -94,11 +95,12 @@ def _inputs(key: str, sidebar: tuple[str, str, int]) -> None:
     proposal one click away."""
     for name in (CORRUPT, ANSWER, WRONG):
         st.session_state.setdefault(name, "")
+    readable = cached.model(sidebar[0]).family.spelling.readable  # answers as every page shows tokens ('␣Paris')
     proposals = patching_runs.get_proposals(*sidebar)
     if st.session_state.get(PROPOSED_FOR) != sidebar:
         st.session_state[PROPOSED_FOR] = sidebar
         first = proposals[0] if proposals else None
-        _fill(first.text, first.answer, first.wrong) if first else _fill("", "", "")
+        _fill(first.text, readable(first.answer), readable(first.wrong)) if first else _fill("", "", "")
         st.session_state.pop(HEAD, None)
     if proposals:
         st.caption("Proposed corruptions of this text (one token changed, the answers they should swap):")
@@ -107,7 +109,7 @@ def _inputs(key: str, sidebar: tuple[str, str, int]) -> None:
             column.button(  # labels and tooltips render markdown: the text's words are shown literally
                 markdown_literal(f"{proposal.name}: {bare(proposal.answer)} / {bare(proposal.wrong)}"),
                 on_click=_fill,
-                args=(proposal.text, proposal.answer, proposal.wrong),
+                args=(proposal.text, readable(proposal.answer), readable(proposal.wrong)),
                 key=f"{key}_use_{proposal.name}",
                 help=markdown_literal(proposal.text),
             )
@@ -197,7 +199,7 @@ def patching_view(key: str, lesson: bool = False) -> None:
     )
     right, wrong = _token(loaded, setup.answer), _token(loaded, setup.wrong)
     kind = changed_kind(st.session_state[CORRUPT], patching_runs.get_proposals(*sidebar))
-    st.markdown(markdown_literal(f"Changed ({kind}): {changes}."))
+    st.markdown(markdown_literal(f"The change: {changes} ({kind})."))
     where = short = "at the last position"
     if setup.decoder_input:  # an encoder-decoder: the decoder reads the same words in both runs
         read = " ".join(_token(loaded, i) for i in setup.decoder_input)

@@ -87,6 +87,8 @@ def test_an_encoder_is_offered_the_name_swap_on_smollm2_in_one_click():
     assert not at.exception, at.exception
     assert at.session_state["model"] == "smollm2" and at.session_state["text"] == NAMES
     assert at.session_state[CORRUPT] == SWAPPED
+    # the answers as every page shows a token, the space they carry marked, never the tokenizer's 'ĠMary'
+    assert (at.session_state[ANSWER], at.session_state[WRONG]) == ("␣Mary", "␣John")
     assert "position 9 '␣John' -> '␣Mary'" in text_of(at)
     # a proposal's label and tooltip show the text's words literally (Streamlit renders markdown in both)
     button = at.button(key="patching_use_name swap")
@@ -110,7 +112,7 @@ def test_the_lesson_step_asks_first_then_patches():
     assert "third" not in text_of(at)
     # the corruption is named from what was changed, and denoising is said to show sufficiency, not necessity
     words = text_of(at)
-    assert "Changed (changed repeated word): position 4" in words and "a name swapped" not in words
+    assert "The change: position 4" in words and "(changed repeated word)." in words and "a name swapped" not in words
     assert "everything the answer needs" not in words and "may still be needed" in words
     assert "into the corrupted run (denoising)" in words and "logit(wrong), at the last position;" in words
 

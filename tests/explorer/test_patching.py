@@ -165,6 +165,9 @@ def test_answers_must_be_one_token(smollm2, minilm):
     with pytest.raises(PatchingError, match=r"is 2 tokens .* write one token"):
         patching.setup(smollm2, NAMES, SWAPPED, "Mary Ann", "John", 64)
     assert patching.setup(smollm2, NAMES, SWAPPED, " Mary", "ĠJohn", 64).wrong == smollm2.tokenizer.token_to_id("ĠJohn")
+    # as the pages show a token ('␣Mary', the space it carries marked): the same id as typed with its space
+    shown = patching.setup(smollm2, NAMES, SWAPPED, "\u2423Mary", "\u2423John", 64)
+    assert (shown.answer, shown.wrong) == tuple(smollm2.tokenizer.token_to_id(t) for t in ("ĠMary", "ĠJohn"))
     with pytest.raises(PatchingError, match="no output layer"):
         patching.setup(minilm, "a cat", "a dog", "cat", "dog", 64)
 
