@@ -222,15 +222,14 @@ def test_step_14_asks_at_the_texts_end_where_the_model_answers(smollm2):
     it, so its target is the model's own top token."""
     run = trace.run(smollm2, EIFFEL, smollm2.max_tokens)
     n = len(run.source_tokens)
-    assert run.top_tokens[-1][0] == "ĠParis"
+    assert run.top_tokens[-1][0] == "ĠParis"  # the tokenizer's spelling; every page shows it as '␣Paris'
+    shown = run.readable(run.source_tokens)
     answer = ablate.with_text_end(smollm2, ablate.answer(smollm2, run), run)
     found = lens.lens(smollm2, answer, run=run)
     at = opened("layer_predictions", text=EIFFEL)
     question = plain(next(m.value for m in at.markdown if "Predict first" in m.value))
-    assert (
-        f"At position {n - 1} ({run.source_tokens[-1]}) the text ends: there is no next token in the text" in question
-    )
-    assert "follow the model's own top prediction, ĠParis. After which sub-layer does ĠParis first rank first?" in (
+    assert f"At position {n - 1} ({shown[-1]}) the text ends: there is no next token in the text" in question
+    assert "follow the model's own top prediction, ␣Paris. After which sub-layer does ␣Paris first rank first?" in (
         question
     )
     (guess,) = [s for s in at.selectbox if s.key.startswith("layer_predictions_predict_guess_")]
@@ -244,18 +243,18 @@ def test_step_14_asks_at_the_texts_end_where_the_model_answers(smollm2):
     rank = charts["layer_predictions_rank"]
     np.testing.assert_array_equal(array(rank["data"][0]["y"]), ranks)
     np.testing.assert_array_equal(array(rank["data"][1]["y"]), found.target_probability[:, n - 1])
-    assert "the model's own top prediction ĠParis across the layers" in rank["layout"]["title"]["text"]
+    assert "the model's own top prediction ␣Paris across the layers" in rank["layout"]["title"]["text"]
     heatmap = charts["layer_predictions_map"]["data"][0]
-    assert len(heatmap["x"]) == n and heatmap["x"][-1] == f"{n - 1}: {run.source_tokens[-1]} (text ends)"
+    assert len(heatmap["x"]) == n and heatmap["x"][-1] == f"{n - 1}: {shown[-1]} (text ends)"
     np.testing.assert_array_equal(array(heatmap["z"]), found.top_probabilities[..., 0])
-    assert heatmap["customdata"][-1][-1][0] == "ĠParis"
+    assert heatmap["customdata"][-1][-1][0] == "␣Paris"
     states = run.decoder_states
     entering = lambda i: states["embeddings"] if i == 0 else states["after_ffn"][i - 1]  # noqa: E731
     split = attribution.attribute(smollm2, answer, n - 1, answer.targets[-1], entering)
     assert split.token == "ĠParis"
-    assert f"The logit of ĠParis at position {n - 1} is {split.logit:.3f}" in text_of(at)
+    assert f"The logit of ␣Paris at position {n - 1} is {split.logit:.3f}" in text_of(at)
     # the attribution page opens there too, and says what the token is
     at = opened("attribution", text=EIFFEL)
     assert at.selectbox(key="attribution_position").value == n - 1
-    assert at.radio(key="attribution_token").options == ["the model's own top prediction: ĠParis"]
+    assert at.radio(key="attribution_token").options == ["the model's own top prediction: ␣Paris"]
     assert [m.value for m in at.metric] == [f"{split.logit:.3f}"]
