@@ -5,8 +5,8 @@ weights and a diverging one for signed values. No figure writes a colour scale o
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from plotly.colors import cmocean as plotly_cmocean
 from plotly.colors import diverging as plotly_diverging
-from plotly.colors import sequential as plotly_sequential
 
 # Plotly's default box takes the colour under the pointer (pale grey on pale cells): white with dark text instead
 HOVER_LABEL = {"bgcolor": "white", "bordercolor": "#444444", "font": {"color": "#111111", "size": 14}}
@@ -42,10 +42,11 @@ def _scale(colours) -> list[list]:
     return [[i / (len(colours) - 1), c] for i, c in enumerate(colours)]
 
 
-# Sequential (attention weights, probabilities, scores from low to high): cividis (Nunez, Anderton & Renslow 2018),
-# perceptually uniform (even steps of lightness) and made for colour-vision deficiency; reversed, so that 0, most of
-# an attention map, is the pale end and the weight a head puts somewhere stands out dark
-SEQUENTIAL = _scale(plotly_sequential.Cividis[::-1])
+# Sequential (attention weights, probabilities, scores from low to high): cmocean's "dense" (Thyng et al. 2016,
+# Oceanography 29(3)), perceptually uniform (lightness falls in even steps from one end to the other, so it reads the
+# same under any colour-vision deficiency and in greyscale); its light end, a near-white, is 0, most of an attention
+# map (a masked triangle reads as empty, not as a loud colour), and the weight a head puts somewhere stands out dark
+SEQUENTIAL = _scale(plotly_cmocean.dense)
 # Diverging (signed values centred on 0): ColorBrewer's RdBu (Brewer 2003, marked colour-blind safe), one direction
 # everywhere: negative blue, positive red (the colour bar's ticks say which)
 DIVERGING = _scale(plotly_diverging.RdBu[::-1])

@@ -83,7 +83,7 @@ def test_the_sequential_scale_is_perceptually_uniform():
     lightness = [_lab(colour)[0] for _, colour in style.SEQUENTIAL]
     steps = np.diff(lightness)
     assert (steps < 0).all()  # pale at 0 (most of an attention map), darker with the weight
-    assert steps.max() / steps.min() < 1.25  # even steps of lightness: Plotly's Blues comes to 2.3
+    assert abs(steps).max() / abs(steps).min() < 1.25  # even steps of lightness: Plotly's Blues comes to 2.3
     assert downloads.SCREEN.layout.colorscale.sequential == tuple(tuple(s) for s in style.SEQUENTIAL)
 
 
