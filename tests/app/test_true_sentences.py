@@ -32,7 +32,7 @@ def test_step_4_names_the_normalised_row_it_multiplies(smollm2):
     at = opened("query_key_value")
     assert not at.exception, at.exception
     formulas = " ".join(str(f.value) for f in at.latex)
-    assert r"q = R_{\text{pos}}(\mathrm{RMSNorm}(x) W^Q" in formulas and r"R_{\text{pos}}(x W^Q" not in formulas
+    assert r"q &= R_{\text{pos}}(\mathrm{RMSNorm}(x) W^Q" in formulas and r"R_{\text{pos}}(x W^Q" not in formulas
     words = text_of(at)
     assert "RMSNorm(x), what W^Q multiplies:" in words and "q is RMSNorm(x) W^Q turned by its position" in words
     drawn = charts(at)["qkv_q_unrotated"]
@@ -88,7 +88,7 @@ def test_step_15_says_what_is_known_of_smollm2s_training(smollm2):
     words = text_of(opened("loss"))
     # "This model trains with plain cross-entropy, without label smoothing" was said of a model last tuned by DPO
     assert "This model trains" not in words and "this model trains with plain cross-entropy" not in words
-    assert plain_of(registry.SMOLLM2_TRAINING) in words and "Shown here is that pretraining loss" in words
+    assert plain_of(registry.SMOLLM2_CARD.story) in words and "Shown here is that pretraining loss" in words
     assert "the loss shown is plain cross-entropy" in words
     output = text_of(opened("output"))
     assert "in pretraining by cross-entropy" in output and "DPO" in output
