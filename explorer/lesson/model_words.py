@@ -179,6 +179,14 @@ def attribution_intro(family: Family) -> str:
 TEXT_END = "no next token in the text: the model's own top prediction"
 
 
+def read_ends(truncated: int) -> tuple[str, str]:
+    """(where the last row stands, what follows it): the text's end, or, where the sidebar's Max tokens cut the text,
+    the end of what the model read (the text itself goes on: its next token was not read)."""
+    if truncated:
+        return "the model's read ends (the text was cut to the sidebar's Max tokens)", "in what it read"
+    return "the text ends", "in the text"
+
+
 def question_row(answer: Answer, end_id: int | None) -> int:
     """The row a lens question asks about, and a read-out opens on: a decoder-only text's last row, the one that
     predicts what follows the whole text (its answer), where every row of the text counts; else the last counted row

@@ -222,7 +222,9 @@ def one_position(s: Scored, number: int = 2) -> None:
     if own:
         st.caption(
             markdown_literal(
-                "The text ends here, so no token is right or wrong: the model's most likely next token is "
+                f"{model_words.read_ends(s.trace.truncated)[0].capitalize()} at this position, so no token is right "
+                "or wrong: "
+                "the model's most likely next token is "
                 f"{readable(vocabulary.id_to_token(right))!r} "
                 f"(p = {float(output.softmax(logits, 1.0)[right]):.2f} at T = 1)."
             )

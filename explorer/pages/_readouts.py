@@ -69,10 +69,11 @@ def lens_chart(found, answer: ablate.Answer, key: str, present_height: int | Non
 def lens_view(key: str = "lens") -> None:
     """Every layer's and sub-layer's state read through the output layer."""
     loaded = sidebar_loaded()
-    current_trace()  # first: a sentence the model cannot read says so on every page
+    read = current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
     answer = experiment_runs.get_read_answer(*_sidebar())
     positions = answer_positions(answer)
+    ends, inside = model_words.read_ends(read.truncated)
     # the row picked under the map: the map shows the rows around it (a window of a long text)
     position = default_row(positions, answer, f"{key}_position")
     found = experiment_runs.get_lens(*_sidebar(), position)
@@ -88,8 +89,8 @@ def lens_view(key: str = "lens") -> None:
         "stopped there; each cell is the most likely next token then, coloured by its probability. The bottom row "
         "is the model's own output."
         + (
-            f" The last position, {len(positions) - 1}, reads the whole text: nothing in the text follows it, so "
-            "its bottom cell is the model's own answer, and no token there is right or wrong."
+            f" At the last position, {len(positions) - 1}, {ends}: nothing {inside} follows it, so its bottom cell "
+            "is the model's own answer, and no token there is right or wrong."
             if answer.text_end
             else ""
         )

@@ -11,6 +11,7 @@ from attention_explorer.explorer.figures.decoding import mark_row, top_k_bars
 from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal, position_label
 from attention_explorer.explorer.figures.walkthrough import per_key_bars
+from attention_explorer.explorer.lesson.model_words import read_ends
 from attention_explorer.explorer.lesson.wording import length_note
 from attention_explorer.explorer.pages._offers import needs_decoder
 from attention_explorer.explorer.pages._shared import (
@@ -134,7 +135,8 @@ if only:
     # the heading on one line: what the text itself writes next goes beside the text so far
     actual = f"   (the text goes on with {following!r})" if following is not None and revealed else ""
     if following is None and revealed:
-        actual = "   (the text ends here: no next token in the text, only the model's own prediction)"
+        ends, inside = read_ends(trace.truncated)
+        actual = f"   ({ends} here: no next token {inside}, only the model's own prediction)"
     st.subheader(
         markdown_literal(
             f"Position {index + 1} of {total}: reads {reads!r} (and the tokens before it), predicts {writes!r}"

@@ -9,7 +9,7 @@ from attention_explorer.explorer import lesson
 from attention_explorer.explorer.app import experiment_runs, state
 from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures.labels import markdown_literal
-from attention_explorer.explorer.lesson.model_words import lens_intro, question_row
+from attention_explorer.explorer.lesson.model_words import lens_intro, question_row, read_ends
 from attention_explorer.explorer.pages._offers import needs_decoder
 from attention_explorer.explorer.pages._readouts import lens_chart, rank_chart
 from attention_explorer.explorer.pages._shared import (
@@ -27,7 +27,7 @@ from attention_explorer.explorer.run import output
 
 page_header()
 loaded = sidebar_loaded()
-current_trace()  # first: a sentence the model cannot read says so on every page
+read = current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(loaded)
 intro(lens_intro(loaded.family))
 sidebar = state.sidebar(st.session_state)
@@ -41,9 +41,10 @@ known = output.scored_token(answer.where) == "right" and not answer.own_row(posi
 # the model's own top token always ranks first at the output: "not even there" is offered only for a right answer
 options = [*found.reads, "not even at the output"] if known else list(found.reads)
 if answer.own_row(position):  # the text ends here: what the model answers is all there is to follow
+    ends, inside = read_ends(read.truncated)
     question = (
-        f"At position {position} ({at}) the text ends: there is no next token in the text, so follow the model's "
-        f"own top prediction, {target}. After which sub-layer does {target} first rank first?"
+        f"At position {position} ({at}) {ends}: there is no next token {inside}, so follow the model's own top "
+        f"prediction, {target}. After which sub-layer does {target} first rank first?"
     )
 else:
     written = "the right next token is" if known else "the model's own greedy output (no right answer is known) writes"

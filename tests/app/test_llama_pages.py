@@ -258,3 +258,28 @@ def test_step_14_asks_at_the_texts_end_where_the_model_answers(smollm2):
     assert at.selectbox(key="attribution_position").value == n - 1
     assert at.radio(key="attribution_token").options == ["the model's own top prediction: ␣Paris"]
     assert [m.value for m in at.metric] == [f"{split.logit:.3f}"]
+
+
+def test_step_14_on_a_cut_text_says_the_models_read_ends_not_the_text():
+    """Cut by Max tokens, the text goes on past the last row the model read: its end is the read's, not the text's."""
+    at = new_app("layer_predictions")
+    at.query_params["model"] = "smollm2"
+    at.query_params["text"] = EIFFEL
+    at.session_state[state.MAX_TOKENS] = 3
+    at.run()
+    assert not at.exception
+    question = plain(next(m.value for m in at.markdown if "Predict first" in m.value))
+    assert (
+        "the model's read ends (the text was cut to the sidebar's Max tokens): there is no next token in what it "
+        in (question)
+    )
+    assert "the text ends" not in question
+    assert "At the last position, 2, the model's read ends" in plain(" ".join(m.value for m in opened_lens(3).markdown))
+
+
+def opened_lens(max_tokens: int):
+    at = new_app("logit_lens")
+    at.query_params["model"] = "smollm2"
+    at.query_params["text"] = EIFFEL
+    at.session_state[state.MAX_TOKENS] = max_tokens
+    return at.run()
