@@ -36,8 +36,11 @@ st.set_page_config(
 state.restore_focus(st.session_state)  # the lesson's focus outlives page switches
 
 
-# Less padding above the page than Streamlit's 6rem: a step's first figure fits on a 900 px screen
-PAGE_CSS = "<style>.stMainBlockContainer { padding-top: 4.5rem; }</style>"
+# Less padding above the page than Streamlit's 6rem, and round a page's title than its 1rem: a step's first figure
+# fits on a 900 px screen under the title and its then-and-now line
+PAGE_CSS = (
+    "<style>.stMainBlockContainer { padding-top: 4.5rem; } .stMainBlockContainer h2 { padding-top: 0.25rem; }</style>"
+)
 # Presenter mode: body text 20 px (Streamlit's default is 16), headings to match
 PRESENTER_CSS = """<style>
 .stMainBlockContainer p, .stMainBlockContainer li, .stMainBlockContainer label,

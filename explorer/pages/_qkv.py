@@ -216,11 +216,13 @@ def projection_formula(
         plain = rf"{x} W^{name}_{{{n}}}" + (rf" + b^{name}_{{{n}}}" if config.qkv_bias else "")
         return rf"R_{{\text{{pos}}}}({plain})" if config.positional == "rotary" and name in "QK" else plain
 
-    # one line each: on one line, a pre-norm rotary model's three ran past the column it is drawn in
-    return (
-        rf"\begin{{aligned}} q &= {term('Q', 'x')} \\ k_j &= {term('K', 'x_j')} \\ v_j &= {term('V', 'x_j')}"
-        rf"\end{{aligned}}\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{d_model} \times {d_head}}}"
-    )
+    shapes = rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{d_model} \times {d_head}}}"
+    if norm_name or config.positional == "rotary":  # one a line: on one, a pre-norm rotary model's ran past its column
+        return (
+            rf"\begin{{aligned}} q &= {term('Q', 'x')} \\ k_j &= {term('K', 'x_j')} \\ v_j &= {term('V', 'x_j')}"
+            rf"\end{{aligned}}{shapes}"
+        )
+    return rf"q = {term('Q', 'x')},\; k_j = {term('K', 'x_j')},\; v_j = {term('V', 'x_j')}{shapes}"
 
 
 def sharing_text(sharing: tuple[int, ...]) -> str:

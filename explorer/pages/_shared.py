@@ -101,16 +101,19 @@ def page_header(title: str | None = None) -> None:
         st.header(title or (page.title if page else ""))
         return
     heading = f"Step {page.step} of {lesson.N_STEPS}: {page.title}" if page.step else page.title
+    # the links, the title and its line close together, without the page's gap between them: the step's figure
+    # still fits on a 900 px screen under them
+    box = st.container(gap=None)
     if presenting():  # one line: the figure has the rest of the screen
-        left, middle, right = st.columns([1, 3, 1], vertical_alignment="center")
+        left, middle, right = box.columns([1, 3, 1], vertical_alignment="center")
         _step_links(page, left, right)
         middle.header(heading)
     else:
-        _step_links(page, *st.columns(2))
-        st.header(heading)
+        _step_links(page, *box.columns(2))
+        box.header(heading)
     thread = then_and_now_line()
     if thread:  # the lesson's thread, in view on every step before anything is opened
-        st.caption(markdown_literal(thread))
+        box.caption(markdown_literal(thread))
 
 
 def then_and_now_line() -> str:
