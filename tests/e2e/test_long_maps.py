@@ -33,13 +33,13 @@ def long_model(tmp_path_factory):
 
 
 def opened_long(page, url: str, loaded, address: str) -> list[str]:
-    """The page at `address` with the 600-token text; its tokens."""
+    """The page at `address` with the 600-token text; its tokens as the pages show them ('␣animal')."""
     open_app(page, f"{url}/{address}?model={KEY}")
     set_max_tokens(page, N)
     text = text_of(loaded, N)
     type_sentence(page, text)
     page.wait_for_function(CHARTS_DRAWN, timeout=TIMEOUT_MS)  # every chart drawn: nothing left to redraw a picker
-    return list(loaded.tokenizer.encode(text, N).tokens)
+    return list(loaded.family.spelling.labels(loaded.tokenizer.encode(text, N).tokens))
 
 
 def opened_list(page, box) -> None:
@@ -76,12 +76,12 @@ def test_a_click_on_the_overview_draws_that_region_at_full_resolution(long_model
 def test_typing_a_token_finds_its_positions_and_picks_one(long_model, page):
     url, loaded = long_model
     tokens = opened_long(page, url, loaded, "qkv")
-    word = next(t for t in tokens if t.lstrip("Ġ").isalpha() and len(t) > 4)  # a whole word of the text
-    found = [position_label(i, t) for i, t in enumerate(tokens) if word.lstrip("Ġ") in t]
+    word = next(t for t in tokens if t.lstrip("␣").isalpha() and len(t) > 4)  # a whole word of the text
+    found = [position_label(i, t) for i, t in enumerate(tokens) if word.lstrip("␣") in t]
     assert len(found) > 3
     box = page.get_by_role("combobox", name="Query token", exact=True)
     opened_list(page, box)
-    page.keyboard.type(word.lstrip("Ġ"))
+    page.keyboard.type(word.lstrip("␣"))
     shown = page.get_by_role("option").all_text_contents()
     assert shown and shown == found[: len(shown)]  # only the positions whose token holds it, in order
     with rerun(page):
