@@ -1,5 +1,6 @@
 """The README's pictures: the first 1600 x 900 screen of the Overview, three lesson steps and presenter mode, on the
-toy translation model, and SmolLM2 completing a sentence, drawn by a live app in headless Chromium.
+toy translation model, and SmolLM2 completing a sentence and reading it layer by layer, drawn by a live app in headless
+Chromium.
 
 `python -m bench.pictures [--out docs/pictures] [--only NAME ...]`"""
 
@@ -17,9 +18,10 @@ from bench.browser import CHARTS_DRAWN
 from bench.shots import HEIGHT, WIDTH
 
 QUERY = urllib.parse.urlencode({"model": lesson.TRANSLATE, "text": lesson.TRANSLATE_EXAMPLE})
+PAYOFF_TEXT = "The Eiffel Tower is located in the city of"
 # picture name -> the address it shows (the Overview is the root address)
 # the pictures whose step asks the class first: answered and revealed, so the picture shows the model's numbers
-ANSWERED = ("scores",)
+ANSWERED = ("scores", "payoff")
 PICTURES = {
     "overview": f"/?{QUERY}",
     "scores": f"/scores?{QUERY}",
@@ -28,6 +30,8 @@ PICTURES = {
     "presenter": f"/query_key_value?{QUERY}&present=1",
     # a real language model completes a sentence: SmolLM2's next-token distribution after "The capital of France is"
     "real_model": "/final_linear?" + urllib.parse.urlencode({"model": "smollm2", "text": "The capital of France is"}),
+    # the lesson's payoff in presenter mode: at the text's last position, the layer where " Paris" first ranks first
+    "payoff": "/layer_predictions?" + urllib.parse.urlencode({"model": "smollm2", "text": PAYOFF_TEXT, "present": "1"}),
 }
 MAX_BYTES = 400_000  # the repository carries these files: a larger one is saved with a 256-colour palette
 
