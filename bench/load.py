@@ -182,7 +182,8 @@ async def _costs(browser, url: str, pid: int, loaded) -> Costs:
     spent = []
     for step in range(COST_REPEATS + 1):  # the first is a warm-up
         text = twenty_words(step)
-        labels = harness.position_labels(harness.escape_tokens(trace.run(loaded, text, MAX_TOKENS).source_tokens))
+        run = trace.run(loaded, text, MAX_TOKENS)  # its tokens as the pages show them ('␣cat', not 'Ġcat')
+        labels = harness.position_labels(harness.escape_tokens(run.readable(run.source_tokens)))
         await box.fill(text)
         before = proc.cpu_seconds(pid)
         await _act(page, lambda: box.press(harness.RUN_KEY))
@@ -229,7 +230,7 @@ async def _session(context, page, n: int, loaded, report: Report) -> None:
                 await box.press(harness.RUN_KEY)
                 # the single-user result, computed on its own while the server runs the sentence
                 expected = trace.run(loaded, text, MAX_TOKENS)
-                labels = harness.position_labels(harness.escape_tokens(expected.source_tokens))
+                labels = harness.position_labels(harness.escape_tokens(expected.readable(expected.source_tokens)))
                 await page.wait_for_function(harness.SETTLED, arg=before, timeout=WAIT_MS)
                 shown = await page.get_by_test_id("stSidebar").get_by_test_id("stNumberInputField").first.input_value()
                 if shown != str(MAX_TOKENS):  # the sentence is cut: its whole tokens would never be drawn
