@@ -35,6 +35,10 @@ class Encoding:
 SPACE_MARK = "\u2423"  # ␣ (open box): the space a token carries before its word; no text types it
 NEWLINE_MARK = "\u21b5"  # ↵: a line break
 TAB_MARK = "\u21e5"  # ⇥: a tab
+# how a vocabulary spells the space a token carries before its word: byte-level BPE's 'Ġ', SentencePiece's '▁'; and
+# with the pages' readable mark, every way a token can be written with it
+VOCABULARY_SPACE_MARKS = ("\u0120", "\u2581")
+WORD_START_MARKS = (*VOCABULARY_SPACE_MARKS, SPACE_MARK)
 _WHITESPACE = {" ": SPACE_MARK, "\n": NEWLINE_MARK, "\t": TAB_MARK}
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # SentencePiece's byte fallback: "<0x0A>" is a line break
 

@@ -35,7 +35,7 @@ from attention_explorer.explorer.run import cost
 from attention_explorer.models import ablation
 from attention_explorer.models.attention import HeadPatch, raw_scores_dropped
 from attention_explorer.models.registry import LoadedModel
-from attention_explorer.models.tokenize import SPACE_MARK
+from attention_explorer.models.tokenize import SPACE_MARK, VOCABULARY_SPACE_MARKS
 from attention_explorer.models.transformer import causal_mask
 
 BATCH_BYTES = 384 * 2**20  # about this much memory per chunk of batch rows
@@ -77,9 +77,6 @@ class Setup:
         return 0 if self.decoder_input else self.changed[0]
 
 
-MARKERS = ("Ġ", "▁")  # how byte-level and SentencePiece vocabularies spell the space before a word
-
-
 def _single_token(loaded: LoadedModel, read: str, typed: str, what: str) -> int:
     """The id of an answer as one token after the text `read` (what the model read of the clean text): typed as the
     model names a token ("ĠMary"), or as the text would go on, a space before it (" Mary": one token, where "Mary"
@@ -93,7 +90,7 @@ def _single_token(loaded: LoadedModel, read: str, typed: str, what: str) -> int:
             raise PatchingError(f"the {what} {typed.strip()!r} is not a word this model writes")
         return found
     named = loaded.target_vocabulary.token_to_id(typed)
-    if named is not None and typed.startswith(MARKERS):
+    if named is not None and typed.startswith(VOCABULARY_SPACE_MARKS):  # a vocabulary's own spelling ('ĠMary')
         return named
     words = typed if typed.startswith(" ") else f" {typed}"
     before = loaded.tokenizer.encode(read, loaded.max_tokens)

@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
 from attention_explorer.explorer.figures.heatmap import MAX_TICKS, thinned, titled
-from attention_explorer.explorer.figures.labels import escape_tokens, position_labels
+from attention_explorer.explorer.figures.labels import abbreviated, escape_tokens, position_labels
 
 KIND_TITLES = {
     "encoder_self": "encoder self-attention",
@@ -138,12 +138,6 @@ LENS_TEXT = 24  # positions up to which each cell names its token
 # character at 12 px
 CELLS_PX = 640
 CHAR_PX = 7
-
-
-def abbreviated(token: str, chars: int) -> str:
-    """`token` cut to `chars` characters, its last one an ellipsis, where it is longer (the whole token goes on the
-    hover)."""
-    return token if len(token) <= chars else token[: max(chars - 1, 1)] + "\u2026"
 
 
 SPECIAL_NOTE = " (a special token of the vocabulary: a marker, not text)"

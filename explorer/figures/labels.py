@@ -24,6 +24,12 @@ def markdown_literal(text: str) -> str:
     return _PUNCTUATION.sub(r"\\\1", text)
 
 
+def abbreviated(token: str, chars: int) -> str:
+    """`token` cut to `chars` characters, its last one an ellipsis, where it is longer (the whole token goes on the
+    hover). Cut before escaping: an ellipsis never splits "&amp;"."""
+    return token if len(token) <= chars else token[: max(chars - 1, 1)] + "\u2026"
+
+
 def position_label(i: int, token: str) -> str:
     """'3: the': position first, so repeated tokens stay distinct wherever a token names a choice or a cell."""
     return f"{i}: {token}"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from attention_explorer.explorer.figures.labels import escape_tokens
+from attention_explorer.explorer.figures.labels import abbreviated, escape_tokens
 
 # Pale fills that dark text reads on, told apart by lightness as well as hue
 COLOURS = {
@@ -22,10 +22,6 @@ LONGEST = 14  # characters drawn in a box; the hover has the whole token
 ROW_PX = 92
 BOX_W, BOX_H = 0.94, 0.86
 FOCUS_LINE = "#262730"
-
-
-def _short(token: str) -> str:
-    return token if len(token) <= LONGEST else token[: LONGEST - 1] + "…"
 
 
 def token_boxes(
@@ -65,7 +61,7 @@ def token_boxes(
             x=x,
             y=[r + 0.32 for r in row],
             mode="text",
-            text=[html.escape(_short(t), quote=False) for t in tokens],
+            text=[html.escape(abbreviated(t, LONGEST), quote=False) for t in tokens],
             textfont={"size": 17, "color": "#111111"},
             customdata=[
                 [i, token_id, kind, token, raw_token]

@@ -14,6 +14,7 @@ import numpy as np
 
 from attention_explorer.explorer.run.layers import LayerArray
 from attention_explorer.models.induction import induction_scores
+from attention_explorer.models.tokenize import WORD_START_MARKS
 
 if TYPE_CHECKING:  # only for the annotation
     from attention_explorer.explorer.run.trace import Trace
@@ -75,14 +76,9 @@ def marker_descriptions(keys: Sequence[str]) -> dict[str, str]:
     return STATISTICS | {"cls": start, "sep": end}
 
 
-# the marks a tokenizer writes for the space before a word (byte-level BPE, SentencePiece, the pages' readable mark):
-# "Ġ," is a comma with its space, punctuation as much as ","
-SPACE_MARKS = "\u0120\u2581\u2423"
-
-
 def is_punctuation(token: str) -> bool:
     """Only punctuation marks, after the space a token carries before them ('Ġ,' and ',' both are; 'Ġ' is not)."""
-    marks = token.lstrip(SPACE_MARKS)
+    marks = token.lstrip("".join(WORD_START_MARKS))  # "Ġ," is a comma with its space, punctuation as much as ","
     return bool(marks) and all(c in string.punctuation for c in marks)
 
 

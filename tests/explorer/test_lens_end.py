@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from attention_explorer.explorer.experiments import ablate, attribution, lens
-from attention_explorer.explorer.figures.experiments import CELLS_PX, CHAR_PX, abbreviated, lens_map
+from attention_explorer.explorer.figures.experiments import CELLS_PX, CHAR_PX, lens_map
+from attention_explorer.explorer.figures.labels import abbreviated
 from attention_explorer.explorer.lesson.model_words import TEXT_END, question_row, target_name
 from attention_explorer.explorer.run import trace
 from attention_explorer.models import registry
