@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import forward, reducers, trace
+from attention_explorer.explorer.run import movement, reducers, trace
 from attention_explorer.explorer.run.blocks import THUMBNAIL
 from attention_explorer.models.registry import LoadedModel
 
@@ -36,7 +36,7 @@ def for_model(loaded: LoadedModel) -> dict[str, trace.Reducer | trace.OnStates]:
     return {
         "thumbnails": found.thumbnails,
         "start": start,
-        "movement": trace.OnStates(forward.layer_movement),  # Add & Norm's, Forward pass's: every sub-layer's step
+        "movement": trace.OnStates(movement.layer_movement),  # Add & Norm's, Forward pass's: every sub-layer's step
         "statistics": found.statistics,
         "rollout": found.rollout,
     }

@@ -16,6 +16,7 @@ from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson.wording import activation_latex
 from attention_explorer.explorer.pages._shared import chart, current_trace, focus_start, pick_layer, pick_token
 from attention_explorer.explorer.run import forward
+from attention_explorer.explorer.run import movement as stack_movement
 from attention_explorer.explorer.run.trace import Trace
 from attention_explorer.models.registry import LoadedModel
 
@@ -225,7 +226,7 @@ def movement(f: Focus, number: int = 3) -> None:
     """How far each sub-layer moves each token, across every layer."""
     trace, stack, position, tokens = f.trace, f.stack, f.position, f.tokens
     st.subheader(f"{number}. How far each sub-layer moves each token")
-    moved = forward.movement(trace, stack)
+    moved = stack_movement.movement(trace, stack)
     chart(
         token_path(
             moved.norms[:, :, position],

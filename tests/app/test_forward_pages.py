@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_explorer.explorer.app import state
-from attention_explorer.explorer.run import forward, output, trace
+from attention_explorer.explorer.run import forward, movement, output, trace
 from attention_explorer.models import registry, tasks
 from tests import tolerance
 from tests.app import new_app
@@ -69,7 +69,7 @@ def test_forward_and_output_pages_show_the_models_numbers(models, key, size):
     tolerance.assert_within(array(figs[0]["data"][0]["z"])[-1], e.traced, bound, "the drawn input to layer 1")
     checks = differences(at)
     assert len(checks) >= 3  # and none says DIFFERS (differences)
-    moved = forward.movement(expected, "encoder")
+    moved = movement.movement(expected, "encoder")
     path = figs[-2]["data"]
     np.testing.assert_allclose(array(path[0]["y"])[1:], moved.norms[:, :, position].ravel(), rtol=1e-6)
     heat = array(figs[-1]["data"][0]["z"])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_explorer.explorer.run import forward, trace
+from attention_explorer.explorer.run import forward, movement, trace
 from attention_explorer.models import registry, tasks, train
 from attention_explorer.models.transformer import Transformer
 from tests import tolerance
@@ -113,7 +113,7 @@ def test_pre_ln_every_step_equals_the_model(pre_ln):
 
 def test_movement_norms_and_cosines_follow_the_states(translate):
     result = trace.run(translate, "the small red cat sees a big dog", 32)
-    moved = forward.movement(result, "encoder")
+    moved = movement.movement(result, "encoder")
     states = result.encoder_states
     n_layers, n_tokens = states["after_ffn"].shape[:2]
     assert moved.norms.shape == moved.cosine.shape == moved.change.shape == (n_layers, 2, n_tokens)

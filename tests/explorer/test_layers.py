@@ -170,20 +170,20 @@ def test_how_far_each_sublayer_moves_each_token_is_reduced_in_the_run_as_the_lay
     recomputes no layer."""
     from dataclasses import replace
 
-    from attention_explorer.explorer.run import forward
+    from attention_explorer.explorer.run import forward, movement
 
     loaded = request.getfixturevalue(fixture)
     if not isinstance(loaded, registry.LoadedModel):
         loaded = folder(loaded, fixture)
-    reducers = {"movement": layers.OnStates(forward.layer_movement)}
+    reducers = {"movement": layers.OnStates(movement.layer_movement)}
     result = trace.run(loaded, loaded.examples[0], keep_all=False, reduce=reducers)
     stacks = forward.trace_stacks(result)
     assert result.reduced is not None and set(result.reduced["movement"]) == set(stacks)
     layers.cache().clear()
-    reduced = {stack: forward.movement(result, stack) for stack in stacks}
+    reduced = {stack: movement.movement(result, stack) for stack in stacks}
     assert len(layers.cache()) == 0  # nothing recomputed
     for stack in stacks:
-        expected = forward.movement(replace(result, reduced=None), stack)  # every layer's states read in turn
+        expected = movement.movement(replace(result, reduced=None), stack)  # every layer's states read in turn
         for field in ("norms", "change", "cosine", "input_norms"):
             np.testing.assert_array_equal(getattr(reduced[stack], field), getattr(expected, field))
         assert reduced[stack].names == expected.names
