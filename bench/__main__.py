@@ -1,5 +1,5 @@
-"""`python -m bench forward|startup|figures|browser|load|memory|patching|package [--json]`: benchmarks, never run as
-tests. A model key folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
+"""`python -m bench forward|startup|figures|browser|load|memory|cost|patching|package [--json]`: benchmarks, never
+run as tests. A model key folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
 
 from __future__ import annotations
 
@@ -59,12 +59,23 @@ def main(argv: list[str] | None = None) -> int:
     patching = commands.add_parser("patching", help="activation patching of every head of SmolLM2 at 20 tokens")
     patching.add_argument("--json", action="store_true")
     patching.add_argument("--repeats", type=int, default=3)
+    cost = commands.add_parser("cost", help="admission's memory and time model against real first runs (minutes)")
+    cost.add_argument("--json", action="store_true")
+    cost.add_argument(
+        "--runs", nargs="+", default=None, metavar="MODEL:TOKENS", help="default: minilm 128-512, smollm2 512-8192"
+    )
     package = commands.add_parser("package", help="the console command's export, the import and the notebook API")
     package.add_argument("--json", action="store_true")
     package.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
 
-    if args.command == "package":
+    if args.command == "cost":
+        from bench import cost as bench_cost
+
+        runs = [(r.split(":")[0], int(r.split(":")[1])) for r in args.runs] if args.runs else bench_cost.RUNS
+        rows = bench_cost.run(runs)
+        print(json.dumps(rows) if args.json else bench_cost.table(rows))
+    elif args.command == "package":
         from bench import package as bench_package
 
         found = bench_package.run(args.repeats)

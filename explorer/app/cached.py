@@ -7,14 +7,16 @@ trace cached under such a key is never served to anyone else.
 from __future__ import annotations
 
 import functools
+import hashlib
 import threading
 
 import streamlit as st
 
-from attention_explorer.explorer.app import reduced, state
+from attention_explorer.explorer.app import reduced, state, waiting
 from attention_explorer.explorer.experiments import induction
 from attention_explorer.explorer.lesson import starting, wording
 from attention_explorer.explorer.run import (
+    admission,
     analysis,
     blocks,
     compare,
@@ -95,20 +97,15 @@ def described(key: str) -> registry.LoadedModel | registry.ModelSpec:
 # Traces are the big values (a 512-token MiniLM trace holds about 185 MB of arrays): one store for every session,
 # bounded in bytes rather than in entries, holding each array read-only.
 STORE_BYTES = 192 * 2**20  # one 512-token MiniLM trace (185 MB) fits; growth stays under 300 MB
-# Forwards at once: a long input keeps one slot busy while short ones go through the other, and twenty sessions
-# never run twenty forwards on two cores. torch keeps its default intra-op threads in every session's thread (a
-# different count changes float rounding, and every session must get the numbers a single user gets).
-INFERENCE_SLOTS = 2
+# Forwards at once, and how much memory they may take: explorer/run/admission.py's gate (explorer/app/waiting.py draws
+# what waits). A short run has a slot of its own that long ones cannot take, so a class's sentences go through while
+# someone's long text runs. torch keeps its default intra-op threads in every session's thread (a different count
+# changes float rounding, and every session must get the numbers a single user gets).
 
 
 @st.cache_resource(show_spinner=False)
 def store() -> memo.BoundedCache:
     return memo.BoundedCache(STORE_BYTES)
-
-
-@st.cache_resource(show_spinner=False)
-def _slots() -> threading.BoundedSemaphore:
-    return threading.BoundedSemaphore(INFERENCE_SLOTS)
 
 
 def _key(what: str, model_name: str, *inputs: object) -> tuple:
@@ -117,13 +114,38 @@ def _key(what: str, model_name: str, *inputs: object) -> tuple:
     return (what, model_name, model(model_name).revision, *inputs)
 
 
-def _compute(message: str, work):
-    """Run `work` in an inference slot, with a spinner while it waits or runs."""
-    with st.spinner(message), _slots():
+def text_cost(model_name: str, tokens: int, rows: int = 1) -> admission.Cost:
+    """About what `rows` forwards over `tokens` tokens of this model take, with their logits where it has them."""
+    loaded = model(model_name)
+    config, logits = loaded.model.config, loaded.family.next_token_head
+    return admission.Cost(
+        cost.forward_seconds(config, tokens, rows, logits), cost.forward_bytes(config, tokens, rows, logits)
+    )
+
+
+def tokens_of(model_name: str, text: str, max_tokens: int) -> int:
+    """How many tokens the model reads of this text (the trace's own count, without running it)."""
+    return len(model(model_name).tokenizer.encode(text, max_tokens).ids)
+
+
+def fits(model_name: str, rows: int = 1):
+    """The refusal's advice: the most tokens of this model whose run fits in `room` bytes."""
+    loaded = model(model_name)
+    return lambda room: cost.most_tokens(loaded.model.config, room, rows, loaded.family.next_token_head)
+
+
+def _compute(message: str, work, needs: admission.Cost, fits=None):
+    """Run `work` once admitted by its estimate `needs` (explorer/app/waiting.py), with a spinner while it runs."""
+    with waiting.admitted(needs, fits), st.spinner(message):
         return work()
 
 
-def _progressing(message: str, work):
+def _sidebar_cost(model_name: str, text: str, max_tokens: int, rows: int = 1) -> admission.Cost:
+    """A computation about as big as `rows` forwards over the text: what the smaller read-outs are admitted by."""
+    return text_cost(model_name, tokens_of(model_name, text, max_tokens), rows)
+
+
+def _progressing(message: str, work, needs: admission.Cost):
     """_compute for work done in steps: `work(step)` calls step(done, total) and a progress bar under the message
     follows it (removed once the work is done)."""
     bar = st.progress(0.0, text=message)
@@ -132,7 +154,7 @@ def _progressing(message: str, work):
         bar.progress(min(1.0, done / max(total, 1)), text=f"{message} {done} of {total}")
 
     try:
-        return _compute(message, lambda: work(step))
+        return _compute(message, lambda: work(step), needs)
     finally:
         bar.empty()
 
@@ -143,16 +165,24 @@ def _reload(model_name: str):
     return (lambda: get_model(model_name)) if model_name in registry.MODELS else None
 
 
+def _admit_layer(seconds: float, nbytes: int):
+    """How a long text's layer is recomputed when a view reads it: admitted like any run, with a spinner."""
+    return waiting.admitted(admission.Cost(seconds, nbytes))
+
+
 def _first_run(message: str, model_name: str, text: str, max_tokens: int, **options) -> trace.Trace:
-    """A text's first run as the pages read it (reduced as they read every layer), with a bar that fills layer by
-    layer: a long text's run takes seconds (SmolLM2 at 2,048 tokens: about 10 s on two cores)."""
-    bar = st.progress(0.0, text=message)
+    """A text's first run as the pages read it (reduced as they read every layer), once admitted, with a bar that
+    fills layer by layer: a long text's run takes seconds (SmolLM2 at 2,048 tokens: about 10 s on two cores). A run
+    whose visitor has gone stops at its next layer."""
+    needs = text_cost(model_name, tokens_of(model_name, text, max_tokens))
+    with waiting.admitted(needs, fits(model_name)):
+        bar = st.progress(0.0, text=message)
 
-    def progress(done: int, layers: int) -> None:
-        bar.progress(done / max(layers, 1), text=f"{message} layer {done} of {layers}")
+        def progress(done: int, layers: int) -> None:
+            waiting.check_visitor()
+            bar.progress(done / max(layers, 1), text=f"{message} layer {done} of {layers}")
 
-    try:
-        with _slots():  # the bar stands at 0 while it waits for an inference slot
+        try:
             return trace.run(
                 model(model_name),
                 text,
@@ -160,13 +190,36 @@ def _first_run(message: str, model_name: str, text: str, max_tokens: int, **opti
                 reload=_reload(model_name),
                 reduce=reduced.for_model(model(model_name)),
                 progress=progress,
+                admit=_admit_layer,
                 **options,
             )
-    finally:
-        bar.empty()
+        finally:
+            bar.empty()
+
+
+FIRST_RUN = "first_run"  # the ask's button key, and a digest of what it runs
+
+
+def asked_first(model_name: str, text: str, max_tokens: int, what: str = "the model's first run") -> None:
+    """A long text's first run waits for a click, said with its estimate in time and memory; the page stops there
+    until then. Nothing is asked when the run is kept or short, or once this visitor asked for it."""
+    name = (model_name, text, max_tokens)
+    asked = st.session_state.setdefault(state.FIRST_RUNS, set())
+    if name in asked or store().peek(_key("trace", *name)) is not None:
+        return
+    needs = text_cost(model_name, tokens_of(*name))
+    key = f"{FIRST_RUN}_{hashlib.sha256(repr(name).encode()).hexdigest()[:12]}"
+    slot = st.empty()  # the question goes once it is answered: the run's progress bar takes its place
+    said = f"This text's {what} is long."
+    if waiting.ask_first(said, needs.seconds, "Run the model on this text", key, slot.container(), needs.bytes):
+        slot.empty()
+        asked.add(name)
+        return
+    st.stop()
 
 
 def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
+    asked_first(model_name, text, max_tokens)
     return store().get(
         _key("trace", model_name, text, max_tokens),
         lambda: _first_run("Running the model...", model_name, text, max_tokens),
@@ -183,6 +236,8 @@ def get_encoder_trace(model_name: str, text: str, max_tokens: int) -> trace.Trac
         return get_trace(model_name, text, max_tokens)  # the same run: share its entry
     if (kept := store().peek(whole)) is not None:
         return kept  # type: ignore[return-value]
+    if store().peek(_key("encoder_trace", model_name, text, max_tokens)) is None:
+        asked_first(model_name, text, max_tokens, "encoder's first run")
     return store().get(
         _key("encoder_trace", model_name, text, max_tokens),
         lambda: _first_run("Running the encoder...", model_name, text, max_tokens, encoder_only=True),
@@ -270,7 +325,11 @@ def get_query_rows(model_name: str, text: str, max_tokens: int, kind: str, query
     attention = get_trace_for(model_name, text, max_tokens, kind).attention(kind)
     return store().get(
         _key("query_rows", model_name, text, max_tokens, kind, query),
-        lambda: _compute("Reading that query's row of every layer...", lambda: rows.query_rows(attention, query)),
+        lambda: _compute(
+            "Reading that query's row of every layer...",
+            lambda: rows.query_rows(attention, query),
+            _sidebar_cost(model_name, text, max_tokens),
+        ),
     )
 
 
@@ -316,7 +375,8 @@ def get_query_walkthrough(
             f"Running layer {layer + 1} again over the {keys:,} tokens for this head's numbers, {cost.about(seconds)} "
             "(a text this long keeps no layer's attention: each is recomputed when it is shown)..."
         )
-        return _compute(message, lambda: walkthrough.query_rows(result, kind, layer, query))
+        needs = admission.Cost(seconds, cost.layer_bytes(model(model_name).model.config, keys))
+        return _compute(message, lambda: walkthrough.query_rows(result, kind, layer, query), needs)
 
     return _walkthroughs().get(key, work)
 
@@ -327,7 +387,11 @@ def get_random_repeat(model_name: str):
     loaded = model(model_name)
     return store().get(
         _key("random_repeat", model_name),
-        lambda: _compute("Running a repeated random sequence...", lambda: induction.random_repeat(loaded)),
+        lambda: _compute(
+            "Running a repeated random sequence...",
+            lambda: induction.random_repeat(loaded),
+            text_cost(model_name, min(loaded.max_tokens, 2 * induction.REPEAT_LENGTH + 2)),
+        ),
     )
 
 
@@ -347,7 +411,9 @@ def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int)
     return store().get(
         _key("flow", model_name, text, max_tokens, kind, layer),
         lambda: _compute(
-            "Computing attention flow (a max-flow per token pair)...", lambda: analysis.flow(weights[: layer + 1])
+            "Computing attention flow (a max-flow per token pair)...",
+            lambda: analysis.flow(weights[: layer + 1]),
+            admission.Cost(admission.SHORT_SECONDS, weights[0].nbytes),  # a max-flow per pair: never a short run
         ),
     )
 
@@ -394,6 +460,15 @@ def reference_seconds(model_name: str, text: str, max_tokens: int, layer: int, h
     return (n_layers + ours) * one
 
 
+def reference_cost(model_name: str, text: str, max_tokens: int, layer: int, head: int) -> admission.Cost:
+    """The reference run's estimate: transformers keeps every layer's attention (L, H, T, T) beside one forward."""
+    config, tokens = get_model(model_name).model.config, tokens_of(model_name, text, max_tokens)
+    layers = config.n_encoder_layers + config.n_decoder_layers
+    every = cost.FLOAT * layers * config.n_heads * tokens * tokens
+    seconds = reference_seconds(model_name, text, max_tokens, layer, head)
+    return admission.Cost(seconds, every + text_cost(model_name, tokens).bytes)
+
+
 def get_reference_difference(model_name: str, text: str, max_tokens: int, layer: int, head: int):
     """(per head max |ours - reference| (L, H), the reference's weights of one head (T, T)) on the sidebar's text,
     for the registry model `model_name` read from a folder, in its own attention (the first kind its family has:
@@ -417,6 +492,7 @@ def get_reference_difference(model_name: str, text: str, max_tokens: int, layer:
                     lambda step: reference_view.compare(
                         reference, loaded, text, max_tokens, ours, layer, head, every=every, step=step
                     ),
+                    reference_cost(model_name, text, max_tokens, layer, head),
                 )
             )
         return ran[0]
@@ -440,7 +516,9 @@ def get_scored(model_name: str, text: str, max_tokens: int, target: str):
         return output.score(loaded, forward.token_ids(loaded, result, stack), ids), where
 
     key = ("scored", model_name, loaded.revision, text, max_tokens, target)
-    return store().get(key, lambda: _compute("Scoring the target...", work))
+    return store().get(
+        key, lambda: _compute("Scoring the target...", work, _sidebar_cost(model_name, text, max_tokens))
+    )
 
 
 def get_sampled(
@@ -465,6 +543,7 @@ def get_sampled(
             lambda: output.sample(
                 loaded, ids, method, temperature, top_k, top_p, seed, budget, result if result.decoder_only else None
             ),
+            _sidebar_cost(model_name, text, max_tokens),
         ),
     )
 
@@ -565,5 +644,13 @@ def get_changed(
         lambda: _progressing(
             "Comparing every head of A and B, a layer at a time...",
             lambda step: compare.largest_changes(weights_a, weights_b, alignment, step),
+            _changed_cost(model_name, text, other, max_tokens, kind, by_word, weights_a, weights_b),
         ),
     )
+
+
+def _changed_cost(model_name, text, other, max_tokens, kind, by_word, weights_a, weights_b) -> admission.Cost:
+    """Comparing every head: a layer of A and of B at a time, each recomputed for a long text."""
+    seconds = comparison_seconds(model_name, text, other, max_tokens, kind, by_word)[1]
+    config, tokens = model(model_name).model.config, max(weights_a.shape[-1], weights_b.shape[-1])
+    return admission.Cost(seconds, 2 * cost.layer_bytes(config, tokens))

@@ -6,9 +6,34 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_explorer.explorer.app import cached
+from attention_explorer.explorer.app import cached, waiting
 from attention_explorer.explorer.experiments import ablate, attribution, lens, replacements, sample
-from attention_explorer.explorer.run import cost, trace
+from attention_explorer.explorer.run import admission, cost, trace
+
+
+def batch_bytes(model_name: str, tokens: int, rows: int) -> int:
+    """An experiment's chunk of `rows` batch rows over `tokens` tokens (cost.batch_bytes)."""
+    loaded = cached.model(model_name)
+    return cost.batch_bytes(loaded.model.config, tokens, rows, loaded.family.next_token_head)
+
+
+def _tokens(answer: ablate.Answer) -> int:
+    return max(len(answer.source_ids), len(answer.decoder_input or ()))
+
+
+def _layer_rows(loaded) -> int:
+    """layer_effects' batch rows: one a layer, and the clean run."""
+    config = loaded.model.config
+    return config.n_encoder_layers + config.n_decoder_layers + 1
+
+
+def _run_bytes(model_name: str, result: trace.Trace) -> int:
+    return cached.text_cost(model_name, len(result.source_tokens)).bytes
+
+
+def chunk_rows(part: tuple[int, int] | None) -> int:
+    """The batch rows of one chunk of a measurement (None: the clean run, one row)."""
+    return part[1] - part[0] if part is not None else 1
 
 
 def get_replacement(model_name: str, text: str, max_tokens: int, method: str) -> replacements.Replacement:
@@ -21,7 +46,9 @@ def get_replacement(model_name: str, text: str, max_tokens: int, method: str) ->
         what = f"Averaging each head's output over {sample.name(loaded)}..."
         return cached.store().get(
             cached._key("mean_ablation", model_name),
-            lambda: cached._compute(what, lambda: ablate.replacement(loaded, "mean")),
+            lambda: cached._compute(
+                what, lambda: ablate.replacement(loaded, "mean"), cached.text_cost(model_name, loaded.max_tokens)
+            ),
         )
     answer = get_answer(model_name, text, max_tokens)
     return cached.store().get(
@@ -29,6 +56,7 @@ def get_replacement(model_name: str, text: str, max_tokens: int, method: str) ->
         lambda: cached._compute(
             "Running another text of the sample for resample ablation...",
             lambda: ablate.replacement(loaded, method, answer.source_ids),
+            cached.text_cost(model_name, len(answer.source_ids)),
         ),
     )
 
@@ -81,7 +109,7 @@ def effects_left(model_name: str, text: str, max_tokens: int, method: str) -> tu
 
 def get_effects(model_name: str, text: str, max_tokens: int, method: str) -> ablate.Effects:
     """Every head turned off alone, in batched forwards: each chunk of batch rows kept as it finishes (a measurement
-    stopped by a click goes on from there), an inference slot taken a chunk at a time, a progress bar meanwhile."""
+    stopped by a click goes on from there), admitted a chunk at a time, a progress bar meanwhile."""
     loaded = cached.model(model_name)
     answer = get_answer(model_name, text, max_tokens)
     replaced = get_replacement(model_name, text, max_tokens, method)
@@ -89,10 +117,12 @@ def get_effects(model_name: str, text: str, max_tokens: int, method: str) -> abl
     if (found := cached.store().peek(key)) is not None:
         return found  # type: ignore[return-value]
     bar = st.progress(0.0, text=EFFECTS)
+    seconds = effects_left(model_name, text, max_tokens, method)[2]  # the whole measurement's lane: a long one
+    tokens = max(len(answer.source_ids), len(answer.decoder_input or ()))
 
     def kept(part, rows, work):
-        def run():
-            with cached._slots():
+        def run():  # a chunk of batch rows at a time, admitted by its memory
+            with waiting.admitted(admission.Cost(seconds, batch_bytes(model_name, tokens, chunk_rows(part)))):
                 return work()
 
         values = cached.store().get((*key, *(part or (None,))), run)
@@ -124,7 +154,16 @@ def get_layer_effects(model_name: str, text: str, max_tokens: int) -> ablate.Lay
     loaded, answer = cached.model(model_name), get_answer(model_name, text, max_tokens)
     return cached.store().get(
         cached._key("layer_effects", model_name, text, max_tokens),
-        lambda: cached._compute("Turning off each layer's heads...", lambda: ablate.layer_effects(loaded, answer)),
+        lambda: cached._compute(
+            "Turning off each layer's heads...",
+            lambda: ablate.layer_effects(loaded, answer),
+            admission.Cost(
+                layer_effects_seconds(model_name, text, max_tokens),
+                batch_bytes(
+                    model_name, _tokens(answer), chunk_rows(ablate.parts(loaded, answer, _layer_rows(loaded))[0])
+                ),
+            ),
+        ),
     )
 
 
@@ -147,7 +186,11 @@ def get_outcome(model_name: str, text: str, max_tokens: int, heads: tuple, metho
     return cached.store().get(
         cached._key("outcome", model_name, text, max_tokens, tuple(sorted(heads)), method),
         lambda: cached._compute(
-            "Running the model with those heads off...", lambda: ablate.outcome(loaded, clean, heads, method, replaced)
+            "Running the model with those heads off...",
+            lambda: ablate.outcome(loaded, clean, heads, method, replaced),
+            admission.Cost(
+                outcome_seconds(model_name, text, max_tokens, heads, method), 2 * _run_bytes(model_name, clean)
+            ),
         ),
     )
 
@@ -163,7 +206,9 @@ def get_lens(model_name: str, text: str, max_tokens: int, position: int) -> lens
     return cached.store().get(
         cached._key("lens", model_name, text, max_tokens, rows),
         lambda: cached._compute(
-            "Reading every layer through the output matrix...", lambda: lens.lens(loaded, answer, rows=rows, run=run)
+            "Reading every layer through the output matrix...",
+            lambda: lens.lens(loaded, answer, rows=rows, run=run),
+            cached.text_cost(model_name, _tokens(answer)),
         ),
     )
 
@@ -185,6 +230,7 @@ def get_attribution(
         lambda: cached._compute(
             "Splitting the logit into its parts...",
             lambda: attribution.attribute(loaded, answer, position, token_id, entering, against),
+            cached.text_cost(model_name, _tokens(answer)),
         ),
     )
 
@@ -203,5 +249,6 @@ def get_forced_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace
             lambda: trace.run(
                 loaded, text, max_tokens, forced=list(answer.decoder_input or ()), reload=cached._reload(model_name)
             ),
+            cached.text_cost(model_name, _tokens(answer)),
         ),
     )

@@ -9,10 +9,15 @@ from collections.abc import Sequence
 import streamlit as st
 import torch
 
-from attention_explorer.explorer.app import cached
+from attention_explorer.explorer.app import cached, experiment_runs, waiting
 from attention_explorer.explorer.experiments import corruptions, patching, patching_encdec
 from attention_explorer.explorer.experiments.patching import Patch
-from attention_explorer.explorer.run import cost
+from attention_explorer.explorer.run import admission, cost
+
+
+def _tokens(setup: patching.Setup) -> int:
+    """The longest of the texts a patched run reads."""
+    return max(len(setup.clean_ids), len(setup.corrupt_ids), len(setup.decoder_input or ()))
 
 
 def get_setup(model_name: str, text: str, max_tokens: int, corrupt: str, answer: str, wrong: str) -> patching.Setup:
@@ -33,7 +38,9 @@ def get_runs(model_name: str, setup: patching.Setup) -> tuple[patching.Run, patc
 
     return cached.store().get(
         cached._key("patching_runs", model_name, setup),
-        lambda: cached._compute("Running the clean and the corrupted text...", both),
+        lambda: cached._compute(
+            "Running the clean and the corrupted text...", both, cached.text_cost(model_name, _tokens(setup), 2)
+        ),
     )
 
 
@@ -48,7 +55,9 @@ def get_top(model_name: str, ids: Sequence[int]) -> str:
 
     return cached.store().get(
         cached._key("top_next", model_name, tuple(ids)),
-        lambda: cached._compute("Reading the model's most likely next token...", top),
+        lambda: cached._compute(
+            "Reading the model's most likely next token...", top, cached.text_cost(model_name, len(ids))
+        ),
     )
 
 
@@ -123,6 +132,7 @@ def get_weights(model_name: str, setup: patching.Setup, ids, kind: str, layer: i
         lambda: cached._compute(
             "Reading the head's maps...",
             lambda: patching_encdec.weights(loaded, ids, setup.decoder_input, kind, layer),
+            cached.text_cost(model_name, _tokens(setup)),
         ),
     )
 
@@ -131,7 +141,7 @@ def get_shares(
     model_name: str, setup: patching.Setup, which: str, layer: int = 0, head: int = 0, kind: str = "decoder_self"
 ):
     """Each patch's share restored, in the grid's order: chunks of batch rows kept as they finish, an inference slot
-    taken a chunk at a time, a progress bar meanwhile."""
+    admitted a chunk at a time (explorer/app/waiting.py), a progress bar meanwhile."""
     key = _key(model_name, setup, which, layer, head, kind)
     if (found := cached.store().peek(key)) is not None:
         return found
@@ -140,10 +150,13 @@ def get_shares(
     chosen = patches(model_name, setup, which, layer, head, kind)
     message = f"Patching {len(chosen)} activations, one batch row each..."
     bar = st.progress(0.0, text=message)
+    seconds_all = seconds(model_name, setup, which, layer, head, kind)
 
     def kept(part, rows, work):
-        def run():
-            with cached._slots():
+        def run():  # a chunk of batch rows at a time, admitted by its memory, in the long runs' lane
+            rows = experiment_runs.chunk_rows(part)
+            needs = admission.Cost(seconds_all, experiment_runs.batch_bytes(model_name, _tokens(setup), rows))
+            with waiting.admitted(needs):
                 return work()
 
         values = cached.store().get((*key, *part), run)

@@ -34,6 +34,7 @@ DRILL_TO = "drill_to"
 # Values the pickers were given as starting points (key -> value): a picker still holding its starting point moves
 # to the new sentence's starting point; one the user or an address set stays.
 STARTED = "started"
+FIRST_RUNS = "first_runs_asked"  # (model, text, max tokens) whose long first run this visitor asked for
 
 DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128

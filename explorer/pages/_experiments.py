@@ -10,13 +10,13 @@ import streamlit as st
 
 from attention_explorer.explorer import lesson
 from attention_explorer.explorer.app import experiment_runs, state
+from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.experiments import ablate, replacements
 from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures import style, zoom
 from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson import model_words
-from attention_explorer.explorer.pages._long import ask_first
 from attention_explorer.explorer.pages._shared import chart, current_trace, sidebar_loaded, stop
 from attention_explorer.explorer.pages._zoom import head_map, largest_cell
 from attention_explorer.explorer.run import output

@@ -12,6 +12,7 @@ import streamlit as st
 
 from attention_explorer.explorer.app import cached, patching_runs, state
 from attention_explorer.explorer.app.callbacks import bound, use_model
+from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.experiments import patching
 from attention_explorer.explorer.experiments.corruptions import bare
 from attention_explorer.explorer.experiments.patching import PatchingError
@@ -21,7 +22,6 @@ from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson import BY_STEM, script
-from attention_explorer.explorer.pages._long import ask_first
 from attention_explorer.explorer.pages._shared import chart, current_trace, predict, sidebar_loaded, stop
 from attention_explorer.models import ablation, registry
 from attention_explorer.models.tokenize import SPACE_MARK

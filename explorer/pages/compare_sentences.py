@@ -6,11 +6,11 @@ import streamlit as st
 
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import pair_label, set_pair
+from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.figures.statistics import statistic_grid
 from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.pages._long import ask_first
 from attention_explorer.explorer.pages._shared import (
     chart,
     current_trace,

@@ -7,11 +7,11 @@ import pandas as pd
 import streamlit as st
 
 from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.statistics import statistic_grid
 from attention_explorer.explorer.lesson.wording import starting_note
-from attention_explorer.explorer.pages._long import ask_first
 from attention_explorer.explorer.pages._shared import chart, current_trace, pick_layer_head, stop, token_legend
 from attention_explorer.explorer.pages._zoom import head_map, largest_cell
 from attention_explorer.explorer.run import reference_view

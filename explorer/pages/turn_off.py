@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_explorer.explorer.app import experiment_runs, state
+from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.experiments import ablate
 from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures.labels import markdown_literal
@@ -22,7 +23,6 @@ from attention_explorer.explorer.pages._experiments import (
     right_means,
     show_outcome,
 )
-from attention_explorer.explorer.pages._long import ask_first
 from attention_explorer.explorer.pages._shared import (
     PRESENT_LAYERS,
     chart,

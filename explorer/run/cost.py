@@ -10,6 +10,16 @@ from __future__ import annotations
 
 from attention_explorer.models.config import TransformerConfig
 
+FLOAT = 4  # bytes of a float32
+# Memory at a run's peak, beyond what the process held before it, in float32 copies of the arrays that grow with the
+# text: fitted by `python -m bench cost` on first runs of MiniLM at 128-512 tokens and SmolLM2 at 512-8,192 (within
+# -17%..+17% of the measured peak; SmolLM2 -9%..+13%, MiniLM's few tens of MB the noisiest).
+ATTENTION_COPIES = 2.0  # one layer's (H, T, T) at a time: its scores and weights while the softmax runs
+STATE_COPIES = 4.0  # the residual stream entering every layer (T, D), kept by the trace, and what reads it
+LOGIT_COPIES = 0.22  # the next-token logits (T, V), read a block of positions at a time
+OUTPUT_WEIGHT_COPIES = 1.15  # the output layer's weights (V, D) once more while the logits are computed
+FIXED_BYTES = 16 * 2**20  # a short text's run: torch's buffers and the trace's small arrays
+
 MACS_PER_SECOND = 5e10  # multiply-adds of the matrix products (x W, q k^T, weights v)
 SECONDS_PER_WEIGHT = 3e-9  # each attention weight scored, masked, softmaxed and read again (bound by memory, not MACs)
 # Past this a page asks before it starts, so that it is drawn within 4 s: one more run of MiniLM over 512 tokens
@@ -38,6 +48,42 @@ def forward_seconds(config: TransformerConfig, tokens: int, rows: int = 1, logit
     decoder = config.n_decoder_layers * layer_seconds(config, tokens, cross=config.is_encoder_decoder)
     output = tokens * config.d_model * config.target_vocab_size / MACS_PER_SECOND if logits else 0.0
     return rows * (encoder + decoder + output)
+
+
+def forward_bytes(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> int:
+    """About how much memory a first run over `tokens` tokens adds at its peak (`rows` batch rows at once; `logits`:
+    with the output layer over every position): one layer's attention at a time, every layer's input kept."""
+    layers = config.n_encoder_layers + config.n_decoder_layers
+    attention = ATTENTION_COPIES * config.n_heads * tokens * tokens
+    states = STATE_COPIES * (layers + 1) * tokens * config.d_model
+    output = LOGIT_COPIES * tokens * config.target_vocab_size if logits else 0.0
+    weights = OUTPUT_WEIGHT_COPIES * config.target_vocab_size * config.d_model if logits else 0.0
+    return int(FIXED_BYTES + FLOAT * (rows * (attention + states + output) + weights))
+
+
+def batch_bytes(config: TransformerConfig, tokens: int, rows: int, logits: bool = False) -> int:
+    """About how much memory an experiment's chunk of `rows` batch rows adds: a forward that keeps no attention, one
+    layer's (H, T, T) at a time per row, and with `logits` the log-probabilities read in float64 (T, V) per row."""
+    attention = FLOAT * ATTENTION_COPIES * config.n_heads * tokens * tokens
+    states = FLOAT * STATE_COPIES * tokens * max(config.d_model, config.d_ff)
+    output = (FLOAT + 2 * 8) * tokens * config.target_vocab_size if logits else 0
+    return int(FIXED_BYTES + rows * (attention + states + output))
+
+
+def layer_bytes(config: TransformerConfig, tokens: int) -> int:
+    """About how much memory one layer recomputed over `tokens` tokens adds (its attention kept, as a view reads it,
+    beside its scores while the softmax runs; its sub-layers' states)."""
+    attention = ATTENTION_COPIES * config.n_heads * tokens * tokens
+    return int(FLOAT * (attention + 8 * tokens * max(config.d_model, config.d_ff)))
+
+
+def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: bool = False) -> int:
+    """The most tokens whose forward_bytes fit in `room` bytes (0 when not even one does)."""
+    low, high = 0, config.max_len
+    while low < high:  # forward_bytes grows with the tokens: the last count that fits
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if forward_bytes(config, middle, rows, logits) <= room else (low, middle - 1)
+    return low
 
 
 def asks_first(seconds: float) -> bool:

@@ -9,18 +9,20 @@ Recomputed layers are shared by every session in one cache bounded in bytes, mos
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from attention_explorer.explorer.run import memo
+from attention_explorer.explorer.run import cost, memo
 from attention_explorer.models import registry
 from attention_explorer.models.ablation import Ablation
 from attention_explorer.models.attention import AttentionInternals
@@ -171,6 +173,14 @@ def _side() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(1, thread_name_prefix="states")
 
 
+# the context a layer is recomputed in, given its estimate (seconds, bytes): the app's admission, or nothing
+Admit = Callable[[float, int], AbstractContextManager]
+
+
+def _admit_freely(seconds: float, nbytes: int) -> AbstractContextManager:
+    return contextlib.nullcontext()
+
+
 class StackLayers:
     """Recomputes one layer of one stack (encoder or decoder) of a run. Not a dataclass on purpose: the arrays it
     reads are the trace's own states (counted there once by memo.nbytes)."""
@@ -184,7 +194,9 @@ class StackLayers:
         ablation: Ablation | None,
         reload: Callable[[], LoadedModel] | None = None,
         kept: tuple[Layer, ...] | None = None,
+        admit: Admit | None = None,
     ) -> None:
+        self.admit = admit or _admit_freely
         self.kept = kept  # every layer from the run itself: for a model whose weights go on changing (training)
         self.stack, self.inputs, self.context, self.ablation = stack, inputs, context, ablation
         # a kept trace must not keep its model loaded (a shelf holds models): a weak reference, and `reload` (the
@@ -231,7 +243,14 @@ class StackLayers:
             raise IndexError(f"layer {i} of {self.n_layers}")
         if self.kept is not None:
             return self.kept[i]
-        return cache().get((self.token, i), lambda: self._compute(i))
+        return cache().get((self.token, i), lambda: self._admitted(i))
+
+    def _admitted(self, i: int) -> Layer:
+        """_compute once admitted, by one layer's estimate over the whole text."""
+        config, tokens = self.loaded.model.config, len(self.inputs(0))
+        cross = self.stack == "decoder" and config.is_encoder_decoder
+        with self.admit(cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)):
+            return self._compute(i)
 
     @torch.inference_mode()
     def _compute(self, i: int) -> Layer:

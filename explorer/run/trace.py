@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from attention_explorer.explorer.run.layers import (
+    Admit,
     AttentionLayer,
     Layer,
     LayerArray,
@@ -247,6 +248,7 @@ def run(
     keep_all: bool | None = None,
     reduce: dict[str, Reducer | OnStates] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    admit: Admit | None = None,
 ) -> Trace:
     """Tokenize (cutting at max_tokens), run the model once with capture, and copy its internals out as numpy.
     encoder_only: run the encoder alone, even for an encoder-decoder (no decoding; its decoder fields stay None).
@@ -257,16 +259,21 @@ def run(
     `keep_all`: keep every layer from this run instead (a model still training, whose weights will have changed by
     the time a view reads it); by default, a short text's run keeps every layer (KEEP_ALL_BYTES): nothing to
     recompute. `reduce`: what views read of every layer (thumbnails, a best link), computed while the run holds each
-    layer, in `reduced`; `progress(layers done, layers)` is told after each layer of the forward that is kept."""
+    layer, in `reduced`; `progress(layers done, layers)` is told after each layer of the forward that is kept.
+    `admit(seconds, bytes)`: the context a layer is recomputed in (the app's admission, explorer/run/admission.py)."""
     limit = check_max_tokens(loaded, loaded.max_tokens if max_tokens is None else max_tokens)
     enc = loaded.tokenizer.encode(text, limit)
     keep_every = short(loaded, len(enc.ids)) if keep_all is None else keep_all
     # a run that keeps no layer's attention holds no layer's raw scores either (their views recompute the layer)
     with contextlib.nullcontext() if keep_every else raw_scores_dropped():
-        return _run(loaded, text, enc, max_target, encoder_only, ablation, forced, reload, keep_every, reduce, progress)
+        return _run(
+            loaded, text, enc, max_target, encoder_only, ablation, forced, reload, keep_every, reduce, progress, admit
+        )
 
 
-def _run(loaded, text, enc, max_target, encoder_only, ablation, forced, reload, keep_every, reduce, progress) -> Trace:
+def _run(
+    loaded, text, enc, max_target, encoder_only, ablation, forced, reload, keep_every, reduce, progress, admit
+) -> Trace:
     """run's body, once the text is tokenized and whether every layer is kept is known."""
 
     def keeper(tokens: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]):
@@ -296,7 +303,7 @@ def _run(loaded, text, enc, max_target, encoder_only, ablation, forced, reload, 
         logits = out.logits[0]  # (T, V)
         found, text_logits = _top(lambda start, stop: logits[start:stop], len(logits), loaded.tokenizer, enc.ids)
         decoder_self, decoder_states = _stack(
-            loaded, "decoder", out.decoder, (None, model.decoder_mask(src), None), ablation, reload
+            loaded, "decoder", out.decoder, (None, model.decoder_mask(src), None), ablation, reload, admit
         )
         return Trace(
             encoder_self=None,
@@ -314,7 +321,7 @@ def _run(loaded, text, enc, max_target, encoder_only, ablation, forced, reload, 
     if encoder_only or not loaded.is_encoder_decoder:
         keep = keeper({"encoder_self": (enc.tokens, enc.tokens)})
         out = model(src, ablation=ablation, keep=keep)
-        encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload)
+        encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload, admit)
         return Trace(
             encoder_self=encoder_self["self_attn"], encoder_states=encoder_states, reduced=_results(keep, out), **common
         )
@@ -342,9 +349,9 @@ def _run(loaded, text, enc, max_target, encoder_only, ablation, forced, reload, 
     out = model(src, tgt, src_mask=src_mask, ablation=ablation, keep=keep)
     if forced is not None:
         generated = out.logits[0].argmax(-1).tolist()
-    encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload)
+    encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload, admit)
     context = (out.encoder.output, model.decoder_mask(tgt), src_mask)
-    decoder, decoder_states = _stack(loaded, "decoder", out.decoder, context, ablation, reload)
+    decoder, decoder_states = _stack(loaded, "decoder", out.decoder, context, ablation, reload, admit)
     return Trace(
         encoder_self=encoder_self["self_attn"],
         encoder_states=encoder_states,
@@ -409,6 +416,7 @@ def _stack(
     context: tuple,
     ablation: Ablation | None,
     reload: Callable[[], LoadedModel] | None,
+    admit: Admit | None = None,
 ) -> tuple[dict[str, AttentionTrace], dict[str, np.ndarray | LayerArray]]:
     """A stack's attention kinds (by module name) and states from a run that kept no attention: the stack's input
     and every layer's output are kept as numpy, the states between sub-layers and the attention are recomputed a
@@ -417,7 +425,7 @@ def _stack(
     after_ffn = torch.stack([layer.after_ffn[0] for layer in internals.layers]).numpy()  # (L, T, D)
     kept = None if internals.layers[0].self_attn is None else tuple(Layer.of(layer) for layer in internals.layers)
     inputs = lambda i: embeddings if i == 0 else after_ffn[i - 1]  # noqa: E731
-    source = StackLayers(loaded, stack, inputs, context, ablation, reload, kept)
+    source = StackLayers(loaded, stack, inputs, context, ablation, reload, kept, admit)
     states: dict[str, np.ndarray | LayerArray] = {"embeddings": embeddings}
     for name in state_names(internals.layers[0]):
         if name == "after_ffn":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attention_explorer.explorer.app import cached
 from attention_explorer.explorer.experiments import ablate
 from attention_explorer.explorer.run import compare, cost, layers, reference_view, trace
 from attention_explorer.models import registry
@@ -25,11 +26,40 @@ def long(monkeypatch):
     monkeypatch.setattr(layers, "WHOLE_BYTES", 0)
 
 
-def opened(page: str, model: str, text: str):
+def opened(page: str, model: str, text: str, **params: str):
+    """The page with the text's first run made: it asks first too (cached.asked_first), and is run at the click."""
     at = new_app(page)
     at.query_params["model"] = model
     at.query_params["text"] = text
-    return at.run()
+    for name, value in params.items():
+        at.query_params[name] = value
+    at.run()
+    key = first_run(at)
+    return at.button(key=key).click().run() if key else at  # none: the store keeps the run from another test
+
+
+def first_run(at) -> str | None:
+    """The key of the first run's button (cached.asked_first), if the page asks."""
+    return next((b.key for b in at.button if b.key.startswith(cached.FIRST_RUN)), None)
+
+
+def test_a_long_first_run_asks_first_with_its_time_and_memory_then_runs(minilm, long):
+    cached.store().clear()
+    text = "The keeper of the lighthouse counted every ship that passed"
+    at = new_app("attention")
+    at.query_params["model"], at.query_params["text"] = "minilm", text
+    at.run()
+    said = asked(at, first_run(at))
+    tokens = len(minilm.tokenizer.encode(text, 128).ids)
+    needs = cost.forward_bytes(minilm.model.config, tokens)
+    assert "first run is long" in said and "only when you ask" in said
+    assert f"about {cached.admission.gigabytes(needs)} of the server's memory" in said
+    assert not at.get("plotly_chart")  # nothing drawn from a run not made
+    at.button(key=first_run(at)).click().run()
+    assert not at.exception and not at.error and first_run(at) is None
+    kept = trace.run(minilm, text, 128, keep_all=True).encoder_self.weights
+    drawn = z(charts(at)["attention_heatmap"])
+    assert any(np.array_equal(drawn, head) for layer in kept for head in layer)  # the model's own numbers
 
 
 def charts(at) -> dict:
@@ -159,11 +189,7 @@ def test_turning_heads_off_on_a_long_text_asks_before_the_run_without_them(long,
 
     cached.store().clear()  # as above: kept work never asks
     text = "The lighthouse keeper counted the ships that passed at night"
-    at = new_app("ablation")
-    at.query_params["model"] = "minilm"
-    at.query_params["text"] = text
-    at.query_params["off"] = "2.3"
-    at.run()
+    at = opened("ablation", "minilm", text, off="2.3")
     said = asked(at, "ablation_outcome_run")
     assert "heads off" in said and "takes about" in said
     assert not z(charts(at)["ablation_grid"]).any()  # nothing measured yet

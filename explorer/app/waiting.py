@@ -1,0 +1,101 @@
+"""What a visitor sees of admission (explorer.run.admission): a long computation asks first, with its estimate in time
+and memory; a run that waits says its place in line and about how long; one that cannot fit says why in one line and
+what would. Each waiting run checks that its visitor is still there (a closed tab, another run started) and is
+cancelled otherwise, so that the line holds only runs someone will see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from attention_explorer.explorer.run import admission, caps, cost
+
+# `serve --memory-budget` or EXPLORER_MEMORY_BUDGET (explorer.run.caps), else a share of the machine's memory
+BUDGET_NOTE = "serve --memory-budget"
+
+
+@st.cache_resource(show_spinner=False)
+def gate() -> admission.Gate:
+    """The server process's one gate, shared by every session."""
+    budget = caps.current().memory_budget
+    return admission.Gate(budget or admission.default_budget())
+
+
+def visitor_here() -> bool:
+    """Whether this script run's session is still connected (False once its tab is closed)."""
+    ctx = get_script_run_ctx()
+    if ctx is None or not Runtime.exists():
+        return True  # a bare script (a bench, a test without a server): nobody to lose
+    return Runtime.instance().is_active_session(ctx.session_id)
+
+
+def check_visitor() -> None:
+    """Stop this run when its visitor has gone: what it computes would be seen by nobody."""
+    if not visitor_here():
+        st.stop()
+
+
+def place_line(place: admission.Place, seconds: float, needed: int) -> str:
+    """The one line a waiting run shows."""
+    if place.reason == "memory":
+        why = "for memory: the runs under way hold what this server may use"
+    elif place.ahead:
+        why = f"in line: {place.ahead} long run{'s' if place.ahead > 1 else ''} before yours"
+    else:
+        why = "for its turn: another long run is under way"
+    start = f", yours starts in {cost.about(place.seconds)}" if place.seconds >= 1 else ""
+    return (
+        f"Waiting {why}{start} (an estimate). Yours then takes {cost.about(seconds)} and about "
+        f"{admission.gigabytes(needed)}. Short sentences run meanwhile; leaving this page cancels it."
+    )
+
+
+def refusal_line(refused: admission.Refused, fits: Callable[[int], int] | None) -> str:
+    """Why a run cannot start, in one line, and what would fit."""
+    most = fits(refused.room) if fits is not None else 0
+    advice = f" At most {most:,} tokens fit now: lower Max tokens in the sidebar." if most else ""
+    return (
+        f"This run needs about {admission.gigabytes(refused.needed)} of memory, and this server lets one run have "
+        f"{admission.gigabytes(refused.room)} now (its memory budget, {admission.gigabytes(refused.budget)}, less "
+        f"what it already holds; set with {BUDGET_NOTE}).{advice}"
+    )
+
+
+@contextlib.contextmanager
+def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None) -> Iterator[None]:
+    """Run the block once the gate admits `needs`, saying meanwhile where it stands; refused: the reason, and the
+    page stops there (`fits(room)`: the most tokens that would fit in `room` bytes, for the advice)."""
+    place = st.empty()
+
+    def waiting(where: admission.Place) -> None:
+        check_visitor()
+        place.info(place_line(where, needs.seconds, needs.bytes), icon=":material/hourglass_top:")
+
+    try:
+        with gate().admitted(needs, waiting):
+            place.empty()
+            yield
+    except admission.Refused as refused:
+        place.error(refusal_line(refused, fits), icon=":material/memory:")
+        st.stop()
+
+
+def ask_first(what: str, seconds: float, label: str, key: str, container=None, needed: int = 0) -> bool:
+    """Whether the work may run in this rerun: at once when estimated under cost.ASK_AFTER_SECONDS, or when its
+    button was just pressed; otherwise `what` it is and its estimate (time, and memory where `needed` is given) are
+    said, beside the button (keyed `key`)."""
+    if not cost.asks_first(seconds) or get_script_run_ctx() is None:  # a bare script (a bench): nobody to ask
+        return True
+    place = container if container is not None else st.container()
+    memory = f" and about {admission.gigabytes(needed)} of the server's memory" if needed else ""
+    place.info(
+        f"{what} At this length that takes {cost.about(seconds)}{memory} (an estimate from the number of tokens and "
+        "the model's size; a busy server takes longer), so it starts only when you ask.",
+        icon=":material/hourglass_top:",
+    )
+    return place.button(label, key=key, icon=":material/play_arrow:")
