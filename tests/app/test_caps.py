@@ -100,6 +100,15 @@ def test_a_cap_above_the_models_own_limit_changes_nothing_and_says_nothing(servi
     assert at.sidebar.selectbox[0].options == [spec.title for spec in registry.MODELS.values()]
 
 
+def test_compare_weights_needs_both_of_its_models_offered(serving):
+    serving(EXPLORER_MODELS="minilm,translate")
+    at = new_app("compare").run()
+    assert not at.exception and not at.get("plotly_chart")
+    assert at.info[0].value == (
+        "This comparison needs both; this server does not offer all-MiniLM-L6-v2 shape, random weights."
+    )
+
+
 def test_a_bad_cap_is_said_on_the_page_not_as_a_traceback(serving):
     serving(EXPLORER_MAX_TOKENS="2")
     at = new_app().run()
@@ -119,3 +128,11 @@ def test_a_new_session_opens_the_default_model_if_offered_else_the_first_on_its_
     at = new_app("tokens").run()
     assert not at.exception
     assert (at.sidebar.selectbox[0].value, at.sidebar.text_area[0].value) == (opened, text)
+
+
+def test_a_step_offers_no_click_to_a_model_the_server_does_not_offer(serving):
+    serving(EXPLORER_MODELS="minilm,minilm-random")
+    at = new_app("decoding").run()
+    assert not at.exception
+    assert plain(at.info[0].value).endswith("the toy translation model have both. This server offers neither.")
+    assert not [b.key for b in at.button if b.key.startswith("needs_decoder")]  # no click to SmolLM2 or the toy
