@@ -21,6 +21,7 @@ from attention_explorer.explorer.app import cached, state  # noqa: E402
 from attention_explorer.explorer.app.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
 from attention_explorer.explorer.figures.labels import markdown_literal  # noqa: E402
 from attention_explorer.explorer.pages._unreadable import put_aside_notice  # noqa: E402
+from attention_explorer.explorer.run import caps  # noqa: E402
 from attention_explorer.models import registry  # noqa: E402
 
 PAGES = Path(__file__).parent / "explorer" / "pages"
@@ -34,6 +35,12 @@ st.set_page_config(
     initial_sidebar_state="collapsed" if st.session_state[state.PRESENT] else "auto",
 )
 state.restore_focus(st.session_state)  # the lesson's focus outlives page switches
+try:
+    limits = caps.current()  # the teacher's caps (serve --max-tokens, --models, --memory-budget), read once
+except ValueError as e:  # a bad environment variable: said plainly, not a traceback on every page
+    st.error(markdown_literal(f"This server's settings cannot be read: {e}"), icon=":material/error:")
+    st.caption("Whoever runs this server can fix the value and start it again (attention-explorer serve --help).")
+    st.stop()
 
 
 # Less padding above the page than Streamlit's 6rem, and round a page's title than its 1rem: a step's first figure
@@ -87,18 +94,24 @@ if drilled := st.session_state.pop(state.DRILL_TO, None):  # a click on the last
     st.switch_page(drilled)
 st.session_state[state.PAGE] = page.url_path
 notices = []
+offered = cached.model_keys()
 if state.URL_USED not in st.session_state:  # a new session: open what the address asks for
-    notices = state.apply_url(st.session_state, st.query_params.to_dict(), registry.MODELS, page.url_path)
+    listed = {key: registry.MODELS[key] for key in offered if key in registry.MODELS}
+    notices = state.apply_url(st.session_state, st.query_params.to_dict(), listed, page.url_path, registry.MODELS)
 
-if st.session_state[state.MODEL] not in cached.model_keys():  # a model trained here and since replaced
-    state.keep(st.session_state, state.MODEL, state.DEFAULT_MODEL)
+if st.session_state[state.MODEL] not in offered:  # a model trained here and since replaced, or one not offered
+    opened = state.default_model(offered)
+    if opened != state.DEFAULT_MODEL and st.session_state[state.TEXT] == state.DEFAULT_TEXT:  # its own example
+        state.keep(st.session_state, state.TEXT, cached.described(opened).examples[0])
+    state.keep(st.session_state, state.MODEL, opened)
 loaded, problem = loadable(st.session_state[state.MODEL])
-if loaded is not None and st.session_state[state.MAX_TOKENS] > loaded.max_tokens:  # opened by address
-    state.keep(st.session_state, state.MAX_TOKENS, loaded.max_tokens)
+most_tokens = limits.tokens(loaded.max_tokens) if loaded is not None else None
+if most_tokens is not None and st.session_state[state.MAX_TOKENS] > most_tokens:  # opened by address, or over the cap
+    state.keep(st.session_state, state.MAX_TOKENS, most_tokens)
 
 with st.sidebar:
     st.title("Attention explorer")
-    titles = {key: cached.described(key).title for key in cached.model_keys()}  # bound now: this session's list
+    titles = {key: cached.described(key).title for key in offered}  # bound now: this session's list
     st.selectbox(
         "Model",
         list(titles),
@@ -129,10 +142,12 @@ with st.sidebar:
         st.number_input(
             "Max tokens",
             min_value=3,
-            max_value=loaded.max_tokens,
+            max_value=most_tokens,
             step=1,
             **bound(state.MAX_TOKENS),
         )
+        if why := limits.stops_at(loaded.max_tokens):
+            st.caption(why)
         st.selectbox(
             "Or pick an example",
             ["", *loaded.examples],

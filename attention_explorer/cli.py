@@ -3,8 +3,13 @@
 
     attention-explorer                                   # the app, as `make run` serves it
     attention-explorer serve [--host H] [--port P] [--model PATH|NAME=PATH ...]
+                             [--max-tokens N] [--models KEY,KEY,...] [--memory-budget SIZE]
     attention-explorer export --model M --text T ...     # `python -m explorer export`: same flags, output, exit codes
     attention-explorer models                            # every model this install can load, and where it comes from
+
+A teacher serving a class caps what each visitor may ask for: --max-tokens, --models (keys as `models` lists them) and
+--memory-budget (12GB, 50%) set EXPLORER_MAX_TOKENS, EXPLORER_MODELS and EXPLORER_MEMORY_BUDGET for the app; without a
+flag, the variable already set passes through (`EXPLORER_MAX_TOKENS=512 make run`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+
+from attention_explorer.explorer.run import caps
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub, whatever else is imported
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP threads sleep between regions (app.py's setting too)
@@ -46,29 +53,89 @@ def streamlit_flags(config: Path) -> list[str]:
 
 
 def model_folders(entries: list[str], environ: dict[str, str]) -> str:
-    """EXPLORER_MODEL_FOLDERS with each --model added: PATH (named by its last part) or NAME=PATH; one line if a path
-    is not a model folder or a .gguf file."""
+    """EXPLORER_MODEL_FOLDERS with each --model added: PATH (named by its last part) or NAME=PATH; ValueError, one
+    line, if a path is not a model folder or a .gguf file."""
     found = [e for e in environ.get("EXPLORER_MODEL_FOLDERS", "").split(";") if e.strip()]
     for entry in entries:
         name, _, path = entry.rpartition("=") if "=" in entry else ("", "", entry)
         where = Path(path).expanduser()
         if not (where.is_dir() or (where.is_file() and where.suffix.lower() == ".gguf")):
-            raise SystemExit(f"error: --model {entry!r}: {where} is not a model folder or a .gguf file")
+            raise ValueError(f"--model {entry!r}: {where} is not a model folder or a .gguf file")
         found.append(f"{name or where.stem or where.name}={where.resolve()}")
     return ";".join(found)
 
 
-def serve(argv: list[str]) -> int:
-    """The app in Streamlit, with the settings `make run` uses; --model adds models to the sidebar."""
+def serve_environment(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, str]:
+    """The Streamlit process's environment: `environ` with --model's folders added and each cap flag given set (a
+    flag overrides the variable; without it the variable passes through). ValueError, one line naming the flag or the
+    variable, for a bad value: checked here, before Streamlit starts, as the app would read it."""
+    env = {**environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env["EXPLORER_MODEL_FOLDERS"] = model_folders(args.model, env)
+    known = None  # the models this environment offers (--model's included), read once and only for --models
+
+    def normal(flag: str, text: str) -> str:
+        nonlocal known
+        try:
+            if flag == "--max-tokens":
+                return str(caps.parse_tokens(text))
+            if flag == "--models":
+                from attention_explorer.models import registry
+
+                known = registry.catalogue(env) if known is None else known
+                return ",".join(caps.parse_models(text, known))
+            caps.parse_memory(text, caps.total_memory())
+            return text.strip()  # the app takes a share of its own machine's memory, as this one did
+        except ValueError as e:
+            raise ValueError(f"{flag}: {e}") from None
+
+    for flag, name, text in (
+        ("--max-tokens", caps.MAX_TOKENS_ENV, args.max_tokens),
+        ("--models", caps.MODELS_ENV, args.models),
+        ("--memory-budget", caps.MEMORY_BUDGET_ENV, args.memory_budget),
+    ):
+        if text is not None:
+            env[name] = normal(flag, text)
+    caps.from_environ(env, known)  # the variables that passed through
+    return env
+
+
+def serve_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attention-explorer serve", description="Serve the app in the browser.")
     parser.add_argument("--host", default="localhost", help="the address to listen on (0.0.0.0 lets a room in)")
     parser.add_argument("--port", type=int, default=8501)
     parser.add_argument(
         "--model", action="append", default=[], metavar="PATH", help="a model folder or .gguf file (NAME=PATH names it)"
     )
-    args = parser.parse_args(argv)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env["EXPLORER_MODEL_FOLDERS"] = model_folders(args.model, env)
+    parser.add_argument(
+        "--max-tokens",
+        metavar="N",
+        help=f"the most tokens each visitor may run (from {caps.FEWEST_TOKENS}; default: each model's own limit; "
+        f"also ${caps.MAX_TOKENS_ENV})",
+    )
+    parser.add_argument(
+        "--models",
+        metavar="KEY,KEY,...",
+        help="the models offered to visitors, keys as `attention-explorer models` lists them (--model's included); "
+        f"minilm opens first if listed, else the first listed (default: all; also ${caps.MODELS_ENV})",
+    )
+    parser.add_argument(
+        "--memory-budget",
+        metavar="SIZE",
+        help="the memory the server may use: 12GB (10^9 bytes each), 12G or 1.5GiB (2^30), 8000MB, or 50%% of this "
+        f"machine's (also ${caps.MEMORY_BUDGET_ENV})",
+    )
+    return parser
+
+
+def serve(argv: list[str]) -> int:
+    """The app in Streamlit, with the settings `make run` uses; --model adds models to the sidebar, --max-tokens,
+    --models and --memory-budget cap what visitors may ask for."""
+    args = serve_parser().parse_args(argv)
+    try:
+        env = serve_environment(args, dict(os.environ))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2  # as argparse exits for a bad flag
     app = package_file("app.py")
     flags = streamlit_flags(package_file(".streamlit/config.toml"))
     command = [sys.executable, "-m", "streamlit", "run", str(app), *flags]

@@ -19,6 +19,7 @@ from attention_explorer.explorer.run import (
     admission,
     analysis,
     blocks,
+    caps,
     compare,
     cost,
     forward,
@@ -86,7 +87,9 @@ def model(key: str) -> registry.LoadedModel:
 
 
 def model_keys() -> list[str]:
-    return [*registry.MODELS, *_trained()]
+    """The models a visitor is offered: the registry's that the server lists (caps.current: all without a list), then
+    those trained in this session (the visitor's own)."""
+    return [*caps.current().offered(registry.MODELS), *_trained()]
 
 
 def described(key: str) -> registry.LoadedModel | registry.ModelSpec:

@@ -95,7 +95,9 @@ def change_model() -> None:
 
 def use_model(key: str, text: str = "") -> None:
     """One click to another model (the lesson offers the translation model) on `text`, or its first example; a typed
-    sentence it replaces is put aside (state.put_aside)."""
+    sentence it replaces is put aside (state.put_aside). Nothing for a model this server does not offer."""
+    if key not in cached.model_keys():  # the pages offer only what it offers: a click from an older run of a page
+        return
     old, _ = loadable(st.session_state[state.MODEL])
     new, _ = loadable(key)
     if new is None:

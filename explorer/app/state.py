@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 
 from attention_explorer.explorer.run.trace import ATTENTION_KINDS as KINDS
 from attention_explorer.models.registry import ENGLISH_EXAMPLES, ModelSpec
@@ -40,6 +40,11 @@ DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128
 DEFAULT_TEXT = ENGLISH_EXAMPLES[0]
 DEFAULTS = {MODEL: DEFAULT_MODEL, TEXT: DEFAULT_TEXT, MAX_TOKENS: DEFAULT_MAX_TOKENS, PRESENT: False}
+
+
+def default_model(offered: Sequence[str]) -> str:
+    """The model a session opens on: DEFAULT_MODEL where the server offers it, else the first model it offers."""
+    return DEFAULT_MODEL if DEFAULT_MODEL in offered or not offered else offered[0]
 
 
 def widget(key: str) -> str:
@@ -158,18 +163,24 @@ def _number(params: Mapping[str, str], name: str, lowest: int, notices: list[str
     return None
 
 
-def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tuple[dict, list[str]]:
+def read_url(
+    params: Mapping[str, str], models: Mapping[str, ModelSpec], catalogue: Mapping[str, ModelSpec] | None = None
+) -> tuple[dict, list[str]]:
     """What the address asks for, validated: ({model?, text?, layer?, head?, token?} from 0, off: the heads turned
-    off as written, notices); a notice
-    names a model by its title, as the sidebar does."""
+    off as written, notices); `models`: those offered, `catalogue`: every model there is (a model there but not
+    offered is named as such). A notice names a model by its title, as the sidebar does."""
     notices: list[str] = []
     values: dict = {}
     model = params.get(URL_MODEL)
     if model is not None:
+        showing = models[default_model(list(models))].title
         if model in models:
             values[URL_MODEL] = model
+        elif catalogue is not None and model in catalogue:
+            title = catalogue[model].title
+            notices.append(f"This server does not offer the address's model {title}; showing {showing}.")
         else:
-            notices.append(f"The address names an unknown model {model[:40]!r}; showing {models[DEFAULT_MODEL].title}.")
+            notices.append(f"The address names an unknown model {model[:40]!r}; showing {showing}.")
     params = {OLD_NAMES.get(name, name): value for name, value in params.items()}
     text = params.get(URL_TEXT)
     if text is not None:
@@ -204,11 +215,15 @@ def read_url(params: Mapping[str, str], models: Mapping[str, ModelSpec]) -> tupl
 
 
 def apply_url(
-    session: MutableMapping, params: Mapping[str, str], models: Mapping[str, ModelSpec], page: str
+    session: MutableMapping,
+    params: Mapping[str, str],
+    models: Mapping[str, ModelSpec],
+    page: str,
+    catalogue: Mapping[str, ModelSpec] | None = None,
 ) -> list[str]:
-    """On a session's first run: take the address's model and sentence (a model named without a sentence opens on
-    its own example), keep layer/head/token for the pickers."""
-    values, notices = read_url(params, models)
+    """On a session's first run: take the address's model (one of `models`, those offered) and sentence (a model named
+    without a sentence opens on its own example), keep layer/head/token for the pickers."""
+    values, notices = read_url(params, models, catalogue)
     if URL_MODEL in values:
         model = values.pop(URL_MODEL)
         keep(session, MODEL, model)

@@ -12,6 +12,11 @@ from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.pages._shared import stop
 
 
+def offered(key: str) -> bool:
+    """Whether this server offers the model (serve --models lists it, or lists none): the pages offer no other."""
+    return key in cached.model_keys()
+
+
 def needs_decoder(loaded) -> None:
     """On a decoder step with an encoder-only model: say so, offer the translation model in one click, stop."""
     if loaded.family.next_token_head:
@@ -20,6 +25,7 @@ def needs_decoder(loaded) -> None:
         f"{markdown_literal(loaded.title)} is {loaded.family.shape_name}: it has no decoder and no output "
         "distribution, so this step has nothing to show. SmolLM2 (a real language model) and the toy translation "
         "model have both."
+        + ("" if offered(lesson.REAL_MODEL) or offered(lesson.TRANSLATE) else " This server offers neither.")
     )
     left, right = st.columns(2)
     with left:
@@ -30,12 +36,18 @@ def needs_decoder(loaded) -> None:
 
 
 def offer_real_model(label: str, key: str) -> None:
-    """One click to the lesson's real language model (SmolLM2-135M) on its example sentence."""
-    st.button(label, on_click=use_model, args=(lesson.REAL_MODEL, lesson.REAL_EXAMPLE), icon=":material/chat:", key=key)
+    """One click to the lesson's real language model (SmolLM2-135M) on its example sentence, where it is offered."""
+    if offered(lesson.REAL_MODEL):
+        st.button(
+            label, on_click=use_model, args=(lesson.REAL_MODEL, lesson.REAL_EXAMPLE), icon=":material/chat:", key=key
+        )
 
 
 def offer_translation(label: str, key: str) -> None:
-    """One click to the lesson's encoder-decoder (the toy translation model) on its example sentence."""
+    """One click to the lesson's encoder-decoder (the toy translation model) on its example sentence, where it is
+    offered."""
+    if not offered(lesson.TRANSLATE):
+        return
     st.button(
         label,
         on_click=use_model,

@@ -22,8 +22,9 @@ from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson import BY_STEM, script
+from attention_explorer.explorer.pages._offers import offered
 from attention_explorer.explorer.pages._shared import chart, current_trace, predict, sidebar_loaded, stop
-from attention_explorer.models import ablation, registry
+from attention_explorer.models import ablation
 from attention_explorer.models.tokenize import SPACE_MARK
 
 NAMES = "When Mary and John went to the store, John gave a drink to"
@@ -71,7 +72,7 @@ def _name_swap() -> None:
 
 
 def _offer_name_swap(key: str) -> None:
-    if NAME_MODEL in registry.MODELS:
+    if offered(NAME_MODEL):  # installed, and offered by this server
         st.button(
             "Try the name swap on SmolLM2: Mary and John",
             on_click=_name_swap,

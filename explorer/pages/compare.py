@@ -31,6 +31,9 @@ st.markdown(
 if st.session_state[state.MODEL] not in TRAINED_AND_RANDOM:
     st.info("This comparison is for the MiniLM pair: pick all-MiniLM-L6-v2 (pretrained or random) in the sidebar.")
     st.stop()
+if missing := [key for key in TRAINED_AND_RANDOM if key not in cached.model_keys()]:  # serve --models left it out
+    st.info(f"This comparison needs both; this server does not offer {cached.described(missing[0]).title}.")
+    st.stop()
 chosen = pick_attention("compare")
 _, text, max_tokens = state.sidebar(st.session_state)
 

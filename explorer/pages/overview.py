@@ -11,7 +11,7 @@ from attention_explorer.explorer import lesson
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.labels import escape_tokens, markdown_literal
 from attention_explorer.explorer.figures.overview import figure_one, map_height, open_clicked
-from attention_explorer.explorer.pages._offers import offer_real_model, offer_translation
+from attention_explorer.explorer.pages._offers import offer_real_model, offer_translation, offered
 from attention_explorer.explorer.pages._shared import chart, current_trace, intro, page_footer, page_header
 from attention_explorer.explorer.pages._unreadable import cannot_read, reading_error
 
@@ -31,7 +31,7 @@ intro(
 )
 # the lesson on the real model, one click away on the first screen (1600 x 900), above the map: under it the button
 # sat at y = 1,017 px. MiniLM stays the default: it is drawn in about a second in 0.3 GB, SmolLM2 in about 8 s in 0.8 GB
-offer = not (loaded.family.pretrained and loaded.family.shape == "decoder-only")
+offer = not (loaded.family.pretrained and loaded.family.shape == "decoder-only") and offered(lesson.REAL_MODEL)
 if offer:
     offer_real_model(
         "Take the lesson on a real language model: SmolLM2-135M predicts the next word of your sentence",

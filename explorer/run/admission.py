@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from attention_explorer.explorer.run import caps
+
 SHORT_SECONDS = 1.0  # "about a second": a sentence on MiniLM (0.04 s at 128 tokens), SmolLM2 at 256 tokens (~0.4 s)
 POLL_SECONDS = 0.5  # how often a waiting run is told its place (and may be cancelled)
 
@@ -79,14 +81,6 @@ def resident_bytes() -> int:
         return 0
 
 
-def total_memory() -> int:
-    """The machine's memory in bytes (0 where it cannot be read)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return 0
-
-
 # A process that runs one long text beside a class's short ones: 60% of a 24 GB machine (14.4 GB) holds SmolLM2's
 # 8,192-token first run (about 7 GB at its peak) once, beside the app's models and caches, and leaves the rest to the
 # system and the browsers on the same machine; on a 16 GB laptop (9.6 GB) that run still fits, alone.
@@ -94,7 +88,7 @@ DEFAULT_SHARE = 0.6
 
 
 def default_budget() -> int:
-    return int(DEFAULT_SHARE * total_memory()) or 8 * 2**30
+    return int(DEFAULT_SHARE * caps.total_memory()) or 8 * 2**30
 
 
 class Gate:

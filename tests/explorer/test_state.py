@@ -98,3 +98,20 @@ def test_an_address_cannot_name_a_path_only_a_registry_key(tmp_path, named):
 
 def widget_unset(session) -> bool:
     return state.widget(state.MODEL) not in session
+
+
+def test_a_session_opens_on_the_default_model_where_it_is_offered_else_the_first_offered():
+    assert state.default_model(["translate", state.DEFAULT_MODEL]) == state.DEFAULT_MODEL
+    assert state.default_model(["translate", "reverse"]) == "translate"
+
+
+def test_an_address_naming_a_model_the_server_does_not_offer_says_so_and_names_the_one_shown():
+    offered = {key: registry.MODELS[key] for key in ("reverse", "translate")}  # serve --models reverse,translate
+    values, notices = state.read_url({"model": "minilm", "layer": "2"}, offered, registry.MODELS)
+    assert values == {"layer": 1}
+    assert notices == [
+        f"This server does not offer the address's model {registry.MODELS['minilm'].title}; showing "
+        f"{registry.MODELS['reverse'].title}."
+    ]
+    _, notices = state.read_url({"model": "gpt-9"}, offered, registry.MODELS)
+    assert notices == [f"The address names an unknown model 'gpt-9'; showing {registry.MODELS['reverse'].title}."]
