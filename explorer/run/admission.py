@@ -97,19 +97,19 @@ class Gate:
     def __init__(
         self,
         budget: int,
-        resident: Callable[[], int] = resident_bytes,
+        resident: Callable[[], int] | None = None,
         short_slots: int = 1,
         any_slots: int = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.budget, self.resident, self.clock = budget, resident, clock
+        self.budget, self.resident, self.clock = budget, resident or resident_bytes, clock
         self.slots = {"short": short_slots, "any": any_slots}
         self._changed = threading.Condition()
         self._waiting: list[_Ticket] = []
         self._running: list[_Ticket] = []
         self._numbers = itertools.count()
         self._held_here = threading.local()  # the ticket this thread runs under, if any
-        self._idle = resident()  # what the process holds with nothing running (sampled whenever nothing runs)
+        self._idle = self.resident()  # what the process holds with nothing running (sampled whenever nothing runs)
 
     # -- what the process holds, and the room a run has
     def _held(self) -> int:
