@@ -41,17 +41,17 @@ def check_visitor() -> None:
 
 
 def place_line(place: admission.Place, seconds: float, needed: int) -> str:
-    """The one line a waiting run shows."""
+    """The one line a waiting run shows: what it waits for, about when it starts, and what it then takes."""
     if place.reason == "memory":
         why = "for memory: the runs under way hold what this server may use"
     elif place.ahead:
-        why = f"in line: {place.ahead} long run{'s' if place.ahead > 1 else ''} before yours"
+        why = f"in line, behind {place.ahead} long run{'s' if place.ahead > 1 else ''}"
     else:
         why = "for its turn: another long run is under way"
-    start = f", yours starts in {cost.about(place.seconds)}" if place.seconds >= 1 else ""
+    start = f" It starts in {cost.about(place.seconds)} (an estimate)," if place.seconds >= 1 else " It starts soon,"
     return (
-        f"Waiting {why}{start} (an estimate). Yours then takes {cost.about(seconds)} and about "
-        f"{admission.gigabytes(needed)}. Short sentences run meanwhile; leaving this page cancels it."
+        f"Your run waits {why}.{start} then takes {cost.about(seconds)} and about {admission.gigabytes(needed)}. "
+        "Short sentences go on meanwhile; leaving the page or changing the text cancels it."
     )
 
 

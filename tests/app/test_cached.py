@@ -23,6 +23,16 @@ class Recording:
         return None  # keeps nothing
 
 
+def admitted_freely(monkeypatch) -> None:
+    """Every computation runs at once, estimated free (admission itself: tests/explorer/test_admission.py)."""
+    free = cached.admission.Cost(0.0, 0)
+    monkeypatch.setattr(cached, "_compute", lambda message, work, needs, fits=None: work())
+    monkeypatch.setattr(cached, "tokens_of", lambda *args: 2)
+    monkeypatch.setattr(cached, "text_cost", lambda *args: free)
+    monkeypatch.setattr(cached, "fits", lambda *args: None)
+    monkeypatch.setattr(cached, "reference_cost", lambda *args: free)
+
+
 @pytest.fixture
 def store(monkeypatch) -> Recording:
     recording = Recording()
@@ -30,12 +40,7 @@ def store(monkeypatch) -> Recording:
     monkeypatch.setattr(cached, "store", lambda: recording)
     monkeypatch.setattr(cached, "model", lambda key: loaded)
     monkeypatch.setattr(cached, "get_model", lambda key: loaded)
-    monkeypatch.setattr(cached, "_compute", lambda message, work, needs, fits=None: work())
-    free = cached.admission.Cost(0.0, 0)  # admission itself: tests/explorer/test_admission.py
-    monkeypatch.setattr(cached, "tokens_of", lambda *args: 2)
-    monkeypatch.setattr(cached, "text_cost", lambda *args: free)
-    monkeypatch.setattr(cached, "fits", lambda *args: None)
-    monkeypatch.setattr(cached, "reference_cost", lambda *args: free)
+    admitted_freely(monkeypatch)
     monkeypatch.setattr(cached.reduced, "for_model", lambda loaded: None)
     result = SimpleNamespace(attention=lambda kind: SimpleNamespace(weights="ours"))
     monkeypatch.setattr(cached, "trace", SimpleNamespace(run=lambda *args, **options: result))
@@ -82,12 +87,7 @@ def test_an_encoder_view_reuses_the_whole_trace_when_the_store_holds_it(monkeypa
     runs = []
     monkeypatch.setattr(cached, "store", lambda: kept)
     monkeypatch.setattr(cached, "model", lambda key: SimpleNamespace(revision="", is_encoder_decoder=True))
-    monkeypatch.setattr(cached, "_compute", lambda message, work, needs, fits=None: work())
-    free = cached.admission.Cost(0.0, 0)  # admission itself: tests/explorer/test_admission.py
-    monkeypatch.setattr(cached, "tokens_of", lambda *args: 2)
-    monkeypatch.setattr(cached, "text_cost", lambda *args: free)
-    monkeypatch.setattr(cached, "fits", lambda *args: None)
-    monkeypatch.setattr(cached, "reference_cost", lambda *args: free)
+    admitted_freely(monkeypatch)
     monkeypatch.setattr(cached.reduced, "for_model", lambda loaded: None)
     monkeypatch.setattr(
         cached,
