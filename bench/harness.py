@@ -184,6 +184,19 @@ def rerun(page, timeout: float = TIMEOUT_MS) -> Iterator[None]:
     page.wait_for_function(SETTLED, arg=before, timeout=timeout)
 
 
+ASKED = "Run the model on this text"  # a long text's first run asks first (explorer/app/cached.asked_first)
+
+
+def run_if_asked(page) -> bool:
+    """Click a long text's ask-first button where the page shows one, and wait for the run; whether it asked."""
+    button = page.get_by_test_id("stMain").get_by_role("button", name=ASKED)
+    if not button.count():
+        return False
+    with rerun(page):
+        button.first.click()
+    return True
+
+
 def open_app(page, url: str) -> None:
     """Open an address (a new document, so its run count starts at 0) and wait for its first run to finish."""
     page.goto(url, timeout=TIMEOUT_MS)
