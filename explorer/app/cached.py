@@ -203,7 +203,7 @@ def _first_run(message: str, model_name: str, text: str, max_tokens: int, **opti
 FIRST_RUN = "first_run"  # the ask's button key, and a digest of what it runs
 
 
-def asked_first(model_name: str, text: str, max_tokens: int, what: str = "the model's first run") -> None:
+def asked_first(model_name: str, text: str, max_tokens: int, what: str = "model's first run") -> None:
     """A long text's first run waits for a click, said with its estimate in time and memory; the page stops there
     until then. Nothing is asked when the run is kept or short, or once this visitor asked for it."""
     name = (model_name, text, max_tokens)
@@ -213,7 +213,7 @@ def asked_first(model_name: str, text: str, max_tokens: int, what: str = "the mo
     needs = text_cost(model_name, tokens_of(*name))
     key = f"{FIRST_RUN}_{hashlib.sha256(repr(name).encode()).hexdigest()[:12]}"
     slot = st.empty()  # the question goes once it is answered: the run's progress bar takes its place
-    said = f"This text's {what} is long."
+    said = f"The {what} on this text is long."
     if waiting.ask_first(said, needs.seconds, "Run the model on this text", key, slot.container(), needs.bytes):
         slot.empty()
         asked.add(name)

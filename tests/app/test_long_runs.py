@@ -52,7 +52,7 @@ def test_a_long_first_run_asks_first_with_its_time_and_memory_then_runs(minilm, 
     said = asked(at, first_run(at))
     tokens = len(minilm.tokenizer.encode(text, 128).ids)
     needs = cost.forward_bytes(minilm.model.config, tokens)
-    assert "first run is long" in said and "only when you ask" in said
+    assert "first run on this text is long" in said and "only when you ask" in said
     assert f"about {cached.admission.gigabytes(needs)} of the server's memory" in said
     assert not at.get("plotly_chart")  # nothing drawn from a run not made
     at.button(key=first_run(at)).click().run()
