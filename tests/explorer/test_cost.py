@@ -28,3 +28,16 @@ def test_about_says_seconds_minutes_or_hours():
         "about 53 minutes",
         "about 3.0 hours",
     ]
+
+
+def test_the_memory_estimate_grows_with_the_text_and_most_tokens_is_its_inverse(minilm, smollm2):
+    for loaded in (minilm, smollm2):
+        config, logits = loaded.model.config, loaded.family.next_token_head
+        sizes = [cost.forward_bytes(config, n, 1, logits) for n in (3, 16, 128, loaded.max_tokens)]
+        assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
+        assert cost.forward_bytes(config, 128, 4, logits) > cost.forward_bytes(config, 128, 1, logits)
+        for room in (sizes[1], (sizes[1] + sizes[2]) // 2, sizes[-1]):
+            most = cost.most_tokens(config, room, 1, logits)
+            assert cost.forward_bytes(config, most, 1, logits) <= room
+            assert most == config.max_len or cost.forward_bytes(config, most + 1, 1, logits) > room
+        assert cost.most_tokens(config, 0, 1, logits) == 0  # not even one token fits in nothing
