@@ -170,7 +170,8 @@ def _reload(model_name: str):
 
 def _admit_layer(seconds: float, nbytes: int):
     """How a long text's layer is recomputed when a view reads it: admitted like any run, with a spinner."""
-    return waiting.admitted(admission.Cost(seconds, nbytes))
+    what = "Running this layer again over the whole text (a text this long keeps no layer's attention)"
+    return waiting.admitted(admission.Cost(seconds, nbytes), what=what)
 
 
 def _first_run(message: str, model_name: str, text: str, max_tokens: int, **options) -> trace.Trace:

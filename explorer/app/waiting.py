@@ -55,19 +55,19 @@ def place_line(place: admission.Place, seconds: float, needed: int) -> str:
     )
 
 
-def refusal_line(refused: admission.Refused, fits: Callable[[int], int] | None) -> str:
+def refusal_line(refused: admission.Refused, fits: Callable[[int], int] | None, what: str = "This run") -> str:
     """Why a run cannot start, in one line, and what would fit."""
     most = fits(refused.room) if fits is not None else 0
     advice = f" At most {most:,} tokens fit now: lower Max tokens in the sidebar." if most else ""
     return (
-        f"This run needs about {admission.gigabytes(refused.needed)} of memory, and this server lets one run have "
+        f"{what} needs about {admission.gigabytes(refused.needed)} of memory, and this server lets one run have "
         f"{admission.gigabytes(refused.room)} now (its memory budget, {admission.gigabytes(refused.budget)}, less "
         f"what it already holds; set with {BUDGET_NOTE}).{advice}"
     )
 
 
 @contextlib.contextmanager
-def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None) -> Iterator[None]:
+def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None, what: str = "This run") -> Iterator[None]:
     """Run the block once the gate admits `needs`, saying meanwhile where it stands; refused: the reason, and the
     page stops there (`fits(room)`: the most tokens that would fit in `room` bytes, for the advice)."""
     place = st.empty()
@@ -81,7 +81,7 @@ def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None) ->
             place.empty()
             yield
     except admission.Refused as refused:
-        place.error(refusal_line(refused, fits), icon=":material/memory:")
+        place.error(refusal_line(refused, fits, what), icon=":material/memory:")
         st.stop()
 
 

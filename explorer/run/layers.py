@@ -243,14 +243,14 @@ class StackLayers:
             raise IndexError(f"layer {i} of {self.n_layers}")
         if self.kept is not None:
             return self.kept[i]
-        return cache().get((self.token, i), lambda: self._admitted(i))
-
-    def _admitted(self, i: int) -> Layer:
-        """_compute once admitted, by one layer's estimate over the whole text."""
+        if (found := cache().peek((self.token, i))) is not None:
+            return found  # type: ignore[return-value]
+        # admitted before the cache's lock on this layer is taken, never inside it: a run that holds a slot and
+        # reads this layer must not wait for a lock held by one that waits for that slot
         config, tokens = self.loaded.model.config, len(self.inputs(0))
         cross = self.stack == "decoder" and config.is_encoder_decoder
         with self.admit(cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)):
-            return self._compute(i)
+            return cache().get((self.token, i), lambda: self._compute(i))
 
     @torch.inference_mode()
     def _compute(self, i: int) -> Layer:
