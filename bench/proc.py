@@ -20,11 +20,28 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime: fields 14 and 15 of proc(5)
 
 
-def rss_mb(pid: int) -> float:
+def _status_mb(pid: int, name: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
+        if line.startswith(f"{name}:"):
+            return int(line.split()[1]) / 1024  # in kB
     return 0.0
+
+
+def rss_mb(pid: int) -> float:
+    return _status_mb(pid, "VmRSS")
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The most resident memory the process has held at any moment of its life (VmHWM, the high-water mark)."""
+    return _status_mb(pid, "VmHWM")
+
+
+def alive(pid: int) -> bool:
+    """Whether the process is still running: there, and neither a zombie nor dead."""
+    try:
+        return _stat(pid)[0] not in ("Z", "X")
+    except OSError:
+        return False
 
 
 def machine_cpu_seconds() -> tuple[float, float]:
