@@ -86,6 +86,7 @@ class Report:
     seconds: float | None
     sentences: int | None
     latencies: list[float] = field(default_factory=list)
+    drawn_at: list[float] = field(default_factory=list)  # time.monotonic() when each latency ended, in its order
     errors: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     per_session: list[int] = field(default_factory=list)
@@ -249,6 +250,7 @@ async def _session(page, n: int, loaded, report: Report, going, first_step: int 
                 report.errors.append(f"session {n} step {step}: {type(e).__name__}: {str(e)[:200]}")
                 continue
             report.latencies.append(time.perf_counter() - start)
+            report.drawn_at.append(time.monotonic())
             if await page.get_by_test_id("stException").count():
                 report.errors.append(f"session {n} step {step}: exception shown on the page")
             drawn, title = await page.evaluate(DRAWN_Z)

@@ -8,6 +8,8 @@ and time to drawn. `--shots DIR`: the first long session's ask and the second's 
 from __future__ import annotations
 
 import asyncio
+import statistics
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -45,6 +47,8 @@ class Long:
     waited_s: float = 0.0  # from its click to the last time it showed that line
     click_to_drawn_s: float | None = None  # None: never drawn
     error: str = ""
+    clicked_at: float = 0.0  # time.monotonic() of its click, and of its end (drawn or not)
+    ended_at: float = 0.0
 
 
 @dataclass
@@ -107,6 +111,16 @@ class LongReport:
             and self.alive
             and all(one.click_to_drawn_s is not None for one in self.longs)
         )
+        during = sorted(
+            lat
+            for lat, at in zip(self.beside.latencies, self.beside.drawn_at, strict=True)
+            if any(one.clicked_at <= at - lat and at <= one.ended_at for one in self.longs)
+        )
+        found["during_long_runs_sentences"] = len(during)
+        found["during_long_runs_p50_s"] = round(statistics.median(during), 3) if during else None
+        found["during_long_runs_p95_s"] = (
+            round(during[min(len(during) - 1, int(0.95 * len(during)))], 3) if during else None
+        )
         found["baseline_errors_seen"] = self.baseline.errors[:3]
         found["beside_errors_seen"] = self.beside.errors[:3]
         return found
@@ -144,7 +158,8 @@ async def _long_session(browser, url: str, n: int, text: str, report: LongReport
             await asked[n - 1].wait()  # the line's order: the one before asks first
             await asyncio.sleep(STAGGER_S)
         before = await page.evaluate(harness.FINISHED_RUNS)
-        start = time.perf_counter()
+        start, one.clicked_at = time.perf_counter(), time.monotonic()
+        _say(f"long {n + 1}: asked for its run")
         await page.get_by_role("button").filter(has_text=RUN_BUTTON).first.click()
         asked[n].set()
         while not await page.evaluate(harness.SETTLED, before):
@@ -154,6 +169,7 @@ async def _long_session(browser, url: str, n: int, text: str, report: LongReport
                 one.waited_s = time.perf_counter() - start
                 if not one.waiting:
                     one.waiting = line
+                    _say(f"long {n + 1}: {line}")
                     if shots and n == 1:
                         await page.get_by_test_id("stAlert").filter(has_text=WAITING).first.scroll_into_view_if_needed()
                         await page.screenshot(path=str(shots / "long_2_waiting.png"))
@@ -166,11 +182,18 @@ async def _long_session(browser, url: str, n: int, text: str, report: LongReport
         if not await page.locator(".js-plotly-plot").count():
             raise RuntimeError("no heatmap drawn")
         one.click_to_drawn_s = time.perf_counter() - start
+        _say(f"long {n + 1}: drawn {one.click_to_drawn_s:.0f} s after its click")
     except Exception as e:  # noqa: BLE001 -- a timeout, a refusal or a crashed page: said, and the others go on
         one.error = f"{type(e).__name__}: {str(e)[:300]}"
+        _say(f"long {n + 1}: {one.error}")
     finally:
+        one.ended_at = time.monotonic()
         asked[n].set()  # a session that failed before asking holds nobody up
         await context.close()
+
+
+def _say(line: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True)
 
 
 def _healthy(url: str) -> bool:
@@ -192,7 +215,9 @@ async def _run(url, report: LongReport, loaded, texts: list[str], shots, long_se
                 *(load.open_session(browser, url, short, "minilm") for _ in range(short.sessions))
             )
             pages = [page for _, page in opened]
+            _say(f"baseline: {short.sessions} sessions type for {short.seconds:.0f} s")
             await load.phase(url.pid, pages, loaded, short, load.until(short.seconds))
+            _say(f"baseline: {len(short.latencies)} sentences, {len(short.errors)} errors; the long sessions open")
             report.peak_after_baseline_mb = proc.peak_rss_mb(url.pid)
             asked = [asyncio.Event() for _ in texts]
             longs = [
@@ -205,7 +230,9 @@ async def _run(url, report: LongReport, loaded, texts: list[str], shots, long_se
             def going() -> bool:  # at least the phase's seconds, and on while a long session is under way
                 return typing() or not all(task.done() for task in longs)
 
+            _say("beside: the short sessions type again")
             await load.phase(url.pid, pages, loaded, report.beside, going, BESIDE_FIRST_STEP)
+            _say(f"beside: {len(report.beside.latencies)} sentences, {len(report.beside.errors)} errors")
             await asyncio.gather(*longs)
             report.peak_mb = proc.peak_rss_mb(url.pid)
             report.alive = proc.alive(url.pid) and await asyncio.to_thread(_healthy, url)
