@@ -85,6 +85,7 @@ class Report:
     sessions: int
     seconds: float | None
     sentences: int | None
+    pause: float = 0.0  # seconds each session waits after a sentence is drawn (reading it) before the next
     latencies: list[float] = field(default_factory=list)
     drawn_at: list[float] = field(default_factory=list)  # time.monotonic() when each latency ended, in its order
     errors: list[str] = field(default_factory=list)
@@ -106,6 +107,7 @@ class Report:
             "sessions": self.sessions,
             "seconds": self.seconds,
             "sentences_per_session": self.sentences,
+            "pause_s": self.pause,
             "sentences": len(lat),
             "errors": len(self.errors),
             "mismatches": len(self.mismatches),
@@ -227,6 +229,10 @@ async def _session(page, n: int, loaded, report: Report, going, first_step: int 
     try:
         step = first_step
         while going() and (report.sentences is None or step - first_step < report.sentences):
+            if step > first_step and report.pause:
+                await asyncio.sleep(report.pause)
+                if not going():
+                    break
             text = sentence(n, step)
             step += 1
             await _switch(page, DETOURS[(n + step) % len(DETOURS)])

@@ -47,6 +47,7 @@ class Long:
     waited_s: float = 0.0  # from its click to the last time it showed that line
     click_to_drawn_s: float | None = None  # None: never drawn
     error: str = ""
+    progress: str = ""  # its progress bar's last words seen ("Running the model... layer 12 of 30")
     clicked_at: float = 0.0  # time.monotonic() of its click, and of its end (drawn or not)
     ended_at: float = 0.0
 
@@ -84,7 +85,11 @@ class LongReport:
             "p95_ratio": ratio("p95_s"),
             "errors": a["errors"] + b["errors"],
             "mismatches": a["mismatches"] + b["mismatches"],
+            "pause_s": a["pause_s"],
             "baseline_wall_s": a["typing_wall_s"],
+            "baseline_server_cpu_s": a["typing_server_cpu_s"],
+            "baseline_other_cpu_s": a["typing_other_cpu_s"],
+            "baseline_idle_cpu_s": a["typing_idle_cpu_s"],
             "beside_wall_s": b["typing_wall_s"],
             "beside_server_cpu_s": b["typing_server_cpu_s"],
             "beside_other_cpu_s": b["typing_other_cpu_s"],
@@ -102,15 +107,17 @@ class LongReport:
             found[f"long_{i}_waited_s"] = round(one.waited_s, 1)
             found[f"long_{i}_waiting"] = one.waiting or None
             found[f"long_{i}_asked"] = one.asked or None
+            found[f"long_{i}_progress"] = one.progress or None
             found[f"long_{i}_error"] = one.error or None
         ratios = (found["p50_ratio"], found["p95_ratio"])
+        # the issue's targets; the long runs drawn is said apart (on a busy machine they may not end in the bound)
         found["targets_met"] = (
             all(r is not None and r <= TARGET_RATIO for r in ratios)
             and found["errors"] == 0
             and found["under_budget"]
             and self.alive
-            and all(one.click_to_drawn_s is not None for one in self.longs)
         )
+        found["long_runs_drawn"] = sum(one.click_to_drawn_s is not None for one in self.longs)
         during = sorted(
             lat
             for lat, at in zip(self.beside.latencies, self.beside.drawn_at, strict=True)
@@ -126,12 +133,17 @@ class LongReport:
         return found
 
 
+async def _text(locator) -> str:
+    """The text of the first element `locator` finds now, or '' (it may go while it is read: a run ends)."""
+    try:
+        return (await locator.first.inner_text(timeout=2000)).strip() if await locator.count() else ""
+    except Exception:  # noqa: BLE001 -- Playwright's timeout: gone meanwhile
+        return ""
+
+
 async def _alert_text(page, has_text: str) -> str:
     """The text of the first alert holding `has_text` (without its icon's name), or ''."""
-    alert = page.get_by_test_id("stAlert").filter(has_text=has_text)
-    if not await alert.count():
-        return ""
-    return (await alert.first.get_by_test_id("stMarkdownContainer").first.inner_text()).strip()
+    return await _text(page.get_by_test_id("stAlert").filter(has_text=has_text).get_by_test_id("stMarkdownContainer"))
 
 
 async def _long_session(browser, url: str, n: int, text: str, report: LongReport, asked: list, shots, seconds: float):
@@ -164,7 +176,8 @@ async def _long_session(browser, url: str, n: int, text: str, report: LongReport
         asked[n].set()
         while not await page.evaluate(harness.SETTLED, before):
             if time.perf_counter() - start > seconds:
-                raise TimeoutError(f"not drawn {seconds:.0f} s after its click")
+                raise TimeoutError(f"not drawn {seconds:.0f} s after its click (last seen: {one.progress!r})")
+            one.progress = await _text(page.get_by_test_id("stProgress")) or one.progress
             if line := await _alert_text(page, WAITING):
                 one.waited_s = time.perf_counter() - start
                 if not one.waiting:
@@ -252,6 +265,7 @@ def run(
     budget: str = BUDGET,
     shots: Path | None = None,
     long_seconds: float = LONG_SECONDS,
+    pause: float = 0.0,
 ) -> LongReport:
     """Start the app with `budget` as its memory budget, run the baseline then the phase beside `long` long texts,
     stop it. Each long session pastes its own text (a different first sentence), so no cached run answers another."""
@@ -259,8 +273,8 @@ def run(
     loaded, long_loaded = registry.load("minilm"), registry.load(long_model)
     texts = [f"Reader {n + 1} pasted this. " + text_of(long_loaded, long_tokens) for n in range(long)]
     report = LongReport(
-        load.Report(sessions, seconds, None),
-        load.Report(sessions, seconds, None),
+        load.Report(sessions, seconds, None, pause),
+        load.Report(sessions, seconds, None, pause),
         budget,
         caps.parse_memory(budget, caps.total_memory()),  # as the server reads it (caps.from_environ)
         long_model,
