@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         "--shots", type=Path, default=None, help="with --long: the ask and the waiting line, as PNGs here"
     )
     load.add_argument("--pause", type=float, default=0.0, help="with --long: seconds a person reads each heatmap")
+    load.add_argument(
+        "--nice-browsers", type=int, default=0, help="with --long: the browsers' priority (10: below the server's)"
+    )
     load.add_argument("--sentences", type=int, default=None, help="stop each session after this many sentences")
     load.add_argument("--no-costs", action="store_true", help="skip the one-person CPU and memory measurements")
     memory = commands.add_parser("memory", help="resident memory after start-up and after many sentences")
@@ -145,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 shots=args.shots,
                 long_seconds=args.long_seconds,
                 pause=args.pause,
+                nice=args.nice_browsers,
             )
         else:
             found = bench_load.run(args.sessions, args.seconds or 60.0, args.sentences, not args.no_costs, args.model)

@@ -49,3 +49,20 @@ def machine_cpu_seconds() -> tuple[float, float]:
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
     idle = fields[3] + fields[4]  # idle, iowait
     return (sum(fields) - idle) / TICK, idle / TICK
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process started by `pid`, its children's children too (/proc/<pid>/stat's parent ids)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(_stat(int(entry.name))[1])  # ppid: field 4 of proc(5)
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
