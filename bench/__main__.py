@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -47,7 +48,25 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--json", action="store_true")
     load.add_argument("--sessions", type=int, default=10)
     load.add_argument("--model", default="minilm", help="the model every session opens on (its address names it)")
-    load.add_argument("--seconds", type=float, default=60.0)
+    load.add_argument(
+        "--seconds", type=float, default=None, help="typing time (default 60; each phase's with --long: 240)"
+    )
+    load.add_argument(
+        "--long", type=int, default=0, help="then type again beside this many long texts, each asking for its run (2)"
+    )
+    load.add_argument("--long-tokens", type=int, default=8192, help="with --long: each long text's tokens")
+    load.add_argument("--long-model", default="smollm2", help="with --long: the model the long texts run on")
+    load.add_argument(
+        "--long-seconds", type=float, default=900.0, help="with --long: a long run's bound, click to drawn"
+    )
+    load.add_argument("--budget", default="60%", help="with --long: the server's EXPLORER_MEMORY_BUDGET (6GB, 50%%)")
+    load.add_argument(
+        "--shots", type=Path, default=None, help="with --long: the ask and the waiting line, as PNGs here"
+    )
+    load.add_argument("--pause", type=float, default=0.0, help="with --long: seconds a person reads each heatmap")
+    load.add_argument(
+        "--nice-browsers", type=int, default=0, help="with --long: the browsers' priority (10: below the server's)"
+    )
     load.add_argument("--sentences", type=int, default=None, help="stop each session after this many sentences")
     load.add_argument("--no-costs", action="store_true", help="skip the one-person CPU and memory measurements")
     memory = commands.add_parser("memory", help="resident memory after start-up and after many sentences")
@@ -116,8 +135,24 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "load":
         from bench import load as bench_load
 
-        report = bench_load.run(args.sessions, args.seconds, args.sentences, not args.no_costs, args.model)
-        summary = report.summary()
+        if args.long:  # the two phases, without the one-person costs
+            from bench import load_long
+
+            found = load_long.run(
+                sessions=args.sessions,
+                seconds=args.seconds or load_long.SECONDS,
+                long=args.long,
+                long_tokens=args.long_tokens,
+                long_model=args.long_model,
+                budget=args.budget,
+                shots=args.shots,
+                long_seconds=args.long_seconds,
+                pause=args.pause,
+                nice=args.nice_browsers,
+            )
+        else:
+            found = bench_load.run(args.sessions, args.seconds or 60.0, args.sentences, not args.no_costs, args.model)
+        summary = found.summary()
         print(json.dumps(summary) if args.json else bench_load.table(summary))
     elif args.command == "memory":
         from bench import memory as bench_memory

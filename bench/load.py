@@ -85,7 +85,9 @@ class Report:
     sessions: int
     seconds: float | None
     sentences: int | None
+    pause: float = 0.0  # seconds each session waits after a sentence is drawn (reading it) before the next
     latencies: list[float] = field(default_factory=list)
+    drawn_at: list[float] = field(default_factory=list)  # time.monotonic() when each latency ended, in its order
     errors: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     per_session: list[int] = field(default_factory=list)
@@ -105,6 +107,7 @@ class Report:
             "sessions": self.sessions,
             "seconds": self.seconds,
             "sentences_per_session": self.sentences,
+            "pause_s": self.pause,
             "sentences": len(lat),
             "errors": len(self.errors),
             "mismatches": len(self.mismatches),
@@ -121,35 +124,36 @@ class Report:
         }
 
 
-async def _context(browser):
-    context = await browser.new_context(viewport={"width": 1200, "height": 900})
+async def new_context(browser, width: int = 1200, height: int = 900):
+    """A new person's browser: every wait bounded by WAIT_MS, the run counter installed."""
+    context = await browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(WAIT_MS)
     context.set_default_navigation_timeout(WAIT_MS)
     await context.add_init_script(harness.RUN_COUNTER)
     return context
 
 
-async def _goto(page, url: str) -> None:
+async def goto(page, url: str) -> None:
     """A new document, its first script run finished."""
     await page.goto(url, timeout=WAIT_MS)
     await page.wait_for_function(harness.SETTLED, arg=0, timeout=WAIT_MS)
 
 
-async def _act(page, action) -> None:
+async def act(page, action) -> None:
     """Run `action` (a coroutine function) and wait for the script run it started to finish."""
     before = await page.evaluate(harness.FINISHED_RUNS)
     await action()
     await page.wait_for_function(harness.SETTLED, arg=before, timeout=WAIT_MS)
 
 
-async def _open(browser, url: str, report: Report, model: str = ""):
+async def open_session(browser, url: str, report: Report, model: str = ""):
     """A new person opening the app on its first page, as a class does: a fresh browser context, the page drawn;
     `model`: opened at an address naming that model (as a teacher's shared link does)."""
-    context = await _context(browser)
+    context = await new_context(browser)
     page = await context.new_page()
     start = time.perf_counter()
     # people click on as soon as the menus are there, charts drawn or not
-    await _goto(page, f"{url}/?{urllib.parse.urlencode({'model': model})}" if model else url)
+    await goto(page, f"{url}/?{urllib.parse.urlencode({'model': model})}" if model else url)
     report.open_latencies.append(time.perf_counter() - start)
     return context, page
 
@@ -163,7 +167,7 @@ async def _switch(page, title: str) -> None:
         await links.first.wait_for(timeout=WAIT_MS)
         found = links.filter(has=page.get_by_text(title, exact=True))
         if await found.count():
-            await _act(page, found.first.click)
+            await act(page, found.first.click)
             return
         await page.keyboard.press("Escape")
         await links.first.wait_for(state="detached", timeout=WAIT_MS)
@@ -173,9 +177,9 @@ async def _switch(page, title: str) -> None:
 async def _costs(browser, url: str, pid: int, loaded) -> Costs:
     """One person at a time: the server's CPU per new sentence and per picker change, and its memory."""
     costs = Costs()
-    context = await _context(browser)
+    context = await new_context(browser)
     page = await context.new_page()
-    await _goto(page, f"{url}/attention")  # the heatmap is chart 0; the first page is the overview
+    await goto(page, f"{url}/attention")  # the heatmap is chart 0; the first page is the overview
     await page.wait_for_selector(".js-plotly-plot", timeout=WAIT_MS)
     costs.rss_first_page_mb = proc.rss_mb(pid)
     box = harness.sentence_box(page)
@@ -186,7 +190,7 @@ async def _costs(browser, url: str, pid: int, loaded) -> Costs:
         labels = harness.position_labels(harness.escape_tokens(run.readable(run.source_tokens)))
         await box.fill(text)
         before = proc.cpu_seconds(pid)
-        await _act(page, lambda: box.press(harness.RUN_KEY))
+        await act(page, lambda: box.press(harness.RUN_KEY))
         await page.wait_for_function(harness.DRAWN, arg=[0, labels], timeout=WAIT_MS)
         spent.append(proc.cpu_seconds(pid) - before)
     costs.cpu_per_sentence_s = statistics.median(spent[1:])
@@ -198,26 +202,37 @@ async def _costs(browser, url: str, pid: int, loaded) -> Costs:
         option = int(shown.split()[-1]) % count + 1 if shown.split()[-1].isdigit() else 1
         await select.click()
         before = proc.cpu_seconds(pid)
-        await _act(page, page.get_by_role("option", name=f"{picker} {option}", exact=True).click)
+        await act(page, page.get_by_role("option", name=f"{picker} {option}", exact=True).click)
         spent.append(proc.cpu_seconds(pid) - before)
     costs.cpu_per_picker_s = statistics.median(spent[1:])
     for key in registry.MODELS:  # every page once with every model, each on its own example
         example = registry.load(key).example
         for name in PAGES:
             query = urllib.parse.urlencode({"model": key, "text": example})
-            await _goto(page, f"{url}/{name}?{query}")
+            await goto(page, f"{url}/{name}?{query}")
         print(f"every page with {key}: server holds {proc.rss_mb(pid):.0f} MB", file=sys.stderr, flush=True)
     costs.rss_every_page_mb = proc.rss_mb(pid)
     await context.close()
     return costs
 
 
-async def _session(context, page, n: int, loaded, report: Report) -> None:
+def until(seconds: float | None):
+    """A session's `going` for a phase of `seconds` from now (None: no time bound)."""
+    deadline = time.monotonic() + seconds if seconds is not None else float("inf")
+    return lambda: time.monotonic() < deadline
+
+
+async def _session(page, n: int, loaded, report: Report, going, first_step: int = 0) -> None:
+    """One person typing new sentences while `going()` holds (and fewer than report.sentences); `first_step`: where
+    its sentences start, so that a later phase types sentences no cache holds."""
     done = 0
-    deadline = time.monotonic() + report.seconds if report.seconds is not None else float("inf")
     try:
-        step = 0
-        while time.monotonic() < deadline and (report.sentences is None or step < report.sentences):
+        step = first_step
+        while going() and (report.sentences is None or step - first_step < report.sentences):
+            if step > first_step and report.pause:
+                await asyncio.sleep(report.pause)
+                if not going():
+                    break
             text = sentence(n, step)
             step += 1
             await _switch(page, DETOURS[(n + step) % len(DETOURS)])
@@ -241,6 +256,7 @@ async def _session(context, page, n: int, loaded, report: Report) -> None:
                 report.errors.append(f"session {n} step {step}: {type(e).__name__}: {str(e)[:200]}")
                 continue
             report.latencies.append(time.perf_counter() - start)
+            report.drawn_at.append(time.monotonic())
             if await page.get_by_test_id("stException").count():
                 report.errors.append(f"session {n} step {step}: exception shown on the page")
             drawn, title = await page.evaluate(DRAWN_Z)
@@ -259,7 +275,18 @@ async def _session(context, page, n: int, loaded, report: Report) -> None:
         report.errors.append(f"session {n}: {type(e).__name__}: {str(e)[:200]}")
     finally:
         report.per_session.append(done)
-        await context.close()
+
+
+async def phase(pid: int, pages: list, loaded, report: Report, going, first_step: int = 0) -> None:
+    """Every opened page types sentences while `going()` holds; the server's CPU, everyone else's and the machine's
+    idle time meanwhile go into `report`."""
+    server, (busy, idle), start = proc.cpu_seconds(pid), proc.machine_cpu_seconds(), time.monotonic()
+    await asyncio.gather(*(_session(page, n, loaded, report, going, first_step) for n, page in enumerate(pages)))
+    report.wall_s = time.monotonic() - start
+    report.server_cpu_s = proc.cpu_seconds(pid) - server
+    now_busy, now_idle = proc.machine_cpu_seconds()
+    report.other_cpu_s = now_busy - busy - report.server_cpu_s  # the browsers, this script, anything else
+    report.idle_cpu_s = now_idle - idle
 
 
 async def _run(url: str, report: Report, loaded, costs: bool, model: str = "") -> Report:
@@ -271,16 +298,10 @@ async def _run(url: str, report: Report, loaded, costs: bool, model: str = "") -
             if costs:
                 report.costs = await _costs(browser, url, url.pid, loaded)
             # everyone opens the app at once, then everyone types for `seconds`
-            opened = await asyncio.gather(*(_open(browser, url, report, model) for _ in range(report.sessions)))
-            server, (busy, idle), start = proc.cpu_seconds(url.pid), proc.machine_cpu_seconds(), time.monotonic()
-            await asyncio.gather(
-                *(_session(context, page, n, loaded, report) for n, (context, page) in enumerate(opened))
-            )
-            report.wall_s = time.monotonic() - start
-            report.server_cpu_s = proc.cpu_seconds(url.pid) - server
-            now_busy, now_idle = proc.machine_cpu_seconds()
-            report.other_cpu_s = now_busy - busy - report.server_cpu_s  # the browsers, this script, anything else
-            report.idle_cpu_s = now_idle - idle
+            opened = await asyncio.gather(*(open_session(browser, url, report, model) for _ in range(report.sessions)))
+            await phase(url.pid, [page for _, page in opened], loaded, report, until(report.seconds))
+            for context, _ in opened:
+                await context.close()
         finally:
             await browser.close()
     return report
