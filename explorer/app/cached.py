@@ -184,6 +184,7 @@ def _first_run(message: str, model_name: str, text: str, max_tokens: int, **opti
 
         def progress(done: int, layers: int) -> None:
             waiting.check_visitor()
+            waiting.gate().progress(done / max(layers, 1))  # those waiting are told its pace, not only its estimate
             bar.progress(done / max(layers, 1), text=f"{message} layer {done} of {layers}")
 
         try:

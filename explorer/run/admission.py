@@ -65,6 +65,15 @@ class _Ticket:
     number: int
     started: float = 0.0
     slot: str = ""  # "short" (the short lane's own) or "any", once started
+    done: float = 0.0  # the share of its work done, as the run reports it (Gate.progress)
+
+    def left(self, now: float) -> float:
+        """About how long it still runs: from its own pace once it has reported progress (a busy machine is slower
+        than the estimate), else the estimate less the time it has run."""
+        ran = now - self.started
+        if self.done > 0:
+            return ran * (1 - self.done) / self.done
+        return max(0.0, self.cost.seconds - ran)
 
 
 def gigabytes(n: int) -> str:
@@ -149,7 +158,7 @@ class Gate:
         now = self.clock()
         same = [t for t in self._waiting if t.cost.short == ticket.cost.short]
         ahead = same[: same.index(ticket)]
-        left = [max(0.0, t.cost.seconds - (now - t.started)) for t in self._running if not t.cost.short]
+        left = [t.left(now) for t in self._running if not t.cost.short]
         seconds = (min(left) if left else 0.0) + sum(t.cost.seconds for t in ahead)
         reason = "turn" if self._slot_for(ticket) is None or ahead else "memory"
         return Place(len(ahead), len(self._running), seconds, reason)
@@ -187,6 +196,12 @@ class Gate:
         room = self.budget - self._held() if not self._running else self.budget - self._idle
         if cost.bytes > room:
             raise Refused(cost.bytes, max(0, room), self.budget)
+
+    def progress(self, done: float) -> None:
+        """The run admitted in this thread has done this share of its work (0..1): what those waiting are told."""
+        ticket = getattr(self._held_here, "ticket", None)
+        if ticket is not None:
+            ticket.done = min(1.0, max(0.0, done))
 
     def _startable(self, ticket: _Ticket) -> str | None:
         slot = self._slot_for(ticket)

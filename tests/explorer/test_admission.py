@@ -18,14 +18,15 @@ SHORT, LONG = 0.1, 30.0  # seconds: either side of admission.SHORT_SECONDS
 class Held:
     """A run held inside the gate until released, in its own thread: its place while it waited, and its error."""
 
-    def __init__(self, gate: Gate, cost: Cost) -> None:
+    def __init__(self, gate: Gate, cost: Cost, inside=lambda: None) -> None:
         self.started, self.release, self.places, self.error = threading.Event(), threading.Event(), [], None
-        self.thread = threading.Thread(target=self._run, args=(gate, cost), daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(gate, cost, inside), daemon=True)
         self.thread.start()
 
-    def _run(self, gate: Gate, cost: Cost) -> None:
+    def _run(self, gate: Gate, cost: Cost, inside) -> None:
         try:
             with gate.admitted(cost, self.places.append):
+                inside()  # what the run does first, in its own thread
                 self.started.set()
                 assert self.release.wait(TIMEOUT)
         except BaseException as error:  # noqa: BLE001 - the test reads it
@@ -144,3 +145,23 @@ def test_the_process_grown_past_the_idle_sample_counts():
 def test_sizes_read_as_a_page_says_them():
     assert [admission.gigabytes(n) for n in (1, 310 * MB, 8_240 * MB)] == ["1 MB", "310 MB", "8.2 GB"]
     assert admission.default_budget() > 0
+
+
+def test_those_waiting_are_told_the_running_run_s_own_pace():
+    """A run estimated at 30 s that has done a tenth of its work in 20 s has about 180 s left, whatever its
+    estimate said: the waiting line follows what the machine actually gives it."""
+    now = [0.0]
+    gate = Gate(budget=10_000 * MB, resident=lambda: 0, clock=lambda: now[0])
+
+    def twenty_seconds_for_a_tenth() -> None:
+        now[0] = 20.0
+        gate.progress(0.1)
+
+    running = Held(gate, Cost(LONG, MB), twenty_seconds_for_a_tenth)
+    assert running.started.wait(TIMEOUT)
+    behind = Held(gate, Cost(LONG, MB))
+    assert waiting_for(behind)
+    assert behind.places[-1].seconds == pytest.approx(180.0)
+    running.end()
+    assert behind.started.wait(TIMEOUT)
+    behind.end()
