@@ -6,6 +6,7 @@ trace cached under such a key is never served to anyone else.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import threading
@@ -223,12 +224,14 @@ def asked_first(model_name: str, text: str, max_tokens: int, what: str = "model'
     st.stop()
 
 
+SHARED_RUN = "Another visitor is running the model on this same text: its run is shared, and this page waits for it..."
+
+
 def get_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:
     asked_first(model_name, text, max_tokens)
-    return store().get(
-        _key("trace", model_name, text, max_tokens),
-        lambda: _first_run("Running the model...", model_name, text, max_tokens),
-    )
+    key = _key("trace", model_name, text, max_tokens)
+    with st.spinner(SHARED_RUN) if store().computing(key) else contextlib.nullcontext():
+        return store().get(key, lambda: _first_run("Running the model...", model_name, text, max_tokens))
 
 
 def get_encoder_trace(model_name: str, text: str, max_tokens: int) -> trace.Trace:

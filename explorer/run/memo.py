@@ -99,6 +99,11 @@ class BoundedCache:
                 return True, self._items[key][0]
             return False, None
 
+    def computing(self, key: Hashable) -> bool:
+        """Whether another caller is computing the value under `key` now (get would wait for its result)."""
+        with self._lock:
+            return key in self._computing and self._computing[key].locked()
+
     def peek(self, key: Hashable) -> object | None:
         """The value under `key` if kept (a use: it moves to the back of the line), else None; computes nothing."""
         return self._hit(key)[1]

@@ -118,3 +118,21 @@ def test_a_failed_load_is_not_kept():
     with pytest.raises(OSError, match="broken file"):
         shelf.get("x")
     assert shelf.keys() == []
+
+
+def test_a_value_being_computed_is_seen_as_such_by_another_caller():
+    cache = memo.BoundedCache(2**20)
+    inside, release = threading.Event(), threading.Event()
+
+    def slow():
+        inside.set()
+        assert release.wait(60)
+        return np.zeros(3)
+
+    worker = threading.Thread(target=lambda: cache.get("k", slow), daemon=True)
+    worker.start()
+    assert inside.wait(60)
+    assert cache.computing("k") and not cache.computing("other")
+    release.set()
+    worker.join(60)
+    assert not cache.computing("k") and cache.peek("k") is not None
