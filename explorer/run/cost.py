@@ -13,7 +13,7 @@ from attention_explorer.models.config import TransformerConfig
 FLOAT = 4  # bytes of a float32
 # Memory at a run's peak, beyond what the process held before it, in float32 copies of the arrays that grow with the
 # text: fitted by `python -m bench cost` on first runs of MiniLM at 128-512 tokens and SmolLM2 at 512-8,192 (within
-# -17%..+17% of the measured peak; SmolLM2 -9%..+13%, MiniLM's few tens of MB the noisiest).
+# -21%..+13% of the measured peak; SmolLM2 -17%..+13%, MiniLM's few tens of MB the noisiest).
 ATTENTION_COPIES = 2.0  # one layer's (H, T, T) at a time: its scores and weights while the softmax runs
 STATE_COPIES = 4.0  # the residual stream entering every layer (T, D), kept by the trace, and what reads it
 LOGIT_COPIES = 0.22  # the next-token logits (T, V), read a block of positions at a time
