@@ -22,6 +22,9 @@ class Recording:
     def peek(self, key):
         return None  # keeps nothing
 
+    def computing(self, key):
+        return False  # nobody else computes
+
 
 def admitted_freely(monkeypatch) -> None:
     """Every computation runs at once, estimated free (admission itself: tests/explorer/test_admission.py)."""
