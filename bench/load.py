@@ -133,10 +133,10 @@ async def new_context(browser, width: int = 1200, height: int = 900):
     return context
 
 
-async def goto(page, url: str) -> None:
-    """A new document, its first script run finished."""
-    await page.goto(url, timeout=WAIT_MS)
-    await page.wait_for_function(harness.SETTLED, arg=0, timeout=WAIT_MS)
+async def goto(page, url: str, timeout: float = WAIT_MS) -> None:
+    """A new document, its first script run finished (each wait up to `timeout` ms)."""
+    await page.goto(url, timeout=timeout)
+    await page.wait_for_function(harness.SETTLED, arg=0, timeout=timeout)
 
 
 async def act(page, action) -> None:

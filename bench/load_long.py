@@ -158,7 +158,8 @@ async def _long_session(browser, url: str, n: int, text: str, report: LongReport
     context = await load.new_context(browser, 1600, 900)
     try:
         page = await context.new_page()
-        await load.goto(page, f"{url}/attention?{urllib.parse.urlencode({'model': report.long_model})}")
+        address = f"{url}/attention?{urllib.parse.urlencode({'model': report.long_model})}"
+        await load.goto(page, address, timeout=load.WAIT_MS)
         tokens = page.get_by_test_id("stSidebar").get_by_test_id("stNumberInputField").first
         await tokens.fill(str(report.long_tokens))
         await load.act(page, lambda: tokens.press("Enter"))
