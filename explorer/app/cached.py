@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import math
 import threading
 
 import streamlit as st
@@ -138,9 +139,10 @@ def fits(model_name: str, rows: int = 1):
     return lambda room: cost.most_tokens(loaded.model.config, room, rows, loaded.family.next_token_head)
 
 
-def _compute(message: str, work, needs: admission.Cost, fits=None):
-    """Run `work` once admitted by its estimate `needs` (explorer/app/waiting.py), with a spinner while it runs."""
-    with waiting.admitted(needs, fits), st.spinner(message):
+def _compute(message: str, work, needs: admission.Cost, advice=None):
+    """Run `work` once admitted by its estimate `needs` (explorer/app/waiting.py), with a spinner while it runs;
+    `advice(room)`: the most tokens that fit, should it be refused (fits)."""
+    with waiting.admitted(needs, advice), st.spinner(message):
         return work()
 
 
@@ -421,7 +423,8 @@ def get_flow(model_name: str, text: str, max_tokens: int, kind: str, layer: int)
         lambda: _compute(
             "Computing attention flow (a max-flow per token pair)...",
             lambda: analysis.flow(weights[: layer + 1]),
-            admission.Cost(admission.SHORT_SECONDS, weights[0].nbytes),  # a max-flow per pair: never a short run
+            # a max-flow per pair: never a short run; one layer's weights, sized from the shape (no layer read)
+            admission.Cost(admission.SHORT_SECONDS, cost.FLOAT * math.prod(weights.shape[1:])),
         ),
     )
 

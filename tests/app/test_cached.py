@@ -29,7 +29,7 @@ class Recording:
 def admitted_freely(monkeypatch) -> None:
     """Every computation runs at once, estimated free (admission itself: tests/explorer/test_admission.py)."""
     free = cached.admission.Cost(0.0, 0)
-    monkeypatch.setattr(cached, "_compute", lambda message, work, needs, fits=None: work())
+    monkeypatch.setattr(cached, "_compute", lambda message, work, needs, advice=None: work())
     monkeypatch.setattr(cached, "tokens_of", lambda *args: 2)
     monkeypatch.setattr(cached, "text_cost", lambda *args: free)
     monkeypatch.setattr(cached, "fits", lambda *args: None)
