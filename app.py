@@ -16,12 +16,12 @@ from attention_explorer.explorer.run import memo  # noqa: E402
 
 memo.limit_malloc_arenas()  # before the sessions' script threads allocate: they share two heaps
 
-from attention_explorer.explorer import lesson  # noqa: E402
+from attention_explorer.explorer import navigation  # noqa: E402
 from attention_explorer.explorer.app import cached, state  # noqa: E402
 from attention_explorer.explorer.app.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
 from attention_explorer.explorer.figures.labels import markdown_literal  # noqa: E402
-from attention_explorer.explorer.pages._unreadable import put_aside_notice  # noqa: E402
 from attention_explorer.explorer.run import caps  # noqa: E402
+from attention_explorer.explorer.views.unreadable import put_aside_notice  # noqa: E402
 from attention_explorer.models import registry  # noqa: E402
 
 PAGES = Path(__file__).parent / "explorer" / "pages"
@@ -83,11 +83,11 @@ pages = {
             PAGES / f"{entry.stem}.py",
             title=entry.label,
             icon=f":material/{entry.icon}:",
-            default=entry is lesson.OVERVIEW,
+            default=entry is navigation.OVERVIEW,
         )
         for entry in entries
     ]
-    for menu, entries in lesson.MENUS.items()
+    for menu, entries in navigation.MENUS.items()
 }
 page = st.navigation(pages, position="top")
 if drilled := st.session_state.pop(state.DRILL_TO, None):  # a click on the last run opens another page

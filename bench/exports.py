@@ -14,7 +14,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from streamlit.testing.v1 import AppTest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import downloads
 from attention_explorer.models import registry
 from bench.harness import ROOT
@@ -37,7 +37,7 @@ def run(out: Path, models=MODELS, lengths=LENGTHS, only: tuple[str, ...] = ()) -
             at.sidebar.number_input[0].set_value(tokens).run()
             at.sidebar.text_area[0].set_value(text_of(loaded, tokens)).run()
             for name in only or PAGES:
-                at.switch_page(lesson.script(name)).run()
+                at.switch_page(navigation.script(name)).run()
                 for i, chart in enumerate(at.get("plotly_chart")):
                     spec = json.loads(chart.proto.spec)
                     spec["layout"].pop("template", None)  # Streamlit's chart theme: the Download draws without it

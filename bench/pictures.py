@@ -12,12 +12,12 @@ from pathlib import Path
 
 from PIL import Image
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from bench import harness
 from bench.browser import CHARTS_DRAWN
 from bench.shots import HEIGHT, WIDTH
 
-QUERY = urllib.parse.urlencode({"model": lesson.TRANSLATE, "text": lesson.TRANSLATE_EXAMPLE})
+QUERY = urllib.parse.urlencode({"model": navigation.TRANSLATE, "text": navigation.TRANSLATE_EXAMPLE})
 PAYOFF_TEXT = "The Eiffel Tower is located in the city of"
 # picture name -> the address it shows (the Overview is the root address)
 # the pictures whose step asks the class first: answered and revealed, so the picture shows the model's numbers

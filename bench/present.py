@@ -11,7 +11,7 @@ import re
 import urllib.parse
 from pathlib import Path
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.models import registry
 from bench import harness
 from bench.browser import CHARTS_DRAWN
@@ -55,7 +55,7 @@ def measure(browser, url: str, path: Path, answer: bool = False) -> dict:
 
 
 def run(
-    out: Path, models=(lesson.TRANSLATE, "minilm"), lengths=(16,), present: bool = True, text: str = ""
+    out: Path, models=(navigation.TRANSLATE, "minilm"), lengths=(16,), present: bool = True, text: str = ""
 ) -> list[str]:
     """`text`: a sentence of the class's own instead of the bench's at each length (its pictures named 'text')."""
     out.mkdir(parents=True, exist_ok=True)
@@ -64,10 +64,12 @@ def run(
         for model in models:
             loaded = registry.load(model)
             for tokens in ("text",) if text else lengths:
-                typed = text or (lesson.TRANSLATE_EXAMPLE if model == lesson.TRANSLATE else text_of(loaded, tokens))
+                typed = text or (
+                    navigation.TRANSLATE_EXAMPLE if model == navigation.TRANSLATE else text_of(loaded, tokens)
+                )
                 query = urllib.parse.urlencode({"model": model, "text": typed, **({"present": "1"} if present else {})})
-                for page in lesson.LESSON:
-                    address = f"{url}/{'' if page is lesson.OVERVIEW else page.stem}?{query}"
+                for page in navigation.LESSON:
+                    address = f"{url}/{'' if page is navigation.OVERVIEW else page.stem}?{query}"
                     found = measure(browser, address, out / f"{model}_{tokens}_{page.stem}.png", page.stem in ANSWERED)
                     fits = found["bottom"] is not None and found["bottom"] <= HEIGHT
                     where = "no figure" if found["top"] is None else f"{found['top']:>5.0f}..{found['bottom']:>5.0f}"
@@ -84,7 +86,7 @@ def run(
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=harness.ROOT / "artifacts" / "present")
-    parser.add_argument("--models", nargs="+", default=(lesson.TRANSLATE, "minilm"))
+    parser.add_argument("--models", nargs="+", default=(navigation.TRANSLATE, "minilm"))
     parser.add_argument("--lengths", nargs="+", type=int, default=(16,))
     parser.add_argument("--text", default="", help="one sentence of your own instead of the bench's at each length")
     parser.add_argument("--normal", action="store_true", help="without ?present=1: the page as a student opens it")

@@ -16,7 +16,7 @@ import streamlit as st
 
 from attention_explorer.explorer.app import reduced, state, waiting
 from attention_explorer.explorer.experiments import induction
-from attention_explorer.explorer.lesson import starting, wording
+from attention_explorer.explorer.lesson import wording
 from attention_explorer.explorer.run import (
     admission,
     analysis,
@@ -30,6 +30,7 @@ from attention_explorer.explorer.run import (
     reducers,
     reference_view,
     rows,
+    starting,
     trace,
     walkthrough,
 )

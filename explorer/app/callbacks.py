@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import cached, drill, state
 from attention_explorer.explorer.run.compare import MINIMAL_PAIRS
 from attention_explorer.explorer.run.heads import MEAN
@@ -137,7 +137,7 @@ def walk_heads(kind: str, first_pieces: tuple[int, ...] | None, layer: int, head
     state.choose(st.session_state, "qkv_layer", layer)
     state.choose(st.session_state, "qkv_head", 0 if head == MEAN else head)
     state.choose(st.session_state, state.QKV_QUERY, row if first_pieces is None else first_pieces[row])
-    st.session_state[state.DRILL_TO] = lesson.script("qkv")
+    st.session_state[state.DRILL_TO] = navigation.script("qkv")
 
 
 def stack_to_kind() -> None:

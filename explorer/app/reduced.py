@@ -6,8 +6,7 @@ rollout's overview. No layer of a long text is recomputed for them. No streamlit
 from __future__ import annotations
 
 from attention_explorer.explorer.figures import zoom
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import movement, reducers, trace
+from attention_explorer.explorer.run import movement, reducers, starting, trace
 from attention_explorer.explorer.run.blocks import THUMBNAIL
 from attention_explorer.models.registry import LoadedModel
 

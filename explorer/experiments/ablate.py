@@ -17,6 +17,7 @@ import torch
 from attention_explorer.explorer.experiments import replacements
 from attention_explorer.explorer.experiments.replacements import Replacement
 from attention_explorer.explorer.run import forward, output, trace
+from attention_explorer.explorer.run.answers import Answer
 from attention_explorer.explorer.run.layers import drop_attention
 from attention_explorer.explorer.run.trace import Trace
 from attention_explorer.models import ablation, greedy, tasks
@@ -72,29 +73,6 @@ def make(
     elif replaced.method != method:
         raise ablation.AblationError(f"the values given are for {replaced.method} ablation, not {method}")
     return ablation.heads_off(heads, model_shapes(loaded), _tensors(replaced.values))
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What a run is measured against: the source ids, and for a model with an output the decoder's input rows, the
-    token each row should write and which rows count (those whose right answer is known)."""
-
-    source_ids: tuple[int, ...]
-    decoder_input: tuple[int, ...] | None = None  # None: encoder-only (measured by its sentence embedding)
-    targets: tuple[int, ...] | None = None
-    counted: tuple[bool, ...] = ()
-    where: str = ""  # where the targets come from, as a sentence says it
-    # a decoder-only text's last row is read too (with_text_end): nothing in the text follows it, so its target is the
-    # model's own top next token, and it is not counted (no right answer is known there)
-    text_end: bool = False
-
-    @property
-    def measured_by_embedding(self) -> bool:
-        return self.decoder_input is None
-
-    def own_row(self, row: int) -> bool:
-        """Whether a row's target is the model's own top token because the text ends there (with_text_end)."""
-        return self.text_end and self.targets is not None and row == len(self.targets) - 1
 
 
 def answer(loaded: LoadedModel, run: Trace, typed: str = "") -> Answer:

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attention_explorer.explorer.experiments.ablate import Answer
 from attention_explorer.explorer.experiments.lens import run_on
+from attention_explorer.explorer.run.answers import Answer
 from attention_explorer.models.attention import MultiHeadAttention, scaled_dot_product_attention
 from attention_explorer.models.blocks import RMSNorm
 from attention_explorer.models.registry import LoadedModel

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attention_explorer.explorer.experiments.ablate import Answer
 from attention_explorer.explorer.run import forward
+from attention_explorer.explorer.run.answers import Answer
 from attention_explorer.explorer.run.layers import drop_attention
 from attention_explorer.explorer.run.trace import Trace
 from attention_explorer.models.registry import LoadedModel

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
 from attention_explorer.models.config import TransformerConfig
 
@@ -83,8 +83,8 @@ class Column:
 
 def step_number(stem: str) -> str:
     """The step number a box shows: its lesson step, or a range ("4–6") where one box stands for several steps."""
-    first = lesson.BY_STEM[stem].step
-    last = lesson.BY_STEM[SPANS[stem]].step if stem in SPANS else None
+    first = navigation.BY_STEM[stem].step
+    last = navigation.BY_STEM[SPANS[stem]].step if stem in SPANS else None
     return f"{first}–{last}" if last else str(first)
 
 
@@ -263,7 +263,7 @@ def _targets(found: list[Column]) -> go.Scatter:
             x += [left + (right - left) * (i + 0.5) / n for i in range(n)]
             y += [row_y] * n
             stems += [stem] * n
-    labels = [html.escape(f"Click to open {lesson.BY_STEM[stem].label}", quote=False) for stem in stems]
+    labels = [html.escape(f"Click to open {navigation.BY_STEM[stem].label}", quote=False) for stem in stems]
     clicks = targets(x, y, [[stem] for stem in stems], "%{text}<extra></extra>")
     return clicks.update(text=labels)
 
@@ -384,11 +384,11 @@ def figure_one(config: TransformerConfig, title: str) -> go.Figure:
     return figure
 
 
-def clicked_step(point: Mapping | None) -> lesson.Page | None:
+def clicked_step(point: Mapping | None) -> navigation.Page | None:
     """The lesson step a clicked box names (its click target's customdata [stem]), or None."""
     data = point.get("customdata") if point else None
     stem = data[0] if isinstance(data, list | tuple) and data else data
-    page = lesson.BY_STEM.get(stem) if isinstance(stem, str) else None
+    page = navigation.BY_STEM.get(stem) if isinstance(stem, str) else None
     return page if page is not None and page.step else None
 
 

@@ -3,7 +3,7 @@ its norm placement, its training recipe, whether a right answer is known (models
 
 from __future__ import annotations
 
-from attention_explorer.explorer.experiments.ablate import Answer
+from attention_explorer.explorer.run.answers import Answer
 from attention_explorer.explorer.run.output import FinalNorm, scored_token
 from attention_explorer.models import train
 from attention_explorer.models.family import Family

@@ -3,8 +3,9 @@ one."""
 
 from __future__ import annotations
 
-from attention_explorer.explorer.pages._experiments import ablation_view, measured
-from attention_explorer.explorer.pages._shared import intro, page_header, sidebar_loaded
+from attention_explorer.explorer.views.current import sidebar_loaded
+from attention_explorer.explorer.views.experiments import ablation_view, measured
+from attention_explorer.explorer.views.frame import intro, page_header
 
 page_header()
 intro(

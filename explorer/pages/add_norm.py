@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from attention_explorer.explorer.lesson.model_words import ffn_activation
-from attention_explorer.explorer.pages import _forward
-from attention_explorer.explorer.pages._shared import (
-    intro,
-    page_footer,
-    page_header,
-    sidebar_family,
-    sidebar_loaded,
-    token_legend,
-)
+from attention_explorer.explorer.views import forward as forward_view
+from attention_explorer.explorer.views.current import sidebar_family, sidebar_loaded, token_legend
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header
 
 page_header()
 family = sidebar_family()
@@ -43,8 +37,8 @@ else:
         f"d_ff numbers, {activation} and narrows it back, again with Add & Norm. That is one layer; the stack "
         "repeats it N times."
     )
-focus = _forward.focus()
-_forward.layer(focus, number=1)
-_forward.movement(focus, number=2)
+focus = forward_view.focus()
+forward_view.layer(focus, number=1)
+forward_view.movement(focus, number=2)
 token_legend()  # the marks its token labels use
 page_footer()

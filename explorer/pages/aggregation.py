@@ -7,8 +7,10 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
-from attention_explorer.explorer.pages._shared import chart, pick_attention, pick_layer, token_legend
 from attention_explorer.explorer.run import analysis
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.pickers import pick_attention, pick_layer
 
 FLOW_MAX_TOKENS = 32  # one max-flow per (query, key) pair: about 0.3 s at 32 tokens and 6 layers, 2.5 s at 64
 

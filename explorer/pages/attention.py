@@ -10,17 +10,12 @@ from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import walk_heads
 from attention_explorer.explorer.figures.heatmap import cells_note
 from attention_explorer.explorer.figures.model_view import LAYER_CELLS, layer_heads
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    drill_to_pickers,
-    kind_name,
-    pick_attention,
-    pick_layer_head,
-    token_legend,
-)
-from attention_explorer.explorer.pages._zoom import head_map, word_of
 from attention_explorer.explorer.run.blocks import factor
 from attention_explorer.explorer.run.heads import MEAN, head_or_mean, head_title
+from attention_explorer.explorer.views.chart import chart, drill_to_pickers
+from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.pickers import kind_name, pick_attention, pick_layer_head
+from attention_explorer.explorer.views.zoom import head_map, word_of
 
 st.header("Attention heatmap")
 st.markdown(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from attention_explorer.explorer.lesson.model_words import attribution_intro
-from attention_explorer.explorer.pages._readouts import attribution_view
-from attention_explorer.explorer.pages._shared import intro, page_header, sidebar_family
+from attention_explorer.explorer.views.current import sidebar_family
+from attention_explorer.explorer.views.frame import intro, page_header
+from attention_explorer.explorer.views.readouts import attribution_view
 
 page_header()
 intro(attribution_intro(sidebar_family()))

@@ -8,15 +8,11 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
 from attention_explorer.explorer.figures.statistics import statistic_grid
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    drill_to_pickers,
-    pick_attention,
-    pick_layer_head,
-    token_legend,
-)
 from attention_explorer.explorer.run import compare
 from attention_explorer.explorer.run.heads import head_or_mean, head_title
+from attention_explorer.explorer.views.chart import chart, drill_to_pickers
+from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.pickers import pick_attention, pick_layer_head
 
 TRAINED_AND_RANDOM = ("minilm", "minilm-random")  # same shape and tokenizer: pretrained and untrained weights
 SHORT = {"minilm": "Pretrained", "minilm-random": "Random weights"}

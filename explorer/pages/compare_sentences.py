@@ -10,20 +10,14 @@ from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.figures.statistics import statistic_grid
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    current_trace,
-    drill_to_pickers,
-    kind_name,
-    pick_layer_head,
-    stop,
-    token_legend,
-)
-from attention_explorer.explorer.pages._zoom import head_map, largest_cell
-from attention_explorer.explorer.run import compare
+from attention_explorer.explorer.run import compare, starting
 from attention_explorer.explorer.run.compare import MINIMAL_PAIRS
 from attention_explorer.explorer.run.heads import head_or_mean, head_title
+from attention_explorer.explorer.views.chart import chart, drill_to_pickers
+from attention_explorer.explorer.views.current import current_trace, token_legend
+from attention_explorer.explorer.views.frame import stop
+from attention_explorer.explorer.views.pickers import kind_name, pick_layer_head
+from attention_explorer.explorer.views.zoom import head_map, largest_cell
 from attention_explorer.models.tokenize import TokenizeError
 
 OVERVIEW = 256  # A and B side by side past this many tokens: block means (the difference stays per token)

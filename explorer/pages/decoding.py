@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import move_position
 from attention_explorer.explorer.figures.decoding import mark_row, top_k_bars
@@ -13,27 +13,20 @@ from attention_explorer.explorer.figures.labels import markdown_literal, positio
 from attention_explorer.explorer.figures.walkthrough import per_key_bars
 from attention_explorer.explorer.lesson.model_words import read_ends
 from attention_explorer.explorer.lesson.wording import length_note
-from attention_explorer.explorer.pages._offers import needs_decoder
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    current_trace,
-    intro,
-    page_footer,
-    page_header,
-    pick_head,
-    pick_layer,
-    predict,
-    token_legend,
-)
-from attention_explorer.explorer.pages._zoom import head_map
 from attention_explorer.explorer.run import decoding, walkthrough
 from attention_explorer.explorer.run.heads import head_or_mean, head_title
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace, token_legend
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header, predict
+from attention_explorer.explorer.views.offers import needs_decoder
+from attention_explorer.explorer.views.pickers import pick_head, pick_layer
+from attention_explorer.explorer.views.zoom import head_map
 
 STEP = "decoding_position"
 NARROW = 16  # bars per column chart: a third of the page fits about 16 rotated labels
 
 page_header("Decoding step by step")
-CONTINUES = lesson.BY_STEM["final_linear"].step  # the step that continues a decoder-only text
+CONTINUES = navigation.BY_STEM["final_linear"].step  # the step that continues a decoder-only text
 trace = current_trace()  # first: a sentence the model cannot read says so on every page
 needs_decoder(cached.model(st.session_state[state.MODEL]))
 assert trace.output_tokens is not None and trace.target_tokens is not None
@@ -216,7 +209,7 @@ else:
 
 if revealed and only:  # every position's masked self-attention, the current one outlined
     st.subheader(f"Masked self-attention of every position ({which})")
-    tokens = current.target_tokens  # a long text: an overview and the region around this step (pages._zoom)
+    tokens = current.target_tokens  # a long text: an overview and the region around this step (views.zoom)
     self_attention = head_or_mean(trace.decoder_self.weights, layer, head)
     head_map(self_attention, tokens, tokens, "", "decoding_self_all", (index, index), masked=True, marked_row=index)
     st.caption("Each row is one position, reading the positions at and before it; the outlined row is this step.")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from attention_explorer.explorer.lesson.wording import weights_origin
-from attention_explorer.explorer.pages import _forward
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family, token_legend
+from attention_explorer.explorer.views import forward as forward_view
+from attention_explorer.explorer.views.current import sidebar_family, token_legend
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header
 
 page_header()
 family = sidebar_family()
@@ -18,7 +19,7 @@ intro(
     f"embedding (d_model numbers per token; {weights_origin(family)}). Below is this token's row, from the model's "
     f"own table, step by step up to the vector that enters layer 1; {position}."
 )
-focus = _forward.focus(layer_picker=False)
-_forward.embedding(focus, number=1)
+focus = forward_view.focus(layer_picker=False)
+forward_view.embedding(focus, number=1)
 token_legend()  # the marks its token labels use
 page_footer()

@@ -9,15 +9,10 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.labels import markdown_literal, position_label
 from attention_explorer.explorer.figures.statistics import statistic_grid
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    drill_to_attention,
-    open_in_attention,
-    pick_attention,
-    pick_token,
-    token_legend,
-)
+from attention_explorer.explorer.run import starting
+from attention_explorer.explorer.views.chart import chart, drill_to_attention, open_in_attention
+from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.pickers import pick_attention, pick_token
 
 st.header("Find heads")
 st.markdown(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_explorer.explorer.pages import _forward
-from attention_explorer.explorer.pages._shared import page_header, token_legend
+from attention_explorer.explorer.views import forward as forward_view
+from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.frame import page_header
 
 page_header("Forward pass step by step")
 st.markdown(
@@ -13,8 +14,8 @@ st.markdown(
     "sub-layers with their residual connection and LayerNorm. Each result is recomputed here from the model's "
     "state before it and the model's own weights, and checked against the state the model itself produced."
 )
-focus = _forward.focus()
-_forward.embedding(focus)
-_forward.layer(focus)
-_forward.movement(focus)
+focus = forward_view.focus()
+forward_view.embedding(focus)
+forward_view.layer(focus)
+forward_view.movement(focus)
 token_legend()  # the marks its token labels use

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from attention_explorer.explorer.pages._experiments import effects_view, measured
-from attention_explorer.explorer.pages._shared import intro, page_header, sidebar_loaded
+from attention_explorer.explorer.views.current import sidebar_loaded
+from attention_explorer.explorer.views.experiments import effects_view, measured
+from attention_explorer.explorer.views.frame import intro, page_header
 
 page_header()
 intro(

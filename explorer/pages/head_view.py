@@ -10,7 +10,9 @@ from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import focus_token, head_label
 from attention_explorer.explorer.figures.head_view import WINDOW, head_view, window_start
 from attention_explorer.explorer.lesson.wording import attention_formula, head_output
-from attention_explorer.explorer.pages._shared import chart, pick_attention, pick_layer, pick_token, token_legend
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.pickers import pick_attention, pick_layer, pick_token
 
 st.header("Head view")
 config = cached.model(st.session_state[state.MODEL]).model.config

@@ -5,25 +5,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import experiment_runs, state
 from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson.model_words import lens_intro, question_row, read_ends
-from attention_explorer.explorer.pages._offers import needs_decoder
-from attention_explorer.explorer.pages._readouts import lens_chart, rank_chart
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    current_trace,
-    intro,
-    page_footer,
-    page_header,
-    predict,
-    sidebar_loaded,
-    stop,
-    token_legend,
-)
 from attention_explorer.explorer.run import output
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace, sidebar_loaded, token_legend
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header, predict, stop
+from attention_explorer.explorer.views.offers import needs_decoder
+from attention_explorer.explorer.views.readouts import lens_chart, rank_chart
 
 page_header()
 loaded = sidebar_loaded()
@@ -79,6 +71,8 @@ st.caption(
     )
 )
 chart(figures.part_bars(split.names, split.values), "layer_predictions_bars")
-st.page_link(lesson.script("logit_lens"), label="The logit lens at every position", icon=":material/layers:")
-st.page_link(lesson.script("attribution"), label="Logit attribution, linked to the maps", icon=":material/pie_chart:")
+st.page_link(navigation.script("logit_lens"), label="The logit lens at every position", icon=":material/layers:")
+st.page_link(
+    navigation.script("attribution"), label="Logit attribution, linked to the maps", icon=":material/pie_chart:"
+)
 page_footer()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from attention_explorer.explorer.pages._readouts import lens_view
-from attention_explorer.explorer.pages._shared import page_header
+from attention_explorer.explorer.views.frame import page_header
+from attention_explorer.explorer.views.readouts import lens_view
 
 page_header()
 lens_view()

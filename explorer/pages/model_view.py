@@ -9,24 +9,12 @@ from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.heatmap import cells_note
 from attention_explorer.explorer.figures.model_view import THUMBNAIL, layer_window, model_view, pool, thumbnail_px
 from attention_explorer.explorer.lesson.wording import attention_formula, head_output, model_view_hint
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    drill_to_pickers,
-    focus_start,
-    intro,
-    kind_name,
-    open_in_attention,
-    page_footer,
-    page_header,
-    pick_attention,
-    pick_head,
-    pick_layer,
-    presenting,
-    sidebar_family,
-    token_legend,
-)
-from attention_explorer.explorer.pages._zoom import head_map, word_of
 from attention_explorer.explorer.run.blocks import factor
+from attention_explorer.explorer.views.chart import chart, drill_to_pickers, open_in_attention
+from attention_explorer.explorer.views.current import focus_start, sidebar_family, token_legend
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header, presenting
+from attention_explorer.explorer.views.pickers import kind_name, pick_attention, pick_head, pick_layer
+from attention_explorer.explorer.views.zoom import head_map, word_of
 
 page_header("Model view")
 intro(

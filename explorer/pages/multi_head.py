@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from attention_explorer.explorer.pages import _qkv
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family
+from attention_explorer.explorer.views import qkv as qkv_view
+from attention_explorer.explorer.views.current import sidebar_family
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header
 
 page_header()
 own = (
@@ -16,7 +17,7 @@ intro(
     f"of the layer does the same {own}, in parallel; their outputs are put side by side and one more matrix, W^O, "
     "mixes them back to d_model numbers per token."
 )
-focus = _qkv.focus()
-_qkv.heads(focus, number=1)
-_qkv.download(focus)
+focus = qkv_view.focus()
+qkv_view.heads(focus, number=1)
+qkv_view.download(focus)
 page_footer()

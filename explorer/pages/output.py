@@ -6,9 +6,10 @@ import streamlit as st
 
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.lesson import model_words
-from attention_explorer.explorer.pages import _output
-from attention_explorer.explorer.pages._shared import page_header, token_legend
 from attention_explorer.explorer.run import output
+from attention_explorer.explorer.views import output as output_view
+from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.frame import page_header
 
 page_header("Output and loss")
 loaded = cached.model(st.session_state[state.MODEL])
@@ -19,8 +20,8 @@ st.markdown(
     + model_words.training_target(epsilon, loaded.family)
     + "."
 )
-scored = _output.scored()
-_output.loss(scored)
-_output.one_position(scored)
-_output.sampling(scored)
+scored = output_view.scored()
+output_view.loss(scored)
+output_view.one_position(scored)
+output_view.sampling(scored)
 token_legend()  # the marks its token labels use

@@ -7,13 +7,15 @@ import functools
 
 import streamlit as st
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.labels import escape_tokens, markdown_literal
 from attention_explorer.explorer.figures.overview import figure_one, map_height, open_clicked
-from attention_explorer.explorer.pages._offers import offer_real_model, offer_translation, offered
-from attention_explorer.explorer.pages._shared import chart, current_trace, intro, page_footer, page_header
-from attention_explorer.explorer.pages._unreadable import cannot_read, reading_error
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header
+from attention_explorer.explorer.views.offers import offer_real_model, offer_translation, offered
+from attention_explorer.explorer.views.unreadable import cannot_read, reading_error
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here on the map; the steps show what the model reads
 TOKEN_SEPARATOR = " · "
@@ -31,7 +33,7 @@ intro(
 )
 # the lesson on the real model, one click away on the first screen (1600 x 900), above the map: under it the button
 # sat at y = 1,017 px. MiniLM stays the default: it is drawn in about a second in 0.3 GB, SmolLM2 in about 8 s in 0.8 GB
-offer = not (loaded.family.pretrained and loaded.family.shape == "decoder-only") and offered(lesson.REAL_MODEL)
+offer = not (loaded.family.pretrained and loaded.family.shape == "decoder-only") and offered(navigation.REAL_MODEL)
 if offer:
     offer_real_model(
         "Take the lesson on a real language model: SmolLM2-135M predicts the next word of your sentence",
@@ -63,7 +65,7 @@ chart(
     present_height=map_px,
 )
 
-missing = lesson.lacking(loaded.family)
+missing = navigation.lacking(loaded.family)
 if missing:
     st.info(
         markdown_literal(
@@ -74,7 +76,7 @@ if missing:
     offer_translation("Use the toy translation model", "overview_translate")
 
 st.subheader("The steps")
-for page in lesson.STEPS:
+for page in navigation.STEPS:
     st.page_link(
         page.script,
         label=page.label,

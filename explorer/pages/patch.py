@@ -4,8 +4,9 @@ runs."""
 
 from __future__ import annotations
 
-from attention_explorer.explorer.pages._patching import patching_view
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, token_legend
+from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header
+from attention_explorer.explorer.views.patching import patching_view
 
 page_header()
 intro(

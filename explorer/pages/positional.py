@@ -10,19 +10,12 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures import positional as figures
 from attention_explorer.explorer.lesson.wording import learned_positions
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    focus_start,
-    intro,
-    page_footer,
-    page_header,
-    pick_head,
-    pick_layer,
-    pick_token,
-    token_legend,
-)
 from attention_explorer.explorer.run import positions as rotary_positions
 from attention_explorer.explorer.run.positions import SAMPLES_PER_POSITION, neighbour_cosine, sinusoid_curves
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import focus_start, token_legend
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header
+from attention_explorer.explorer.views.pickers import pick_head, pick_layer, pick_token
 
 ROTARY_PAIRS = (0, 1, 4, 8, 16)  # fast to slow: pair i turns by theta_i = base^(-2i/d_head) per position
 DISTANCES = 256  # how far apart the query and key are moved in the score-by-distance chart

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from attention_explorer.explorer.lesson.wording import weights_origin
-from attention_explorer.explorer.pages import _qkv
-from attention_explorer.explorer.pages._shared import intro, page_footer, page_header, sidebar_family, token_legend
+from attention_explorer.explorer.views import qkv as qkv_view
+from attention_explorer.explorer.views.current import sidebar_family, token_legend
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header
 
 page_header()
 intro(
@@ -14,7 +15,7 @@ intro(
     f"({weights_origin(sidebar_family())}). The next step scores every key against the query; this "
     "one makes q, k and v."
 )
-focus = _qkv.focus()  # past 32 keys, a picker chooses the K and V rows drawn
-_qkv.projections(focus, matrices=True)
+focus = qkv_view.focus()  # past 32 keys, a picker chooses the K and V rows drawn
+qkv_view.projections(focus, matrices=True)
 token_legend()  # the marks its token labels use
 page_footer()

@@ -12,9 +12,12 @@ from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.statistics import statistic_grid
 from attention_explorer.explorer.lesson.wording import starting_note
-from attention_explorer.explorer.pages._shared import chart, current_trace, pick_layer_head, stop, token_legend
-from attention_explorer.explorer.pages._zoom import head_map, largest_cell
 from attention_explorer.explorer.run import reference_view
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace, token_legend
+from attention_explorer.explorer.views.frame import stop
+from attention_explorer.explorer.views.pickers import pick_layer_head
+from attention_explorer.explorer.views.zoom import head_map, largest_cell
 
 OVERVIEW = 256  # the side-by-side pair past this many tokens: block means (the difference stays per token)
 

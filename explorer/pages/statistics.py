@@ -9,16 +9,10 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.figures.statistics import statistic_grid
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    drill_to_attention,
-    open_in_attention,
-    pick_attention,
-    pick_head,
-    pick_layer,
-    sidebar_family,
-)
 from attention_explorer.explorer.run import analysis
+from attention_explorer.explorer.views.chart import chart, drill_to_attention, open_in_attention
+from attention_explorer.explorer.views.current import sidebar_family
+from attention_explorer.explorer.views.pickers import pick_attention, pick_head, pick_layer
 
 REPEAT_HELP = (
     "Random tokens of the model's vocabulary, then the same tokens again: from the second half on, the next token is "

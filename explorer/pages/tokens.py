@@ -8,17 +8,10 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.labels import markdown_literal, position_label
 from attention_explorer.explorer.figures.tokens import SHOWN, token_boxes
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    current_trace,
-    intro,
-    page_footer,
-    page_header,
-    predict,
-    presenting,
-    stop,
-)
 from attention_explorer.explorer.run import forward, tokens_view
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header, predict, presenting, stop
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here (as on the Overview); the boxes show every token read
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.experiments import training
 from attention_explorer.explorer.experiments.training import Run, Snapshot
@@ -18,8 +18,9 @@ from attention_explorer.explorer.lesson.wording import (
     recipe_departures,
     run_length,
 )
-from attention_explorer.explorer.pages._offers import not_the_sidebar_model
-from attention_explorer.explorer.pages._shared import chart, intro, page_footer, page_header, presenting
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header, presenting
+from attention_explorer.explorer.views.offers import not_the_sidebar_model
 from attention_explorer.models import tasks, train
 from attention_explorer.models.tokenize import TokenizeError
 
@@ -178,7 +179,7 @@ if run is not None:
         f"list as '{st.session_state[state.TRAINED][run.key].title}'."
     )
     if st.button("Explore it in the other pages", on_click=explore, key="train_explore"):
-        st.switch_page(lesson.script("decoding"))  # the decoder's steps show a toy model best
+        st.switch_page(navigation.script("decoding"))  # the decoder's steps show a toy model best
     chart(loss_curve(*run.curve(), run.schedule(), run.trainer.recipe.label_smoothing > 0), "train_curve")
     if run.task.decoder_only:
         chart(head_scores(*run.head_scores()), "train_head_scores")

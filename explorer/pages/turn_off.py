@@ -10,7 +10,9 @@ from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.experiments import ablate
 from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures.labels import markdown_literal
-from attention_explorer.explorer.pages._experiments import (
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace, sidebar_loaded
+from attention_explorer.explorer.views.experiments import (
     ABLATION_PAGE,
     HEADS,
     address,
@@ -23,16 +25,13 @@ from attention_explorer.explorer.pages._experiments import (
     right_means,
     show_outcome,
 )
-from attention_explorer.explorer.pages._shared import (
+from attention_explorer.explorer.views.frame import (
     PRESENT_LAYERS,
-    chart,
-    current_trace,
     intro,
     page_footer,
     page_header,
     predict,
     presenting,
-    sidebar_loaded,
     stop,
 )
 from attention_explorer.models.ablation import Head

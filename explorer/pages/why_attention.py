@@ -8,16 +8,10 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.complexity import operations
 from attention_explorer.explorer.figures.labels import markdown_literal
-from attention_explorer.explorer.lesson import complexity
-from attention_explorer.explorer.pages._shared import (
-    chart,
-    current_trace,
-    intro,
-    page_footer,
-    page_header,
-    predict,
-    stop,
-)
+from attention_explorer.explorer.run import complexity
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace
+from attention_explorer.explorer.views.frame import intro, page_footer, page_header, predict, stop
 
 page_header()
 loaded = cached.model(st.session_state[state.MODEL])

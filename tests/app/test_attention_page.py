@@ -7,8 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_explorer.explorer.app import downloads
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import trace
+from attention_explorer.explorer.run import starting, trace
 from tests.app import new_app
 from tests.figdata import array, spec
 

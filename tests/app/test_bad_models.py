@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import trace
+from attention_explorer.explorer.run import starting, trace
 from attention_explorer.models import registry
 from tests.app import new_app
 from tests.badfiles import bert_folder

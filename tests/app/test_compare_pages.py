@@ -8,8 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_explorer.explorer.figures.clicks import CLICKS
 from attention_explorer.explorer.figures.labels import escape_tokens
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import analysis, compare, trace
+from attention_explorer.explorer.run import analysis, compare, starting, trace
 from attention_explorer.explorer.run.compare import MINIMAL_PAIRS
 from attention_explorer.explorer.run.heads import head_or_mean
 from attention_explorer.models import registry

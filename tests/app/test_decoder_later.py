@@ -7,15 +7,14 @@ import re
 
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.figures.labels import position_label
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import trace
+from attention_explorer.explorer.run import starting, trace
 from attention_explorer.models import registry
 from tests.app import new_app, reveal
 from tests.figdata import plain, spec
 
-BEFORE = [page.stem for page in lesson.STEPS if lesson.before_decoder(page.stem)]
+BEFORE = [page.stem for page in navigation.STEPS if navigation.before_decoder(page.stem)]
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +40,8 @@ def french_only(loaded, result) -> set[str]:
 
 
 def test_the_steps_before_the_decoder_are_steps_2_to_10():
-    assert [lesson.BY_STEM[stem].step for stem in BEFORE] == list(range(1, lesson.BY_STEM["decoding"].step))
-    assert not lesson.before_decoder("attention") and not lesson.before_decoder("decoding")
+    assert [navigation.BY_STEM[stem].step for stem in BEFORE] == list(range(1, navigation.BY_STEM["decoding"].step))
+    assert not navigation.before_decoder("attention") and not navigation.before_decoder("decoding")
 
 
 @pytest.mark.parametrize("page", BEFORE[1:])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.experiments import induction as explorer_induction
 from attention_explorer.explorer.run import output, trace, walkthrough
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 TEXT = "the cat sat on the mat because it was tired"
 KEY = "folder:tiny-gpt2"
-EVERY_PAGE = tuple(page.stem for pages in lesson.MENUS.values() for page in pages)
+EVERY_PAGE = tuple(page.stem for pages in navigation.MENUS.values() for page in pages)
 
 
 @pytest.fixture

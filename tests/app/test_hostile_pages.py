@@ -7,14 +7,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from streamlit.testing.v1 import AppTest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from tests.app import new_app, reveal
 from tests.figdata import spec
 from tests.hostile import NAMED, TEXT, assert_literal
 
 pytestmark = pytest.mark.slow
 # every page but Train (which reads no sidebar sentence), from the one table of pages
-PAGES = tuple(page.stem for pages in lesson.MENUS.values() for page in pages if page.stem != "train")
+PAGES = tuple(page.stem for pages in navigation.MENUS.values() for page in pages if page.stem != "train")
 
 
 def visit_every_page(at: AppTest, text: str) -> None:

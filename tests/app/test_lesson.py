@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.figures.labels import position_label
 from tests.app import new_app
@@ -30,11 +30,11 @@ def links(at) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", lesson.STEPS, ids=[page.stem for page in lesson.STEPS])
+@pytest.mark.parametrize("page", navigation.STEPS, ids=[page.stem for page in navigation.STEPS])
 def test_each_step_says_where_it_is_and_links_its_neighbours(page):
     at = opened(page.stem, model="translate", text=SENTENCE)
-    assert at.header[0].value == f"Step {page.step} of {lesson.N_STEPS}: {page.title}"
-    before, after = lesson.neighbours(page.stem)
+    assert at.header[0].value == f"Step {page.step} of {navigation.N_STEPS}: {page.title}"
+    before, after = navigation.neighbours(page.stem)
     drawn = links(at)
     previous = [label for label, _ in drawn if label.startswith("Previous")]
     following = [label for label, _ in drawn if label.startswith("Next")]
@@ -46,7 +46,7 @@ def test_each_step_says_where_it_is_and_links_its_neighbours(page):
 def test_the_overview_starts_the_lesson():
     at = opened("overview", model="translate", text=SENTENCE)
     starts = [(label, target) for label, target in links(at) if label.startswith("Start")]
-    assert starts and starts[0][0] == f"Start: {lesson.STEPS[0].label}"
+    assert starts and starts[0][0] == f"Start: {navigation.STEPS[0].label}"
     assert all(target.endswith("tokens") or target.endswith("tokens.py") for _, target in starts)
 
 

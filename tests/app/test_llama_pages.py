@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.experiments import ablate, attribution, lens
 from attention_explorer.explorer.run import positions, trace
@@ -20,7 +20,7 @@ from tests.figdata import array, plain, spec
 pytestmark = pytest.mark.slow
 
 TEXT = "The capital of France is"
-EVERY_PAGE = tuple(page.stem for pages in lesson.MENUS.values() for page in pages)
+EVERY_PAGE = tuple(page.stem for pages in navigation.MENUS.values() for page in pages)
 KEY = "folder:tiny-llama"
 
 
@@ -160,7 +160,7 @@ def test_one_click_takes_the_lesson_to_the_real_model(smollm2):
     assert at.session_state[state.MODEL] != "smollm2"
     at.button(key="overview_real").click().run()
     assert not at.exception
-    assert at.session_state[state.MODEL] == "smollm2" and at.session_state[state.TEXT] == lesson.REAL_EXAMPLE
+    assert at.session_state[state.MODEL] == "smollm2" and at.session_state[state.TEXT] == navigation.REAL_EXAMPLE
     assert "a decoder-only model (Llama family)" in text_of(at)
     assert "overview_real" not in [b.key for b in at.button]  # on the real model, nothing to offer
     # a decoder step on MiniLM offers it too

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.lesson.wording import NOT_EXPLANATION, starting_note
 from attention_explorer.explorer.run import positions, trace, walkthrough
@@ -40,7 +40,7 @@ def test_the_heads_caveat_is_measured_per_model_and_on_every_page_that_shows_hea
             text = captions(at)
             assert NOT_EXPLANATION in text, (model, name)
             # where each opens: a model trained here on its alignment, but not on a lesson step before the decoder's
-            opens_cross = model == "reverse" and name != "aggregation" and not lesson.before_decoder(name)
+            opens_cross = model == "reverse" and name != "aggregation" and not navigation.before_decoder(name)
             kind = "cross" if opens_cross else "encoder_self"
             note = starting_note(registry.load(model).family, kind)
             assert (note in text) == (name in STARTING_PAGES), (model, name)
@@ -221,7 +221,7 @@ def test_step_12_says_greedy_decoding_ignores_the_temperature():
 
 def test_a_random_models_own_output_is_not_called_the_right_answer():
     from attention_explorer.explorer.lesson import model_words
-    from attention_explorer.explorer.pages._experiments import HEADS
+    from attention_explorer.explorer.views.experiments import HEADS
 
     at = at_page("ablation", "paper-random", "hi")
     at.multiselect(key=HEADS).set_value(["cross:1.1"]).run()

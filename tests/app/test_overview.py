@@ -10,7 +10,7 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.figures.clicks import CLICKS
 from attention_explorer.explorer.figures.overview import BADGES
@@ -42,8 +42,8 @@ def stem_for(label: str) -> str:
 def step_number(stem: str) -> str:
     """The number the lesson gives a box: the attention box stands for the steps from Q, K, V to W^O."""
     if stem == "query_key_value":
-        return f"{lesson.BY_STEM['query_key_value'].step}–{lesson.BY_STEM['multi_head'].step}"
-    return str(lesson.BY_STEM[stem].step)
+        return f"{navigation.BY_STEM['query_key_value'].step}–{navigation.BY_STEM['multi_head'].step}"
+    return str(navigation.BY_STEM[stem].step)
 
 
 def opened(key: str, text: str | None = None) -> AppTest:
@@ -51,7 +51,7 @@ def opened(key: str, text: str | None = None) -> AppTest:
     at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value(key).run()
     if text is not None:
         at.sidebar.text_area[0].set_value(text).run()
-    at.switch_page(lesson.OVERVIEW.script).run()
+    at.switch_page(navigation.OVERVIEW.script).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -139,10 +139,10 @@ def test_the_map_numbers_every_box_with_the_step_that_shows_it(key):
         assert box["stems"] == {stem}, label  # a click anywhere on it opens its step
         assert box["number"] == [step_number(stem)], label
     for stack in stack_titles(figure):
-        assert stack["number"] == [str(lesson.BY_STEM["model_view"].step)] and stack["stems"] == {"model_view"}
+        assert stack["number"] == [str(navigation.BY_STEM["model_view"].step)] and stack["stems"] == {"model_view"}
 
     clickable = {row[0] for row in trace_of(figure, CLICKS)["customdata"]}
-    lacking = {page.stem for page in lesson.lacking(loaded.family)}
+    lacking = {page.stem for page in navigation.lacking(loaded.family)}
     assert clickable == ENCODER_STEMS | (DECODER_STEMS if config.is_encoder_decoder else set())
     assert lacking == (set() if config.is_encoder_decoder else DECODER_STEMS | {"layer_predictions"})
     assert not clickable & lacking
@@ -153,25 +153,25 @@ def test_the_map_numbers_every_box_with_the_step_that_shows_it(key):
     assert any(plain(m.value) == f"**The sentence:** {text}" for m in at.markdown)
 
     links = [(link.proto.page, link.proto.label) for link in at.get("page_link")]
-    assert [pair for pair in links if not pair[1].startswith("Start:")] == [(p.stem, p.label) for p in lesson.STEPS]
-    assert links.count(("tokens", f"Start: {lesson.STEPS[0].label}")) == 2  # under the title and at the bottom
+    assert [pair for pair in links if not pair[1].startswith("Start:")] == [(p.stem, p.label) for p in navigation.STEPS]
+    assert links.count(("tokens", f"Start: {navigation.STEPS[0].label}")) == 2  # under the title and at the bottom
 
 
 def test_an_encoder_only_model_names_the_steps_it_lacks_and_offers_the_translation_model():
     at = opened("minilm")
     (info,) = at.info
-    assert all(page.label in plain(info.value) for page in lesson.lacking(registry.load("minilm").family))
+    assert all(page.label in plain(info.value) for page in navigation.lacking(registry.load("minilm").family))
     at.button(key="overview_translate").click().run()
     assert not at.exception
-    assert at.session_state[state.MODEL] == lesson.TRANSLATE
-    assert at.session_state[state.TEXT] == lesson.TRANSLATE_EXAMPLE
-    assert at.sidebar.text_area[0].value == lesson.TRANSLATE_EXAMPLE
+    assert at.session_state[state.MODEL] == navigation.TRANSLATE
+    assert at.session_state[state.TEXT] == navigation.TRANSLATE_EXAMPLE
+    assert at.sidebar.text_area[0].value == navigation.TRANSLATE_EXAMPLE
     assert not at.info  # the translation model lacks no step: nothing to offer
     figure = spec(at.get("plotly_chart")[0])
     assert {row[0] for row in trace_of(figure, CLICKS)["customdata"]} >= DECODER_STEMS
-    loaded = registry.load(lesson.TRANSLATE)
+    loaded = registry.load(navigation.TRANSLATE)
     assert shown_tokens(at) == list(
-        trace.run(loaded, lesson.TRANSLATE_EXAMPLE, at.session_state[state.MAX_TOKENS]).source_tokens
+        trace.run(loaded, navigation.TRANSLATE_EXAMPLE, at.session_state[state.MAX_TOKENS]).source_tokens
     )
 
 
@@ -190,9 +190,9 @@ def test_clicking_a_box_opens_its_step(key, label, stem):
     box = next(b for b in boxes(figure) if b["label"][0].startswith(label))
     click(at, target(figure, box))
     assert not at.exception
-    page = lesson.BY_STEM[stem]
+    page = navigation.BY_STEM[stem]
     assert at.session_state[state.PAGE] == stem
-    assert at.header[0].value == f"Step {page.step} of {lesson.N_STEPS}: {page.title}"
+    assert at.header[0].value == f"Step {page.step} of {navigation.N_STEPS}: {page.title}"
     assert state.DRILL_TO not in at.session_state  # followed once, not again on the next run
 
 
@@ -219,4 +219,4 @@ def test_a_sentence_the_model_cannot_read_still_gets_the_map():
     assert "'zebras'" in plain(at.info[0].value)  # which words it does not know, and that it knows none
     assert any(plain(m.value) == "It knows none of the 3 words typed." for m in at.markdown)
     assert plain(at.button(key="unreadable_example").label).endswith(registry.load("translate").example)
-    assert at.get("plotly_chart") and len(at.get("page_link")) == lesson.N_STEPS + 2
+    assert at.get("plotly_chart") and len(at.get("page_link")) == navigation.N_STEPS + 2

@@ -9,7 +9,7 @@ import pytest
 
 from attention_explorer.explorer.experiments import patching
 from attention_explorer.explorer.figures.labels import markdown_literal
-from attention_explorer.explorer.pages._patching import ANSWER, CORRUPT, HEAD, NAMES, SWAPPED, WRONG
+from attention_explorer.explorer.views.patching import ANSWER, CORRUPT, HEAD, NAMES, SWAPPED, WRONG
 from attention_explorer.models import registry
 from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec

@@ -6,7 +6,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.experiments import training
 from attention_explorer.models import registry, tasks
@@ -82,7 +82,7 @@ def test_train_page_names_one_step_for_a_stop_and_explore_opens_another_page():
     assert at.session_state[state.PAGE] == "decoding"  # not left on the Train page
     assert (
         at.header[0].value
-        == f"Step {lesson.BY_STEM['decoding'].step} of {lesson.N_STEPS}: Decoder: one output word at a time"
+        == f"Step {navigation.BY_STEM['decoding'].step} of {navigation.N_STEPS}: Decoder: one output word at a time"
     )
 
 

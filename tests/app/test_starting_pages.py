@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attention_explorer.explorer.figures.clicks import CLICKS
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import compare, trace
+from attention_explorer.explorer.run import compare, starting, trace
 from tests.app import new_app
 from tests.figdata import array, spec
 

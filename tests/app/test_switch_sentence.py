@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.figures.labels import escape_tokens
 from attention_explorer.explorer.run import trace
@@ -26,7 +26,7 @@ UNESCAPED = re.compile(r"(?<!\\)[*<>\[\]$_`]")  # a markdown or HTML mark that a
 # every page that reads a toy's sentence: Train reads none, Positional encoding draws a toy's position table, and
 # Compare and Reference take only MiniLM or a pretrained folder (they say so)
 NOT_READ = ("train", "positional", "compare", "reference")
-PAGES = tuple(page.stem for pages in lesson.MENUS.values() for page in pages if page.stem not in NOT_READ)
+PAGES = tuple(page.stem for pages in navigation.MENUS.values() for page in pages if page.stem not in NOT_READ)
 
 
 def switch(at: AppTest, key: str) -> AppTest:
@@ -142,8 +142,8 @@ def test_the_lessons_offer_of_the_translator_keeps_a_typed_sentence():
     at = new_app("decoding").run()
     at.sidebar.text_area[0].set_value(TYPED).run()
     at.button(key="needs_decoder_translate").click().run()
-    assert at.sidebar.selectbox(key=state.widget(state.MODEL)).value == lesson.TRANSLATE
-    assert at.sidebar.text_area[0].value == lesson.TRANSLATE_EXAMPLE
+    assert at.sidebar.selectbox(key=state.widget(state.MODEL)).value == navigation.TRANSLATE
+    assert at.sidebar.text_area[0].value == navigation.TRANSLATE_EXAMPLE
     assert "cannot read your sentence" in plain(at.info[0].value)
     at.button(key="aside_back").click().run()
     assert at.sidebar.text_area[0].value == TYPED and not at.exception

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1.element_tree import Block, Caption, Expander, Tab
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.lesson import then_and_now
 from attention_explorer.models import registry
 from tests.app import new_app
@@ -39,7 +39,7 @@ def opened(stem: str, model: str, present: bool = False):
 @pytest.mark.parametrize("model", [spec.key for spec in registry.BUILT_IN])
 def test_every_step_shows_then_and_now_outside_any_fold(model):
     loaded = registry.load(model)
-    for page in lesson.STEPS:
+    for page in navigation.STEPS:
         expected = then_and_now.line(loaded, page.stem)
         assert expected.startswith("2017 paper: ") and ". This model: " in expected, (model, page.stem)
         at = opened(page.stem, model)
@@ -49,13 +49,13 @@ def test_every_step_shows_then_and_now_outside_any_fold(model):
         assert shown == [False], (model, page.stem, expected, captions[:3])  # once, in view
         # directly under the title: the first caption of the page
         assert captions[0] == (expected, False), (model, page.stem)
-        assert at.header[0].value.startswith(f"Step {page.step} of {lesson.N_STEPS}")
+        assert at.header[0].value.startswith(f"Step {page.step} of {navigation.N_STEPS}")
 
 
 @pytest.mark.parametrize("model", ["minilm", "translate"])
 def test_presenter_mode_keeps_the_line_in_view(model):
     loaded = registry.load(model)
-    for page in lesson.STEPS:
+    for page in navigation.STEPS:
         at = opened(page.stem, model, present=True)
         assert not at.exception
         expected = then_and_now.line(loaded, page.stem)

@@ -72,7 +72,7 @@ def test_final_linear_on_a_post_ln_model_multiplies_h_itself(translate):
 
 
 def test_step_11_says_smollm2s_own_matrices(smollm2):
-    from attention_explorer.explorer.lesson import complexity
+    from attention_explorer.explorer.run import complexity
     from tests.app import reveal
 
     at = reveal(opened("why_attention"), "why_predict", 0)

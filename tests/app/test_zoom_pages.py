@@ -11,8 +11,7 @@ from streamlit.testing.v1 import AppTest
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.figures.model_view import grid, layer_window, thumbnail_px
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import blocks, trace
+from attention_explorer.explorer.run import blocks, starting, trace
 from tests import tolerance
 from tests.app import new_app
 from tests.figdata import array, spec

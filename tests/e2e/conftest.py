@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from bench import harness
 
 SCREENSHOTS = harness.ROOT / "artifacts" / "screenshots"
@@ -45,5 +45,5 @@ def screenshot(page, name: str) -> None:
 
 def heading(stem: str) -> str:
     """A lesson step's heading as the page writes it: "Step 8 of 16: The stack: every layer and head"."""
-    page = lesson.BY_STEM[stem]
-    return f"Step {page.step} of {lesson.N_STEPS}: {page.title}"
+    page = navigation.BY_STEM[stem]
+    return f"Step {page.step} of {navigation.N_STEPS}: {page.title}"

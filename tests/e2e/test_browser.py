@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from attention_explorer.explorer.lesson import BY_STEM
+from attention_explorer.explorer.navigation import BY_STEM
 from bench import harness
 from bench.harness import TIMEOUT_MS, open_app, rerun, tick_labels, type_sentence, wait_for_tokens
 from tests.e2e.conftest import TOKEN_MAPS, heading, screenshot

@@ -8,7 +8,7 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.models import registry
 from bench import harness
 from bench.browser import CHARTS_DRAWN
@@ -49,14 +49,14 @@ def models() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("model", "text"), models(), ids=[m for m, _ in models()])
 def test_every_lesson_step_draws_for_a_decoder_only_model(decoder_server, page, model, text):
     open_app(page, f"{decoder_server}/?model={quote_plus(model)}&text={quote_plus(text)}")
-    page.get_by_role("heading", name=lesson.OVERVIEW.title).wait_for(timeout=TIMEOUT_MS)
+    page.get_by_role("heading", name=navigation.OVERVIEW.title).wait_for(timeout=TIMEOUT_MS)
     page.get_by_text("decoder-only model").first.wait_for(timeout=TIMEOUT_MS)
     screenshot(page, f"decoder_only_{model.replace(':', '_')}_overview")
     follow(page, "Start")
-    for i, step in enumerate(lesson.STEPS):
+    for i, step in enumerate(navigation.STEPS):
         if i:
             follow(page, "Next")
-        page.get_by_role("heading", name=f"Step {step.step} of {lesson.N_STEPS}: {step.title}").wait_for(
+        page.get_by_role("heading", name=f"Step {step.step} of {navigation.N_STEPS}: {step.title}").wait_for(
             timeout=TIMEOUT_MS
         )
         if step.stem == "patch" and page.get_by_text(NONE_PROPOSED).count():

@@ -7,7 +7,7 @@ import urllib.parse
 
 import pytest
 
-from attention_explorer.explorer.lesson import BY_STEM
+from attention_explorer.explorer.navigation import BY_STEM
 from bench import harness
 from bench.harness import TIMEOUT_MS, open_app
 from tests.e2e.conftest import TOKEN_MAPS, screenshot

@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from bench.browser import CHARTS_DRAWN
 from bench.harness import SETTLED, TIMEOUT_MS, open_app, rerun, reveal
 from tests.e2e.conftest import screenshot
@@ -35,15 +35,15 @@ def query_token(page) -> str:
     return page.get_by_test_id("stMain").get_by_role("combobox", name="Query token").input_value()
 
 
-def step_heading(page, step: lesson.Page):
-    return page.get_by_role("heading", name=f"Step {step.step} of {lesson.N_STEPS}: {step.title}")
+def step_heading(page, step: navigation.Page):
+    return page.get_by_role("heading", name=f"Step {step.step} of {navigation.N_STEPS}: {step.title}")
 
 
 def test_start_then_next_walks_every_step_in_order(server, page):
     open_app(page, server + ADDRESS)
-    page.get_by_role("heading", name=lesson.OVERVIEW.title).wait_for(timeout=TIMEOUT_MS)
+    page.get_by_role("heading", name=navigation.OVERVIEW.title).wait_for(timeout=TIMEOUT_MS)
     follow(page, "Start")
-    for i, step in enumerate(lesson.STEPS):
+    for i, step in enumerate(navigation.STEPS):
         if i:
             follow(page, "Next")
         step_heading(page, step).wait_for(timeout=TIMEOUT_MS)
@@ -58,7 +58,7 @@ def test_start_then_next_walks_every_step_in_order(server, page):
 
 def test_the_token_picked_on_the_qkv_step_is_still_picked_on_the_next(server, page):
     open_app(page, server + "/query_key_value" + ADDRESS[1:])
-    step_heading(page, lesson.BY_STEM["query_key_value"]).wait_for(timeout=TIMEOUT_MS)
+    step_heading(page, navigation.BY_STEM["query_key_value"]).wait_for(timeout=TIMEOUT_MS)
     token = page.get_by_test_id("stMain").get_by_test_id("stSelectbox").filter(has_text="Query token")
     token.get_by_role("combobox").click()
     option = page.get_by_role("option").nth(2)  # the query list: the third token
@@ -68,23 +68,23 @@ def test_the_token_picked_on_the_qkv_step_is_still_picked_on_the_next(server, pa
     assert token.get_by_role("combobox").input_value() == chosen
     page.wait_for_function("() => location.search.includes('token=')", timeout=TIMEOUT_MS)
     follow(page, "Next")
-    step_heading(page, lesson.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
+    step_heading(page, navigation.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
     assert query_token(page) == chosen
     assert f"token={chosen.split(':')[0]}" in page.url
     follow(page, "Next")  # and on the step after
-    step_heading(page, lesson.BY_STEM["multi_head"]).wait_for(timeout=TIMEOUT_MS)
+    step_heading(page, navigation.BY_STEM["multi_head"]).wait_for(timeout=TIMEOUT_MS)
     assert query_token(page) == chosen
 
 
 def test_presenter_mode_sets_large_text_and_folds_the_sidebar(server, page):
     page.goto(server + "/scores" + ADDRESS[1:] + "&present=1", timeout=TIMEOUT_MS)  # no chart before an answer
-    step_heading(page, lesson.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
+    step_heading(page, navigation.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
     # the run's end (a first screen can show a page before its style sheet): every paragraph 20 px or more
     page.wait_for_function(LARGE_TEXT, timeout=TIMEOUT_MS)
     assert page.get_by_test_id("stSidebar").get_attribute("data-collapsed") == "true"
     screenshot(page, "lesson_presenter_scores")
     page.goto(server + "/scores" + ADDRESS[1:], timeout=TIMEOUT_MS)
-    step_heading(page, lesson.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
+    step_heading(page, navigation.BY_STEM["scores"]).wait_for(timeout=TIMEOUT_MS)
     page.wait_for_function(SETTLED, arg=0, timeout=TIMEOUT_MS)
     page.get_by_role("link", name=re.compile(r"^Next: ")).first.wait_for(timeout=TIMEOUT_MS)
     assert max(page.evaluate(BODY_PX)) < 20  # not in presenter mode
@@ -98,11 +98,11 @@ def test_each_steps_first_figure_fits_on_the_first_screen(server, page, present)
     from bench.present import MEASURE
 
     page.set_viewport_size({"width": 1600, "height": 900})
-    for step in (lesson.OVERVIEW, *lesson.STEPS):
+    for step in (navigation.OVERVIEW, *navigation.STEPS):
         if step.stem in ("why_attention", "train", "patch"):
             continue
         address = (
-            f"{server}/{'' if step is lesson.OVERVIEW else step.stem}{ADDRESS[1:]}{'&present=1' if present else ''}"
+            f"{server}/{'' if step is navigation.OVERVIEW else step.stem}{ADDRESS[1:]}{'&present=1' if present else ''}"
         )
         page.goto(address, timeout=TIMEOUT_MS)
         page.wait_for_function(SETTLED, arg=0, timeout=TIMEOUT_MS)

@@ -115,7 +115,7 @@ def test_presenter_mode_draws_every_legend_at_16_px_or_more():
 
     from attention_explorer.explorer.figures.complexity import operations
     from attention_explorer.explorer.figures.style import PRESENT_TICK_FONT, TEXT, styled
-    from attention_explorer.explorer.lesson import complexity
+    from attention_explorer.explorer.run import complexity
 
     def legend(present: bool, own: dict | None = None) -> go.Figure:
         figure = go.Figure([go.Scatter(y=[1, 2], name="a"), go.Scatter(y=[2, 1], name="b")])

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPLORER = ROOT / "explorer"
-# a folder may import from its own level or any lower one, never a higher one
-# (the Overview's figure draws the lesson's table, and a lesson sentence names an experiment's answer: one level)
-LEVEL = {"pages": 5, "app": 4, "experiments": 3, "lesson": 3, "figures": 3, "run": 1}
+# a folder may import from itself or any lower level, never a higher one nor a sibling on its own level: pages are
+# only pages (the code that draws a thing is in views/), the lesson is words, and the table of pages (navigation) and
+# the run's data sit below everything that reads them
+LEVEL = {"pages": 6, "views": 5, "app": 4, "experiments": 3, "lesson": 3, "figures": 3, "navigation": 2, "run": 1}
 MODELS = 0
 
 
@@ -61,6 +62,17 @@ def test_imports_flow_one_way(path):
     own = LEVEL[path.parent.name]
     upward = [name for name in imports(path) if (lvl := level(name)) is not None and lvl > own]
     assert upward == [], f"{path.relative_to(ROOT)} imports from a higher level: {upward}"
+    sideways = [
+        name
+        for name in imports(path)
+        if level(name) == own and name.split(".")[2] != path.parent.name  # attention_explorer.explorer.<folder>
+    ]
+    assert sideways == [], f"{path.relative_to(ROOT)} imports from a sibling folder on its own level: {sideways}"
+
+
+def test_pages_are_only_pages():
+    """explorer/pages holds the page scripts and nothing else: every module there is a page of the table."""
+    assert {p.stem for p in (EXPLORER / "pages").glob("*.py")} - {"__init__"} == set(navigation.BY_STEM)
 
 
 def test_models_never_import_the_explorer():
@@ -72,14 +84,14 @@ PAGE_PATH = re.compile(r"""["']explorer/pages/[a-z_]+\.py["']""")
 
 
 def test_page_addresses_come_from_the_table():
-    """A page's script path is written once, in the table (lesson.Page.script); the app and the pages ask it."""
+    """A page's script path is written once, in the table (navigation.Page.script); the app and the pages ask it."""
     written = [
         f"{p.relative_to(ROOT)}: {m.group()}"
         for p in [ROOT / "app.py", *EXPLORER.rglob("*.py")]
         for m in PAGE_PATH.finditer(p.read_text())
     ]
     assert written == []
-    assert {p.stem for p in (EXPLORER / "pages").glob("[a-z]*.py")} == set(lesson.BY_STEM)
+    assert {p.stem for p in (EXPLORER / "pages").glob("[a-z]*.py")} == set(navigation.BY_STEM)
 
 
 def module_name(path: Path) -> str:

@@ -144,8 +144,7 @@ def test_a_kept_trace_does_not_keep_its_model_and_gets_it_back_when_read():
 def test_what_a_run_reduces_each_layer_to_equals_the_same_reduction_of_the_layers_read_later(translate, keep_all):
     """The model view's thumbnails and the opening head, computed while the run held each layer, equal the same
     functions of the layers read afterwards, for every kind of an encoder-decoder."""
-    from attention_explorer.explorer.lesson import starting
-    from attention_explorer.explorer.run import blocks
+    from attention_explorer.explorer.run import blocks, starting
 
     reducers = {
         "thumbnails": lambda kind, weights, queries, keys: blocks.thumbnails(weights, cells=4),

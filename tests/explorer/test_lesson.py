@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.models import family
 from attention_explorer.models.config import TransformerConfig
 
@@ -18,9 +18,9 @@ OLD_ADDRESSES = (
 
 
 def test_steps_are_numbered_in_order_and_reach_the_loss_and_training():
-    assert [page.step for page in lesson.LESSON] == list(range(lesson.N_STEPS + 1))
-    assert lesson.N_STEPS >= 10
-    stems = [page.stem for page in lesson.STEPS]
+    assert [page.step for page in navigation.LESSON] == list(range(navigation.N_STEPS + 1))
+    assert navigation.N_STEPS >= 10
+    stems = [page.stem for page in navigation.STEPS]
     # the paper's order: tokens before embeddings before positions before attention ... loss before training
     order = ["tokens", "embedding", "positional", "query_key_value", "scores", "multi_head", "add_norm"]
     assert stems[: len(order)] == order
@@ -29,30 +29,30 @@ def test_steps_are_numbered_in_order_and_reach_the_loss_and_training():
 
 
 def test_every_page_is_a_file_and_old_addresses_still_exist():
-    pages = [page for pages in lesson.MENUS.values() for page in pages]
+    pages = [page for pages in navigation.MENUS.values() for page in pages]
     assert len({page.stem for page in pages}) == len(pages)
     for page in pages:
         assert (ROOT / page.script).is_file(), page.script
-    assert set(OLD_ADDRESSES) <= set(lesson.BY_STEM)
-    assert all(page.step is None for page in lesson.EXPLORE)
+    assert set(OLD_ADDRESSES) <= set(navigation.BY_STEM)
+    assert all(page.step is None for page in navigation.EXPLORE)
 
 
 def test_previous_and_next_walk_the_path_both_ways():
-    page, seen = lesson.OVERVIEW, []
+    page, seen = navigation.OVERVIEW, []
     while page is not None:
         seen.append(page.stem)
-        before, page = lesson.neighbours(page.stem)
-    assert seen == [page.stem for page in lesson.LESSON]
-    assert lesson.neighbours("overview")[0] is None
-    assert lesson.neighbours("tokens")[0] is lesson.OVERVIEW
-    assert lesson.neighbours("train") == (lesson.BY_STEM["loss"], None)
-    assert lesson.neighbours("attention") == (None, None)  # an Explore page is not on the path
+        before, page = navigation.neighbours(page.stem)
+    assert seen == [page.stem for page in navigation.LESSON]
+    assert navigation.neighbours("overview")[0] is None
+    assert navigation.neighbours("tokens")[0] is navigation.OVERVIEW
+    assert navigation.neighbours("train") == (navigation.BY_STEM["loss"], None)
+    assert navigation.neighbours("attention") == (None, None)  # an Explore page is not on the path
 
 
 def test_an_encoder_only_model_lacks_the_decoder_steps():
     config = TransformerConfig(vocab_size=8, d_model=8, n_heads=2, d_ff=8, n_encoder_layers=1, n_decoder_layers=0)
     encoder_only = family.for_config(config, "BERT family", "random")
-    assert [page.stem for page in lesson.lacking(encoder_only)] == [
+    assert [page.stem for page in navigation.lacking(encoder_only)] == [
         "decoding",
         "final_linear",
         "layer_predictions",
@@ -60,5 +60,5 @@ def test_an_encoder_only_model_lacks_the_decoder_steps():
     ]
     for shape in ((1, 1), (0, 1)):  # encoder-decoder, decoder-only: both have a next-token head
         config = replace(config, n_encoder_layers=shape[0], n_decoder_layers=shape[1])
-        assert lesson.lacking(family.for_config(config, "ours", "random")) == ()
-    assert lesson.BY_STEM["tokens"].label == "1. Tokens and ids"
+        assert navigation.lacking(family.for_config(config, "ours", "random")) == ()
+    assert navigation.BY_STEM["tokens"].label == "1. Tokens and ids"

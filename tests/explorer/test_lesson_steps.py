@@ -11,8 +11,7 @@ import pytest
 
 from attention_explorer.explorer.figures.complexity import operations
 from attention_explorer.explorer.figures.tokens import COLOURS, SHOWN, token_boxes
-from attention_explorer.explorer.lesson import complexity
-from attention_explorer.explorer.run import tokens_view
+from attention_explorer.explorer.run import complexity, tokens_view
 from attention_explorer.models import family, registry, tasks
 from tests.figdata import array
 from tests.hostile import NAMED

@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.figures.clicks import CLICKS
 from attention_explorer.explorer.figures.overview import BADGES, clicked_step, figure_one, open_clicked
 from attention_explorer.models import family
@@ -101,7 +101,9 @@ def test_the_encoders_output_feeds_the_decoders_cross_attention():
 def test_an_encoder_only_model_draws_no_decoder_step():
     figure = figure_one(ENCODER_ONLY, "T")
     stems = {row[0] for trace in figure.data if trace.meta == CLICKS for row in trace.customdata}
-    assert stems and not stems & {page.stem for page in lesson.lacking(family.for_config(ENCODER_ONLY, "x", "random"))}
+    assert stems and not stems & {
+        page.stem for page in navigation.lacking(family.for_config(ENCODER_ONLY, "x", "random"))
+    }
     assert not [b for b in boxes(figure) if "Linear" in b["label"] or "Loss" in b["label"]]
     assert "+ learned positions, token type, LayerNorm" in [b["label"] for b in boxes(figure)]
 
@@ -132,8 +134,8 @@ def test_every_text_is_at_least_15_px(config):
 
 
 def test_a_click_names_a_lesson_step():
-    assert clicked_step({"customdata": ["add_norm"]}) is lesson.BY_STEM["add_norm"]
-    assert clicked_step({"customdata": "loss"}) is lesson.BY_STEM["loss"]
+    assert clicked_step({"customdata": ["add_norm"]}) is navigation.BY_STEM["add_norm"]
+    assert clicked_step({"customdata": "loss"}) is navigation.BY_STEM["loss"]
     for point in (None, {}, {"customdata": []}, {"customdata": [3, 1]}, {"customdata": ["attention"]}):
         assert clicked_step(point) is None  # nothing, a heatmap cell, an Explore page: no step
     assert clicked_step({"customdata": ["overview"]}) is None  # the map itself is not a step to open

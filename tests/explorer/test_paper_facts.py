@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 from gguf import GGUFReader
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.experiments import training
 from attention_explorer.explorer.figures.decoding import top_k_bars
 from attention_explorer.explorer.figures.output import loss_bars
@@ -97,7 +97,7 @@ def test_every_snapshot_draws_the_model_with_dropout_off():
 def test_every_step_has_a_short_line_for_every_built_in_model():
     for spec in registry.BUILT_IN:
         loaded = registry.load(spec.key)
-        for page in lesson.STEPS:
+        for page in navigation.STEPS:
             said = then_and_now.line(loaded, page.stem)
             paper, _, now = said.partition(". This model: ")
             assert paper.startswith("2017 paper: ") and now.endswith("."), (spec.key, page.stem, said)
@@ -107,7 +107,7 @@ def test_every_step_has_a_short_line_for_every_built_in_model():
 
 def test_the_papers_side_holds_the_papers_numbers():
     paper = then_and_now.PAPER
-    assert set(paper) == {page.stem for page in lesson.STEPS}
+    assert set(paper) == {page.stem for page in navigation.STEPS}
     assert "8 x 64 = 512" in paper["multi_head"] and "W^O" in paper["multi_head"]
     assert "table 3, A" in paper["turn_off"] and "0.9 BLEU" in paper["turn_off"]
     assert "Vig et al. 2020" in paper["patch"] and "Meng et al. 2022" in paper["patch"]

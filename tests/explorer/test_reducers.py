@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import analysis, blocks, layers, reducers, rows, trace
+from attention_explorer.explorer.run import analysis, blocks, layers, reducers, rows, starting, trace
 from attention_explorer.explorer.run.blocks import block_means, factor
 from tests import tolerance
 from tests.explorer.test_layers import folder

@@ -10,8 +10,7 @@ from attention_explorer.explorer.figures.clicks import CLICKS
 from attention_explorer.explorer.figures.heatmap import CLICK_CELLS, HOVER, head_heatmap
 from attention_explorer.explorer.figures.model_view import layer_heads, model_view
 from attention_explorer.explorer.figures.statistics import statistic_grid
-from attention_explorer.explorer.lesson import starting
-from attention_explorer.explorer.run import compare, trace
+from attention_explorer.explorer.run import compare, starting, trace
 
 TOKENS = ["[CLS]", "the", "dog", "barked", "because", "it", ".", "[SEP]"]
 

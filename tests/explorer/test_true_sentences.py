@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_explorer.explorer.pages._patching import depth, depths
+from attention_explorer.explorer.views.patching import depth, depths
 from tests import tolerance
 
 
@@ -46,8 +46,8 @@ SILU_CURVATURE = 0.278464542761074
 
 @pytest.mark.slow
 def test_step_7_says_what_negative_gates_still_carry_on_smollm2(smollm2):
-    from attention_explorer.explorer.pages._forward import gate_text
     from attention_explorer.explorer.run import forward, trace
+    from attention_explorer.explorer.views.forward import gate_text
 
     run = trace.run(smollm2, "The Eiffel Tower is located in the city of", 64)
     step = forward.layer(smollm2, run, "decoder", 13, len(run.source_tokens) - 1)
@@ -87,8 +87,8 @@ def test_the_sidebar_says_how_the_gguf_file_stores_smollm2():
 @pytest.mark.slow
 def test_step_4_multiplies_the_normalised_row_on_a_pre_norm_model(smollm2, translate):
 
-    from attention_explorer.explorer.pages._qkv import projection_formula
     from attention_explorer.explorer.run import forward, trace, walkthrough
+    from attention_explorer.explorer.views.qkv import projection_formula
 
     run = trace.run(smollm2, "The Eiffel Tower is located in the city of", 64)
     layer, head, query = 5, 4, 9
@@ -115,7 +115,7 @@ def test_step_4_multiplies_the_normalised_row_on_a_pre_norm_model(smollm2, trans
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["smollm2", "translate"])
 def test_step_11_counts_the_matrices_each_token_goes_through(model, request):
-    from attention_explorer.explorer.lesson import complexity
+    from attention_explorer.explorer.run import complexity
 
     loaded = request.getfixturevalue(model)
     config = loaded.model.config
@@ -167,8 +167,8 @@ def test_no_sentence_says_a_causal_token_sees_only_those_before_it():
 
 
 def test_a_relu_gate_is_said_to_pass_nothing():
-    from attention_explorer.explorer.pages._forward import gate_text
     from attention_explorer.explorer.run import forward
+    from attention_explorer.explorer.views.forward import gate_text
 
     hidden = np.array([-1.0, 2.0, -0.5, 0.25], np.float32)
     up = np.array([3.0, 1.0, -2.0, 4.0], np.float32)

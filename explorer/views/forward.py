@@ -8,16 +8,18 @@ from functools import partial
 
 import streamlit as st
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import stack_to_kind
 from attention_explorer.explorer.figures.forward import movement_heatmap, named_strips, preview, token_path
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson.wording import activation_latex
-from attention_explorer.explorer.pages._shared import chart, current_trace, focus_start, pick_layer, pick_token
 from attention_explorer.explorer.run import forward
 from attention_explorer.explorer.run import movement as stack_movement
 from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace, focus_start
+from attention_explorer.explorer.views.pickers import pick_layer, pick_token
 from attention_explorer.models.registry import LoadedModel
 
 
@@ -42,7 +44,9 @@ def focus(layer_picker: bool = True) -> Focus:
     kind = st.session_state.get(state.FOCUS_KIND, first)
     if kind not in loaded.family.kinds:  # another model's kind
         kind = first
-    elif state.at_start(st.session_state, state.FOCUS_KIND) and lesson.before_decoder(st.session_state.get(state.PAGE)):
+    elif state.at_start(st.session_state, state.FOCUS_KIND) and navigation.before_decoder(
+        st.session_state.get(state.PAGE)
+    ):
         kind = first  # an Explore page's starting cross-attention: the lesson's decoder comes later
     stack = forward.stack_of(kind)
     if len(stacks) > 1:

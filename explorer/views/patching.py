@@ -21,9 +21,11 @@ from attention_explorer.explorer.figures import patching as figures
 from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal
-from attention_explorer.explorer.lesson import BY_STEM, script
-from attention_explorer.explorer.pages._offers import offered
-from attention_explorer.explorer.pages._shared import chart, current_trace, predict, sidebar_loaded, stop
+from attention_explorer.explorer.navigation import BY_STEM, script
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace, sidebar_loaded
+from attention_explorer.explorer.views.frame import predict, stop
+from attention_explorer.explorer.views.offers import offered
 from attention_explorer.models import ablation
 from attention_explorer.models.tokenize import SPACE_MARK
 

@@ -20,21 +20,19 @@ from attention_explorer.explorer.figures.walkthrough import (
 )
 from attention_explorer.explorer.lesson import wording
 from attention_explorer.explorer.lesson.wording import scaling_note
-from attention_explorer.explorer.pages._shared import (
+from attention_explorer.explorer.run import forward, walkthrough
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import Chosen, focus_start
+from attention_explorer.explorer.views.frame import predict, presenting
+from attention_explorer.explorer.views.pickers import (
     SEARCH,
     SEARCH_HELP,
-    Chosen,
-    chart,
-    focus_start,
     kind_name,
     pick_attention,
     pick_head,
     pick_layer,
     pick_token,
-    predict,
-    presenting,
 )
-from attention_explorer.explorer.run import forward, walkthrough
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
 RAW_PX = 220  # the raw scores' bars at most this tall, as in presenter mode: the scaled ones under them follow

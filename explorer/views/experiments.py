@@ -1,5 +1,5 @@
 """The experiments' views, shared by their Explore pages and the lesson's steps: turn heads off and the effect of
-every head (the read-outs, logit lens and attribution, are in _readouts)."""
+every head (the read-outs, logit lens and attribution, are in views.readouts)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import streamlit as st
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import experiment_runs, state
 from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.experiments import ablate, replacements
@@ -17,12 +17,14 @@ from attention_explorer.explorer.figures import style, zoom
 from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson import model_words
-from attention_explorer.explorer.pages._shared import chart, current_trace, sidebar_loaded, stop
-from attention_explorer.explorer.pages._zoom import head_map, largest_cell
 from attention_explorer.explorer.run import output
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace, sidebar_loaded
+from attention_explorer.explorer.views.frame import stop
+from attention_explorer.explorer.views.zoom import head_map, largest_cell
 from attention_explorer.models.ablation import AblationError, Head, parse
 
-ABLATION_PAGE = lesson.script("ablation")
+ABLATION_PAGE = navigation.script("ablation")
 HEADS = "ablation_heads"  # the heads turned off, as addresses ("2.1", "cross:2.1")
 SHORT = {"encoder_self": "encoder", "decoder_self": "decoder", "cross": "cross"}
 

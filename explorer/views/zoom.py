@@ -14,7 +14,8 @@ from attention_explorer.explorer.app import drill, state
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.figures.decoding import mark_row
 from attention_explorer.explorer.figures.heatmap import head_heatmap
-from attention_explorer.explorer.pages._shared import chart, token_picker
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.pickers import token_picker
 
 
 def word_of(groups: Sequence[Sequence[int]], position: int) -> int:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_explorer.explorer import lesson
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import use_model
 from attention_explorer.explorer.figures.labels import markdown_literal
-from attention_explorer.explorer.pages._shared import stop
+from attention_explorer.explorer.views.frame import stop
 
 
 def offered(key: str) -> bool:
@@ -25,7 +25,7 @@ def needs_decoder(loaded) -> None:
         f"{markdown_literal(loaded.title)} is {loaded.family.shape_name}: it has no decoder and no output "
         "distribution, so this step has nothing to show. SmolLM2 (a real language model) and the toy translation "
         "model have both."
-        + ("" if offered(lesson.REAL_MODEL) or offered(lesson.TRANSLATE) else " This server offers neither.")
+        + ("" if offered(navigation.REAL_MODEL) or offered(navigation.TRANSLATE) else " This server offers neither.")
     )
     left, right = st.columns(2)
     with left:
@@ -37,21 +37,25 @@ def needs_decoder(loaded) -> None:
 
 def offer_real_model(label: str, key: str) -> None:
     """One click to the lesson's real language model (SmolLM2-135M) on its example sentence, where it is offered."""
-    if offered(lesson.REAL_MODEL):
+    if offered(navigation.REAL_MODEL):
         st.button(
-            label, on_click=use_model, args=(lesson.REAL_MODEL, lesson.REAL_EXAMPLE), icon=":material/chat:", key=key
+            label,
+            on_click=use_model,
+            args=(navigation.REAL_MODEL, navigation.REAL_EXAMPLE),
+            icon=":material/chat:",
+            key=key,
         )
 
 
 def offer_translation(label: str, key: str) -> None:
     """One click to the lesson's encoder-decoder (the toy translation model) on its example sentence, where it is
     offered."""
-    if not offered(lesson.TRANSLATE):
+    if not offered(navigation.TRANSLATE):
         return
     st.button(
         label,
         on_click=use_model,
-        args=(lesson.TRANSLATE, lesson.TRANSLATE_EXAMPLE),
+        args=(navigation.TRANSLATE, navigation.TRANSLATE_EXAMPLE),
         icon=":material/translate:",
         key=key,
     )

@@ -13,17 +13,12 @@ from attention_explorer.explorer.experiments import ablate
 from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson import model_words
-from attention_explorer.explorer.pages._offers import needs_decoder
-from attention_explorer.explorer.pages._shared import (
-    KIND_NAMES,
-    chart,
-    current_trace,
-    sidebar_family,
-    sidebar_loaded,
-    token_legend,
-)
-from attention_explorer.explorer.pages._zoom import head_map
 from attention_explorer.explorer.run import output
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace, sidebar_family, sidebar_loaded, token_legend
+from attention_explorer.explorer.views.offers import needs_decoder
+from attention_explorer.explorer.views.pickers import KIND_NAMES
+from attention_explorer.explorer.views.zoom import head_map
 
 
 def rank_chart(found, position: int, answer, key: str, present_height: int | None = None) -> None:

@@ -15,10 +15,12 @@ from attention_explorer.explorer.lesson import model_words
 from attention_explorer.explorer.lesson.model_words import TEXT_END
 from attention_explorer.explorer.lesson.wording import BEAM_SEARCH, length_note
 from attention_explorer.explorer.lesson.wording import output_matrix as output_matrix_text
-from attention_explorer.explorer.pages._offers import needs_decoder
-from attention_explorer.explorer.pages._shared import chart, current_trace, predict, stop
 from attention_explorer.explorer.run import decoding, output
 from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.explorer.views.chart import chart
+from attention_explorer.explorer.views.current import current_trace
+from attention_explorer.explorer.views.frame import predict, stop
+from attention_explorer.explorer.views.offers import needs_decoder
 from attention_explorer.models.registry import LoadedModel
 from attention_explorer.models.tokenize import TokenizeError
 

@@ -1,0 +1,1 @@
+"""The views pages share: the code that draws each thing (explorer/pages holds only the pages)."""
