@@ -47,6 +47,8 @@ def _scale(colours) -> list[list]:
 # same under any colour-vision deficiency and in greyscale); its light end, a near-white, is 0, most of an attention
 # map (a masked triangle reads as empty, not as a loud colour), and the weight a head puts somewhere stands out dark
 SEQUENTIAL = _scale(plotly_cmocean.dense)
+# the same scale for points on white (a scatter's colour is a value): without its near-white end, which would vanish
+POINTS = _scale(plotly_cmocean.dense[2:])
 # Diverging (signed values centred on 0): ColorBrewer's RdBu (Brewer 2003, marked colour-blind safe), one direction
 # everywhere: negative blue, positive red (the colour bar's ticks say which)
 DIVERGING = _scale(plotly_diverging.RdBu[::-1])
