@@ -97,7 +97,7 @@ def rotary_positions(config: TransformerConfig) -> RotaryPositions | None:
     """The rotary tables a model with rotary positions shares between its layers' self-attentions; None otherwise."""
     if config.positional != "rotary":
         return None
-    return RotaryPositions(config.max_len, config.d_head, config.rope_theta)
+    return RotaryPositions(config.max_len, config.d_head, config.rope_theta, config.rotary_dims)
 
 
 class Residual:

@@ -29,10 +29,16 @@ class TransformerConfig:
     # query/key pair turned by an angle that grows with the position (Su et al. 2021; the Llama family)
     positional: Literal["sinusoidal", "learned", "rotary"] = "sinusoidal"
     rope_theta: float = 10000.0  # rotary's base: pair i turns by position * rope_theta^(-2i/d_head)
+    # the share of each head's dimensions rotary turns: the first int(d_head * f) of every query and key, the rest
+    # passed through unturned (GPT-NeoX's rotary_pct: 0.25 in the Pythia suite)
+    rotary_fraction: float = 1.0
     activation: str = "relu"  # one of ACTIVATIONS
     gated_ffn: bool = False  # down(act(gate x) * up x) (SwiGLU with SiLU; Shazeer 2020) instead of eq. (2)
     norm: Literal["layer", "rms"] = "layer"  # LayerNorm, or RMSNorm (no mean, no bias; Zhang & Sennrich 2019)
     norm_first: bool = False  # post-LN as in the paper and BERT; pre-LN in GPT-2
+    # the parallel block (GPT-J, GPT-NeoX): attention and the feed-forward both read the layer's input x, each through
+    # its own norm, and both add to it: x + Attn(Norm1(x)) + FFN(Norm2(x)); off: one after the other (section 3.1)
+    parallel_residual: bool = False
     layer_norm_eps: float = 1e-5  # BERT uses 1e-12
     n_kv_heads: int | None = None  # grouped-query attention: fewer key/value heads, each shared; None = n_heads
     qkv_bias: bool = True  # biases of W_Q, W_K, W_V (the Llama family has none; Qwen2 has them)
@@ -56,8 +62,22 @@ class TransformerConfig:
             raise ValueError("a Transformer needs at least one encoder or decoder layer")
         if self.positional not in ("sinusoidal", "learned", "rotary"):
             raise ValueError(f"unknown positional encoding {self.positional!r}")
-        if self.positional == "rotary" and self.d_head % 2:
-            raise ValueError(f"rotary positions turn pairs of dimensions: d_head={self.d_head} is odd")
+        if not 0 < self.rotary_fraction <= 1:
+            raise ValueError(
+                f"rotary_fraction={self.rotary_fraction} is not a share of a head's dimensions (0 < f <= 1)"
+            )
+        if self.rotary_fraction != 1 and self.positional != "rotary":
+            raise ValueError(f"rotary_fraction={self.rotary_fraction} needs rotary positions, not {self.positional!r}")
+        if self.positional == "rotary" and (self.rotary_dims % 2 or not self.rotary_dims):
+            raise ValueError(
+                f"rotary positions turn pairs of dimensions: int(d_head={self.d_head} x rotary_fraction="
+                f"{self.rotary_fraction}) = {self.rotary_dims} dimensions is not a positive even number"
+            )
+        if self.parallel_residual and not (self.norm_first and self.is_decoder_only):
+            raise ValueError(
+                "parallel_residual (x + Attn(Norm1(x)) + FFN(Norm2(x))) needs pre-norm (norm_first=True) and a "
+                "decoder-only model (no encoder, so no cross-attention)"
+            )
         if self.norm not in ("layer", "rms"):
             raise ValueError(f"unknown norm {self.norm!r}; choose layer or rms")
         if self.n_heads % self.key_value_heads:
@@ -70,6 +90,11 @@ class TransformerConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def rotary_dims(self) -> int:
+        """How many of each head's dimensions rotary turns: the first int(d_head x rotary_fraction), as GPT-NeoX."""
+        return int(self.d_head * self.rotary_fraction)
 
     @property
     def key_value_heads(self) -> int:

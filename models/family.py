@@ -37,6 +37,8 @@ class Family:
     positional: str = "sinusoidal"  # "sinusoidal" or "learned" (added to the embedding), or "rotary" (q, k turned)
     gated_ffn: bool = False  # SwiGLU: down(act(gate x) * up x)
     shared_kv: bool = False  # grouped-query attention: query heads share key/value heads
+    parallel_residual: bool = False  # the parallel block (GPT-NeoX): x + Attn(Norm1(x)) + FFN(Norm2(x))
+    rotary_fraction: float = 1.0  # the share of each head's dimensions rotary positions turn (GPT-NeoX's: 0.25)
     # how a pretrained model's weights were trained, as its source says it ("" where nothing is said: a folder's)
     training: str = ""
 
@@ -106,6 +108,8 @@ def for_config(config: TransformerConfig, name: str, origin: Origin, **marks) ->
         positional=config.positional,
         gated_ffn=config.gated_ffn,
         shared_kv=config.key_value_heads < config.n_heads,
+        parallel_residual=config.parallel_residual,
+        rotary_fraction=config.rotary_fraction,
     )
     return Family(name, config.shape, origin, config.norm_first, **(blocks | marks))
 

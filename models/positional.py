@@ -1,4 +1,5 @@
-"""Positional information: the paper's sinusoids (section 3.5) and learned position embeddings (BERT)."""
+"""Positional information: the paper's sinusoids (section 3.5), learned position embeddings (BERT) and rotary
+positions (Su et al. 2021), on all of a head's dimensions (Llama) or on its first share only (GPT-NeoX)."""
 
 from __future__ import annotations
 
@@ -62,16 +63,24 @@ def rotate(x: Float[Tensor, "B H T Dh"], cos: Float[Tensor, "T Dh2"], sin: Float
 
 class RotaryPositions(nn.Module):
     """Rotary positions: nothing is added to the embedding; every query and key is turned by position x theta_i, so
-    q . k depends on the two tokens and on their distance only. Tables of cos and sin up to max_len, not parameters."""
+    q . k depends on the two tokens and on their distance only. Tables of cos and sin up to max_len, not parameters.
+    `rotary_dims` (GPT-NeoX's partial rotary): only the first rotary_dims of each head's dimensions are turned, with
+    frequencies over that width; the rest pass through unchanged (None: all d_head)."""
 
-    def __init__(self, max_len: int, d_head: int, base: float) -> None:
+    def __init__(self, max_len: int, d_head: int, base: float, rotary_dims: int | None = None) -> None:
         super().__init__()
         self.base = base
-        angles = torch.arange(max_len).float()[:, None] * rotary_frequencies(d_head, base)[None, :]  # (T, Dh/2)
+        self.rotary_dims = d_head if rotary_dims is None else rotary_dims
+        theta = rotary_frequencies(self.rotary_dims, base)  # (R/2,): frequencies over the turned width only
+        angles = torch.arange(max_len).float()[:, None] * theta[None, :]  # (T, R/2)
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
     def forward(self, x: Float[Tensor, "B H T Dh"], offset: int = 0) -> Float[Tensor, "B H T Dh"]:
-        """x's rows turned by the angles of positions offset .. offset + T - 1."""
+        """x's rows turned by the angles of positions offset .. offset + T - 1 (their first rotary_dims only)."""
         t = x.size(-2)
-        return rotate(x, self.cos[offset : offset + t], self.sin[offset : offset + t])
+        cos, sin = self.cos[offset : offset + t], self.sin[offset : offset + t]
+        if self.rotary_dims == x.size(-1):
+            return rotate(x, cos, sin)
+        turned, passed = x[..., : self.rotary_dims], x[..., self.rotary_dims :]  # (B, H, T, R), (B, H, T, Dh - R)
+        return torch.cat((rotate(turned, cos, sin), passed), dim=-1)  # (B, H, T, Dh)

@@ -45,6 +45,9 @@ class DecoderLayerInternals:
 
     self_attn: AttentionInternals | None  # None once a run has let it go (Keep)
     cross_attn: AttentionInternals | None  # None in a decoder-only model, or let go
+    # the residual stream with masked self-attention's output added. In a parallel block (GPT-NeoX) it is x +
+    # Attn(Norm1(x)): the layer's input plus attention's write, the feed-forward's not yet added; the feed-forward did
+    # not read it (it read Norm2(x)), so after_ffn - after_self_attn is the feed-forward's write, as in a sequential one
     after_self_attn: Float[Tensor, "B T D"]
     after_cross_attn: Float[Tensor, "B T D"] | None
     after_ffn: Float[Tensor, "B T D"]
@@ -144,11 +147,14 @@ StackPatches = list[dict[str, HeadPatch]] | None
 @dataclass(frozen=True)
 class Sublayer:
     """One sub-layer of a layer, by attribute names: its module ("self_attn", "cross_attn" or "ffn"), the norm of
-    its residual connection, and the field of the layer's internals that holds the state after it."""
+    its residual connection, the field of the layer's internals that holds the state after it, and what it reads."""
 
     module: str
     norm: str
     state: str
+    # True: it reads the layer's input x (a parallel block: GPT-NeoX's x + Attn(Norm1(x)) + FFN(Norm2(x))), not the
+    # state after the sub-layer before it; its output is still added to that state, so the states stay running sums
+    reads_layer_input: bool = False
 
 
 # what an attention sub-layer is given: (its name, its module, the input it reads) -> (output, internals or None)
@@ -158,12 +164,14 @@ Attend = Callable[[str, MultiHeadAttention, Tensor], tuple[Tensor, AttentionInte
 def run_sublayers(layer: nn.Module, x: Float[Tensor, "B T D"], attend: Attend) -> tuple[dict, dict]:
     """A layer's sub-layers in order, each inside its residual connection and norm (section 3.1): the one place the
     order is written, driven by the full forward, greedy decoding with a key/value cache, and the Forward pass page
-    (through Sublayer names). Returns (state after each sub-layer, attention internals), by field name."""
+    (through Sublayer names). A parallel block's sub-layers all read the layer's input (Sublayer.reads_layer_input).
+    Returns (state after each sub-layer, attention internals), by field name."""
     states: dict[str, Tensor] = {}
     attentions: dict[str, AttentionInternals | None] = {}
+    entering = x
     for sub in layer.sublayers:
         norm: Residual = getattr(layer, sub.norm)
-        h = norm.normed_input(x)
+        h = norm.normed_input(entering if sub.reads_layer_input else x)
         if sub.module == "ffn":
             out = layer.ffn(h)
         else:
@@ -196,7 +204,9 @@ class EncoderLayer(nn.Module):
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, encoder-decoder (cross) attention over the memory, then FFN (figure 1, right). In a
-    decoder-only model (`cross=False`) the cross-attention and its norm2 are absent: norm3 is always the FFN's."""
+    decoder-only model (`cross=False`) the cross-attention and its norm2 are absent: norm3 is always the FFN's. With
+    config.parallel_residual (decoder-only) both sub-layers read the layer's input x: x + Attn(Norm1(x)) + FFN(Norm3(x))
+    (GPT-J, GPT-NeoX)."""
 
     def __init__(self, config: TransformerConfig, cross: bool = True, rotary: RotaryPositions | None = None) -> None:
         super().__init__()
@@ -206,10 +216,11 @@ class DecoderLayer(nn.Module):
         self.norm1 = residual_norm(config)
         self.norm2 = residual_norm(config) if cross else None
         self.norm3 = residual_norm(config)
+        self.parallel = config.parallel_residual  # fixed by the config; the config forbids it with cross-attention
         self.sublayers = (
-            Sublayer("self_attn", "norm1", "after_self_attn"),
+            Sublayer("self_attn", "norm1", "after_self_attn", self.parallel),
             *((Sublayer("cross_attn", "norm2", "after_cross_attn"),) if cross else ()),
-            Sublayer("ffn", "norm3", "after_ffn"),
+            Sublayer("ffn", "norm3", "after_ffn", self.parallel),
         )
 
     def forward(

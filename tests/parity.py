@@ -32,3 +32,28 @@ def assert_parity(ours: Transformer, reference, ids: torch.Tensor, atol: float =
     assert torch.equal(out.logits.argmax(-1), ref.logits.argmax(-1))
     # the weights are far enough from uniform that a wrong mask, scale or split could not pass the 1e-5 bound
     assert max(layer.self_attn.weights[..., 1:, :].max().item() for layer in layers) > 0.5
+
+
+def differences(ours: Transformer, reference, ids: torch.Tensor) -> dict[str, float]:
+    """The largest |ours - transformers'| over every layer's attention weights, every hidden state (as assert_parity
+    pairs them) and the logits; asserts the same most likely next token at every position."""
+    with torch.inference_mode():
+        out = ours(ids)
+    ref = run_reference(reference, ids)
+    layers = out.decoder.layers
+    assert len(ref.attentions) == len(layers) and len(ref.hidden_states) == len(layers) + 1
+    ours_states = [out.decoder.embeddings, *(layer.after_ffn for layer in layers[:-1]), out.decoder.output]
+    assert torch.equal(out.logits.argmax(-1), ref.logits.argmax(-1))
+
+    def largest(pairs) -> float:
+        pairs = list(pairs)
+        assert all(mine.shape == theirs.shape for mine, theirs in pairs)  # no broadcasting hides a wrong shape
+        return max((mine - theirs).abs().max().item() for mine, theirs in pairs)
+
+    return {
+        "attention": largest(
+            (layer.self_attn.weights, theirs) for layer, theirs in zip(layers, ref.attentions, strict=True)
+        ),
+        "hidden": largest(zip(ours_states, ref.hidden_states, strict=True)),
+        "logits": largest([(out.logits, ref.logits)]),
+    }

@@ -108,7 +108,7 @@ def rewrite_config(folder, **changes):
 def test_a_model_type_the_engine_does_not_have_is_named_with_the_supported_ones(tmp_path):
     folder = make_gpt2_folder(tmp_path / "mistral")
     rewrite_config(folder, model_type="mistral")
-    with pytest.raises(ModelFolderError, match=r"model_type 'mistral'; supported: bert, gpt2, llama, qwen2$"):
+    with pytest.raises(ModelFolderError, match=r"model_type 'mistral'; supported: bert, gpt2, gpt_neox, llama, qwen2$"):
         load_folder(folder)
     with pytest.raises(ModelFolderError, match="model_type 'mistral'"):
         load_reference(folder)
