@@ -1,6 +1,6 @@
 """A GGUF file (llama.cpp's format: metadata, tokenizer and quantized tensors in one file) read into what a model
 folder holds: config.json's fields, a state dict under Hugging Face's names, and the tokenizer. The family's converter
-(models.convert_llama, models.convert_qwen2) then takes it exactly as it takes a folder's. Read with `gguf`,
+(models.families.llama, models.families.qwen2) then takes it exactly as it takes a folder's. Read with `gguf`,
 llama.cpp's own reader, in two steps: describe() checks everything the engine could read wrongly from the metadata
 and the tensor table alone, and only then does dequantized() turn every tensor into float32."""
 

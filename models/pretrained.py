@@ -13,22 +13,22 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from attention_explorer import models
-from attention_explorer.models import cache, gguf
+from attention_explorer.models import cache, families, gguf
 from attention_explorer.models.config import TransformerConfig
-from attention_explorer.models.convert_bert import ConversionError
-from attention_explorer.models.family import Family
+from attention_explorer.models.families.checks import ConversionError
+from attention_explorer.models.families.descriptor import Family
 from attention_explorer.models.tokenize import WordPieceTokenizer
 from attention_explorer.models.transformer import Transformer
 
 
 def _families() -> dict[str, ModuleType]:
-    """Every family module in models/ (convert_*.py), by the model_type it declares: adding a family is adding its
-    file (config_from_hf, convert, load_tokenizer, family, MODEL_TYPE, REFERENCE_CLASS)."""
+    """Every family module in models/families/, by the model_type it declares (its checks and descriptor declare
+    none): adding a family is adding its file (config_from_hf, convert, load_tokenizer, family, MODEL_TYPE,
+    REFERENCE_CLASS)."""
     found = {}
-    for info in pkgutil.iter_modules(models.__path__, models.__name__ + "."):
-        if info.name.rpartition(".")[2].startswith("convert_"):
-            module = importlib.import_module(info.name)
+    for info in pkgutil.iter_modules(families.__path__, families.__name__ + "."):
+        module = importlib.import_module(info.name)
+        if hasattr(module, "MODEL_TYPE"):
             found[module.MODEL_TYPE] = module
     return dict(sorted(found.items()))
 

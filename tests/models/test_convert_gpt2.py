@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attention_explorer.models import registry
-from attention_explorer.models.convert_bert import ConversionError
+from attention_explorer.models.families.checks import ConversionError
 from attention_explorer.models.greedy import Sampling, continue_text
 from attention_explorer.models.pretrained import ModelFolderError, load_folder
 from attention_explorer.models.reference import load_reference
