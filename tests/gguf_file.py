@@ -1,4 +1,4 @@
-"""Tiny GGUF files written offline from tiny random Llama or Qwen2 folders (tests.llama_folder) with `gguf`'s own
+"""Tiny GGUF files written offline from tiny random Llama or Qwen2 folders (tests.folders) with `gguf`'s own
 GGUFWriter, as llama.cpp's convert_hf_to_gguf.py lays one out: metadata under the architecture's name, the byte-level
 BPE's tokens and merges, W_Q's and W_K's rows permuted for llama.cpp's rotary layout (the llama architecture only:
 Qwen2 runs llama.cpp's half-split rotary and is written as is), norms and biases in F32 and every matrix in the

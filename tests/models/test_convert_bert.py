@@ -2,37 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
-from safetensors.torch import save_file
-from transformers import BertConfig, BertForMaskedLM, BertModel
+from transformers import BertForMaskedLM, BertModel
 
 from attention_explorer.models.families import bert
 from attention_explorer.models.pretrained import ModelFolderError, load_bert_folder
 from attention_explorer.models.reference import run_reference
 from attention_explorer.models.transformer import Transformer
-
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "##s", "a", "."]
-
-
-def tiny_bert(seed: int = 0, **overrides) -> BertModel:
-    torch.manual_seed(seed)
-    settings = dict(
-        vocab_size=len(VOCAB),
-        hidden_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=48,
-        max_position_embeddings=24,
-        type_vocab_size=2,
-        hidden_act="gelu",
-        layer_norm_eps=1e-12,
-        attn_implementation="eager",
-    )
-    settings.update(overrides)
-    return BertModel(BertConfig(**settings)).eval()
+from tests.folders import make_bert_folder, tiny_bert
 
 
 def ours_from(reference: BertModel) -> Transformer:
@@ -123,22 +101,10 @@ def test_config_with_unsupported_settings_is_refused():
         bert.config_from_hf({"vocab_size": 3})
 
 
-def write_folder(folder, reference: BertModel, weights: str = "safetensors") -> None:
-    folder.mkdir(exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(reference.config.to_dict()))
-    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
-    state = {k: v.contiguous() for k, v in reference.state_dict().items()}
-    if weights == "safetensors":
-        save_file(state, str(folder / "model.safetensors"))
-    else:
-        torch.save(state, folder / "pytorch_model.bin")
-
-
 @pytest.mark.parametrize("weights", ["safetensors", "bin"])
 def test_load_folder_then_parity(tmp_path, weights):
     reference = tiny_bert(4)
-    write_folder(tmp_path / "m", reference, weights)
+    make_bert_folder(tmp_path / "m", reference, weights=weights)
     model, tokenizer = load_bert_folder(tmp_path / "m")
     enc = tokenizer.encode("The cats sat on a mat.", 24)
     assert enc.tokens == ("[CLS]", "the", "cat", "##s", "sat", "on", "a", "mat", ".", "[SEP]")
@@ -151,7 +117,7 @@ def test_folder_problems_are_named(tmp_path):
     folder = tmp_path / "m"
     with pytest.raises(ModelFolderError, match="no model folder"):
         load_bert_folder(folder)
-    write_folder(folder, reference)
+    make_bert_folder(folder, reference)
     (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:200])
     with pytest.raises(ModelFolderError, match="cannot read model.safetensors"):
         load_bert_folder(folder)

@@ -14,7 +14,7 @@ from attention_explorer.models.greedy import Sampling, continue_text
 from attention_explorer.models.pretrained import ModelFolderError, load_folder
 from attention_explorer.models.reference import load_reference
 from attention_explorer.models.tokenize import ByteLevelTokenizer
-from tests.gpt2_folder import END, make_gpt2_folder, train_tokenizer
+from tests.folders import END, make_gpt2_folder, train_tokenizer
 from tests.parity import assert_parity
 
 SENTENCE = "the cat sat on the mat and the dog sat on the rug."

@@ -21,8 +21,7 @@ from attention_explorer.models.pretrained import load_folder
 from attention_explorer.models.reference import load_reference
 from attention_explorer.models.transformer import Transformer
 from tests import tolerance
-from tests.gpt2_folder import CORPUS
-from tests.llama_folder import make_llama_folder
+from tests.folders import CORPUS, make_llama_folder
 from tests.parity import assert_parity
 
 SHAPES = [
