@@ -354,7 +354,7 @@ def from_task(
 ) -> LoadedModel:
     """A model trained on a toy task, reading the task's source words and writing its target words."""
     name = "GPT-style, trained here" if model.config.is_decoder_only else "the paper's Transformer"
-    described = descriptor.for_config(model.config, name, "trained here", specials=tasks.SPECIALS, task=task.name)
+    described = descriptor.for_config(model.config, name, "trained here", task=task.name, **descriptor.WORD_LIST_MARKS)
     return LoadedModel(
         key,
         title,

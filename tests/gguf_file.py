@@ -112,6 +112,10 @@ def write_gguf(
         writer.add_token_merges(merges)
         writer.add_token_types([3 if i in specials else 1 for i in range(len(tokens))])
         writer.add_add_bos_token(False)
+        if config.get("bos_token_id") is not None:  # the marker tokens' roles, as llama.cpp's converter writes them
+            writer.add_bos_token_id(config["bos_token_id"])
+        if config.get("eos_token_id") is not None:
+            writer.add_eos_token_id(config["eos_token_id"])
     if edit is not None:
         edit(writer)
     for name, weight in load_file(str(folder / "model.safetensors")).items():

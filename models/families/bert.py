@@ -132,6 +132,6 @@ def load_tokenizer(folder: Path) -> WordPieceTokenizer:
     return WordPieceTokenizer.from_folder(folder)
 
 
-def family(config: TransformerConfig, tokenizer: object = None) -> descriptor.Family:
-    """A BERT-family folder's descriptor: pretrained weights read with WordPiece."""
+def family(config: TransformerConfig, tokenizer: object = None, hf: Mapping | None = None) -> descriptor.Family:
+    """A BERT-family folder's descriptor: pretrained weights read with WordPiece ([CLS] ... [SEP])."""
     return descriptor.for_config(config, "BERT family", "pretrained", **descriptor.WORDPIECE_MARKS)

@@ -125,6 +125,12 @@ def load_tokenizer(folder: Path) -> ByteLevelTokenizer:
     return ByteLevelTokenizer.from_folder(folder)
 
 
-def family(config: TransformerConfig, tokenizer: object = None) -> descriptor.Family:
-    """A GPT-2-family folder's descriptor: pretrained weights read with byte-level BPE."""
-    return descriptor.for_config(config, "GPT-2 family", "pretrained", **descriptor.BYTE_BPE_MARKS)
+def family(
+    config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None, hf: Mapping | None = None
+) -> descriptor.Family:
+    """A GPT-2-family folder's descriptor: pretrained weights read with byte-level BPE, its start and end token those
+    config.json names (<|endoftext|>)."""
+    marks = descriptor.BYTE_BPE_MARKS
+    if tokenizer is not None:
+        marks = descriptor.with_roles(marks, tokenizer, hf)
+    return descriptor.for_config(config, "GPT-2 family", "pretrained", **marks)

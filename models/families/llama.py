@@ -135,12 +135,16 @@ def load_tokenizer(folder: Path) -> ByteLevelTokenizer:
     return ByteLevelTokenizer.from_folder(folder, with_markers=True)
 
 
-def family(config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None) -> descriptor.Family:
+def family(
+    config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None, hf: Mapping | None = None
+) -> descriptor.Family:
     """A Llama-family model's descriptor: pretrained, read with byte-level BPE ('Ġ' starts a word) or a SentencePiece
-    vocabulary ('▁' starts a word), whichever its tokenizer spells."""
-    marks = dict(descriptor.BYTE_BPE_MARKS)
-    if tokenizer is not None:
-        marks["specials"] = tokenizer.specials
-        if tokenizer.token_to_id("Ġthe") is None and tokenizer.token_to_id("▁the") is not None:
-            marks["word_start"] = "▁"
+    vocabulary ('▁' starts a word), whichever its vocabulary spells, with its own marker tokens and the role config.json
+    (or the GGUF file) gives each: SmolLM2's text starts with <|im_start|> and ends with <|im_end|>."""
+    if tokenizer is None:
+        return descriptor.for_config(config, "Llama family", "pretrained", **descriptor.BYTE_BPE_MARKS)
+    kind = descriptor.spelt_by(tokenizer, descriptor.BYTE_BPE_MARKS, descriptor.SENTENCEPIECE_MARKS)
+    # the roles as its own files say them, never GPT-2's or SentencePiece's by name (SmolLM2 has <|endoftext|> too)
+    spelling = {k: v for k, v in kind.items() if k not in descriptor.ROLES}
+    marks = descriptor.with_roles(spelling | {"specials": tokenizer.specials}, tokenizer, hf)
     return descriptor.for_config(config, "Llama family", "pretrained", **marks)

@@ -35,6 +35,8 @@ def load_tokenizer(folder: Path) -> ByteLevelTokenizer:
     return llama.load_tokenizer(folder)
 
 
-def family(config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None) -> descriptor.Family:
+def family(
+    config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None, hf: Mapping | None = None
+) -> descriptor.Family:
     """A Qwen2-family model's descriptor: Llama's, named for its family."""
-    return replace(llama.family(config, tokenizer), name="Qwen2 family")
+    return replace(llama.family(config, tokenizer, hf), name="Qwen2 family")
