@@ -15,7 +15,7 @@ from bench.harness import ROOT
 
 CACHE = ROOT / "artifacts" / "bench-folders"  # artifacts/ is ignored by git: the folders are built, never committed
 # name -> make_gpt2_folder's settings. gpt2-small: GPT-2 small's shape and vocabulary (124M parameters, tied output;
-# 500 MB of float32 safetensors), random weights, read with tests/gpt2_folder.py's tiny BPE padded to 50,257 tokens
+# 500 MB of float32 safetensors), random weights, read with tests/folders.py's tiny BPE padded to 50,257 tokens
 SHAPES = {"gpt2-small": dict(n_embd=768, n_head=12, n_layer=12, n_positions=1024, vocab_size=50257)}
 PREFIX = "folder:"
 
@@ -32,7 +32,7 @@ def _built(path: Path, settings: dict) -> bool:
 
 def folder(name: str) -> Path:
     """The bench folder `name` (a SHAPES key) in CACHE, built on first use (GPT-2 small: 8 s, 500 MB), then reused."""
-    from tests.gpt2_folder import make_gpt2_folder  # the tests' builder: transformers' own GPT2LMHeadModel, saved
+    from tests.folders import make_gpt2_folder  # the tests' builder: transformers' own GPT2LMHeadModel, saved
 
     settings = SHAPES[name]
     path = CACHE / name

@@ -20,8 +20,7 @@ LENGTHS = (1024, 2048)
 def shaped_folders(root: Path) -> dict[str, Path]:
     """GPT-2 small's 12 layers x 12 heads at 1,024 positions; SmolLM2's 9 query heads sharing 3 key/value heads at
     2,048 positions (4 layers of its 30: what a page draws is one layer or head, and four keep the run in memory)."""
-    from tests.gpt2_folder import make_gpt2_folder
-    from tests.llama_folder import make_llama_folder
+    from tests.folders import make_gpt2_folder, make_llama_folder
 
     return {
         "gpt2-shape": make_gpt2_folder(root / "gpt2-shape", n_embd=96, n_head=12, n_layer=12, n_positions=1024),

@@ -22,7 +22,7 @@ from torch import Tensor
 CACHE_ENV = "EXPLORER_CACHE"
 MAX_GB_ENV = "EXPLORER_CACHE_MAX_GB"
 DEFAULT_MAX_GB = 4.0  # SmolLM2-135M dequantized is 0.54 GB; a 1B model in float32 is about 4 GB
-CACHE_FORMAT = 1  # bump whenever what models.gguf reads changes: cache folders written before are then not read
+CACHE_FORMAT = 2  # bump whenever what models.gguf reads changes: cache folders written before are then not read
 # a folder this cache wrote: the file's name, "-", 16 hex digits of its hash; a half-written one starts with "."
 ENTRY = re.compile(r"[^.].*-[0-9a-f]{16}")
 PARTIAL = re.compile(r"\..+-[0-9a-f]{16}\..+")

@@ -1,6 +1,6 @@
 """A GGUF file (llama.cpp's format: metadata, tokenizer and quantized tensors in one file) read into what a model
 folder holds: config.json's fields, a state dict under Hugging Face's names, and the tokenizer. The family's converter
-(models.convert_llama, models.convert_qwen2) then takes it exactly as it takes a folder's. Read with `gguf`,
+(models.families.llama, models.families.qwen2) then takes it exactly as it takes a folder's. Read with `gguf`,
 llama.cpp's own reader, in two steps: describe() checks everything the engine could read wrongly from the metadata
 and the tensor table alone, and only then does dequantized() turn every tensor into float32."""
 
@@ -50,6 +50,12 @@ CONFIG_FIELDS = {
 # fields llama.cpp leaves out when they hold their default, as transformers reads the file too
 DEFAULTS = {"rope.freq_base": ("rope_theta", 10000.0)}
 CONTROL = 3  # tokenizer.ggml.token_type of a marker token (<|im_start|>, ...)
+# the ids of the tokenizer's start, end and padding tokens -> config.json's fields (the family's descriptor reads them)
+ROLE_FIELDS = {
+    "tokenizer.ggml.bos_token_id": "bos_token_id",
+    "tokenizer.ggml.eos_token_id": "eos_token_id",
+    "tokenizer.ggml.padding_token_id": "pad_token_id",
+}
 # Qwen2's word split (transformers' Qwen2 PRETOKENIZE_REGEX): digits one by one, a word keeps the mark before it
 QWEN2_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -261,6 +267,7 @@ def describe(path: str | Path) -> GGUFModel:
     _check_positions(reader, path, arch, d_model // heads)
     tokenizer = _tokenizer(reader, path)
     config["vocab_size"] = _field(reader, f"{arch}.vocab_size") or tokenizer.vocab_size
+    config |= {name: int(found) for field, name in ROLE_FIELDS.items() if (found := _field(reader, field)) is not None}
     config["tie_word_embeddings"] = "output.weight" not in {t.name for t in reader.tensors}
     readable, tensors = dequantizable(), []
     for tensor in reader.tensors:

@@ -13,22 +13,22 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from attention_explorer import models
-from attention_explorer.models import cache, gguf
+from attention_explorer.models import cache, families, gguf
 from attention_explorer.models.config import TransformerConfig
-from attention_explorer.models.convert_bert import ConversionError
-from attention_explorer.models.family import Family
+from attention_explorer.models.families.checks import ConversionError
+from attention_explorer.models.families.descriptor import Family
 from attention_explorer.models.tokenize import WordPieceTokenizer
 from attention_explorer.models.transformer import Transformer
 
 
 def _families() -> dict[str, ModuleType]:
-    """Every family module in models/ (convert_*.py), by the model_type it declares: adding a family is adding its
-    file (config_from_hf, convert, load_tokenizer, family, MODEL_TYPE, REFERENCE_CLASS)."""
+    """Every family module in models/families/, by the model_type it declares (its checks and descriptor declare
+    none): adding a family is adding its file (config_from_hf, convert, load_tokenizer, family, MODEL_TYPE,
+    REFERENCE_CLASS)."""
     found = {}
-    for info in pkgutil.iter_modules(models.__path__, models.__name__ + "."):
-        if info.name.rpartition(".")[2].startswith("convert_"):
-            module = importlib.import_module(info.name)
+    for info in pkgutil.iter_modules(families.__path__, families.__name__ + "."):
+        module = importlib.import_module(info.name)
+        if hasattr(module, "MODEL_TYPE"):
             found[module.MODEL_TYPE] = module
     return dict(sorted(found.items()))
 
@@ -152,14 +152,15 @@ def load_folder(folder: str | Path) -> tuple[Transformer, object, Family]:
         tokenizer = module.load_tokenizer(folder)
     except Exception as e:  # noqa: BLE001 -- tokenizers raises a bare Exception for a corrupt file
         raise ModelFolderError(f"cannot read the tokenizer in {folder}: {e}") from None
-    return assemble(module, config, state, tokenizer)
+    return assemble(module, config, state, tokenizer, hf)
 
 
 def assemble(
-    module: ModuleType, config: TransformerConfig, state: dict, tokenizer
+    module: ModuleType, config: TransformerConfig, state: dict, tokenizer, hf: dict | None = None
 ) -> tuple[Transformer, object, Family]:
-    """Our model filled with a converted state dict, beside its tokenizer and its family's descriptor, whichever
-    reader (a folder, a GGUF file) gave them."""
+    """Our model filled with a converted state dict, beside its tokenizer and its family's descriptor (which reads
+    config.json's fields `hf`: the ids of its start and end tokens), whichever reader (a folder, a GGUF file) gave
+    them."""
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelFolderError(f"tokenizer has {tokenizer.vocab_size} tokens but config.json says {config.vocab_size}")
     model = Transformer(config)
@@ -168,7 +169,7 @@ def assemble(
     model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True, assign=True)
     model.tie()  # assigning gave tied matrices separate parameters: one again
     model.eval().requires_grad_(False)
-    return model, tokenizer, module.family(config, tokenizer)
+    return model, tokenizer, module.family(config, tokenizer, hf)
 
 
 def load_gguf(path: str | Path) -> tuple[Transformer, object, Family]:
@@ -196,7 +197,7 @@ def load_gguf(path: str | Path) -> tuple[Transformer, object, Family]:
     module = family_module(found.config, path)
     config = module.config_from_hf(found.config)
     state = gguf.dequantized(found)
-    loaded = assemble(module, config, module.convert(state, config), found.tokenizer)
+    loaded = assemble(module, config, module.convert(state, config), found.tokenizer, found.config)
     cache.write(cached, found.config, state, found.tokenizer)
     return loaded
 

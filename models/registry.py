@@ -11,10 +11,11 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
-from attention_explorer.models import family, tasks, train
+from attention_explorer.models import tasks, train
 from attention_explorer.models.config import PAPER_BASE, TransformerConfig
-from attention_explorer.models.convert_bert import ConversionError
-from attention_explorer.models.family import Family
+from attention_explorer.models.families import descriptor
+from attention_explorer.models.families.checks import ConversionError
+from attention_explorer.models.families.descriptor import Family
 from attention_explorer.models.gguf import GGUFError, package_file
 from attention_explorer.models.pretrained import (
     FAMILIES,
@@ -56,7 +57,8 @@ class Card:
 
     loss: str = ""  # what its training lowered
     training: str = ""  # its data and schedule
-    story: str = ""  # the loss step's whole account, with its source (models.family.Family.training carries it)
+    # the loss step's whole account, with its source (models.families.descriptor.Family.training carries it)
+    story: str = ""
 
 
 @dataclass(frozen=True)
@@ -352,7 +354,7 @@ def from_task(
 ) -> LoadedModel:
     """A model trained on a toy task, reading the task's source words and writing its target words."""
     name = "GPT-style, trained here" if model.config.is_decoder_only else "the paper's Transformer"
-    described = family.for_config(model.config, name, "trained here", specials=tasks.SPECIALS, task=task.name)
+    described = descriptor.for_config(model.config, name, "trained here", task=task.name, **descriptor.WORD_LIST_MARKS)
     return LoadedModel(
         key,
         title,
@@ -397,7 +399,7 @@ def build(spec: ModelSpec) -> LoadedModel:
     else:  # all-MiniLM-L6-v2's shape: the pretrained model's untrained copy
         model, bos_id, eos_id = seeded(read_config(minilm_folder())), None, None
         name = "BERT family"
-    described = family.for_config(model.config, name, "random", **family.WORDPIECE_MARKS)
+    described = descriptor.for_config(model.config, name, "random", **descriptor.WORDPIECE_MARKS)
     return LoadedModel(
         spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described, bos_id, eos_id
     )

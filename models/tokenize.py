@@ -83,7 +83,7 @@ def _marked(text: str) -> str:
 
 @dataclass(frozen=True)
 class Spelling:
-    """How a tokenizer spells its tokens (models.family.Family's marks), and each token as text a class can read:
+    """How a tokenizer spells its tokens (models.families.descriptor's marks), and each token as text a class can read:
     byte-level BPE ('Ġ') decoded from GPT-2's byte alphabet, SentencePiece's '▁' as the space it stands for, a space
     and a line break shown as SPACE_MARK and NEWLINE_MARK; WordPiece (its '##' kept) and marker tokens as written."""
 

@@ -56,8 +56,8 @@ def induction():
 
 @pytest.fixture(scope="session")
 def gpt2_folder(tmp_path_factory):
-    """A tiny random GPT-2 folder (tests/gpt2_folder.py's defaults), built once per session."""
-    from tests.gpt2_folder import make_gpt2_folder
+    """A tiny random GPT-2 folder (tests/folders.py's defaults), built once per session."""
+    from tests.folders import make_gpt2_folder
 
     return make_gpt2_folder(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2")
 
@@ -73,7 +73,7 @@ def smollm2():
 @pytest.fixture(scope="session")
 def llama_folder(tmp_path_factory):
     """A tiny random Llama folder (3 query heads share each key/value head), built once per session."""
-    from tests.llama_folder import make_llama_folder
+    from tests.folders import make_llama_folder
 
     return make_llama_folder(tmp_path_factory.mktemp("llama") / "tiny-llama", heads=6, kv_heads=2)
 

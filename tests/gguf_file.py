@@ -1,4 +1,4 @@
-"""Tiny GGUF files written offline from tiny random Llama or Qwen2 folders (tests.llama_folder) with `gguf`'s own
+"""Tiny GGUF files written offline from tiny random Llama or Qwen2 folders (tests.folders) with `gguf`'s own
 GGUFWriter, as llama.cpp's convert_hf_to_gguf.py lays one out: metadata under the architecture's name, the byte-level
 BPE's tokens and merges, W_Q's and W_K's rows permuted for llama.cpp's rotary layout (the llama architecture only:
 Qwen2 runs llama.cpp's half-split rotary and is written as is), norms and biases in F32 and every matrix in the
@@ -112,6 +112,10 @@ def write_gguf(
         writer.add_token_merges(merges)
         writer.add_token_types([3 if i in specials else 1 for i in range(len(tokens))])
         writer.add_add_bos_token(False)
+        if config.get("bos_token_id") is not None:  # the marker tokens' roles, as llama.cpp's converter writes them
+            writer.add_bos_token_id(config["bos_token_id"])
+        if config.get("eos_token_id") is not None:
+            writer.add_eos_token_id(config["eos_token_id"])
     if edit is not None:
         edit(writer)
     for name, weight in load_file(str(folder / "model.safetensors")).items():

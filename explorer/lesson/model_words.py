@@ -6,7 +6,7 @@ from __future__ import annotations
 from attention_explorer.explorer.run.answers import Answer
 from attention_explorer.explorer.run.output import FinalNorm, scored_token
 from attention_explorer.models import train
-from attention_explorer.models.family import Family
+from attention_explorer.models.families.descriptor import Family
 
 
 def ffn_activation(name: str) -> str:

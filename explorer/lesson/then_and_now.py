@@ -6,6 +6,7 @@ where the model does what the paper did."""
 from __future__ import annotations
 
 from attention_explorer.models import train
+from attention_explorer.models.families.descriptor import BYTE_BPE, SENTENCEPIECE, WORDPIECE
 from attention_explorer.models.registry import LoadedModel
 
 SAME = "the same"
@@ -56,12 +57,12 @@ PAPER = {
 def _tokens(loaded: LoadedModel) -> str:
     family, config = loaded.family, loaded.model.config
     vocab = config.vocab_size
-    if family.word_start == "Ġ":
+    if family.tokenizer == BYTE_BPE:
         return f"byte-level BPE of {vocab:,} tokens: any text can be read"
-    if family.word_start == "▁":
-        return f"a SentencePiece BPE of {vocab:,} tokens ('▁' marks a token that starts a word)"
-    if family.continuation == "##":
-        return f"WordPiece of {vocab:,} tokens ('##' marks a piece that continues a word)"
+    if family.tokenizer == SENTENCEPIECE:
+        return f"a SentencePiece BPE of {vocab:,} tokens ('{family.word_start}' marks a token that starts a word)"
+    if family.tokenizer == WORDPIECE:
+        return f"WordPiece of {vocab:,} tokens ('{family.continuation}' marks a piece that continues a word)"
     if config.target_vocab_size != vocab:
         return f"whole words: {vocab:,} source words and {config.target_vocab_size:,} target words"
     return f"whole words, a vocabulary of {vocab:,}"

@@ -7,7 +7,7 @@ import math
 
 from attention_explorer.models import tasks, train
 from attention_explorer.models.config import TransformerConfig
-from attention_explorer.models.family import Family
+from attention_explorer.models.families.descriptor import Family
 
 PAPER_WARMUP = 4000  # section 5.3
 PAPER_STEPS = 100_000  # base model, section 5.2

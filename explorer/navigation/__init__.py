@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attention_explorer.models.family import Family
+from attention_explorer.models.families.descriptor import Family
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from attention_explorer.explorer.run import forward, tokens_view
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace
 from attention_explorer.explorer.views.frame import intro, page_footer, page_header, predict, presenting, stop
+from attention_explorer.models.families.descriptor import WORDPIECE
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here (as on the Overview); the boxes show every token read
 
@@ -76,12 +77,10 @@ if focus is not None:
     where = "outlined above and highlighted" if focus < SHOWN else "highlighted"
     st.caption(markdown_literal(f"The lesson's focused token, {position_label(focus, readable[focus])}, is {where}."))
 
-word_piece = loaded.family.continuation == tokens_view.CONTINUES
-marks = None
-if loaded.is_encoder_decoder and loaded.bos_id is not None and loaded.eos_id is not None:
-    vocabulary = loaded.target_vocabulary
-    marks = (vocabulary.id_to_token(loaded.bos_id), vocabulary.id_to_token(loaded.eos_id))
-notes = tokens_view.notes(tokens, word_piece, loaded.tokenizer.vocab_size, marks, loaded.family.word_start)
+family = loaded.family  # the tokenizer's kind, word marks and marker tokens, as the model's family says them
+word_piece = family.tokenizer == WORDPIECE
+marks = (family.start_token, family.end_token) if loaded.is_encoder_decoder else None  # where the decoder starts, stops
+notes = tokens_view.notes(tokens, word_piece, loaded.tokenizer.vocab_size, marks, family.word_start)
 st.markdown("\n".join(f"- {markdown_literal(note)}" for note in notes))
 
 table = pd.DataFrame(

@@ -14,16 +14,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_explorer.explorer.run.analysis import ENDS, STARTS, is_punctuation
-from attention_explorer.models import family
+from attention_explorer.models.families import descriptor
 from attention_explorer.models.tasks import SPECIALS
 
-# every tokenizer family's own marker tokens (as models.family declares them), the toy tasks' and the usual others
+# every tokenizer family's own marker tokens (as models.families.descriptor declares them), the toy tasks' and the
+# usual others
 MARKERS = (
     STARTS
     | ENDS
     | frozenset({"[PAD]", "<pad>", "[UNK]", "[MASK]"})
-    | frozenset(family.WORDPIECE_MARKS["specials"])
-    | frozenset(family.BYTE_BPE_MARKS["specials"])
+    | frozenset(descriptor.WORDPIECE_MARKS["specials"])
+    | frozenset(descriptor.BYTE_BPE_MARKS["specials"])
     | frozenset(SPECIALS)
 )
 NEAR = 2  # in self-attention, keys this close to the query do not count (self, neighbours, a split word's pieces)

@@ -13,7 +13,7 @@ from attention_explorer.explorer.run import analysis, starting
 from attention_explorer.explorer.run.trace import UNKNOWN, AttentionTrace, Trace, unknown_pieces
 from attention_explorer.explorer.views.frame import stop
 from attention_explorer.explorer.views.unreadable import cannot_read
-from attention_explorer.models.family import Family
+from attention_explorer.models.families.descriptor import Family
 from attention_explorer.models.tokenize import TokenizeError
 
 

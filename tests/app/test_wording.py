@@ -120,7 +120,7 @@ def test_train_curve_draws_the_eq3_schedule_beside_the_loss():
 
 
 def test_learned_positions_say_where_the_weights_came_from_not_what_the_cosine_suggests():
-    from attention_explorer.models.family import Family
+    from attention_explorer.models.families.descriptor import Family
 
     random = Family("BERT family", "encoder-only", "random", False)
     trained = Family("GPT-style, trained here", "decoder-only", "trained here", True)

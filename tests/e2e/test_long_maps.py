@@ -25,7 +25,7 @@ REGION = """(index) => {  // the region's first query and key, once chart `index
 
 @pytest.fixture(scope="module")
 def long_model(tmp_path_factory):
-    from tests.gpt2_folder import make_gpt2_folder  # noqa: PLC0415
+    from tests.folders import make_gpt2_folder  # noqa: PLC0415
 
     folder = make_gpt2_folder(tmp_path_factory.mktemp("long") / "long-gpt2", n_positions=1024)
     with harness.app_server(env={registry.FOLDERS_ENV: f"long-gpt2={folder}"}) as url:

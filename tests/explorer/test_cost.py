@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attention_explorer.explorer.run import cost
-from attention_explorer.models import convert_gpt2
+from attention_explorer.models.families import gpt2
 from bench import folders
 
 
@@ -14,7 +14,7 @@ def test_what_would_keep_a_page_past_4_s_asks_and_one_more_minilm_run_does_not(m
     assert 7 < smollm2_run < 15  # measured: about 10 s
     assert cost.asks_first(2 * smollm2_run)  # the reference beside our 30 layers recomputed
     # GPT-2-small's reference at 1,024 tokens beside its 12 layers recomputed: 7.4 s measured in Chromium
-    gpt2_small = convert_gpt2.config_from_hf(folders.SHAPES["gpt2-small"])
+    gpt2_small = gpt2.config_from_hf(folders.SHAPES["gpt2-small"])
     assert cost.asks_first(2 * cost.forward_seconds(gpt2_small, 1024))
     assert not cost.asks_first(cost.forward_seconds(minilm.model.config, 512))  # one more run, as pages make
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from attention_explorer.explorer import navigation
-from attention_explorer.models import family
 from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.families import descriptor
 
 ROOT = Path(__file__).resolve().parents[2]
 # the pages' addresses before the lesson (shared links must keep working)
@@ -51,7 +51,7 @@ def test_previous_and_next_walk_the_path_both_ways():
 
 def test_an_encoder_only_model_lacks_the_decoder_steps():
     config = TransformerConfig(vocab_size=8, d_model=8, n_heads=2, d_ff=8, n_encoder_layers=1, n_decoder_layers=0)
-    encoder_only = family.for_config(config, "BERT family", "random")
+    encoder_only = descriptor.for_config(config, "BERT family", "random")
     assert [page.stem for page in navigation.lacking(encoder_only)] == [
         "decoding",
         "final_linear",
@@ -60,5 +60,5 @@ def test_an_encoder_only_model_lacks_the_decoder_steps():
     ]
     for shape in ((1, 1), (0, 1)):  # encoder-decoder, decoder-only: both have a next-token head
         config = replace(config, n_encoder_layers=shape[0], n_decoder_layers=shape[1])
-        assert navigation.lacking(family.for_config(config, "ours", "random")) == ()
+        assert navigation.lacking(descriptor.for_config(config, "ours", "random")) == ()
     assert navigation.BY_STEM["tokens"].label == "1. Tokens and ids"

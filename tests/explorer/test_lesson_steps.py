@@ -12,7 +12,8 @@ import pytest
 from attention_explorer.explorer.figures.complexity import operations
 from attention_explorer.explorer.figures.tokens import COLOURS, SHOWN, token_boxes
 from attention_explorer.explorer.run import complexity, tokens_view
-from attention_explorer.models import family, registry, tasks
+from attention_explorer.models import registry, tasks
+from attention_explorer.models.families import descriptor
 from tests.figdata import array
 from tests.hostile import NAMED
 
@@ -91,7 +92,7 @@ def test_word_piece_notes_name_only_what_the_tokens_have(word_piece):
     with_unknown = word_piece.encode(PIECES, 128).tokens
     without = word_piece.encode("the cat", 128).tokens
     # the page names '##' pieces when the model's family spells them so: WordPiece's mark is the one it explains
-    assert family.WORDPIECE_MARKS["continuation"] == tokens_view.CONTINUES
+    assert descriptor.WORDPIECE_MARKS["continuation"] == tokens_view.CONTINUES
     lines = tokens_view.notes(with_unknown, True, word_piece.vocab_size)
     assert any(line.startswith("[CLS]") for line in lines) and any(line.startswith("[SEP]") for line in lines)
     assert any("##" in line for line in lines) and any(line.startswith("[UNK]") for line in lines)

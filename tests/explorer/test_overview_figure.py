@@ -12,8 +12,8 @@ import pytest
 from attention_explorer.explorer import navigation
 from attention_explorer.explorer.figures.clicks import CLICKS
 from attention_explorer.explorer.figures.overview import BADGES, clicked_step, figure_one, open_clicked
-from attention_explorer.models import family
 from attention_explorer.models.config import PAPER_BASE
+from attention_explorer.models.families import descriptor
 
 ENCODER_ONLY = dataclasses.replace(PAPER_BASE, n_decoder_layers=0, positional="learned", embedding_norm=True)
 # GPT-2's shape: no encoder, pre-LN, learned positions, no embedding scale
@@ -102,7 +102,7 @@ def test_an_encoder_only_model_draws_no_decoder_step():
     figure = figure_one(ENCODER_ONLY, "T")
     stems = {row[0] for trace in figure.data if trace.meta == CLICKS for row in trace.customdata}
     assert stems and not stems & {
-        page.stem for page in navigation.lacking(family.for_config(ENCODER_ONLY, "x", "random"))
+        page.stem for page in navigation.lacking(descriptor.for_config(ENCODER_ONLY, "x", "random"))
     }
     assert not [b for b in boxes(figure) if "Linear" in b["label"] or "Loss" in b["label"]]
     assert "+ learned positions, token type, LayerNorm" in [b["label"] for b in boxes(figure)]

@@ -2,43 +2,21 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
-from safetensors.torch import save_file
-from transformers import BertConfig, BertForMaskedLM, BertModel
+from transformers import BertForMaskedLM, BertModel
 
-from attention_explorer.models import convert_bert
+from attention_explorer.models.families import bert
 from attention_explorer.models.pretrained import ModelFolderError, load_bert_folder
 from attention_explorer.models.reference import run_reference
 from attention_explorer.models.transformer import Transformer
-
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "##s", "a", "."]
-
-
-def tiny_bert(seed: int = 0, **overrides) -> BertModel:
-    torch.manual_seed(seed)
-    settings = dict(
-        vocab_size=len(VOCAB),
-        hidden_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=48,
-        max_position_embeddings=24,
-        type_vocab_size=2,
-        hidden_act="gelu",
-        layer_norm_eps=1e-12,
-        attn_implementation="eager",
-    )
-    settings.update(overrides)
-    return BertModel(BertConfig(**settings)).eval()
+from tests.folders import make_bert_folder, tiny_bert
 
 
 def ours_from(reference: BertModel) -> Transformer:
-    config = convert_bert.config_from_hf(reference.config.to_dict())
+    config = bert.config_from_hf(reference.config.to_dict())
     model = Transformer(config)
-    model.load_state_dict(convert_bert.convert(reference.state_dict(), config), strict=True)
+    model.load_state_dict(bert.convert(reference.state_dict(), config), strict=True)
     return model.eval()
 
 
@@ -72,8 +50,8 @@ def test_masked_lm_checkpoint_with_prefix_and_heads_converts():
     mlm = BertForMaskedLM(tiny_bert().config).eval()
     state = mlm.state_dict()
     assert any(k.startswith("bert.") for k in state) and any(k.startswith("cls.") for k in state)
-    config = convert_bert.config_from_hf(mlm.config.to_dict())
-    converted = convert_bert.convert(state, config)
+    config = bert.config_from_hf(mlm.config.to_dict())
+    converted = bert.convert(state, config)
     # a renamed copy of the same tensor: bit for bit
     assert torch.equal(
         converted["encoder.layers.1.self_attn.w_k.weight"], state["bert.encoder.layer.1.attention.self.key.weight"]
@@ -86,59 +64,47 @@ def test_tf_era_gamma_beta_names_are_understood():
         k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
         for k, v in reference.state_dict().items()
     }
-    config = convert_bert.config_from_hf(reference.config.to_dict())
-    assert len(convert_bert.convert(state, config)) == len(convert_bert.key_map(config.n_encoder_layers))
+    config = bert.config_from_hf(reference.config.to_dict())
+    assert len(bert.convert(state, config)) == len(bert.key_map(config.n_encoder_layers))
 
 
 def test_missing_key_is_named():
     reference = tiny_bert()
     state = dict(reference.state_dict())
     del state["encoder.layer.2.intermediate.dense.bias"]
-    config = convert_bert.config_from_hf(reference.config.to_dict())
-    with pytest.raises(convert_bert.ConversionError, match=r"missing encoder\.layer\.2\.intermediate\.dense\.bias"):
-        convert_bert.convert(state, config)
+    config = bert.config_from_hf(reference.config.to_dict())
+    with pytest.raises(bert.ConversionError, match=r"missing encoder\.layer\.2\.intermediate\.dense\.bias"):
+        bert.convert(state, config)
 
 
 def test_mismatched_shape_is_named():
     reference = tiny_bert()
     state = dict(reference.state_dict())
     state["encoder.layer.0.attention.self.query.weight"] = torch.zeros(32, 16)
-    config = convert_bert.config_from_hf(reference.config.to_dict())
-    with pytest.raises(convert_bert.ConversionError, match=r"query\.weight has shape \(32, 16\), expected \(32, 32\)"):
-        convert_bert.convert(state, config)
+    config = bert.config_from_hf(reference.config.to_dict())
+    with pytest.raises(bert.ConversionError, match=r"query\.weight has shape \(32, 16\), expected \(32, 32\)"):
+        bert.convert(state, config)
 
 
 def test_unexpected_key_is_named():
     reference = tiny_bert()
     state = dict(reference.state_dict(), **{"encoder.layer.0.adapter.weight": torch.zeros(2)})
-    config = convert_bert.config_from_hf(reference.config.to_dict())
-    with pytest.raises(convert_bert.ConversionError, match=r"unexpected encoder\.layer\.0\.adapter\.weight"):
-        convert_bert.convert(state, config)
+    config = bert.config_from_hf(reference.config.to_dict())
+    with pytest.raises(bert.ConversionError, match=r"unexpected encoder\.layer\.0\.adapter\.weight"):
+        bert.convert(state, config)
 
 
 def test_config_with_unsupported_settings_is_refused():
-    with pytest.raises(convert_bert.ConversionError, match="position_embedding_type"):
-        convert_bert.config_from_hf({**tiny_bert().config.to_dict(), "position_embedding_type": "relative_key"})
-    with pytest.raises(convert_bert.ConversionError, match="hidden_size"):
-        convert_bert.config_from_hf({"vocab_size": 3})
-
-
-def write_folder(folder, reference: BertModel, weights: str = "safetensors") -> None:
-    folder.mkdir(exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(reference.config.to_dict()))
-    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
-    state = {k: v.contiguous() for k, v in reference.state_dict().items()}
-    if weights == "safetensors":
-        save_file(state, str(folder / "model.safetensors"))
-    else:
-        torch.save(state, folder / "pytorch_model.bin")
+    with pytest.raises(bert.ConversionError, match="position_embedding_type"):
+        bert.config_from_hf({**tiny_bert().config.to_dict(), "position_embedding_type": "relative_key"})
+    with pytest.raises(bert.ConversionError, match="hidden_size"):
+        bert.config_from_hf({"vocab_size": 3})
 
 
 @pytest.mark.parametrize("weights", ["safetensors", "bin"])
 def test_load_folder_then_parity(tmp_path, weights):
     reference = tiny_bert(4)
-    write_folder(tmp_path / "m", reference, weights)
+    make_bert_folder(tmp_path / "m", reference, weights=weights)
     model, tokenizer = load_bert_folder(tmp_path / "m")
     enc = tokenizer.encode("The cats sat on a mat.", 24)
     assert enc.tokens == ("[CLS]", "the", "cat", "##s", "sat", "on", "a", "mat", ".", "[SEP]")
@@ -151,7 +117,7 @@ def test_folder_problems_are_named(tmp_path):
     folder = tmp_path / "m"
     with pytest.raises(ModelFolderError, match="no model folder"):
         load_bert_folder(folder)
-    write_folder(folder, reference)
+    make_bert_folder(folder, reference)
     (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:200])
     with pytest.raises(ModelFolderError, match="cannot read model.safetensors"):
         load_bert_folder(folder)

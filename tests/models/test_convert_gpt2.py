@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from attention_explorer.models import registry
-from attention_explorer.models.convert_bert import ConversionError
+from attention_explorer.models.families.checks import ConversionError
 from attention_explorer.models.greedy import Sampling, continue_text
 from attention_explorer.models.pretrained import ModelFolderError, load_folder
 from attention_explorer.models.reference import load_reference
 from attention_explorer.models.tokenize import ByteLevelTokenizer
-from tests.gpt2_folder import END, make_gpt2_folder, train_tokenizer
+from tests.folders import END, make_gpt2_folder, train_tokenizer
 from tests.parity import assert_parity
 
 SENTENCE = "the cat sat on the mat and the dog sat on the rug."

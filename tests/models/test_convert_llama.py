@@ -13,16 +13,15 @@ import torch
 
 from attention_explorer.models import gguf
 from attention_explorer.models.config import TransformerConfig
-from attention_explorer.models.convert_bert import ConversionError
-from attention_explorer.models.convert_llama import config_from_hf
+from attention_explorer.models.families.checks import ConversionError
+from attention_explorer.models.families.llama import config_from_hf
 from attention_explorer.models.greedy import Sampling, continue_text
 from attention_explorer.models.positional import RotaryPositions, rotary_frequencies
 from attention_explorer.models.pretrained import load_folder
 from attention_explorer.models.reference import load_reference
 from attention_explorer.models.transformer import Transformer
 from tests import tolerance
-from tests.gpt2_folder import CORPUS
-from tests.llama_folder import make_llama_folder
+from tests.folders import CORPUS, make_llama_folder
 from tests.parity import assert_parity
 
 SHAPES = [
@@ -69,7 +68,7 @@ def test_tiny_random_llama_matches_transformers(tmp_path, settings):
 
 @pytest.mark.parametrize("settings", [dict(heads=6, kv_heads=2), dict(heads=4, kv_heads=4, tie=True, seed=1)])
 def test_a_fourth_family_is_one_file_qwen2_matches_transformers(tmp_path, settings):
-    """Qwen2 (Llama with biases on W_Q, W_K, W_V) is models/convert_qwen2.py alone: found by its model_type."""
+    """Qwen2 (Llama with biases on W_Q, W_K, W_V) is models/families/qwen2.py alone: found by its model_type."""
     folder = make_llama_folder(tmp_path / "qwen2", family="qwen2", **settings)
     model, tokenizer, family = load_folder(folder)
     assert family.name == "Qwen2 family" and family.norm == "rms" and family.positional == "rotary"

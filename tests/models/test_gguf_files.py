@@ -13,9 +13,8 @@ import torch
 from attention_explorer.models import gguf, registry
 from attention_explorer.models.pretrained import ModelFolderError, load_folder, load_path
 from attention_explorer.models.reference import load_reference
+from tests.folders import CORPUS, make_llama_folder
 from tests.gguf_file import write_gguf
-from tests.gpt2_folder import CORPUS
-from tests.llama_folder import make_llama_folder
 from tests.parity import assert_parity
 
 # rows of 32 weights (Q8_0, Q4_0's blocks) everywhere; K-quants' blocks are 256 weights

@@ -12,7 +12,7 @@ import torch
 
 from attention_explorer.models import registry
 from attention_explorer.models.pretrained import minilm_folder
-from tests.gpt2_folder import make_gpt2_folder
+from tests.folders import make_gpt2_folder
 
 BUILT_IN = [spec.key for spec in registry.BUILT_IN]
 

@@ -9,8 +9,8 @@ import pytest
 
 from attention_explorer.models import cache
 from attention_explorer.models.pretrained import load_path
+from tests.folders import make_llama_folder
 from tests.gguf_file import write_gguf
-from tests.llama_folder import make_llama_folder
 
 SMALL = dict(hidden_size=64, heads=4, kv_heads=2, intermediate=96, layers=1)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from attention_explorer.models import family
+from attention_explorer.models.families import descriptor
 from attention_explorer.models.tokenize import NEWLINE_MARK, SPACE_MARK, Spelling
 
 BYTE_LEVEL = Spelling("Ġ", ("<|endoftext|>", "<filename>"))
@@ -61,9 +61,9 @@ def test_wordpiece_tokens_keep_their_convention():
 
 
 def test_a_family_gives_its_spelling():
-    described = family.Family("GPT-2 family", "decoder-only", "pretrained", True, **family.BYTE_BPE_MARKS)
+    described = descriptor.Family("GPT-2 family", "decoder-only", "pretrained", True, **descriptor.BYTE_BPE_MARKS)
     assert described.spelling == Spelling("Ġ", ("<|endoftext|>",))
-    bert = family.Family("BERT family", "encoder-only", "pretrained", False, **family.WORDPIECE_MARKS)
+    bert = descriptor.Family("BERT family", "encoder-only", "pretrained", False, **descriptor.WORDPIECE_MARKS)
     assert bert.spelling.readable("##ing") == "##ing"
 
 

@@ -10,7 +10,6 @@ import json
 import pytest
 import torch
 from safetensors import safe_open
-from transformers import BertConfig, BertModel
 
 from attention_explorer.models import registry
 from attention_explorer.models.pretrained import (
@@ -21,9 +20,7 @@ from attention_explorer.models.pretrained import (
     read_checkpoint,
 )
 from attention_explorer.models.reference import load_reference
-from tests.gpt2_folder import CORPUS, make_gpt2_folder
-from tests.llama_folder import make_llama_folder
-from tests.models.test_convert_bert import VOCAB
+from tests.folders import CORPUS, make_bert_folder, make_gpt2_folder, make_llama_folder
 from tests.models.test_convert_bert import assert_parity as assert_bert_parity
 from tests.parity import assert_parity
 
@@ -76,18 +73,9 @@ def test_a_sharded_bfloat16_gpt2_matches_transformers(tmp_path):
 
 
 def test_a_sharded_bfloat16_bert_matches_transformers(tmp_path):
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=64,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=96,
-        max_position_embeddings=24,
+    folder = make_bert_folder(
+        tmp_path / "bert", hidden_size=64, intermediate_size=96, dtype=torch.bfloat16, shard_size=SHARD
     )
-    folder = tmp_path / "bert"
-    BertModel(config).to(torch.bfloat16).save_pretrained(str(folder), max_shard_size=SHARD)
-    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     assert_sharded(folder, "BF16")
     model, tokenizer = load_bert_folder(folder)
     ids = torch.tensor([tokenizer.encode("The cats sat on a mat.", 24).ids])

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from torch import Tensor
 
-from attention_explorer.models import family as families
 from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.families import descriptor
+from attention_explorer.models.families.checks import Checked, ConversionError, config_fields
 from attention_explorer.models.tokenize import WordPieceTokenizer
 
 MODEL_TYPE = "bert"  # config.json's model_type this family reads
@@ -38,40 +39,6 @@ LAYER_KEYS = {  # ours (under encoder.layers.{i}.) -> theirs (under encoder.laye
 }
 
 
-class ConversionError(ValueError):
-    """A checkpoint that does not fit the model: names every missing, unexpected or mis-shaped key."""
-
-
-class Checked:
-    """A checkpoint's tensors taken by name, each shape checked; every problem is collected and reported at once
-    (`finish`), so one message names all that is wrong with a file. Every family's converter reads through it."""
-
-    def __init__(self, theirs: Mapping[str, Tensor]) -> None:
-        self.theirs = theirs
-        self.used: set[str] = set()
-        self.problems: list[str] = []
-
-    def take(self, name: str, shape: tuple[int, ...]) -> Tensor | None:
-        """The tensor `name` if it is there with this shape; None (and the problem noted) otherwise."""
-        if name not in self.theirs:
-            self.problems.append(f"missing {name}")
-            return None
-        self.used.add(name)
-        tensor = self.theirs[name]
-        if tuple(tensor.shape) != shape:
-            self.problems.append(f"{name} has shape {tuple(tensor.shape)}, expected {shape}")
-            return None
-        return tensor
-
-    def finish(self, what: str, ignored: Callable[[str], bool] = lambda _name: False) -> None:
-        """Raise ConversionError naming every problem, and every key neither taken nor `ignored`, if there is one."""
-        unexpected = sorted(k for k in self.theirs if k not in self.used and not ignored(k))
-        problems = self.problems + [f"unexpected {k}" for k in unexpected]
-        if problems:
-            shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-            raise ConversionError(f"checkpoint does not fit the {what}: {shown}")
-
-
 def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
     """Our config from a BERT config.json (post-LN, learned positions, segment embeddings, no decoder)."""
     if hf.get("position_embedding_type", "absolute") != "absolute":
@@ -79,7 +46,7 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
     activation = hf.get("hidden_act", "gelu")
     if activation not in ("gelu", "relu"):
         raise ConversionError(f"unsupported hidden_act {activation!r} (gelu or relu)")
-    try:
+    with config_fields("BERT"):
         return TransformerConfig(
             vocab_size=int(hf["vocab_size"]),
             d_model=int(hf["hidden_size"]),
@@ -98,8 +65,6 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
             tie_output=False,
             pad_id=int(hf.get("pad_token_id") or 0),
         )
-    except KeyError as e:
-        raise ConversionError(f"config.json lacks {e.args[0]!r}") from None
 
 
 def key_map(n_layers: int) -> dict[str, str]:
@@ -167,6 +132,6 @@ def load_tokenizer(folder: Path) -> WordPieceTokenizer:
     return WordPieceTokenizer.from_folder(folder)
 
 
-def family(config: TransformerConfig, tokenizer: object = None) -> families.Family:
-    """A BERT-family folder's descriptor: pretrained weights read with WordPiece."""
-    return families.for_config(config, "BERT family", "pretrained", **families.WORDPIECE_MARKS)
+def family(config: TransformerConfig, tokenizer: object = None, hf: Mapping | None = None) -> descriptor.Family:
+    """A BERT-family folder's descriptor: pretrained weights read with WordPiece ([CLS] ... [SEP])."""
+    return descriptor.for_config(config, "BERT family", "pretrained", **descriptor.WORDPIECE_MARKS)

@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attention_explorer.models import family as families
-from attention_explorer.models.config import ACTIVATIONS, TransformerConfig
-from attention_explorer.models.convert_bert import Checked, ConversionError
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.families import checks, descriptor
+from attention_explorer.models.families.checks import Checked, ConversionError
 from attention_explorer.models.tokenize import ByteLevelTokenizer
 
 MODEL_TYPE = "llama"  # config.json's model_type this family reads
@@ -50,10 +50,8 @@ def _rope_theta(hf: Mapping[str, object]) -> float:
 
 def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
     """Our config from a Llama config.json (decoder-only, pre-norm RMSNorm, rotary, SwiGLU, grouped-query)."""
-    activation = str(hf.get("hidden_act", "silu"))
-    if activation not in ACTIVATIONS:
-        raise ConversionError(f"unsupported hidden_act {activation!r} ({', '.join(ACTIVATIONS)})")
-    try:
+    activation = checks.activation(hf, "hidden_act", "silu")
+    with checks.config_fields("Llama"):
         d_model, n_heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
         head_dim = hf.get("head_dim")
         if head_dim is not None and int(head_dim) * n_heads != d_model:
@@ -84,12 +82,6 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
             out_bias=bias,
             ffn_bias=bool(hf.get("mlp_bias", False)),
         )
-    except ConversionError:
-        raise  # already one line naming what config.json asks for (a ValueError too)
-    except KeyError as e:
-        raise ConversionError(f"config.json lacks {e.args[0]!r}") from None
-    except (TypeError, ValueError) as e:
-        raise ConversionError(f"config.json does not describe a Llama model: {e}") from None
 
 
 def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
@@ -143,12 +135,16 @@ def load_tokenizer(folder: Path) -> ByteLevelTokenizer:
     return ByteLevelTokenizer.from_folder(folder, with_markers=True)
 
 
-def family(config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None) -> families.Family:
+def family(
+    config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None, hf: Mapping | None = None
+) -> descriptor.Family:
     """A Llama-family model's descriptor: pretrained, read with byte-level BPE ('Ġ' starts a word) or a SentencePiece
-    vocabulary ('▁' starts a word), whichever its tokenizer spells."""
-    marks = dict(families.BYTE_BPE_MARKS)
-    if tokenizer is not None:
-        marks["specials"] = tokenizer.specials
-        if tokenizer.token_to_id("Ġthe") is None and tokenizer.token_to_id("▁the") is not None:
-            marks["word_start"] = "▁"
-    return families.for_config(config, "Llama family", "pretrained", **marks)
+    vocabulary ('▁' starts a word), whichever its vocabulary spells, with its own marker tokens and the role config.json
+    (or the GGUF file) gives each: SmolLM2's text starts with <|im_start|> and ends with <|im_end|>."""
+    if tokenizer is None:
+        return descriptor.for_config(config, "Llama family", "pretrained", **descriptor.BYTE_BPE_MARKS)
+    kind = descriptor.spelt_by(tokenizer, descriptor.BYTE_BPE_MARKS, descriptor.SENTENCEPIECE_MARKS)
+    # the roles as its own files say them, never GPT-2's or SentencePiece's by name (SmolLM2 has <|endoftext|> too)
+    spelling = {k: v for k, v in kind.items() if k not in descriptor.ROLES}
+    marks = descriptor.with_roles(spelling | {"specials": tokenizer.specials}, tokenizer, hf)
+    return descriptor.for_config(config, "Llama family", "pretrained", **marks)

@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attention_explorer.models import family as families
-from attention_explorer.models.config import ACTIVATIONS, TransformerConfig
-from attention_explorer.models.convert_bert import Checked, ConversionError
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.families import checks, descriptor
+from attention_explorer.models.families.checks import Checked, ConversionError
 from attention_explorer.models.tokenize import ByteLevelTokenizer
 
 MODEL_TYPE = "gpt2"  # config.json's model_type this family reads
@@ -47,10 +47,8 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
     for flag, (default, what) in UNSUPPORTED.items():
         if hf.get(flag, default) != default:
             raise ConversionError(f"config.json sets {flag}={hf[flag]!r}: {what} is not supported")
-    activation = str(hf.get("activation_function", "gelu_new"))
-    if activation not in ACTIVATIONS:
-        raise ConversionError(f"unsupported activation_function {activation!r} ({', '.join(ACTIVATIONS)})")
-    try:
+    activation = checks.activation(hf, "activation_function", "gelu_new")
+    with checks.config_fields("GPT-2"):
         d_model = int(hf["n_embd"])
         inner = hf.get("n_inner")
         return TransformerConfig(
@@ -71,10 +69,6 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
             pad_id=None,
             output_bias=False,
         )
-    except KeyError as e:
-        raise ConversionError(f"config.json lacks {e.args[0]!r}") from None
-    except (TypeError, ValueError) as e:
-        raise ConversionError(f"config.json does not describe a GPT-2 model: {e}") from None
 
 
 def _normalise_key(key: str) -> str:
@@ -131,6 +125,12 @@ def load_tokenizer(folder: Path) -> ByteLevelTokenizer:
     return ByteLevelTokenizer.from_folder(folder)
 
 
-def family(config: TransformerConfig, tokenizer: object = None) -> families.Family:
-    """A GPT-2-family folder's descriptor: pretrained weights read with byte-level BPE."""
-    return families.for_config(config, "GPT-2 family", "pretrained", **families.BYTE_BPE_MARKS)
+def family(
+    config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None, hf: Mapping | None = None
+) -> descriptor.Family:
+    """A GPT-2-family folder's descriptor: pretrained weights read with byte-level BPE, its start and end token those
+    config.json names (<|endoftext|>)."""
+    marks = descriptor.BYTE_BPE_MARKS
+    if tokenizer is not None:
+        marks = descriptor.with_roles(marks, tokenizer, hf)
+    return descriptor.for_config(config, "GPT-2 family", "pretrained", **marks)

@@ -1,0 +1,268 @@
+"""Tiny random Hugging Face model folders built offline, one builder per family the engine reads (litgpt's way: the
+real converter runs on a tiny model of the real format). Each saves transformers' own model class with random weights
+(config.json, model.safetensors or its shards, or pytorch_model.bin) beside the tokenizer files its family reads:
+WordPiece's vocab.txt for BERT, a byte-level BPE trained here on a few English sentences for the others. BUILDERS names
+each builder by the config.json model_type it writes; every test that needs such a folder builds it here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+# BERT: a WordPiece vocabulary just large enough for the test sentences ("The cats sat on a mat.")
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "##s", "a", "."]
+
+
+def tiny_bert(seed: int = 0, **overrides):
+    """A tiny random transformers BertModel over VOCAB (3 layers of 4 heads, eager attention, eval mode);
+    overrides go to BertConfig."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(seed)
+    settings = dict(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=24,
+        type_vocab_size=2,
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+        attn_implementation="eager",
+    )
+    settings.update(overrides)
+    return BertModel(BertConfig(**settings)).eval()
+
+
+def make_bert_folder(
+    path: Path,
+    reference=None,
+    *,
+    weights: str = "safetensors",
+    dtype: torch.dtype = torch.float32,
+    shard_size: int | None = None,
+    seed: int = 0,
+    **overrides,
+) -> Path:
+    """A BERT folder at `path` (config.json, the weights, vocab.txt and tokenizer_config.json) holding `reference`'s
+    weights (a BertModel the test compares against), else tiny_bert(seed, **overrides)'s. weights: "safetensors"
+    (model.safetensors) or "bin" (pytorch_model.bin), the state dict as it is; shard_size: save_pretrained's shards of
+    about this many bytes with model.safetensors.index.json naming each weight's shard, stored as `dtype`."""
+    if weights not in ("safetensors", "bin"):
+        raise ValueError(f"weights must be 'safetensors' or 'bin', not {weights!r}")
+    reference = tiny_bert(seed, **overrides) if reference is None else reference
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if shard_size is not None:  # as save_pretrained writes a bigger model
+        reference.to(dtype).save_pretrained(str(path), max_shard_size=shard_size)
+    else:
+        (path / "config.json").write_text(json.dumps(reference.config.to_dict()))
+        state = {k: v.to(dtype).contiguous() for k, v in reference.state_dict().items()}
+        if weights == "safetensors":
+            save_file(state, str(path / "model.safetensors"))
+        else:
+            torch.save(state, path / "pytorch_model.bin")
+    (path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    return path
+
+
+# GPT-2, and the byte-level BPE the Llama and Qwen2 folders read too
+END = "<|endoftext|>"
+CORPUS = (
+    "the cat sat on the mat.",
+    "the dog sat on the rug and the cat sat on the dog.",
+    "a cat and a dog played in the garden near the house.",
+    "the quick brown fox jumps over the lazy dog.",
+    "she said that the bird was singing in the tree.",
+    "we read the book, then we went to the park to play.",
+    "the animal did not cross the street because it was too tired.",
+    "he gave her a red apple and she thanked him for it.",
+    "attention lets each word look at the other words in the sentence.",
+    "the model predicts the next word from the words before it.",
+)
+# a few merges past the 256 bytes and the end token: common words become one token, rarer ones several
+VOCAB_SIZE = 400
+
+
+def train_tokenizer(vocab_size: int = VOCAB_SIZE):
+    """A byte-level BPE trained on CORPUS (deterministic; a few milliseconds)."""
+    from tokenizers.implementations import ByteLevelBPETokenizer
+
+    tokenizer = ByteLevelBPETokenizer()
+    tokenizer.train_from_iterator(
+        list(CORPUS) * 4, vocab_size=vocab_size, min_frequency=2, special_tokens=[END], show_progress=False
+    )
+    return tokenizer
+
+
+def padded(bpe, vocab_size: int):
+    """The trained BPE (a tokenizers.Tokenizer) with unused tokens appended to its vocabulary up to `vocab_size`: a
+    model vocabulary as large as a real one (GPT-2's 50,257) that no text on CORPUS's words ever reaches."""
+    data = json.loads(bpe.to_str())
+    vocab = data["model"]["vocab"]
+    if vocab_size < len(vocab):
+        raise ValueError(f"vocab_size {vocab_size} is below the trained tokenizer's {len(vocab)} tokens")
+    vocab.update({f"<|unused{i}|>": i for i in range(len(vocab), vocab_size)})
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def make_gpt2_folder(
+    path: Path,
+    *,
+    n_embd: int = 48,
+    n_head: int = 4,
+    n_layer: int = 2,
+    n_positions: int = 64,
+    n_inner: int | None = None,
+    activation: str = "gelu_new",
+    tokenizer: str = "json",
+    tie: bool = True,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    shard_size: int | None = None,
+    vocab_size: int | None = None,
+    **overrides,
+) -> Path:
+    """A GPT-2 folder at `path` (config.json, model.safetensors, tokenizer files) with random weights far from the
+    defaults (LayerNorm gains and biases not 1 and 0, weights big enough that attention is not uniform).
+    tokenizer: "json" (tokenizer.json) or "vocab_merges" (vocab.json + merges.txt); vocab_size: the tokenizer's
+    vocabulary padded with unused tokens to this size (None: the trained BPE's own); overrides go to GPT2Config."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if tokenizer not in ("json", "vocab_merges"):
+        raise ValueError(f"tokenizer must be 'json' or 'vocab_merges', not {tokenizer!r}")
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    bpe = train_tokenizer()._tokenizer  # the tokenizers.Tokenizer inside the ByteLevelBPETokenizer wrapper
+    if vocab_size is not None:
+        bpe = padded(bpe, vocab_size)
+    end_id = bpe.token_to_id(END)
+    config = GPT2Config(
+        vocab_size=bpe.get_vocab_size(),
+        n_embd=n_embd,
+        n_head=n_head,
+        n_layer=n_layer,
+        n_positions=n_positions,
+        n_inner=n_inner,
+        activation_function=activation,
+        tie_word_embeddings=tie,
+        bos_token_id=end_id,
+        eos_token_id=end_id,
+        **overrides,
+    )
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(config).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=generator)
+            if ".ln_" in name or name.startswith("transformer.ln_f"):
+                param.copy_(1.0 + 0.3 * noise if name.endswith("weight") else 0.2 * noise)
+            elif name.endswith(("wte.weight", "wpe.weight")):
+                param.copy_(0.5 * noise)
+            elif name.endswith("bias"):
+                param.copy_(0.1 * noise)
+            else:
+                param.copy_(0.15 * noise)
+        if not tie:
+            assert model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr()
+    # dtype: stored as (float16, bfloat16: as most published checkpoints are); shard_size: split into shards of
+    # about this many bytes with model.safetensors.index.json naming each weight's shard (None: one file)
+    model.to(dtype).save_pretrained(str(path), **({} if shard_size is None else {"max_shard_size": shard_size}))
+    if tokenizer == "json":
+        bpe.save(str(path / "tokenizer.json"))
+    else:
+        bpe.model.save(str(path))  # vocab.json + merges.txt
+    return path
+
+
+def make_llama_folder(
+    path: Path,
+    *,
+    hidden_size: int = 48,
+    heads: int = 4,
+    kv_heads: int = 2,
+    layers: int = 2,
+    intermediate: int = 80,
+    positions: int = 64,
+    rope_theta: float = 10000.0,
+    tie: bool = False,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    shard_size: int | None = None,
+    family: str = "llama",
+    **overrides,
+) -> Path:
+    """A Llama folder at `path` (config.json, model.safetensors, tokenizer.json: the byte-level BPE of
+    train_tokenizer), weights and RMSNorm gains far from their defaults; overrides go to LlamaConfig. family="qwen2":
+    a Qwen2 folder instead (Llama with biases on W_Q, W_K, W_V), built the same way (make_qwen2_folder)."""
+    import transformers
+
+    LlamaConfig, LlamaForCausalLM = {  # noqa: N806 -- the classes, by family
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    }[family]
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    bpe = train_tokenizer()
+    end_id = bpe.token_to_id(END)
+    config = LlamaConfig(
+        vocab_size=bpe.get_vocab_size(),
+        hidden_size=hidden_size,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        num_hidden_layers=layers,
+        intermediate_size=intermediate,
+        max_position_embeddings=positions,
+        rope_theta=rope_theta,
+        tie_word_embeddings=tie,
+        bos_token_id=end_id,
+        eos_token_id=end_id,
+        **overrides,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=generator)
+            if "norm" in name:  # RMSNorm gains far from 1: a missing or misplaced gain could not pass
+                param.copy_(1.0 + 0.5 * noise)
+            elif name.endswith("embed_tokens.weight"):
+                param.copy_(0.5 * noise)
+            elif name.endswith("bias"):
+                param.copy_(0.1 * noise)
+            else:
+                param.copy_(0.2 * noise)
+    # dtype: stored as (float16, bfloat16: as most published checkpoints are); shard_size: split into shards of
+    # about this many bytes with model.safetensors.index.json naming each weight's shard (None: one file)
+    model.to(dtype).save_pretrained(str(path), **({} if shard_size is None else {"max_shard_size": shard_size}))
+    bpe.save(str(path / "tokenizer.json"))
+    return path
+
+
+def make_qwen2_folder(path: Path, **settings) -> Path:
+    """A Qwen2 folder at `path`: make_llama_folder's, with Qwen2's classes (biases on W_Q, W_K and W_V)."""
+    return make_llama_folder(path, family="qwen2", **settings)
+
+
+# GPT-NeoX (being added on its own branch with tests/gptneox_folder.py): its make_gptneox_folder goes here, after
+# the Qwen2 one, and into BUILDERS as "gpt_neox"
+
+
+# config.json's model_type -> the builder of a tiny folder of that family (tests/models/test_folders.py checks that
+# every family in models/families has one)
+BUILDERS = {
+    "bert": make_bert_folder,
+    "gpt2": make_gpt2_folder,
+    "llama": make_llama_folder,
+    "qwen2": make_qwen2_folder,
+}
