@@ -1,5 +1,5 @@
 """Frozen model configuration, the paper's base model and a toy shape (BERT- and GPT-2-family configs come from
-their config.json, through models.convert_bert / models.convert_gpt2)."""
+their config.json, through models/families/)."""
 
 from __future__ import annotations
 

@@ -71,7 +71,8 @@ def projection(
         )
     axis_names = [f"component {i + 1}" for i in range(2)]
     if explained is not None:
-        axis_names = [f"{name} ({share:.0%} of the variance)" for name, share in zip(axis_names, explained)]
+        shares = zip(axis_names, explained, strict=True)
+        axis_names = [f"{name} ({share:.0%} of the variance)" for name, share in shares]
     return go.Figure(
         data=data,
         layout={

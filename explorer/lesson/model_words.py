@@ -1,5 +1,5 @@
 """Sentences of the layer, output, loss and experiment steps whose truth depends on the model shown: its activation,
-its norm placement, its training recipe, whether a right answer is known (models.family, models.train)."""
+its norm placement, its training recipe, whether a right answer is known (models.families.descriptor, models.train)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Sentences whose truth depends on the model or the recipe, written from the model's family descriptor
-(models.family) and models.train's data, never from its key."""
+(models.families.descriptor) and models.train's data, never from its key."""
 
 from __future__ import annotations
 

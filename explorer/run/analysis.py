@@ -281,7 +281,7 @@ def at_word_level(
 ) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...]]:
     """One attention kind of a trace merged into words: (L, H, Wq, Wk) weights, each layer merged when read (as the
     trace's layers are recomputed), the query words, the key words (`word_start`: the tokenizer's word-start mark,
-    dropped from the labels: models.family.Family.word_start)."""
+    dropped from the labels: models.families.descriptor.Family.word_start)."""
     queries, keys = result.tokens_for(kind)
     query_groups, key_groups = groups_for(result, kind)
     attention = result.attention(kind)

@@ -36,7 +36,7 @@ class Chosen:
 
 
 def sidebar_family() -> Family:
-    """What the sidebar's model is (models.family): pages decide by this, never by the model's key."""
+    """What the sidebar's model is (models.families.descriptor): pages decide by this, never by the model's key."""
     return cached.model(st.session_state[state.MODEL]).family
 
 

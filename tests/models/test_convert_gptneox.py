@@ -11,14 +11,13 @@ import torch
 
 from attention_explorer.models import ablation, registry
 from attention_explorer.models.config import TransformerConfig
-from attention_explorer.models.convert_bert import ConversionError
-from attention_explorer.models.convert_gptneox import config_from_hf, convert, split_qkv
+from attention_explorer.models.families.checks import ConversionError
+from attention_explorer.models.families.gptneox import config_from_hf, convert, split_qkv
 from attention_explorer.models.greedy import Sampling, continue_text
 from attention_explorer.models.positional import RotaryPositions
 from attention_explorer.models.pretrained import load_folder, read_checkpoint
 from attention_explorer.models.reference import each_attention, load_reference, run_reference
-from tests.gpt2_folder import CORPUS
-from tests.gptneox_folder import make_gptneox_folder
+from tests.folders import CORPUS, make_gptneox_folder
 from tests.parity import differences
 
 PARITY = 1e-5  # the project's parity bar with transformers (issue #40), here on the logits too

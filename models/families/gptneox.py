@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attention_explorer.models import family as families
-from attention_explorer.models.config import ACTIVATIONS, TransformerConfig
-from attention_explorer.models.convert_bert import Checked, ConversionError
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.families import checks, descriptor
+from attention_explorer.models.families.checks import Checked, ConversionError
 from attention_explorer.models.tokenize import ByteLevelTokenizer
 
 MODEL_TYPE = "gpt_neox"  # config.json's model_type this family reads
@@ -56,9 +56,7 @@ def _rope(hf: Mapping[str, object]) -> tuple[float, float]:
 def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
     """Our config from a GPT-NeoX config.json (decoder-only, pre-LN LayerNorm, partial rotary, parallel or sequential
     residual, untied output unless it says otherwise)."""
-    activation = str(hf.get("hidden_act", "gelu"))
-    if activation not in ACTIVATIONS:
-        raise ConversionError(f"unsupported hidden_act {activation!r} ({', '.join(ACTIVATIONS)})")
+    activation = checks.activation(hf, "hidden_act", "gelu")
     try:
         theta, fraction = _rope(hf)
         bias = bool(hf.get("attention_bias", True))
@@ -155,10 +153,12 @@ def load_tokenizer(folder: Path) -> ByteLevelTokenizer:
     return ByteLevelTokenizer.from_folder(folder)
 
 
-def family(config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None) -> families.Family:
+def family(
+    config: TransformerConfig, tokenizer: ByteLevelTokenizer | None = None, hf: Mapping | None = None
+) -> descriptor.Family:
     """A GPT-NeoX folder's descriptor: pretrained weights read with byte-level BPE ('Ġ' starts a word), with the
-    tokenizer's own marker tokens (Pythia's <|endoftext|> and <|padding|>)."""
-    marks = dict(families.BYTE_BPE_MARKS)
+    tokenizer's own marker tokens (Pythia's <|endoftext|> and <|padding|>) and the roles config.json gives them."""
+    marks = descriptor.BYTE_BPE_MARKS
     if tokenizer is not None:
-        marks["specials"] = tokenizer.specials
-    return families.for_config(config, "GPT-NeoX family", "pretrained", **marks)
+        marks = descriptor.with_roles(marks | {"specials": tokenizer.specials}, tokenizer, hf)
+    return descriptor.for_config(config, "GPT-NeoX family", "pretrained", **marks)
