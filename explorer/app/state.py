@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, MutableMapping, Sequence
 
@@ -57,9 +58,27 @@ def init(session: MutableMapping) -> None:
         session.setdefault(key, value)
 
 
-def sidebar(session: MutableMapping) -> tuple[str, str, int]:
-    """(model, text, max tokens): what every page's trace is computed from."""
-    return session[MODEL], session[TEXT], int(session[MAX_TOKENS])
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The sidebar's choice, what every page's trace is computed from: the model's key, the text and the most tokens
+    read of it. Plain values, hashable: the run store names what it keeps by them (explorer/app/store.py, key)."""
+
+    model: str
+    text: str
+    max_tokens: int
+
+    def with_text(self, text: str) -> Choice:
+        """The same model and max tokens on another text (Compare sentences' sentence B)."""
+        return dataclasses.replace(self, text=text)
+
+    def with_model(self, model: str) -> Choice:
+        """The same text and max tokens read by another model (Compare weights' pair)."""
+        return dataclasses.replace(self, model=model)
+
+
+def sidebar(session: Mapping) -> Choice:
+    """The sidebar's choice (model, text, max tokens) as it stands in this session."""
+    return Choice(session[MODEL], session[TEXT], int(session[MAX_TOKENS]))
 
 
 def start(session: MutableMapping, key: str, value: object) -> None:

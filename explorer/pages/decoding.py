@@ -105,7 +105,7 @@ ask = ask_col.toggle(
 revealed = True
 if ask:
     options = sorted(current.top_tokens[:5])  # the greedy word is the most probable: sorted, the order says nothing
-    context = (*state.sidebar(st.session_state), index)
+    context = (state.sidebar(st.session_state), index)
     guess = predict(
         f"Reading {reads!r} and the words before it, what will the {'model' if only else 'decoder'} write next?",
         options,

@@ -30,7 +30,7 @@ st.latex(
 )  # decoder self-attention adds its mask
 attention = chosen.attention
 # the sentence's starting head (cached.get_start) and its link's query token highlighted: at word level, its word
-start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
+start = cached.get_start(state.sidebar(st.session_state), chosen.kind)
 query = start.query if chosen.groups is None else next(i for i, g in enumerate(chosen.groups[0]) if start.query in g)
 left, middle = st.columns(2)
 layer = pick_layer(attention.n_layers, "head_layer", left, start.layer)

@@ -136,9 +136,9 @@ def ablation_view(key: str = "ablation") -> None:
         try:
             heads = tuple(parse(",".join(chosen), shapes))
             what = "The text runs again with these heads off, and every layer's maps are set beside the clean run's."
-            seconds = experiment_runs.outcome_seconds(*_sidebar(), heads, method)
+            seconds = experiment_runs.outcome_seconds(_sidebar(), heads, method)
             if ask_first(what, seconds, "Run with these heads off", f"{key}_outcome_run", waiting):
-                outcome = experiment_runs.get_outcome(*_sidebar(), heads, method)
+                outcome = experiment_runs.get_outcome(_sidebar(), heads, method)
         except AblationError as e:
             problem = str(e)
     grids = outcome.moved if outcome is not None else {k: np.zeros(s) for k, s in shapes.items()}
@@ -353,7 +353,7 @@ def effects_grid(loaded, effects: ablate.Effects, key: str, on_click, present_he
 def effects_may_run(method: str, key: str) -> bool:
     """Whether every head's effect may be measured in this rerun: at once when short, else once asked (its button
     keyed `key`_run), saying how many heads are left and about how long they take."""
-    done, rows, seconds = experiment_runs.effects_left(*_sidebar(), method)
+    done, rows, seconds = experiment_runs.effects_left(_sidebar(), method)
     what = f"Every one of the {rows} heads turned off alone is one more forward over the whole text" + (
         f"; {done} are measured already, and the rest go on from there." if done else "."
     )
@@ -369,7 +369,7 @@ def effects_view(key: str = "effects") -> None:
     method = pick_method(key)
     if not effects_may_run(method, key):
         return
-    effects = experiment_runs.get_effects(*_sidebar(), method)
+    effects = experiment_runs.get_effects(_sidebar(), method)
     describe_effects(effects, method)
     st.caption("Click a head to turn it off on the Turn heads off page and see what changed.")
     effects_grid(loaded, effects, key, open_in_ablation(shapes))

@@ -93,13 +93,13 @@ def _source(loaded, token_id: int) -> str:
     return loaded.family.spelling.readable(loaded.tokenizer.id_to_token(token_id))
 
 
-def _inputs(key: str, sidebar: tuple[str, str, int]) -> None:
+def _inputs(key: str, sidebar: state.Choice) -> None:
     """The corrupted text and the two answers, filled with the first proposal when the sidebar's text is new; each
     proposal one click away."""
     for name in (CORRUPT, ANSWER, WRONG):
         st.session_state.setdefault(name, "")
-    readable = cached.model(sidebar[0]).family.spelling.readable  # answers as every page shows tokens ('␣Paris')
-    proposals = patching_runs.get_proposals(*sidebar)
+    readable = cached.model(sidebar.model).family.spelling.readable  # answers as every page shows tokens ('␣Paris')
+    proposals = patching_runs.get_proposals(sidebar)
     if st.session_state.get(PROPOSED_FOR) != sidebar:
         st.session_state[PROPOSED_FOR] = sidebar
         first = proposals[0] if proposals else None
@@ -191,7 +191,7 @@ def patching_view(key: str, lesson: bool = False) -> None:
         stop()
     try:
         setup = patching_runs.get_setup(
-            *sidebar, st.session_state[CORRUPT], st.session_state[ANSWER], st.session_state[WRONG]
+            sidebar, st.session_state[CORRUPT], st.session_state[ANSWER], st.session_state[WRONG]
         )
     except (PatchingError, ValueError) as e:
         st.error(markdown_literal(str(e)), icon=":material/error:")
@@ -201,7 +201,7 @@ def patching_view(key: str, lesson: bool = False) -> None:
         f"position {i} {tokens[i]!r} -> {_source(loaded, setup.corrupt_ids[i])!r}" for i in setup.changed
     )
     right, wrong = _token(loaded, setup.answer), _token(loaded, setup.wrong)
-    kind = changed_kind(st.session_state[CORRUPT], patching_runs.get_proposals(*sidebar))
+    kind = changed_kind(st.session_state[CORRUPT], patching_runs.get_proposals(sidebar))
     st.markdown(markdown_literal(f"The change: {changes} ({kind})."))
     where = short = "at the last position"
     if setup.decoder_input:  # an encoder-decoder: the decoder reads the same words in both runs
@@ -209,9 +209,9 @@ def patching_view(key: str, lesson: bool = False) -> None:
         short = "at the decoder's last row"
         where = f"{short} (it reads {read} in both runs: the clean output up to where the two part)"
     what = "Patching first runs both texts, keeping every layer's state and each head's output."
-    if not ask_first(what, patching_runs.runs_seconds(sidebar[0], setup), "Run both texts", f"{key}_runs"):
+    if not ask_first(what, patching_runs.runs_seconds(sidebar.model, setup), "Run both texts", f"{key}_runs"):
         stop()
-    clean, corrupt = patching_runs.get_runs(sidebar[0], setup)
+    clean, corrupt = patching_runs.get_runs(sidebar.model, setup)
     gap = clean.difference - corrupt.difference
     st.markdown(
         markdown_literal(
@@ -228,13 +228,13 @@ def patching_view(key: str, lesson: bool = False) -> None:
     guess = None
     if lesson:
         question = "Copying one head's output from the clean run: where in the model is the head that restores most?"
-        asked = (*sidebar, *setup.corrupt_ids, setup.answer, setup.wrong)
+        asked = (sidebar, *setup.corrupt_ids, setup.answer, setup.wrong)
         n_layers = ablation.shapes(loaded.model.config)[patching.residual_kind(loaded)][0]
         guess = predict(question, depths(n_layers), asked, f"{key}_predict")
         if guess is None:
             stop()
-    _residual(loaded, sidebar[0], setup, tokens, key)
-    kind, layer, head = _heads(loaded, sidebar[0], setup, guess, key)
+    _residual(loaded, sidebar.model, setup, tokens, key)
+    kind, layer, head = _heads(loaded, sidebar.model, setup, guess, key)
     _positions(loaded, sidebar, setup, kind, layer, head, key)
 
 
@@ -321,7 +321,7 @@ def _name(kind: str, layer: int, head: int, several: bool) -> str:
 
 def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: str) -> None:
     """Step 3: one head's output copied at one position at a time, and its map in both runs."""
-    model_name = sidebar[0]
+    model_name = sidebar.model
     several = loaded.is_encoder_decoder
     st.subheader(f"3. What head {_name(kind, layer, head, several)} looks at")
     if kind == "encoder_self":
@@ -354,7 +354,7 @@ def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: st
             else "The last row is the decoder's last row, the one that predicts the answer"
         )
     else:
-        runs = [cached.get_trace(model_name, text, sidebar[2]) for text in (sidebar[1], st.session_state[CORRUPT])]
+        runs = [cached.get_trace(sidebar.with_text(text)) for text in (sidebar.text, st.session_state[CORRUPT])]
         maps = [run.attention("decoder_self").weights[layer][head] for run in runs]
         queries = keys = [run.readable(run.source_tokens) for run in runs]
         last_row = "The last row is the position that predicts the answer"
