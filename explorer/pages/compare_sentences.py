@@ -34,17 +34,17 @@ sidebar = state.sidebar(st.session_state)
 kind = cached.model(sidebar.model).family.kinds[0]  # the attention that reads the text: no decoding needed
 st.caption(f"Drawn: {kind_name(kind)}.")
 # B starts one word away from A (its minimal pair, or one swapped word), and follows A until someone types in it
-if "compare_b" not in st.session_state or state.at_start(st.session_state, "compare_b"):
-    state.start(st.session_state, "compare_b", cached.get_variant(sidebar))
+if state.COMPARE_B not in st.session_state or state.at_start(st.session_state, state.COMPARE_B):
+    state.start(st.session_state, state.COMPARE_B, cached.get_variant(sidebar))
 st.selectbox(
     "Minimal pairs",
     [None, *range(len(MINIMAL_PAIRS))],
     format_func=pair_label,
     placeholder="choose a pair...",
-    key="compare_pair",
+    key=state.COMPARE_PAIR,
     on_change=set_pair,
 )
-other = st.text_input("Sentence B", max_chars=state.MAX_TEXT, key="compare_b")
+other = st.text_input("Sentence B", max_chars=state.MAX_TEXT, key=state.COMPARE_B)
 result_a = current_trace(kind)
 by_word = st.radio("Line up", ["position", "word"], horizontal=True, key="compare_align") == "word"
 try:

@@ -14,7 +14,6 @@ from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace, sidebar_loaded
 from attention_explorer.explorer.views.experiments import (
     ABLATION_PAGE,
-    HEADS,
     address,
     describe_effects,
     effects_grid,
@@ -47,7 +46,7 @@ def layer_name(kind: str, layer: int, kinds: int) -> str:
 
 def open_layer(heads: tuple[Head, ...], kinds: int) -> None:
     """The button's on_click: those heads turned off on the Turn heads off page."""
-    st.session_state[HEADS] = [address(h, kinds) for h in heads]
+    st.session_state[state.ABLATION_HEADS] = [address(h, kinds) for h in heads]
     st.session_state[state.DRILL_TO] = ABLATION_PAGE
 
 

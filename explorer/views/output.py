@@ -46,9 +46,6 @@ class Scored:
         return output.scored_token(self.where)
 
 
-TARGET = "output_target"
-
-
 def recipe_of(loaded: LoadedModel) -> tuple[float, bool]:
     """(the label smoothing the model trains with, whether its weights are random: no loss has trained them)."""
     return output.epsilon_for(loaded), loaded.family.origin == "random"
@@ -58,7 +55,7 @@ def target_box() -> str:
     """The Target box: the output to score (empty: the right answer)."""
     return st.text_input(
         "Target (leave empty for the right answer)",
-        key=TARGET,
+        key=state.OUTPUT_TARGET,
         help="Type the output you want scored: the loss and -log p say how far the model is from writing it.",
     )
 
@@ -75,7 +72,7 @@ def scored(box: str = "top") -> Scored:
         st.warning(note)
     if not loaded.family.has_source:  # a decoder-only model's target is its own text
         box = "none"
-    target = target_box() if box == "top" else st.session_state.get(TARGET, "") if box == "later" else ""
+    target = target_box() if box == "top" else st.session_state.get(state.OUTPUT_TARGET, "") if box == "later" else ""
     try:
         scored, where = cached.get_scored(sidebar, target)
     except TokenizeError as e:

@@ -78,15 +78,15 @@ def pick_keys(s: walkthrough.HeadWalkthrough, keys: tuple[str, ...], kind: str) 
     )
     n = middle.slider("How many keys", 8, 40, 16, key="qkv_keys_n")
     if window == "window":
-        if st.session_state.get("qkv_keys_center") not in range(len(keys)):
-            st.session_state.pop("qkv_keys_center", None)  # a shorter sentence
+        if st.session_state.get(state.QKV_KEYS_CENTER) not in range(len(keys)):
+            st.session_state.pop(state.QKV_KEYS_CENTER, None)  # a shorter sentence
         around = min(s.query, len(keys) - 1) if kind != "cross" else int(np.argmax(s.weights))
         center = right.selectbox(
             "Around key",
             range(len(keys)),
             around,
             format_func=position_labels(keys).__getitem__,
-            key="qkv_keys_center",
+            key=state.QKV_KEYS_CENTER,
             filter_mode=SEARCH,
             help=SEARCH_HELP,
         )

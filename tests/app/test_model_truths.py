@@ -221,8 +221,8 @@ def test_step_12_says_greedy_decoding_ignores_the_temperature():
 
 
 def test_a_random_models_own_output_is_not_called_the_right_answer():
+    from attention_explorer.explorer.app.state import ABLATION_HEADS as HEADS
     from attention_explorer.explorer.lesson import model_words
-    from attention_explorer.explorer.views.experiments import HEADS
 
     at = at_page("ablation", "paper-random", "hi")
     at.multiselect(key=HEADS).set_value(["cross:1.1"]).run()
