@@ -4,6 +4,51 @@ read-only, come from the shelf (explorer/app/shelf.py; its names are this module
 
 Models trained on the Train page live in this session's state only, under keys no other session can have, so a
 trace cached under such a key is never served to anyone else.
+
+Every cache in the app and the engine (tests/explorer/test_house.py checks that each one is named here): what it
+holds, its key, its bound. None holds what another holds, so none was merged: the run store, B's shelf and the
+walkthroughs' shelf hold different values and are apart on purpose (each says why where it is made), and the notebook
+API's models (api._loaded) are another door's, in a process without Streamlit.
+
+Shared by every session of the server (st.cache_resource, st.cache_data):
+- explorer/app/store.py:shared -- the run store (memo.BoundedCache, STORE_BYTES = 192 MiB of arrays, least recently
+  used out first): every getter's value here, in experiment_runs, patching_runs and compare_runs (a text's run, its
+  statistics, thumbnails, experiments, patching grids and their chunks, ...); key store.key(what, model, revision,
+  plain inputs).
+- explorer/app/shelf.py:shelf -- the loaded models (memo.Shelf, MODELS_KEPT = 2, least recently used out); key a
+  registry key, or shelf.reference_key(folder) for a transformers reference.
+- explorer/app/cached.py:_walkthroughs -- one query's rows of one layer, every head (memo.BoundedCache,
+  WALKTHROUGH_BYTES = 64 MiB); key store.key("query_walkthrough", choice, kind, layer, query).
+- explorer/app/compare_runs.py:_second -- sentence B's long run on Compare sentences (memo.BoundedCache, SECOND_BYTES
+  = 192 MiB: one run); key store.key("second_trace", B's choice, encoder only).
+- explorer/app/cached.py:_positions -- a model's position tables (st.cache_data, max_entries=4); key
+  store.key("positions", model).
+- explorer/app/cached.py:_head_patterns -- what a model's heads can be expected to show, a sentence (st.cache_data,
+  max_entries=8); key store.key("head_patterns", model).
+- explorer/app/waiting.py:gate -- the admission gate (explorer/run/admission.py), one per process; holds no values.
+- explorer/app/shelf.py:prepare_reference -- the one thread importing transformers' code, started once per process.
+
+The engine's, at module level (no Streamlit; shared by every session too):
+- explorer/run/layers.py:_CACHE -- the layers a long text's run recomputes when a view reads them (memo.BoundedCache,
+  LAYERS_BYTES = 384 MiB: the largest module global); key (the run's token, layer).
+- explorer/run/reducers.py:_columns -- (5, Tk) marks of a text's keys, for every layer of a run (lru_cache, 4 texts);
+  key the keys.
+- explorer/run/reducers.py:_induction_targets -- a text's induction targets (lru_cache, 2 texts: 32 MB at 2,048
+  tokens of one repeated token); key the tokens.
+- explorer/run/starting.py:_allowed_of -- (Tq, Tk) which links count (lru_cache, 4: 4 MB each at 2,048 tokens); key
+  (queries, keys, self-attention, sink).
+- explorer/run/caps.py:current -- this process's caps, one value (functools.cache; cache_clear() reads them again).
+- explorer/run/layers.py:_side, explorer/run/reducers.py:_pool -- a thread pool each, one per process (functools.cache).
+- explorer/experiments/training.py:adam_settings -- the optimiser's (betas, eps), one value (functools.cache).
+- models/tokenize.py:_gpt2_bytes -- GPT-2's 256-entry byte table, one value (functools.cache).
+- models/gguf.py:dequantizable -- the GGUF storage types gguf can read, one tuple (functools.cache).
+- attention_explorer/api.py:_loaded -- the notebook API's models, one per registry key or path, for the process's
+  life (functools.cache, unbounded: a notebook opens a few); the app never calls it.
+- explorer/run/forward.py:FLOOR_GRID -- a constant (80,001 floats, 320 KB), not a cache.
+- models/cache.py -- on disk, not in memory: dequantized GGUF weights between processes ($EXPLORER_CACHE).
+
+One session's own (st.session_state, state.py's keys): state.TRAINED (models trained on the Train page), state.TRAIN_RUN
+(the training run), state.FIRST_RUNS (which long first runs the visitor asked for).
 """
 
 from __future__ import annotations
