@@ -1,8 +1,8 @@
 """The run store, the one public way a page's computation is run and kept: `key` names a value, `shared()` holds it for
 every session, `compute` runs it once admitted by the gate (explorer/run/admission.py, drawn by
 explorer/app/waiting.py) with a spinner, `progressing` with a progress bar, `in_chunks` a measurement in chunks of
-batch rows, and `first_run` a text's first run. explorer/app/cached.py, experiment_runs.py and patching_runs.py are
-the getters built on it."""
+batch rows, and `first_run` a text's first run. explorer/app/cached.py, experiment_runs.py, patching_runs.py and
+compare_runs.py are the getters built on it; cached.py's docstring lists every cache there is."""
 
 from __future__ import annotations
 
