@@ -184,7 +184,7 @@ def rerun(page, timeout: float = TIMEOUT_MS) -> Iterator[None]:
     page.wait_for_function(SETTLED, arg=before, timeout=timeout)
 
 
-ASKED = "Run the model on this text"  # a long text's first run asks first (explorer/app/cached.asked_first)
+ASKED = "Run the model on this text"  # a long text's first run asks first (explorer/app/store.asked_first)
 
 
 def run_if_asked(page) -> bool:

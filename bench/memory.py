@@ -39,7 +39,8 @@ def _measure(sentences: int) -> dict:
     from streamlit.logger import set_log_level
 
     set_log_level("error")  # bare mode warns on every cached call, each of streamlit's loggers
-    from attention_explorer.explorer.app import cached
+    from attention_explorer.explorer.app import cached, compare_runs, store
+    from attention_explorer.explorer.app.state import Choice
     from attention_explorer.explorer.figures.heatmap import head_heatmap
     from attention_explorer.explorer.figures.model_view import layer_heads
     from attention_explorer.explorer.run import memo
@@ -48,13 +49,14 @@ def _measure(sentences: int) -> dict:
 
     def serve(key: str, text: str, tokens: int, reference: bool) -> None:
         """What the heatmap and statistics pages compute for one sentence (and the reference page, sometimes)."""
-        result = cached.get_trace(key, text, tokens)
-        cached.get_statistics(key, text, tokens, "encoder_self")
+        choice = Choice(key, text, tokens)
+        result = cached.get_trace(choice)
+        cached.get_statistics(choice, "encoder_self")
         weights, labels = result.encoder_self.weights, result.source_tokens
         head_heatmap(weights[0, 0], labels, labels).to_json()
         layer_heads(weights[0]).to_json()
         if reference:
-            cached.get_reference_difference(key, text, tokens, 0, 0)  # as the page asks: the grid and a head
+            compare_runs.get_reference_difference(choice, 0, 0)  # as the page asks: the grid and a head
 
     # start-up as a server's: every model and the reference loaded, and the first page drawn once (plotly and torch
     # load parts of themselves on first use); the store emptied again, so the growth below starts from nothing
@@ -62,7 +64,7 @@ def _measure(sentences: int) -> dict:
         cached.get_model(key)
     cached.get_reference()
     serve("minilm", "The first page, drawn once at start-up", 16, reference=True)
-    cached.store().clear()
+    store.shared().clear()
     gc.collect()
     memo.release_memory()
     startup = rss_mb()
@@ -77,7 +79,7 @@ def _measure(sentences: int) -> dict:
     after = rss_mb()
     memo.release_memory()
     trimmed = rss_mb()
-    store = cached.store()
+    kept = store.shared()
     return {
         "startup_mb": round(startup, 1),
         "after_mb": round(after, 1),
@@ -85,9 +87,9 @@ def _measure(sentences: int) -> dict:
         "peak_mb": round(peak, 1),
         "after_trim_mb": round(trimmed, 1),
         "sentences": sentences,
-        "store_mb": round(store.bytes / 2**20, 1),
-        "store_bound_mb": round(store.max_bytes / 2**20, 1),
-        "store_entries": len(store),
+        "store_mb": round(kept.bytes / 2**20, 1),
+        "store_bound_mb": round(kept.max_bytes / 2**20, 1),
+        "store_entries": len(kept),
         "target_startup_mb": TARGET_STARTUP_MB,
         "target_growth_mb": TARGET_GROWTH_MB,
     }
@@ -98,6 +100,7 @@ def _serve_long(key: str, text: str, tokens: int) -> None:
     weights are never held): the run, then three layers' heads side by side (the attention page's small multiples,
     pooled) and one head at full resolution (its heatmap); the next tokens come with the run."""
     from attention_explorer.explorer.app import cached
+    from attention_explorer.explorer.app.state import Choice
     from attention_explorer.explorer.figures.heatmap import head_heatmap
     from attention_explorer.explorer.figures.model_view import layer_heads
 
@@ -105,7 +108,7 @@ def _serve_long(key: str, text: str, tokens: int) -> None:
     kind = loaded.family.kinds[0]  # the attention that reads the text: BERT's encoder self, a decoder's masked self
     config = loaded.model.config
     n_layers = config.n_encoder_layers if kind == "encoder_self" else config.n_decoder_layers
-    result = cached.get_trace(key, text, tokens)
+    result = cached.get_trace(Choice(key, text, tokens))
     queries, keys = result.tokens_for(kind)
     for layer in sorted({0, n_layers // 2, n_layers - 1}):
         weights = result.attention(kind).layer(layer).weights  # (H, Tq, Tk)
@@ -119,7 +122,7 @@ def _measure_long(key: str, tokens: int, texts: int) -> dict:
     from streamlit.logger import set_log_level
 
     set_log_level("error")  # as in _measure: stderr shows the progress alone
-    from attention_explorer.explorer.app import cached
+    from attention_explorer.explorer.app import cached, store
     from attention_explorer.explorer.run import layers, memo
     from bench.inputs import text_of
 
@@ -127,7 +130,7 @@ def _measure_long(key: str, tokens: int, texts: int) -> dict:
     # first use); the store and the recomputed layers emptied again, so what follows starts from nothing
     loaded = cached.get_model(key)
     _serve_long(key, loaded.example, min(16, tokens))
-    cached.store().clear()
+    store.shared().clear()
     layers.cache().clear()
     gc.collect()
     memo.release_memory()
@@ -143,7 +146,7 @@ def _measure_long(key: str, tokens: int, texts: int) -> dict:
             print(f"{i + 1}/{texts} texts: {now:.0f} MB resident", file=sys.stderr, flush=True)
     gc.collect()
     after = rss_mb()
-    store, recomputed = cached.store(), layers.cache()
+    kept, recomputed = store.shared(), layers.cache()
     return {
         "model": key,
         "tokens": tokens,
@@ -155,9 +158,9 @@ def _measure_long(key: str, tokens: int, texts: int) -> dict:
         "after_mb": round(after, 1),
         "growth_mb": round(after - startup, 1),
         "growth_after_first_mb": round(after - (first or startup), 1),
-        "store_mb": round(store.bytes / 2**20, 1),
-        "store_bound_mb": round(store.max_bytes / 2**20, 1),
-        "store_entries": len(store),
+        "store_mb": round(kept.bytes / 2**20, 1),
+        "store_bound_mb": round(kept.max_bytes / 2**20, 1),
+        "store_entries": len(kept),
         "layers_mb": round(recomputed.bytes / 2**20, 1),  # layers recomputed for the views, shared by every session
         "layers_bound_mb": round(recomputed.max_bytes / 2**20, 1),
         "target_max_mb": TARGET_LONG_MAX_MB,

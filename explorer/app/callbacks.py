@@ -120,11 +120,11 @@ def pair_label(pair: int | None) -> str:
 
 def set_pair() -> None:
     """Compare sentences: a minimal pair becomes sentences A (the sidebar's) and B; the picker resets."""
-    pair = st.session_state.compare_pair
+    pair = st.session_state[state.COMPARE_PAIR]
     if pair is not None:
         state.keep(st.session_state, state.TEXT, MINIMAL_PAIRS[pair][0])
-        st.session_state.compare_b = MINIMAL_PAIRS[pair][1]
-    st.session_state.compare_pair = None
+        st.session_state[state.COMPARE_B] = MINIMAL_PAIRS[pair][1]
+    st.session_state[state.COMPARE_PAIR] = None
 
 
 def walk_heads(kind: str, first_pieces: tuple[int, ...] | None, layer: int, head: int, point: Mapping) -> None:
@@ -142,7 +142,7 @@ def walk_heads(kind: str, first_pieces: tuple[int, ...] | None, layer: int, head
 
 def stack_to_kind() -> None:
     """The forward pages' stack radio moves the lesson's focus to that stack's self-attention."""
-    stack = st.session_state["forward_stack"]
+    stack = st.session_state[state.FORWARD_STACK]
     if (st.session_state.get(state.FOCUS_KIND, "encoder_self") == "encoder_self") != (stack == "encoder"):
         state.choose(st.session_state, state.FOCUS_KIND, "encoder_self" if stack == "encoder" else "decoder_self")
 

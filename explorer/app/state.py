@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, MutableMapping, Sequence
 
@@ -36,6 +37,25 @@ DRILL_TO = "drill_to"
 STARTED = "started"
 FIRST_RUNS = "first_runs_asked"  # (model, text, max tokens) whose long first run this visitor asked for
 
+# Every key that is read or written through session state is a constant here, so that no two pages pick the same
+# one. A key only its own widget reads (key="attention_layer_chart"), and one built from a page's prefix
+# (f"{prefix}_layer", f"{key}_against"), is written where it is used: it begins with its page's prefix (the page's
+# file stem: attention_, qkv_, compare_, ablation_, patching_, ...) and so cannot meet another page's.
+ABLATION_HEADS = "ablation_heads"  # Turn heads off: the heads turned off, as addresses ("2.1", "cross:2.1")
+ABLATION_LAYER = "ablation_layer"  # Turn heads off: the whole-layer picker
+OUTPUT_TARGET = "output_target"  # the Output page's target, scored against the model's output
+PATCHING_CORRUPT, PATCHING_ANSWER, PATCHING_WRONG = "patching_corrupt", "patching_answer", "patching_wrong"
+PATCHING_PROPOSED_FOR = "patching_proposed_for"  # the sidebar's choice (Choice) the boxes were last filled for
+PATCHING_HEAD = "patching_head"  # (kind, layer, head) whose positions and map are shown
+DECODING_POSITION = "decoding_position"  # the Decoding page's output position, from 1 (as URL_POSITION)
+TRAIN_RUN = "train_run"  # the Train page's run (explorer.experiments.training), this session's only
+TRAIN_TASK, TRAIN_PROBE, TRAIN_ERROR = "train_task", "train_probe", "train_error"
+TRAIN_STEPS, TRAIN_EVERY, TRAIN_SEED = "train_steps", "train_every", "train_seed"
+FORWARD_STACK = "forward_stack"  # the Forward pass page's stack (encoder or decoder), following the focus's kind
+COMPARE_PAIR, COMPARE_B = "compare_pair", "compare_b"  # Compare sentences: the minimal pair picked, sentence B
+QKV_KEYS_CENTER = "qkv_keys_center"  # the Q/K/V page's window over a long text's keys: its centre
+HEAD_HEADS = "head_heads"  # the Head view page's heads shown
+
 DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128
 DEFAULT_TEXT = ENGLISH_EXAMPLES[0]
@@ -57,9 +77,27 @@ def init(session: MutableMapping) -> None:
         session.setdefault(key, value)
 
 
-def sidebar(session: MutableMapping) -> tuple[str, str, int]:
-    """(model, text, max tokens): what every page's trace is computed from."""
-    return session[MODEL], session[TEXT], int(session[MAX_TOKENS])
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The sidebar's choice, what every page's trace is computed from: the model's key, the text and the most tokens
+    read of it. Plain values, hashable: the run store names what it keeps by them (explorer/app/store.py, key)."""
+
+    model: str
+    text: str
+    max_tokens: int
+
+    def with_text(self, text: str) -> Choice:
+        """The same model and max tokens on another text (Compare sentences' sentence B)."""
+        return dataclasses.replace(self, text=text)
+
+    def with_model(self, model: str) -> Choice:
+        """The same text and max tokens read by another model (Compare weights' pair)."""
+        return dataclasses.replace(self, model=model)
+
+
+def sidebar(session: Mapping) -> Choice:
+    """The sidebar's choice (model, text, max tokens) as it stands in this session."""
+    return Choice(session[MODEL], session[TEXT], int(session[MAX_TOKENS]))
 
 
 def start(session: MutableMapping, key: str, value: object) -> None:
@@ -146,7 +184,7 @@ URL_VIEW = "url_view"  # what the address asked for that the page's own pickers 
 URL_PAGE = "url_page"  # the page the address opened; its pickers take URL_VIEW, other pages do not
 URL_USED = "url_used"  # widget keys already given their address value (once each)
 PAGE = "page"  # the page drawn on this run
-SHOWN = "sidebar_shown"  # (model, text, max tokens) as the sidebar last drew them
+SHOWN = "sidebar_shown"  # the sidebar's choice (Choice) as it was last drawn
 MAX_TEXT = 100_000  # the sidebar's max_chars: longer pastes are cut to the model's tokens with a warning
 URL_MAX_TEXT = 2000  # a longer sentence is not put in the address (servers refuse very long request lines)
 HEAD_ADDRESS = re.compile(r"(?:(?:encoder|decoder|cross):)?[0-9]{1,3}\.[0-9]{1,3}")  # a head as ?off= names it

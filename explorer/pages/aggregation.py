@@ -38,7 +38,7 @@ raw = chosen.view(attention.weights[layer].mean(axis=0))
 queries, keys = chosen.queries, chosen.keys
 # a long text's rollout as its overview draws it, reduced by the first run (the whole rollout is L T^3 and reads
 # every layer); at word level, or a text drawn whole, computed here from the layers
-reduced = None if chosen.groups else cached.get_rollout_overview(*state.sidebar(st.session_state), chosen.kind, layer)
+reduced = None if chosen.groups else cached.get_rollout_overview(state.sidebar(st.session_state), chosen.kind, layer)
 length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's and rollout's cost grow with tokens, not words
 rolled = reduced
 if reduced is None and (length <= zoom.FULL or chosen.groups is None):
@@ -72,7 +72,7 @@ if length > FLOW_MAX_TOKENS:
     bottom[0].info(f"Attention flow is computed for inputs of up to {FLOW_MAX_TOKENS} tokens; this one has {length}.")
     st.stop()
 with bottom[0]:  # drawn last: the max-flows take a moment, and the other two need not wait for them
-    flows = cached.get_flow(*state.sidebar(st.session_state), chosen.kind, layer)
+    flows = cached.get_flow(state.sidebar(st.session_state), chosen.kind, layer)
     flows = chosen.view(flows)
     chart(
         head_heatmap(flows, queries, keys, f"Flow: layers 1-{layer + 1}", narrow=narrow, stretched=True),

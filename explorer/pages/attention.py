@@ -32,7 +32,7 @@ if chosen.kind == "decoder_self":
         r"Masked (causal) self-attention: before the softmax, every score of a later key is set to $-\infty$, so "
         "each row puts all its weight on its own position and those before it (the upper triangle is 0)."
     )
-start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
+start = cached.get_start(state.sidebar(st.session_state), chosen.kind)
 layer, head = pick_layer_head(
     attention.n_layers, attention.n_heads, state.ATTENTION, mean=True, layer=start.layer, head=start.head
 )

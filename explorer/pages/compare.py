@@ -31,13 +31,13 @@ if missing := [key for key in TRAINED_AND_RANDOM if key not in cached.model_keys
     st.info(f"This comparison needs both; this server does not offer {cached.described(missing[0]).title}.")
     st.stop()
 chosen = pick_attention("compare")
-_, text, max_tokens = state.sidebar(st.session_state)
+sidebar = state.sidebar(st.session_state)
 
 
 def drawn(key: str) -> np.ndarray:  # same tokenizer, so the sidebar model's labels fit both
     if chosen.groups is not None:
-        return cached.get_word_level(key, text, max_tokens, chosen.kind)[0]
-    return cached.get_trace(key, text, max_tokens).attention(chosen.kind).weights
+        return cached.get_word_level(sidebar.with_model(key), chosen.kind)[0]
+    return cached.get_trace(sidebar.with_model(key)).attention(chosen.kind).weights
 
 
 weights = {key: drawn(key) for key in TRAINED_AND_RANDOM}
@@ -51,7 +51,7 @@ st.caption(
 changed = compare.changed_most(weights["minilm"] - weights["minilm-random"])  # same tokens: cells line up
 trained = statistic_grid(*changed, "max |pretrained - random|", title="Largest |pretrained - random| weight per head")
 chart(trained, "compare_trained", on_click=to_detail)
-start = cached.get_start("minilm", text, max_tokens, chosen.kind)  # a head the pretrained weights made striking
+start = cached.get_start(sidebar.with_model("minilm"), chosen.kind)  # a head the pretrained weights made striking
 layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=start.layer, head=start.head)
 if max(len(chosen.queries), len(chosen.keys)) > OVERVIEW:
     st.caption(
@@ -73,7 +73,7 @@ st.caption(
 )
 columns = st.columns(2)
 for column, key in zip(columns, TRAINED_AND_RANDOM, strict=True):
-    stats, labels = cached.get_statistics(key, text, max_tokens, "encoder_self")
+    stats, labels = cached.get_statistics(sidebar.with_model(key), "encoder_self")
     top = float(np.log(len(chosen.trace.source_tokens)))
     grid = statistic_grid(stats["entropy"], labels, "entropy", zrange=(0.0, top), title=f"{SHORT[key]}: entropy")
     chart(grid, f"compare_entropy_{key}", column, on_click=to_detail)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app import cached, compare_runs, state
 from attention_explorer.explorer.app.callbacks import pair_label, set_pair
 from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
@@ -30,25 +30,25 @@ st.markdown(
     "sidebar's model; the difference A - B is drawn on a red-blue scale centred at zero (red: A attends "
     "more)."
 )
-model, text, max_tokens = state.sidebar(st.session_state)
-kind = cached.model(model).family.kinds[0]  # the attention that reads the text: no decoding needed
+sidebar = state.sidebar(st.session_state)
+kind = cached.model(sidebar.model).family.kinds[0]  # the attention that reads the text: no decoding needed
 st.caption(f"Drawn: {kind_name(kind)}.")
 # B starts one word away from A (its minimal pair, or one swapped word), and follows A until someone types in it
-if "compare_b" not in st.session_state or state.at_start(st.session_state, "compare_b"):
-    state.start(st.session_state, "compare_b", cached.get_variant(model, text, max_tokens))
+if state.COMPARE_B not in st.session_state or state.at_start(st.session_state, state.COMPARE_B):
+    state.start(st.session_state, state.COMPARE_B, cached.get_variant(sidebar))
 st.selectbox(
     "Minimal pairs",
     [None, *range(len(MINIMAL_PAIRS))],
     format_func=pair_label,
     placeholder="choose a pair...",
-    key="compare_pair",
+    key=state.COMPARE_PAIR,
     on_change=set_pair,
 )
-other = st.text_input("Sentence B", max_chars=state.MAX_TEXT, key="compare_b")
+other = st.text_input("Sentence B", max_chars=state.MAX_TEXT, key=state.COMPARE_B)
 result_a = current_trace(kind)
 by_word = st.radio("Line up", ["position", "word"], horizontal=True, key="compare_align") == "word"
 try:
-    run_b, every_head = cached.comparison_seconds(model, text, other, max_tokens, kind, by_word)
+    run_b, every_head = compare_runs.comparison_seconds(sidebar, other, kind, by_word)
 except TokenizeError as e:
     st.info("Sentence B: " + markdown_literal(str(e)))
     st.stop()
@@ -65,18 +65,19 @@ what = " ".join(
 )
 if not ask_first(what, run_b + every_head, "Run sentence B and compare every head", "compare_run", asked):
     # meanwhile sentence A, from its own run: the head it opens on, or any other
-    start = cached.get_start(model, text, max_tokens, kind)
+    start = cached.get_start(sidebar, kind)
     layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=start.layer, head=start.head)
     which = head_title(layer, head, n_heads)
     a = result_a.attention(kind).weights
     chart(head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", overview=OVERVIEW), "compare_a")
     stop()
-result_b = cached.get_second_trace(model, other, max_tokens, kind)
+sentence_b = sidebar.with_text(other)
+result_b = compare_runs.get_second_trace(sentence_b, kind)
 a, b = result_a.attention(kind).weights, result_b.attention(kind).weights
 labels_b = result_b.readable(result_b.source_tokens)
 if by_word:
-    a, labels_a, _ = cached.get_word_level(model, text, max_tokens, kind)
-    b, labels_b, _ = cached.get_word_level(model, other, max_tokens, kind, result_b)
+    a, labels_a, _ = cached.get_word_level(sidebar, kind)
+    b, labels_b, _ = cached.get_word_level(sentence_b, kind, result_b)
     alignment = compare.by_word(labels_a, labels_b)
 else:
     alignment = compare.by_position(labels_a, labels_b)
@@ -86,7 +87,7 @@ if not alignment.a:
     st.info("Nothing in A lines up with B.")
     st.stop()
 st.subheader("Which heads changed most")
-worst = cached.get_changed(model, text, other, max_tokens, kind, by_word, a, b, alignment)
+worst = compare_runs.get_changed(sidebar, other, kind, by_word, a, b, alignment)
 chart(
     statistic_grid(worst, compare.cell_text(worst), "max |A - B|", title="Largest |A - B| weight per head"),
     "compare_changed",

@@ -22,7 +22,6 @@ from attention_explorer.explorer.views.offers import needs_decoder
 from attention_explorer.explorer.views.pickers import pick_head, pick_layer
 from attention_explorer.explorer.views.zoom import head_map
 
-STEP = "decoding_position"
 NARROW = 16  # bars per column chart: a third of the page fits about 16 rotated labels
 
 page_header("Decoding step by step")
@@ -57,34 +56,42 @@ total = decoding.n_positions(trace)
 task = cached.model(st.session_state[state.MODEL]).task
 if task is not None and not only and (note := length_note(len(decoding.source_words(trace)), task.max_words)):
     st.warning(note)
-asked = state.url_value(st.session_state, state.URL_POSITION, STEP)  # stored from 0, like layer and head
+asked = state.url_value(
+    st.session_state, state.URL_POSITION, state.DECODING_POSITION
+)  # stored from 0, like layer and head
 if asked is not None:
     if asked >= total:
         st.warning(f"The address asks for step {asked + 1}, but this output has {total}; showing step {total}.")
-    st.session_state[STEP] = asked + 1
+    st.session_state[state.DECODING_POSITION] = asked + 1
 # a decoder-only text opens on its last position, the one that answers it (nothing in the text follows); an output
 # written word by word, on its first word
 opening = total if only else 1
-st.session_state[STEP] = min(max(st.session_state.get(STEP, opening), 1), total)  # a new sentence may be shorter
-st.query_params[state.URL_POSITION] = str(st.session_state[STEP])  # numbered from 1, as shown
+st.session_state[state.DECODING_POSITION] = min(
+    max(st.session_state.get(state.DECODING_POSITION, opening), 1), total
+)  # a new sentence may be shorter
+st.query_params[state.URL_POSITION] = str(st.session_state[state.DECODING_POSITION])  # numbered from 1, as shown
 
 
 back, slider, forward = st.columns([1, 8, 1], vertical_alignment="bottom")
 back.button(
-    "◀ Back", on_click=move_position, args=(STEP, -1, total), disabled=st.session_state[STEP] <= 1, key="decoding_back"
+    "◀ Back",
+    on_click=move_position,
+    args=(state.DECODING_POSITION, -1, total),
+    disabled=st.session_state[state.DECODING_POSITION] <= 1,
+    key="decoding_back",
 )
 forward.button(
     "Next ▶",
     on_click=move_position,
-    args=(STEP, 1, total),
-    disabled=st.session_state[STEP] >= total,
+    args=(state.DECODING_POSITION, 1, total),
+    disabled=st.session_state[state.DECODING_POSITION] >= total,
     key="decoding_next",
 )
 if total > 1:
-    slider.slider("Output position", 1, total, key=STEP)
+    slider.slider("Output position", 1, total, key=state.DECODING_POSITION)
 else:
     slider.caption("One output position: the model ended at once.")
-index = st.session_state[STEP] - 1
+index = st.session_state[state.DECODING_POSITION] - 1
 
 # the last layer and the mean over heads show the alignment most plainly, so they come first
 n_layers, n_heads = trace.decoder_self.n_layers, trace.decoder_self.n_heads
@@ -105,7 +112,7 @@ ask = ask_col.toggle(
 revealed = True
 if ask:
     options = sorted(current.top_tokens[:5])  # the greedy word is the most probable: sorted, the order says nothing
-    context = (*state.sidebar(st.session_state), index)
+    context = (state.sidebar(st.session_state), index)
     guess = predict(
         f"Reading {reads!r} and the words before it, what will the {'model' if only else 'decoder'} write next?",
         options,

@@ -23,13 +23,13 @@ st.markdown(
 
 chosen = pick_attention("find", words=False, starting=False)  # the text above says where it opens
 attention, queries, keys = chosen.attention, chosen.queries, chosen.keys
-start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
+start = cached.get_start(state.sidebar(st.session_state), chosen.kind)
 left, right = st.columns(2)
 query = pick_token(queries, "Query token (attending)", "find_query", left, index=start.query)
 key = pick_token(keys, "Key token (attended to)", "find_key", right, index=start.key, name=state.URL_KEY)
 
 # the query's row of every layer, not every layer: a long text's layers are recomputed when read (10 s at 2,048 tokens)
-rows = cached.get_query_rows(*state.sidebar(st.session_state), chosen.kind, query)  # (L, H, Tk)
+rows = cached.get_query_rows(state.sidebar(st.session_state), chosen.kind, query)  # (L, H, Tk)
 picked = rows[:, :, key]  # (L, H)
 ranked = starting.rank_heads(rows[:, :, None, :], 0, key)
 best_layer, best_head, best_weight = ranked[0]

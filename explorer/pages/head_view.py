@@ -30,18 +30,18 @@ st.latex(
 )  # decoder self-attention adds its mask
 attention = chosen.attention
 # the sentence's starting head (cached.get_start) and its link's query token highlighted: at word level, its word
-start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
+start = cached.get_start(state.sidebar(st.session_state), chosen.kind)
 query = start.query if chosen.groups is None else next(i for i, g in enumerate(chosen.groups[0]) if start.query in g)
 left, middle = st.columns(2)
 layer = pick_layer(attention.n_layers, "head_layer", left, start.layer)
 focus = pick_token(chosen.queries, "Highlight token", "head_focus", middle, allow_all=True, index=query + 1)
-if "head_heads" not in st.session_state or state.at_start(st.session_state, "head_heads"):
-    state.start(st.session_state, "head_heads", [start.head])  # a new sentence's starting head, until one is picked
+if state.HEAD_HEADS not in st.session_state or state.at_start(st.session_state, state.HEAD_HEADS):
+    state.start(st.session_state, state.HEAD_HEADS, [start.head])  # a new sentence's starting head, until one is picked
 heads = st.multiselect(
     "Heads",
     list(range(attention.n_heads)),
     format_func=head_label,
-    key="head_heads",
+    key=state.HEAD_HEADS,
 )
 if not heads:
     st.info("Pick at least one head.")

@@ -23,9 +23,9 @@ read = current_trace()  # first: a sentence the model cannot read says so on eve
 needs_decoder(loaded)
 intro(lens_intro(loaded.family))
 sidebar = state.sidebar(st.session_state)
-answer = experiment_runs.get_read_answer(*sidebar)  # a decoder-only text's last row too: the one that answers
+answer = experiment_runs.get_read_answer(sidebar)  # a decoder-only text's last row too: the one that answers
 position = question_row(answer, loaded.eos_id)
-found = experiment_runs.get_lens(*sidebar, position)  # the rows around it, where the text is long
+found = experiment_runs.get_lens(sidebar, position)  # the rows around it, where the text is long
 readable = loaded.family.spelling.readable  # tokens as every page shows them ('␣Paris')
 target = readable(found.targets[position])
 at = readable(found.positions[position])
@@ -41,7 +41,7 @@ if answer.own_row(position):  # the text ends here: what the model answers is al
 else:
     written = "the right next token is" if known else "the model's own greedy output (no right answer is known) writes"
     question = f"At position {position} ({at}) {written} {target}. After which sub-layer does it first rank first?"
-guess = predict(question, options, (*sidebar, "layer_predictions"), "layer_predictions_predict")
+guess = predict(question, options, (sidebar, "layer_predictions"), "layer_predictions_predict")
 if guess is None:
     stop()
 first = next((i for i, r in enumerate(found.target_rank[:, found.index(position)]) if r == 1), len(found.reads))
@@ -59,7 +59,7 @@ rank_chart(found, position, answer, "layer_predictions_rank", present_height=360
 lens_chart(found, answer, "layer_predictions")
 token_legend()  # the marks its token labels use
 token = answer.targets[position]
-split = experiment_runs.get_attribution(*sidebar, position, token)
+split = experiment_runs.get_attribution(sidebar, position, token)
 st.subheader("Who wrote it: the logit split into parts")
 st.caption(
     f"The logit of {markdown_literal(readable(split.token))} at position {position} is {split.logit:.3f}; the parts "

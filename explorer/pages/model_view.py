@@ -37,7 +37,7 @@ head = pick_head(attention.n_heads, state.FOCUS_HEAD, right, index=head0)
 thumb = thumbnail_px(attention.n_heads, presenting())
 window = layer_window(attention.n_layers, layer, thumb, presenting())
 if chosen.groups is None:  # block means reduced one layer at a time (cached), never the whole stack's weights at once
-    thumbnails = cached.get_thumbnails(*state.sidebar(st.session_state), chosen.kind)[window.start : window.stop]
+    thumbnails = cached.get_thumbnails(state.sidebar(st.session_state), chosen.kind)[window.start : window.stop]
 else:  # word level: the merged weights are already whole
     thumbnails = pool(chosen.weights[window.start : window.stop], THUMBNAIL)
 chart(

@@ -22,7 +22,8 @@ TOKEN_SEPARATOR = " · "
 SHOWN_TOKENS = 40  # more would push the map below the first screen
 
 page_header()
-model_key, text, _ = state.sidebar(st.session_state)
+sidebar = state.sidebar(st.session_state)
+model_key, text = sidebar.model, sidebar.text
 loaded = cached.model(model_key)
 config = loaded.model.config
 intro(

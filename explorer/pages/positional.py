@@ -60,7 +60,7 @@ def rotary_page(model_name: str) -> None:
     else:
         st.info("Pick at least one pair to draw its curve.")
     sidebar = state.sidebar(st.session_state)
-    result = cached.get_trace(*sidebar)
+    result = cached.get_trace(sidebar)
     kind = result.kinds[0]
     attention = result.attention(kind)
     tokens = result.labels_for(kind)[0]

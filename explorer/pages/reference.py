@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app import cached, compare_runs, state
 from attention_explorer.explorer.app.waiting import ask_first
 from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import head_heatmap
@@ -46,7 +46,7 @@ st.markdown(
 trace = current_trace()
 ours = trace.attention(kind).weights
 sidebar = state.sidebar(st.session_state)
-start = cached.get_start(*sidebar, kind)  # the sentence's head worth seeing, as every page opens on
+start = cached.get_start(sidebar, kind)  # the sentence's head worth seeing, as every page opens on
 st.caption(starting_note(loaded.family, kind))
 summary = st.container()  # the grid goes above the pickers, but comes from the same reference run as the head
 layer, head = pick_layer_head(*ours.shape[:2], "reference", layer=start.layer, head=start.head)
@@ -57,17 +57,17 @@ chart(  # ours first: a long text's reference waits for a click, and ours is dra
     "reference_ours",
     container=cols[0],
 )
-seconds = cached.reference_seconds(*sidebar, layer, head)
+seconds = compare_runs.reference_seconds(sidebar, layer, head)
 what = (
     f"Running transformers up to layer {layer + 1} gives its map of this head."
-    if cached.reference_grid_kept(*sidebar)
+    if compare_runs.reference_grid_kept(sidebar)
     else f"The comparison runs transformers over all {len(tokens):,} tokens and sets each of its {ours.shape[0]} "
     "layers against ours."
 )
 if not ask_first(what, seconds, "Run the transformers reference", "reference_run", summary):
     stop()
 try:
-    differences, theirs_head = cached.get_reference_difference(*sidebar, layer, head)
+    differences, theirs_head = compare_runs.get_reference_difference(sidebar, layer, head)
 except (OSError, ValueError) as e:  # a folder our engine reads but transformers cannot (e.g. no model_type it knows)
     st.error(f"transformers could not read the files of {loaded.title}: {e}")
     st.stop()

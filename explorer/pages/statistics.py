@@ -40,7 +40,7 @@ about.markdown(
 
 attention = chosen.attention
 words = chosen.groups is not None  # previous / next then mean the previous and next word
-stats, labels = cached.get_statistics(*state.sidebar(st.session_state), chosen.kind, words)
+stats, labels = cached.get_statistics(state.sidebar(st.session_state), chosen.kind, words)
 
 name = st.selectbox("Statistic", list(analysis.STATISTICS), format_func=NAMES.get, key="stats_statistic")
 st.caption(markdown_literal(DESCRIPTIONS[name]))
@@ -106,7 +106,7 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=formats, key="st
 st.caption("Click a column header to sort.")
 
 left, right, go_col = st.columns([2, 2, 2], vertical_alignment="bottom")
-start = cached.get_start(*state.sidebar(st.session_state), chosen.kind)
+start = cached.get_start(state.sidebar(st.session_state), chosen.kind)
 layer = pick_layer(attention.n_layers, "stats_layer", left, start.layer)
 head = pick_head(attention.n_heads, "stats_head", right, index=start.head)
 if go_col.button(f"Open layer {layer + 1}, head {head + 1} in the attention heatmap", key="stats_open"):

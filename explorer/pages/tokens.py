@@ -54,7 +54,7 @@ else:
         f"The sentence {where} has {typed} word{'s' * (typed != 1)} (split at spaces). How many tokens will the "
         "model read for it?",
         [str(o) for o in options],
-        (*state.sidebar(st.session_state), "tokens"),
+        (state.sidebar(st.session_state), "tokens"),
         "tokens_predict",
         reveal="Reveal the count",
     )

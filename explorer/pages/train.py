@@ -24,7 +24,6 @@ from attention_explorer.explorer.views.offers import not_the_sidebar_model
 from attention_explorer.models import tasks, train
 from attention_explorer.models.tokenize import TokenizeError
 
-RUN = "train_run"
 DEFAULT_STEPS = 600  # the Steps box's starting value: a run short enough to watch (RECIPES train far longer)
 REFRESH_SECONDS = 1.0  # train this long between screen updates: redrawing more often costs the browser's CPU
 
@@ -49,29 +48,29 @@ def publish(run: Run) -> None:
 def start() -> None:
     try:
         run = Run(
-            st.session_state.train_task,
-            int(st.session_state.train_steps),
-            int(st.session_state.train_every),
-            st.session_state.train_probe,
-            int(st.session_state.train_seed),
+            st.session_state[state.TRAIN_TASK],
+            int(st.session_state[state.TRAIN_STEPS]),
+            int(st.session_state[state.TRAIN_EVERY]),
+            st.session_state[state.TRAIN_PROBE],
+            int(st.session_state[state.TRAIN_SEED]),
         )
     except (TokenizeError, ValueError) as e:
-        st.session_state.train_error = str(e)
+        st.session_state[state.TRAIN_ERROR] = str(e)
         return
-    st.session_state.train_error = ""
+    st.session_state[state.TRAIN_ERROR] = ""
     run.running = True
-    st.session_state[RUN] = run
+    st.session_state[state.TRAIN_RUN] = run
 
 
 def stop() -> None:
-    run = st.session_state.get(RUN)
+    run = st.session_state.get(state.TRAIN_RUN)
     if run is not None and run.running:
         run.running = False
         publish(run)
 
 
 def explore() -> None:
-    run = st.session_state[RUN]
+    run = st.session_state[state.TRAIN_RUN]
     loaded = st.session_state[state.TRAINED][run.key]
     state.keep(st.session_state, state.MODEL, run.key)
     state.keep(st.session_state, state.TEXT, run.probe)
@@ -85,30 +84,30 @@ def default_steps(task_name: str) -> int:
 
 
 def new_task() -> None:
-    st.session_state.train_probe = tasks.get(st.session_state.train_task).example
-    st.session_state.train_steps = default_steps(st.session_state.train_task)
+    st.session_state[state.TRAIN_PROBE] = tasks.get(st.session_state[state.TRAIN_TASK]).example
+    st.session_state[state.TRAIN_STEPS] = default_steps(st.session_state[state.TRAIN_TASK])
 
 
-run: Run | None = st.session_state.get(RUN)
+run: Run | None = st.session_state.get(state.TRAIN_RUN)
 running = run is not None and run.running
 task_col, steps_col, every_col, seed_col = st.columns(4)
-if "train_task" not in st.session_state:  # the sidebar's toy model's task first (e.g. induction)
+if state.TRAIN_TASK not in st.session_state:  # the sidebar's toy model's task first (e.g. induction)
     sidebar_task = cached.model(st.session_state[state.MODEL]).family.task
-    st.session_state.train_task = sidebar_task if sidebar_task in tasks.TASKS else next(iter(tasks.TASKS))
-task_col.selectbox("Task", list(tasks.TASKS), key="train_task", on_change=new_task, disabled=running)
-st.session_state.setdefault("train_probe", tasks.get(st.session_state.train_task).example)
-st.session_state.setdefault("train_steps", default_steps(st.session_state.train_task))
-steps_col.number_input("Steps", 10, 20000, step=50, key="train_steps", disabled=running)
-every_col.number_input("Snapshot every", 5, 5000, 50, step=5, key="train_every", disabled=running)
-seed_col.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed", disabled=running)
-st.text_input("Sentence to watch", key="train_probe", max_chars=500, disabled=running)
-task_name = st.session_state.train_task
+    st.session_state[state.TRAIN_TASK] = sidebar_task if sidebar_task in tasks.TASKS else next(iter(tasks.TASKS))
+task_col.selectbox("Task", list(tasks.TASKS), key=state.TRAIN_TASK, on_change=new_task, disabled=running)
+st.session_state.setdefault(state.TRAIN_PROBE, tasks.get(st.session_state[state.TRAIN_TASK]).example)
+st.session_state.setdefault(state.TRAIN_STEPS, default_steps(st.session_state[state.TRAIN_TASK]))
+steps_col.number_input("Steps", 10, 20000, step=50, key=state.TRAIN_STEPS, disabled=running)
+every_col.number_input("Snapshot every", 5, 5000, 50, step=5, key=state.TRAIN_EVERY, disabled=running)
+seed_col.number_input("Seed", 0, 2**31 - 1, 0, key=state.TRAIN_SEED, disabled=running)
+st.text_input("Sentence to watch", key=state.TRAIN_PROBE, max_chars=500, disabled=running)
+task_name = st.session_state[state.TRAIN_TASK]
 decoder_only = tasks.get(task_name).decoder_only
 st.caption(tasks.get(task_name).description + " " + recipe_summary(task_name))
-st.caption(run_length(task_name, int(st.session_state.train_steps), default_steps(task_name)))
+st.caption(run_length(task_name, int(st.session_state[state.TRAIN_STEPS]), default_steps(task_name)))
 st.caption(
     "Where this recipe departs from the paper's (section 5): "
-    + "; ".join(recipe_departures(task_name, int(st.session_state.train_steps)))
+    + "; ".join(recipe_departures(task_name, int(st.session_state[state.TRAIN_STEPS])))
     + ". The learning rate follows eq. 3, drawn beneath the loss:"
 )
 st.latex(learning_rate_formula(task_name))
@@ -117,8 +116,8 @@ st.caption(optimiser_and_dropout(*training.adam_settings(), training.dropout(tas
 buttons = st.columns([1, 1, 6])
 buttons[0].button("Train", type="primary", on_click=start, disabled=running, key="train_start")
 buttons[1].button("Stop", on_click=stop, disabled=not running, key="train_stop")
-if st.session_state.get("train_error"):
-    st.error(st.session_state.train_error)
+if st.session_state.get(state.TRAIN_ERROR):
+    st.error(st.session_state[state.TRAIN_ERROR])
 
 
 def show_snapshot(snapshot: Snapshot, key: str) -> None:

@@ -14,7 +14,6 @@ from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace, sidebar_loaded
 from attention_explorer.explorer.views.experiments import (
     ABLATION_PAGE,
-    HEADS,
     address,
     describe_effects,
     effects_grid,
@@ -47,7 +46,7 @@ def layer_name(kind: str, layer: int, kinds: int) -> str:
 
 def open_layer(heads: tuple[Head, ...], kinds: int) -> None:
     """The button's on_click: those heads turned off on the Turn heads off page."""
-    st.session_state[HEADS] = [address(h, kinds) for h in heads]
+    st.session_state[state.ABLATION_HEADS] = [address(h, kinds) for h in heads]
     st.session_state[state.DRILL_TO] = ABLATION_PAGE
 
 
@@ -108,13 +107,13 @@ else:
         "cosine to the clean embedding falls."
     )
 options = [layer_name(kind, layer, kinds) for kind, layer in layers]
-guess = predict(question, options, (*sidebar, "turn_off_layer"), "turn_off_predict")
+guess = predict(question, options, (sidebar, "turn_off_layer"), "turn_off_predict")
 if guess is None:
     stop()
 what = f"Each of the {len(layers)} layers turned off is one more forward over the whole text."
-if not ask_first(what, experiment_runs.layer_effects_seconds(*sidebar), "Turn off each layer", "turn_off_layers_run"):
+if not ask_first(what, experiment_runs.layer_effects_seconds(sidebar), "Turn off each layer", "turn_off_layers_run"):
     stop()
-found = experiment_runs.get_layer_effects(*sidebar)
+found = experiment_runs.get_layer_effects(sidebar)
 ranked = found.ranked()
 (kind, layer), change = ranked[0]
 said = ""
@@ -122,7 +121,7 @@ if guess >= 0:
     place = [where for where, _ in ranked].index(layers[guess]) + 1
     said = f" Your class picked {options[guess]}: it ranks {place} of {len(layers)}."
 top = tuple(Head(kind, layer, h) for h in range(shapes[kind][1]))
-outcome = experiment_runs.get_outcome(*sidebar, top, "zero")
+outcome = experiment_runs.get_outcome(sidebar, top, "zero")
 name = layer_name(kind, layer, kinds)
 if not loaded.family.learned:  # random weights: nothing was learned, so no layer or head has a job to lose
     measure = "log-probability" if outcome.cosine is None else "cosine to the clean embedding"
@@ -177,10 +176,10 @@ show_outcome(loaded, run, outcome, "turn_off_outcome")
 st.subheader("Each head turned off alone")
 if not effects_may_run("zero", "turn_off_heads"):
     stop()
-effects = experiment_runs.get_effects(*sidebar, "zero")
+effects = experiment_runs.get_effects(sidebar, "zero")
 head, _ = effects.ranked()[0]
 if loaded.family.learned:  # random weights: said above
-    head_alone(head, experiment_runs.get_outcome(*sidebar, (head,), "zero"), outcome, name, kinds)
+    head_alone(head, experiment_runs.get_outcome(sidebar, (head,), "zero"), outcome, name, kinds)
 deep = max(n_layers for n_layers, _ in shapes.values()) > PRESENT_LAYERS  # a deep grid scrolls rather than shrinks
 effects_grid(loaded, effects, "turn_off", open_in_ablation(shapes), present_height=None if deep else 330)
 describe_effects(effects)

@@ -33,7 +33,7 @@ guess = predict(
     f"For this sentence (n = {n} tokens, d = {d}), which does fewer operations per layer: self-attention or a "
     "recurrent layer?",
     options,
-    (*state.sidebar(st.session_state), "why_attention"),
+    (state.sidebar(st.session_state), "why_attention"),
     "why_predict",
     reveal="Reveal the answer",  # arithmetic on n and d: not something the model answers
 )

@@ -8,7 +8,7 @@
 - A waiting run calls `waiting(place)` every POLL_SECONDS: that is where the app cancels it (the visitor left, or
   started another run) by raising, and the run leaves the line.
 
-No streamlit here: explorer/app/cached.py holds the one Gate of the server process and draws what waits.
+No streamlit here: explorer/app/waiting.py holds the one Gate of the server process and draws what waits.
 """
 
 from __future__ import annotations

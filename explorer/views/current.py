@@ -58,8 +58,8 @@ def focus_start(kind: str) -> tuple[int, int, int]:
     strongest content link's (cached.get_start); every step that shows a layer, head or token starts there. Under a
     causal mask, never on the last token, which sees every key: step 5's mask would hide nothing there."""
     sidebar = state.sidebar(st.session_state)
-    start = cached.get_start(*sidebar, kind)
-    queries = cached.get_trace_for(*sidebar, kind).tokens_for(kind)[0]
+    start = cached.get_start(sidebar, kind)
+    queries = cached.get_trace_for(sidebar, kind).tokens_for(kind)[0]
     query = starting.content_query(queries, start.query)
     return start.layer, start.head, starting.masked_query(queries, query) if kind == "decoder_self" else query
 
@@ -69,7 +69,7 @@ def current_trace(kind: str | None = None) -> Trace:
     message and a stop when the text cannot be used."""
     try:
         sidebar = state.sidebar(st.session_state)
-        result = cached.get_trace(*sidebar) if kind is None else cached.get_trace_for(*sidebar, kind)
+        result = cached.get_trace(sidebar) if kind is None else cached.get_trace_for(sidebar, kind)
     except TokenizeError as e:
         cannot_read(e)
         stop()

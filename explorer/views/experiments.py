@@ -25,7 +25,6 @@ from attention_explorer.explorer.views.zoom import head_map, largest_cell
 from attention_explorer.models.ablation import AblationError, Head, parse
 
 ABLATION_PAGE = navigation.script("ablation")
-HEADS = "ablation_heads"  # the heads turned off, as addresses ("2.1", "cross:2.1")
 SHORT = {"encoder_self": "encoder", "decoder_self": "decoder", "cross": "cross"}
 
 
@@ -66,9 +65,9 @@ def _toggle(shapes: Mapping[str, tuple[int, int]]):
         head = _clicked_head(point, shapes)
         if head is None:
             return
-        chosen = list(st.session_state.get(HEADS, []))
+        chosen = list(st.session_state.get(state.ABLATION_HEADS, []))
         name = address(head, len(shapes))
-        st.session_state[HEADS] = [a for a in chosen if a != name] if name in chosen else [*chosen, name]
+        st.session_state[state.ABLATION_HEADS] = [a for a in chosen if a != name] if name in chosen else [*chosen, name]
 
     return toggled
 
@@ -79,7 +78,7 @@ def open_in_ablation(shapes: Mapping[str, tuple[int, int]]):
     def opened(point: Mapping) -> None:
         head = _clicked_head(point, shapes)
         if head is not None:
-            st.session_state[HEADS] = [address(head, len(shapes))]
+            st.session_state[state.ABLATION_HEADS] = [address(head, len(shapes))]
             st.session_state[state.DRILL_TO] = ABLATION_PAGE
 
     return opened
@@ -123,9 +122,9 @@ def ablation_view(key: str = "ablation") -> None:
     run = current_trace()
     options = [address(h, kinds) for h in every_head(shapes)]
     from_address(options, kinds)
-    st.session_state[HEADS] = [a for a in st.session_state.get(HEADS, []) if a in options]
+    st.session_state[state.ABLATION_HEADS] = [a for a in st.session_state.get(state.ABLATION_HEADS, []) if a in options]
     method = pick_method(key)
-    chosen = st.session_state[HEADS]
+    chosen = st.session_state[state.ABLATION_HEADS]
     if chosen:  # a copied address turns the same heads off
         st.query_params[state.URL_OFF] = ",".join(chosen)
     outcome = None
@@ -136,9 +135,9 @@ def ablation_view(key: str = "ablation") -> None:
         try:
             heads = tuple(parse(",".join(chosen), shapes))
             what = "The text runs again with these heads off, and every layer's maps are set beside the clean run's."
-            seconds = experiment_runs.outcome_seconds(*_sidebar(), heads, method)
+            seconds = experiment_runs.outcome_seconds(_sidebar(), heads, method)
             if ask_first(what, seconds, "Run with these heads off", f"{key}_outcome_run", waiting):
-                outcome = experiment_runs.get_outcome(*_sidebar(), heads, method)
+                outcome = experiment_runs.get_outcome(_sidebar(), heads, method)
         except AblationError as e:
             problem = str(e)
     grids = outcome.moved if outcome is not None else {k: np.zeros(s) for k, s in shapes.items()}
@@ -158,7 +157,7 @@ def ablation_view(key: str = "ablation") -> None:
     st.multiselect(
         "Heads turned off",
         options,
-        key=HEADS,
+        key=state.ABLATION_HEADS,
         format_func=lambda a: label(parse(a, shapes)[0], kinds),
         placeholder="click heads in the grid, or pick them here",
     )
@@ -176,19 +175,16 @@ def ablation_view(key: str = "ablation") -> None:
 def from_address(options: list[str], kinds: int) -> None:
     """The heads the address turns off (?off=2.1,2.3), once, on the page it opened; a head this model lacks is
     named in a notice."""
-    wanted = state.url_value(st.session_state, state.URL_OFF, HEADS)
+    wanted = state.url_value(st.session_state, state.URL_OFF, state.ABLATION_HEADS)
     if wanted is None:
         return
-    st.session_state[HEADS] = list(dict.fromkeys(a for a in wanted if a in options))
+    st.session_state[state.ABLATION_HEADS] = list(dict.fromkeys(a for a in wanted if a in options))
     missing = [a for a in wanted if a not in options]
     if missing:
         shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
         example = "cross:2.1" if kinds > 1 else "2.1"
         notice = f"The address turns off heads this model does not have ({shown}); heads are named like {example}."
         st.warning(markdown_literal(notice), icon=":material/link_off:")
-
-
-LAYER = "ablation_layer"  # the whole-layer picker's key
 
 
 def whole_layer(shapes: Mapping[str, tuple[int, int]]) -> None:
@@ -202,18 +198,20 @@ def whole_layer(shapes: Mapping[str, tuple[int, int]]) -> None:
         return f"layer {layer + 1}" if kinds == 1 else f"layer {layer + 1} ({figures.KIND_TITLES[kind]})"
 
     def chosen() -> None:
-        picked = st.session_state.get(LAYER)
+        picked = st.session_state.get(state.ABLATION_LAYER)
         if picked is not None:
             kind, layer = picked
-            st.session_state[HEADS] = [address(Head(kind, layer, h), kinds) for h in range(shapes[kind][1])]
-            st.session_state[LAYER] = None  # a picker, not a state: the selection below says what is off
+            st.session_state[state.ABLATION_HEADS] = [
+                address(Head(kind, layer, h), kinds) for h in range(shapes[kind][1])
+            ]
+            st.session_state[state.ABLATION_LAYER] = None  # a picker, not a state: the selection below says what is off
 
     st.selectbox(
         "Turn off a whole layer",
         layers,
         index=None,
         format_func=named,
-        key=LAYER,
+        key=state.ABLATION_LAYER,
         on_change=chosen,
         placeholder="choose a layer: all its heads go off together",
     )
@@ -353,7 +351,7 @@ def effects_grid(loaded, effects: ablate.Effects, key: str, on_click, present_he
 def effects_may_run(method: str, key: str) -> bool:
     """Whether every head's effect may be measured in this rerun: at once when short, else once asked (its button
     keyed `key`_run), saying how many heads are left and about how long they take."""
-    done, rows, seconds = experiment_runs.effects_left(*_sidebar(), method)
+    done, rows, seconds = experiment_runs.effects_left(_sidebar(), method)
     what = f"Every one of the {rows} heads turned off alone is one more forward over the whole text" + (
         f"; {done} are measured already, and the rest go on from there." if done else "."
     )
@@ -369,7 +367,7 @@ def effects_view(key: str = "effects") -> None:
     method = pick_method(key)
     if not effects_may_run(method, key):
         return
-    effects = experiment_runs.get_effects(*_sidebar(), method)
+    effects = experiment_runs.get_effects(_sidebar(), method)
     describe_effects(effects, method)
     st.caption("Click a head to turn it off on the Turn heads off page and see what changed.")
     effects_grid(loaded, effects, key, open_in_ablation(shapes))

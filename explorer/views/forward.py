@@ -50,9 +50,14 @@ def focus(layer_picker: bool = True) -> Focus:
         kind = first  # an Explore page's starting cross-attention: the lesson's decoder comes later
     stack = forward.stack_of(kind)
     if len(stacks) > 1:
-        st.session_state["forward_stack"] = stack  # the focus decides; the radio's change moves the focus
+        st.session_state[state.FORWARD_STACK] = stack  # the focus decides; the radio's change moves the focus
         stack = st.radio(
-            "Stack", stacks, format_func=str.capitalize, horizontal=True, key="forward_stack", on_change=stack_to_kind
+            "Stack",
+            stacks,
+            format_func=str.capitalize,
+            horizontal=True,
+            key=state.FORWARD_STACK,
+            on_change=stack_to_kind,
         )
     if kind == "cross" or forward.stack_of(kind) != stack:
         kind = "decoder_self" if stack == "decoder" else "encoder_self"  # the stack's self-attention

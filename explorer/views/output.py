@@ -46,9 +46,6 @@ class Scored:
         return output.scored_token(self.where)
 
 
-TARGET = "output_target"
-
-
 def recipe_of(loaded: LoadedModel) -> tuple[float, bool]:
     """(the label smoothing the model trains with, whether its weights are random: no loss has trained them)."""
     return output.epsilon_for(loaded), loaded.family.origin == "random"
@@ -58,7 +55,7 @@ def target_box() -> str:
     """The Target box: the output to score (empty: the right answer)."""
     return st.text_input(
         "Target (leave empty for the right answer)",
-        key=TARGET,
+        key=state.OUTPUT_TARGET,
         help="Type the output you want scored: the loss and -log p say how far the model is from writing it.",
     )
 
@@ -70,14 +67,14 @@ def scored(box: str = "top") -> Scored:
     loaded = cached.model(st.session_state[state.MODEL])
     trace = current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    model_name, text, max_tokens = state.sidebar(st.session_state)
+    sidebar = state.sidebar(st.session_state)
     if loaded.task is not None and (note := length_note(len(decoding.source_words(trace)), loaded.task.max_words)):
         st.warning(note)
     if not loaded.family.has_source:  # a decoder-only model's target is its own text
         box = "none"
-    target = target_box() if box == "top" else st.session_state.get(TARGET, "") if box == "later" else ""
+    target = target_box() if box == "top" else st.session_state.get(state.OUTPUT_TARGET, "") if box == "later" else ""
     try:
-        scored, where = cached.get_scored(model_name, text, max_tokens, target)
+        scored, where = cached.get_scored(sidebar, target)
     except TokenizeError as e:
         st.info(markdown_literal(str(e)))
         stop()
@@ -241,10 +238,10 @@ def one_position(s: Scored, number: int = 2) -> None:
 def sampling(s: Scored, number: int = 3) -> None:
     """Another way to write: sample with a temperature, top-k or top-p, next to greedy's output."""
     trace, scored = s.trace, s.scored
-    model_name, text, max_tokens = state.sidebar(st.session_state)
+    sidebar = state.sidebar(st.session_state)
     greedy_ids: tuple[int, ...] = ()
     if trace.decoder_only:
-        greedy_run = cached.get_sampled(model_name, text, max_tokens, "greedy", 1.0, 1, 1.0, 0)
+        greedy_run = cached.get_sampled(sidebar, "greedy", 1.0, 1, 1.0, 0)
         greedy, greedy_ids = greedy_run.tokens, greedy_run.ids
         st.subheader(f"{number}. Continue the text: greedy or sampling")
         st.caption(
@@ -261,13 +258,12 @@ def sampling(s: Scored, number: int = 3) -> None:
     top_k = c3.number_input("k (top-k)", 1, scored.vocab_size, min(10, scored.vocab_size), key="output_top_k")
     top_p = c4.number_input("p (top-p)", 0.05, 1.0, 0.9, 0.05, key="output_top_p")
     seed = c5.number_input("Seed", 0, 2**31 - 1, 0, key="output_seed")
-    sampled = cached.get_sampled(
-        model_name, text, max_tokens, method, float(sample_t), int(top_k), float(top_p), int(seed)
-    )
+    sampled = cached.get_sampled(sidebar, method, float(sample_t), int(top_k), float(top_p), int(seed))
     written = " ".join(trace.readable(greedy))
     st.text(f"Sampled ({method}):  {' '.join(trace.readable(sampled.tokens))}\nGreedy:            {written}")
-    decode = getattr(cached.model(model_name).tokenizer, "decode", None)
+    decode = getattr(cached.model(sidebar.model).tokenizer, "decode", None)
     if trace.decoder_only and decode is not None:  # byte-level tokens read back as the text they spell
+        text = sidebar.text
         ending = text[-TEXT_SHOWN:] if len(text) <= TEXT_SHOWN else "..." + text[-TEXT_SHOWN:]
         shown = f"As text ({method}):  {ending}[{decode(sampled.ids)}]"
         st.text(f"{shown}\nAs text (greedy):  {ending}[{decode(greedy_ids)}]")
@@ -297,7 +293,7 @@ def wrong_answer(s: Scored) -> None:
     wrong = words[::-1] if words[::-1] != words else words[1:] + words[:1]
     if wrong == words:  # one word, or every word the same: no other order
         return
-    model_name, text, max_tokens = state.sidebar(st.session_state)
+    sidebar = state.sidebar(st.session_state)
     options = ["It goes up", "It goes down", "It stays about the same (within 1%)"]
     name = model_words.loss_name(s.scored.epsilon)
     # a reordering of the model's own greedy output is no more wrong than that output is right
@@ -307,13 +303,13 @@ def wrong_answer(s: Scored) -> None:
         f"The mean {name} against {s.where} is {s.scored.mean:.4f}. Score the same model against {other_order} in "
         f"another order: {' '.join(wrong)!r}. Will the {name} go up or down?",
         options,
-        (model_name, text, max_tokens, s.where, s.scored.mean),
+        (sidebar, s.where, s.scored.mean),
         "loss_predict",
     )
     if guess is None:
         return
     try:
-        other, _ = cached.get_scored(model_name, text, max_tokens, " ".join(wrong))
+        other, _ = cached.get_scored(sidebar, " ".join(wrong))
     except TokenizeError as e:
         st.info(markdown_literal(str(e)))
         return

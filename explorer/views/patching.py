@@ -32,9 +32,6 @@ from attention_explorer.models.tokenize import SPACE_MARK
 NAMES = "When Mary and John went to the store, John gave a drink to"
 SWAPPED = "When Mary and John went to the store, Mary gave a drink to"
 NAME_MODEL = "smollm2"
-CORRUPT, ANSWER, WRONG = "patching_corrupt", "patching_answer", "patching_wrong"
-PROPOSED_FOR = "patching_proposed_for"  # (model, text, max tokens) the boxes were last filled for
-HEAD = "patching_head"  # (kind, layer, head) whose positions and map are shown
 OVERVIEW = 256  # past this many tokens the two maps show block means
 KINDS = {"encoder_self": "encoder", "decoder_self": "decoder", "cross": "cross"}  # a head's kind, as a name says it
 
@@ -59,7 +56,11 @@ def changed_kind(corrupt: str, proposals) -> str:
 
 
 def _fill(corrupt: str, answer: str, wrong: str) -> None:
-    for key, value in ((CORRUPT, corrupt), (ANSWER, answer), (WRONG, wrong)):
+    for key, value in (
+        (state.PATCHING_CORRUPT, corrupt),
+        (state.PATCHING_ANSWER, answer),
+        (state.PATCHING_WRONG, wrong),
+    ):
         state.keep(st.session_state, key, value)
 
 
@@ -69,8 +70,10 @@ def _name_swap() -> None:
     state.keep(st.session_state, state.TEXT, NAMES)
     st.session_state.pop(state.ASIDE, None)
     _fill(SWAPPED, f"{SPACE_MARK}Mary", f"{SPACE_MARK}John")  # as the pages show the tokens ('␣Mary')
-    st.session_state[PROPOSED_FOR] = (NAME_MODEL, NAMES, st.session_state[state.MAX_TOKENS])
-    st.session_state.pop(HEAD, None)
+    st.session_state[state.PATCHING_PROPOSED_FOR] = state.Choice(
+        NAME_MODEL, NAMES, int(st.session_state[state.MAX_TOKENS])
+    )
+    st.session_state.pop(state.PATCHING_HEAD, None)
 
 
 def _offer_name_swap(key: str) -> None:
@@ -93,18 +96,18 @@ def _source(loaded, token_id: int) -> str:
     return loaded.family.spelling.readable(loaded.tokenizer.id_to_token(token_id))
 
 
-def _inputs(key: str, sidebar: tuple[str, str, int]) -> None:
+def _inputs(key: str, sidebar: state.Choice) -> None:
     """The corrupted text and the two answers, filled with the first proposal when the sidebar's text is new; each
     proposal one click away."""
-    for name in (CORRUPT, ANSWER, WRONG):
+    for name in (state.PATCHING_CORRUPT, state.PATCHING_ANSWER, state.PATCHING_WRONG):
         st.session_state.setdefault(name, "")
-    readable = cached.model(sidebar[0]).family.spelling.readable  # answers as every page shows tokens ('␣Paris')
-    proposals = patching_runs.get_proposals(*sidebar)
-    if st.session_state.get(PROPOSED_FOR) != sidebar:
-        st.session_state[PROPOSED_FOR] = sidebar
+    readable = cached.model(sidebar.model).family.spelling.readable  # answers as every page shows tokens ('␣Paris')
+    proposals = patching_runs.get_proposals(sidebar)
+    if st.session_state.get(state.PATCHING_PROPOSED_FOR) != sidebar:
+        st.session_state[state.PATCHING_PROPOSED_FOR] = sidebar
         first = proposals[0] if proposals else None
         _fill(first.text, readable(first.answer), readable(first.wrong)) if first else _fill("", "", "")
-        st.session_state.pop(HEAD, None)
+        st.session_state.pop(state.PATCHING_HEAD, None)
     if proposals:
         st.caption("Proposed corruptions of this text (one token changed, the answers they should swap):")
         columns = st.columns(len(proposals))
@@ -121,17 +124,17 @@ def _inputs(key: str, sidebar: tuple[str, str, int]) -> None:
             "No corruption proposed for this text: write the clean text with one word changed for another of as "
             "many tokens."
         )
-    st.text_input("Corrupted text (the same number of tokens, one detail changed)", **bound(CORRUPT))
+    st.text_input("Corrupted text (the same number of tokens, one detail changed)", **bound(state.PATCHING_CORRUPT))
     left, right = st.columns(2)
-    left.text_input("Right answer (the clean text's next token)", **bound(ANSWER))
-    right.text_input("Wrong answer (the corrupted text's next token)", **bound(WRONG))
+    left.text_input("Right answer (the clean text's next token)", **bound(state.PATCHING_ANSWER))
+    right.text_input("Wrong answer (the corrupted text's next token)", **bound(state.PATCHING_WRONG))
 
 
 def _clicked_head(point: Mapping, kinds: list[str]) -> None:
     """A cell of the head grids: customdata (layer, head, kind index, value)."""
     data = point.get("customdata")
     if data is not None:
-        st.session_state[HEAD] = (kinds[int(data[2])], int(data[0]), int(data[1]))
+        st.session_state[state.PATCHING_HEAD] = (kinds[int(data[2])], int(data[0]), int(data[1]))
 
 
 def _layers(first: int, last: int) -> str:
@@ -186,12 +189,15 @@ def patching_view(key: str, lesson: bool = False) -> None:
         stop()
     _offer_name_swap(key)
     _inputs(key, sidebar)
-    if not st.session_state[CORRUPT].strip():
+    if not st.session_state[state.PATCHING_CORRUPT].strip():
         st.info("Write a corrupted text above: the clean one with one detail changed, as many tokens long.")
         stop()
     try:
         setup = patching_runs.get_setup(
-            *sidebar, st.session_state[CORRUPT], st.session_state[ANSWER], st.session_state[WRONG]
+            sidebar,
+            st.session_state[state.PATCHING_CORRUPT],
+            st.session_state[state.PATCHING_ANSWER],
+            st.session_state[state.PATCHING_WRONG],
         )
     except (PatchingError, ValueError) as e:
         st.error(markdown_literal(str(e)), icon=":material/error:")
@@ -201,7 +207,7 @@ def patching_view(key: str, lesson: bool = False) -> None:
         f"position {i} {tokens[i]!r} -> {_source(loaded, setup.corrupt_ids[i])!r}" for i in setup.changed
     )
     right, wrong = _token(loaded, setup.answer), _token(loaded, setup.wrong)
-    kind = changed_kind(st.session_state[CORRUPT], patching_runs.get_proposals(*sidebar))
+    kind = changed_kind(st.session_state[state.PATCHING_CORRUPT], patching_runs.get_proposals(sidebar))
     st.markdown(markdown_literal(f"The change: {changes} ({kind})."))
     where = short = "at the last position"
     if setup.decoder_input:  # an encoder-decoder: the decoder reads the same words in both runs
@@ -209,9 +215,9 @@ def patching_view(key: str, lesson: bool = False) -> None:
         short = "at the decoder's last row"
         where = f"{short} (it reads {read} in both runs: the clean output up to where the two part)"
     what = "Patching first runs both texts, keeping every layer's state and each head's output."
-    if not ask_first(what, patching_runs.runs_seconds(sidebar[0], setup), "Run both texts", f"{key}_runs"):
+    if not ask_first(what, patching_runs.runs_seconds(sidebar.model, setup), "Run both texts", f"{key}_runs"):
         stop()
-    clean, corrupt = patching_runs.get_runs(sidebar[0], setup)
+    clean, corrupt = patching_runs.get_runs(sidebar.model, setup)
     gap = clean.difference - corrupt.difference
     st.markdown(
         markdown_literal(
@@ -228,13 +234,13 @@ def patching_view(key: str, lesson: bool = False) -> None:
     guess = None
     if lesson:
         question = "Copying one head's output from the clean run: where in the model is the head that restores most?"
-        asked = (*sidebar, *setup.corrupt_ids, setup.answer, setup.wrong)
+        asked = (sidebar, *setup.corrupt_ids, setup.answer, setup.wrong)
         n_layers = ablation.shapes(loaded.model.config)[patching.residual_kind(loaded)][0]
         guess = predict(question, depths(n_layers), asked, f"{key}_predict")
         if guess is None:
             stop()
-    _residual(loaded, sidebar[0], setup, tokens, key)
-    kind, layer, head = _heads(loaded, sidebar[0], setup, guess, key)
+    _residual(loaded, sidebar.model, setup, tokens, key)
+    kind, layer, head = _heads(loaded, sidebar.model, setup, guess, key)
     _positions(loaded, sidebar, setup, kind, layer, head, key)
 
 
@@ -290,7 +296,7 @@ def _heads(loaded, model_name: str, setup, guess: int | None, key: str) -> tuple
         grids[kind][layer, head] = value
     ranked = sorted(found, key=lambda f: -f[3])
     kind, layer, head, _ = ranked[0]
-    chosen = st.session_state.get(HEAD)
+    chosen = st.session_state.get(state.PATCHING_HEAD)
     if chosen is not None and chosen[0] in shapes:
         kind, layer, head = chosen
     several = len(shapes) > 1
@@ -321,7 +327,7 @@ def _name(kind: str, layer: int, head: int, several: bool) -> str:
 
 def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: str) -> None:
     """Step 3: one head's output copied at one position at a time, and its map in both runs."""
-    model_name = sidebar[0]
+    model_name = sidebar.model
     several = loaded.is_encoder_decoder
     st.subheader(f"3. What head {_name(kind, layer, head, several)} looks at")
     if kind == "encoder_self":
@@ -354,7 +360,10 @@ def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: st
             else "The last row is the decoder's last row, the one that predicts the answer"
         )
     else:
-        runs = [cached.get_trace(model_name, text, sidebar[2]) for text in (sidebar[1], st.session_state[CORRUPT])]
+        runs = [
+            cached.get_trace(sidebar.with_text(text))
+            for text in (sidebar.text, st.session_state[state.PATCHING_CORRUPT])
+        ]
         maps = [run.attention("decoder_self").weights[layer][head] for run in runs]
         queries = keys = [run.readable(run.source_tokens) for run in runs]
         last_row = "The last row is the position that predicts the answer"

@@ -69,7 +69,7 @@ def pick_attention(prefix: str, words: bool = True, starting: bool = True, cross
     if not (words and st.toggle("Word level", key=f"{prefix}_words", help=WORD_HELP)):
         return Chosen(result, kind, attention, *result.labels_for(kind), attention.weights)
     st.caption("Word level: each word's row is the mean of its pieces' rows; each column sums its pieces.")
-    weights, queries, keys = cached.get_word_level(*state.sidebar(st.session_state), kind)
+    weights, queries, keys = cached.get_word_level(state.sidebar(st.session_state), kind)
     return Chosen(result, kind, attention, queries, keys, weights, analysis.groups_for(result, kind))
 
 

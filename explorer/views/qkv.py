@@ -78,15 +78,15 @@ def pick_keys(s: walkthrough.HeadWalkthrough, keys: tuple[str, ...], kind: str) 
     )
     n = middle.slider("How many keys", 8, 40, 16, key="qkv_keys_n")
     if window == "window":
-        if st.session_state.get("qkv_keys_center") not in range(len(keys)):
-            st.session_state.pop("qkv_keys_center", None)  # a shorter sentence
+        if st.session_state.get(state.QKV_KEYS_CENTER) not in range(len(keys)):
+            st.session_state.pop(state.QKV_KEYS_CENTER, None)  # a shorter sentence
         around = min(s.query, len(keys) - 1) if kind != "cross" else int(np.argmax(s.weights))
         center = right.selectbox(
             "Around key",
             range(len(keys)),
             around,
             format_func=position_labels(keys).__getitem__,
-            key="qkv_keys_center",
+            key=state.QKV_KEYS_CENTER,
             filter_mode=SEARCH,
             help=SEARCH_HELP,
         )
@@ -112,7 +112,7 @@ def focus(keys_picker: bool = True) -> Focus:
     query = pick_token(chosen.queries, "Query token", state.FOCUS_TOKEN, c3, index=query0)
     config = cached.model(st.session_state[state.MODEL]).model.config
     # the layer read once and kept for its query: a head change waits for nothing, a layer change for that layer only
-    rows = cached.get_query_walkthrough(*state.sidebar(st.session_state), chosen.kind, layer, query)
+    rows = cached.get_query_walkthrough(state.sidebar(st.session_state), chosen.kind, layer, query)
     s = walkthrough.head_steps(rows, head)
     s = dataclasses.replace(s, x_query_source=wording.attention_input(config, chosen.kind, layer))  # as it computes
     return Focus(chosen, s, pick_keys(s, chosen.keys, chosen.kind) if keys_picker else None)
@@ -243,7 +243,7 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
         visible = [j for j in range(len(keys)) if s.mask[j]]
         labels = [position_label(j, keys[j]) for j in visible]
         query = position_label(s.query, f.queries[s.query])
-        context = (*state.sidebar(st.session_state), s.kind, s.layer, s.head, s.query)
+        context = (state.sidebar(st.session_state), s.kind, s.layer, s.head, s.query)
         guess = predict(
             f"After the softmax, which key will query {query!r} (layer {s.layer + 1}, head {s.head + 1}) give the "
             "most weight?",

@@ -66,12 +66,12 @@ def lens_view(key: str = "lens") -> None:
     loaded = sidebar_loaded()
     read = current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    answer = experiment_runs.get_read_answer(*_sidebar())
+    answer = experiment_runs.get_read_answer(_sidebar())
     positions = answer_positions(answer)
     ends, inside = model_words.read_ends(read.truncated)
     # the row picked under the map: the map shows the rows around it (a window of a long text)
     position = default_row(positions, answer, f"{key}_position")
-    found = experiment_runs.get_lens(*_sidebar(), position)
+    found = experiment_runs.get_lens(_sidebar(), position)
     norm = f"the final {loaded.family.norm_name} and then " if found.final_norm else ""
     window = (
         ""
@@ -212,9 +212,9 @@ def attribution_view(key: str = "attribution") -> None:
     loaded = sidebar_loaded()
     current_trace()  # first: a sentence the model cannot read says so on every page
     needs_decoder(loaded)
-    answer = experiment_runs.get_read_answer(*_sidebar())
+    answer = experiment_runs.get_read_answer(_sidebar())
     position = pick_row(answer_positions(answer), answer, f"{key}_position")
-    found = experiment_runs.get_lens(*_sidebar(), position)
+    found = experiment_runs.get_lens(_sidebar(), position)
     right = answer.targets[position]
     predicted_token = found.top_tokens[-1][found.index(position)][0]
     predicted = loaded.target_vocabulary.token_to_id(predicted_token)
@@ -223,7 +223,7 @@ def attribution_view(key: str = "attribution") -> None:
         choices[predicted] = f"the model's prediction: {sidebar_family().spelling.readable(predicted_token)}"
     token = st.radio("Logit of", list(choices), format_func=choices.get, horizontal=True, key=f"{key}_token")
     against = compared_with(loaded, found, position, token, choices, key)
-    split = experiment_runs.get_attribution(*_sidebar(), position, token, against)
+    split = experiment_runs.get_attribution(_sidebar(), position, token, against)
     readable = sidebar_family().spelling.readable
     one, other = readable(split.token), readable(split.against or "")
     named = f"Logit of {one}"
@@ -264,7 +264,7 @@ def attribution_view(key: str = "attribution") -> None:
     if layer >= n_layers or head is None or head >= n_heads:  # nothing clicked yet: the largest head of the last kind
         layer = split.first_layer
         head = int(np.nanargmax(np.abs(split.heads[kinds[-1]][layer])))
-    forced = experiment_runs.get_forced_trace(*_sidebar())
+    forced = experiment_runs.get_forced_trace(_sidebar())
     queries, keys = forced.labels_for(kind)
     if kind == "encoder_self":  # its rows are the source's tokens, not the decoder positions a logit is read at
         st.caption(

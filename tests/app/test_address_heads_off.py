@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attention_explorer.explorer.app.state import ABLATION_HEADS as HEADS
 from attention_explorer.explorer.experiments import ablate
 from attention_explorer.explorer.run import trace
-from attention_explorer.explorer.views.experiments import HEADS
 from attention_explorer.models import registry
 from attention_explorer.models.ablation import Head
 from tests.app import new_app

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_explorer.explorer.app import cached, state, waiting
+from attention_explorer.explorer.app import state, store, waiting
 from attention_explorer.explorer.run import admission, caps, cost, trace
 from bench.inputs import text_of
 from tests.app import new_app
@@ -27,7 +27,7 @@ def small_budget(monkeypatch, minilm):
     monkeypatch.setenv("EXPLORER_MEMORY_BUDGET", f"{(HELD + ROOM) // 10**6}MB")
     caps.current.cache_clear()
     waiting.gate.clear()
-    cached.store().clear()
+    store.shared().clear()
     yield
     monkeypatch.undo()
     caps.current.cache_clear()

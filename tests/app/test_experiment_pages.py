@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 from attention_explorer.explorer.app import state
+from attention_explorer.explorer.app.state import ABLATION_HEADS as HEADS
+from attention_explorer.explorer.app.state import ABLATION_LAYER as LAYER
 from attention_explorer.explorer.experiments import ablate, attribution, lens
 from attention_explorer.explorer.run import trace
-from attention_explorer.explorer.views.experiments import HEADS, LAYER, address, named_heads
+from attention_explorer.explorer.views.experiments import address, named_heads
 from attention_explorer.models import registry
 from attention_explorer.models.ablation import Head
 from tests.app import new_app, reveal

@@ -172,6 +172,7 @@ def test_decoding_hides_the_asked_word_in_every_chart_until_it_is_revealed(model
 
 def test_loss_step_asks_whether_a_wrong_answer_costs_more_then_shows_both_losses():
     from attention_explorer.explorer.app import cached
+    from attention_explorer.explorer.app.state import Choice
 
     at = opened("loss", model="translate", text=SENTENCE)
     question = plain(" ".join(m.value for m in at.markdown if "Predict first" in m.value))
@@ -181,8 +182,8 @@ def test_loss_step_asks_whether_a_wrong_answer_costs_more_then_shows_both_losses
     guess.set_value(0).run()  # "It goes up"
     at.button(key="loss_predict_reveal").click().run()
     assert not at.exception
-    right, _ = cached.get_scored("translate", SENTENCE, 32, "")
-    other, _ = cached.get_scored("translate", SENTENCE, 32, wrong)
+    right, _ = cached.get_scored(Choice("translate", SENTENCE, 32), "")
+    other, _ = cached.get_scored(Choice("translate", SENTENCE, 32), wrong)
     said = plain(at.success[0].value)
     assert f"{other.mean:.4f}" in said and f"{right.mean:.4f}" in said
     assert other.mean > right.mean and "goes up" in said and "right" in said

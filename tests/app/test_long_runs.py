@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_explorer.explorer.app import cached
+from attention_explorer.explorer.app import cached, store
 from attention_explorer.explorer.experiments import ablate
 from attention_explorer.explorer.run import compare, cost, layers, reference_view, trace
 from attention_explorer.models import registry
@@ -27,7 +27,7 @@ def long(monkeypatch):
 
 
 def opened(page: str, model: str, text: str, **params: str):
-    """The page with the text's first run made: it asks first too (cached.asked_first), and is run at the click."""
+    """The page with the text's first run made: it asks first too (store.asked_first), and is run at the click."""
     at = new_app(page)
     at.query_params["model"] = model
     at.query_params["text"] = text
@@ -39,12 +39,12 @@ def opened(page: str, model: str, text: str, **params: str):
 
 
 def first_run(at) -> str | None:
-    """The key of the first run's button (cached.asked_first), if the page asks."""
-    return next((b.key for b in at.button if b.key.startswith(cached.FIRST_RUN)), None)
+    """The key of the first run's button (store.asked_first), if the page asks."""
+    return next((b.key for b in at.button if b.key.startswith(store.FIRST_RUN)), None)
 
 
 def test_a_long_first_run_asks_first_with_its_time_and_memory_then_runs(minilm, long):
-    cached.store().clear()
+    store.shared().clear()
     text = "The keeper of the lighthouse counted every ship that passed"
     at = new_app("attention")
     at.query_params["model"], at.query_params["text"] = "minilm", text
@@ -137,11 +137,10 @@ def test_sentence_b_asks_first_with_a_drawn_then_compares_every_head(minilm, lon
 def test_a_long_sentence_b_is_kept_beside_a_not_run_again_at_every_rerun(minilm, long, monkeypatch):
     """Two long runs do not fit the store together (two 2,048-token SmolLM2 runs): with a store too small for any run
     (it keeps the grid and the like), B's run still happens once, on its own shelf, and another head reads it again."""
-    from attention_explorer.explorer.app import cached  # noqa: PLC0415
     from attention_explorer.explorer.run import memo  # noqa: PLC0415
 
     small = memo.BoundedCache(32 * 1024)  # a run of these texts' residual stream alone is 130 KB
-    monkeypatch.setattr(cached, "store", lambda: small)
+    monkeypatch.setattr(store, "shared", lambda: small)
     runs = []
     real = trace.run
     monkeypatch.setattr(trace, "run", lambda loaded, text, *a, **o: runs.append(text) or real(loaded, text, *a, **o))
@@ -159,10 +158,9 @@ def test_a_long_sentence_b_is_kept_beside_a_not_run_again_at_every_rerun(minilm,
 def test_the_turn_off_step_asks_before_each_layer_and_then_each_head_is_turned_off(long):
     """The lesson's Turn heads off step: after the guess, each layer off (one forward a layer) waits for a click, and
     so does every head off alone; after both clicks the grids are the model's own."""
-    from attention_explorer.explorer.app import cached
     from tests.app import reveal
 
-    cached.store().clear()  # an earlier test's runs of this sentence would be kept, and kept work never asks
+    store.shared().clear()  # an earlier test's runs of this sentence would be kept, and kept work never asks
     text = "the small red cat sees a big dog"
     at = reveal(opened("turn_off", "translate", text), "turn_off_predict")
     said = asked(at, "turn_off_layers_run")
@@ -184,10 +182,9 @@ def test_the_turn_off_step_asks_before_each_layer_and_then_each_head_is_turned_o
 def test_turning_heads_off_on_a_long_text_asks_before_the_run_without_them(long, minilm):
     """Turn heads off with heads picked: the grid outlines them at once, the run without them waits for a click, and
     then each head's moved attention is the model's own, read a layer at a time."""
-    from attention_explorer.explorer.app import cached
     from attention_explorer.models.ablation import Head
 
-    cached.store().clear()  # as above: kept work never asks
+    store.shared().clear()  # as above: kept work never asks
     text = "The lighthouse keeper counted the ships that passed at night"
     at = opened("ablation", "minilm", text, off="2.3")
     said = asked(at, "ablation_outcome_run")
@@ -204,7 +201,7 @@ def test_qkv_on_a_long_text_runs_only_the_new_layer_again_and_a_head_change_noth
     """A long text keeps no layer, and one layer outgrows the layer cache (SmolLM2 at 2,421 tokens): the walkthrough
     reads its layer once (each array read apart ran the whole layer again: 9 runs of it per rerun), a layer change
     runs that layer alone, a head change none; the numbers drawn are the model's own."""
-    from attention_explorer.explorer.app import cached, state
+    from attention_explorer.explorer.app import state
     from attention_explorer.explorer.run import memo, walkthrough
 
     monkeypatch.setattr(layers, "_CACHE", memo.BoundedCache(0))
@@ -218,7 +215,7 @@ def test_qkv_on_a_long_text_runs_only_the_new_layer_again_and_a_head_change_noth
     assert computed.count(layer) == 1  # once, not once per array
     other = (layer + 3) % 12
     sidebar = state.sidebar(at.session_state)
-    assert cached.layer_wait(*sidebar, "encoder_self", other) > 0  # what the spinner's estimate says
+    assert cached.layer_wait(sidebar, "encoder_self", other) > 0  # what the spinner's estimate says
     computed.clear()
     at.selectbox(key=state.FOCUS_LAYER).set_value(other).run()
     assert not at.exception and computed == [other]

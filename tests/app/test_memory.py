@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app import cached, shelf, state, store
 from tests.app import new_app
 
 PAGES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "explorer" / "pages").glob("[!_]*.py"))
@@ -24,12 +24,12 @@ def test_an_open_session_does_not_keep_a_dropped_model_or_trace(page, model):
     at.query_params["model"] = model
     at.run()
     assert not at.exception
-    shelf = cached._models()
-    assert model in shelf  # the page used it
-    loaded = weakref.ref(shelf.get(model))
-    traced = weakref.ref(cached.get_trace(*state.sidebar(at.session_state)))
-    shelf.drop(model)
-    cached.store().clear()
+    models = shelf.shelf()
+    assert model in models  # the page used it
+    loaded = weakref.ref(models.get(model))
+    traced = weakref.ref(cached.get_trace(state.sidebar(at.session_state)))
+    models.drop(model)
+    store.shared().clear()
     gc.collect()
     assert loaded() is None, f"{page} keeps {model} alive"
     assert traced() is None, f"{page} keeps its trace alive"
@@ -38,8 +38,8 @@ def test_an_open_session_does_not_keep_a_dropped_model_or_trace(page, model):
 
 def test_the_transformers_reference_leaves_the_shelf_like_any_model():
     reference = weakref.ref(cached.get_reference())
-    assert cached.REFERENCE in cached._models()
+    assert shelf.REFERENCE in shelf.shelf()
     for key in ("translate", "reverse", "minilm"):  # three other models used since
         cached.get_model(key)
     gc.collect()
-    assert cached.REFERENCE not in cached._models() and reference() is None
+    assert shelf.REFERENCE not in shelf.shelf() and reference() is None

@@ -145,6 +145,7 @@ def reveal(at, key: str):
 
 def test_each_loss_has_its_own_name_defined_where_first_shown():
     from attention_explorer.explorer.app import cached
+    from attention_explorer.explorer.app.state import Choice
     from attention_explorer.explorer.lesson import model_words
 
     # step 9: -log p of the right token, named and defined, with zero ablation's caveat
@@ -156,7 +157,7 @@ def test_each_loss_has_its_own_name_defined_where_first_shown():
     # step 12: the chosen step's -log p, not an undefined "loss here"
     at = at_page("final_linear", "translate", TRANSLATE)
     text = words(at)
-    scored, _ = cached.get_scored("translate", TRANSLATE, registry.load("translate").max_tokens, "")
+    scored, _ = cached.get_scored(Choice("translate", TRANSLATE, registry.load("translate").max_tokens), "")
     shown = float(text.split("-log p = ")[1].split()[0])
     assert shown == pytest.approx(float(scored.nll[0]), abs=2e-4) and "loss here" not in text
     assert model_words.minus_log_p("right") in text
@@ -220,8 +221,8 @@ def test_step_12_says_greedy_decoding_ignores_the_temperature():
 
 
 def test_a_random_models_own_output_is_not_called_the_right_answer():
+    from attention_explorer.explorer.app.state import ABLATION_HEADS as HEADS
     from attention_explorer.explorer.lesson import model_words
-    from attention_explorer.explorer.views.experiments import HEADS
 
     at = at_page("ablation", "paper-random", "hi")
     at.multiselect(key=HEADS).set_value(["cross:1.1"]).run()

@@ -7,9 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attention_explorer.explorer.app.state import PATCHING_ANSWER as ANSWER
+from attention_explorer.explorer.app.state import PATCHING_CORRUPT as CORRUPT
+from attention_explorer.explorer.app.state import PATCHING_HEAD as HEAD
+from attention_explorer.explorer.app.state import PATCHING_WRONG as WRONG
 from attention_explorer.explorer.experiments import patching
 from attention_explorer.explorer.figures.labels import markdown_literal
-from attention_explorer.explorer.views.patching import ANSWER, CORRUPT, HEAD, NAMES, SWAPPED, WRONG
+from attention_explorer.explorer.views.patching import NAMES, SWAPPED
 from attention_explorer.models import registry
 from tests.app import new_app, reveal
 from tests.figdata import array, plain, spec

@@ -121,3 +121,151 @@ def test_no_import_circles():
     for name in sorted(modules):
         if name not in seen:
             visit(name, [])
+
+
+def project_names(tree: ast.Module) -> set[str]:
+    """The names a module binds to the project's modules and objects (`from attention_explorer... import x`, `import
+    attention_explorer...`)."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and level(node.module) is not None:
+            bound |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            bound |= {alias.asname or alias.name.split(".")[0] for alias in node.names if level(alias.name) is not None}
+    return bound
+
+
+def private_uses(path: Path) -> list[str]:
+    """Where a module imports another module's private name (`from x import _y`) or reads one (`x._y`, `x.y._z`)."""
+    tree = ast.parse(path.read_text())
+    found = [
+        f"from {node.module} import {alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and level(node.module) is not None
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    bound = project_names(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = node.value
+            while isinstance(owner, ast.Attribute):
+                owner = owner.value
+            if isinstance(owner, ast.Name) and owner.id in bound:
+                found.append(ast.unparse(node))
+    return found
+
+
+EVERY_MODULE = sorted(EXPLORER.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", EVERY_MODULE, ids=lambda p: str(p.relative_to(EXPLORER)))
+def test_no_module_reaches_into_another_modules_private_names(path):
+    """A module uses another's public names only: what several modules share (the run store's key, its compute and
+    its progress bar) is public where it is written (explorer/app/store.py)."""
+    assert private_uses(path) == [], f"{path.relative_to(ROOT)} reads private names of another module"
+
+
+def test_the_private_names_check_finds_a_private_read():
+    old = "from attention_explorer.explorer.app import cached\nkey = cached._key('trace', 'minilm')\n"
+    tree = ast.parse(old)
+    assert project_names(tree) == {"cached"}
+    assert [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)] == ["cached._key"]
+
+
+SESSION_METHODS = {"get", "setdefault", "pop", "keys", "items", "values", "clear", "update", "to_dict"}
+
+
+def is_session(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "session_state"
+
+
+def session_keys_in_place(path: Path) -> list[str]:
+    """Session keys written where they are used rather than named in state.py: a string (st.session_state["x"],
+    .get("x"), "x" in st.session_state, st.session_state.x) or a string constant of the module's own."""
+    tree = ast.parse(path.read_text())
+    own = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+    def written(key: ast.AST | None = None) -> bool:
+        literal = isinstance(key, ast.Constant) and isinstance(key.value, str)
+        return literal or isinstance(key, ast.Name) and key.id in own
+
+    def in_place(node: ast.AST) -> bool:
+        if isinstance(node, ast.Subscript):  # st.session_state["x"]
+            return is_session(node.value) and written(node.slice)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # st.session_state.get("x")
+            return is_session(node.func.value) and node.func.attr in SESSION_METHODS and written(*node.args[:1])
+        if isinstance(node, ast.Compare):  # "x" in st.session_state
+            return any(is_session(c) for c in node.comparators) and written(node.left)
+        if isinstance(node, ast.Attribute):  # st.session_state.x
+            return is_session(node.value) and node.attr not in SESSION_METHODS
+        return False
+
+    return [ast.unparse(node) for node in ast.walk(tree) if in_place(node)]
+
+
+SESSION_USERS = [p for p in [ROOT / "app.py", *EVERY_MODULE] if p != EXPLORER / "app" / "state.py"]
+
+
+@pytest.mark.parametrize("path", SESSION_USERS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_session_key_is_named_in_state(path):
+    """A key read or written through session state is a constant in explorer/app/state.py (keys built from a page's
+    prefix, f"{prefix}_layer", are the prefix rule state.py states)."""
+    assert session_keys_in_place(path) == [], f"{path.relative_to(ROOT)} writes session keys in place"
+
+
+def test_the_session_keys_check_finds_a_key_in_place(tmp_path):
+    page = tmp_path / "page.py"
+    page.write_text(
+        'import streamlit as st\nSTEP = "decoding_position"\nst.session_state["forward_stack"] = 1\n'
+        'st.session_state.get(STEP)\nif "head_heads" in st.session_state: st.session_state.train_task = 2\n'
+    )
+    assert len(session_keys_in_place(page)) == 4
+
+
+CACHE_DECORATORS = {"cache_resource", "cache_data", "cache", "lru_cache"}
+CACHE_CLASSES = {"BoundedCache", "Shelf"}
+
+
+def caches(path: Path) -> list[str]:
+    """Every cache a module makes, as path:name: a function under @st.cache_resource, @st.cache_data,
+    @functools.cache or @functools.lru_cache, and a memo.BoundedCache or memo.Shelf made (the function that makes it,
+    or the module global that holds it)."""
+
+    def named(node: ast.AST) -> str | None:
+        node = node.func if isinstance(node, ast.Call) else node
+        return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+    where = path.relative_to(ROOT).as_posix()
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if any(named(d) in CACHE_DECORATORS for d in node.decorator_list):
+                found.add(f"{where}:{node.name}")
+            if any(isinstance(n, ast.Call) and named(n) in CACHE_CLASSES for n in ast.walk(node)):
+                found.add(f"{where}:{node.name}")
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and named(node.value) in CACHE_CLASSES:
+            found |= {f"{where}:{t.id}" for t in node.targets if isinstance(t, ast.Name)}
+    return sorted(found)
+
+
+CACHE_HOLDERS = sorted(
+    p for folder in ("explorer", "models", "attention_explorer") for p in (ROOT / folder).rglob("*.py")
+)
+
+
+def test_every_cache_is_in_the_list_of_caches():
+    """explorer/app/cached.py's docstring names every cache in the app and the engine (what it holds, its key, its
+    bound): one made anywhere without being named there fails here."""
+    listed = ast.get_docstring(ast.parse((EXPLORER / "app" / "cached.py").read_text()))
+    every = [name for path in CACHE_HOLDERS for name in caches(path)]
+    assert "explorer/app/store.py:shared" in every and "explorer/run/layers.py:_CACHE" in every  # the check sees them
+    assert [name for name in every if name not in listed] == []

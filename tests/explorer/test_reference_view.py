@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from attention_explorer.explorer.app import cached
+from attention_explorer.explorer.app import cached, compare_runs, shelf
+from attention_explorer.explorer.app.state import Choice
 from attention_explorer.explorer.run import reference_view, trace
 from attention_explorer.models import registry
 from attention_explorer.models.reference import run_reference
@@ -114,13 +115,13 @@ def test_the_cached_comparison_reads_the_models_own_folder(tiny, gpt2_folder, mo
     loads = []
     real = reference_view.load
     monkeypatch.setattr(reference_view, "load", lambda folder="": loads.append(folder) or real(folder))
-    differences, theirs = cached.get_reference_difference("folder:tiny", TEXT, 64, 0, 3)
+    differences, theirs = compare_runs.get_reference_difference(Choice("folder:tiny", TEXT, 64), 0, 3)
     assert differences.shape == (2, 4) and differences.max() <= 1e-5 and theirs.shape == (6, 6)
     assert loads == [str(gpt2_folder)]
-    assert cached._reference_key(str(gpt2_folder)) in cached._models()  # its own shelf entry beside MiniLM's
+    assert shelf.reference_key(str(gpt2_folder)) in shelf.shelf()  # its own shelf entry beside MiniLM's
     assert cached.get_reference(str(gpt2_folder)) is cached.get_reference(str(gpt2_folder)) and len(loads) == 1
     with pytest.raises(ValueError, match="not read from a folder"):
-        cached.get_reference_difference("reverse", "a b", 8, 0, 0)
+        compare_runs.get_reference_difference(Choice("reverse", "a b", 8), 0, 0)
 
 
 def test_the_first_reference_waits_for_the_background_import():
