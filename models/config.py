@@ -29,10 +29,12 @@ class TransformerConfig:
     # query/key pair turned by an angle that grows with the position (Su et al. 2021; the Llama family)
     positional: Literal["sinusoidal", "learned", "rotary"] = "sinusoidal"
     rope_theta: float = 10000.0  # rotary's base: pair i turns by position * rope_theta^(-2i/d_head)
+    rotary_fraction: float = 1.0  # the share of each head's dimensions rotary turns (GPT-NeoX: a quarter)
     activation: str = "relu"  # one of ACTIVATIONS
     gated_ffn: bool = False  # down(act(gate x) * up x) (SwiGLU with SiLU; Shazeer 2020) instead of eq. (2)
     norm: Literal["layer", "rms"] = "layer"  # LayerNorm, or RMSNorm (no mean, no bias; Zhang & Sennrich 2019)
     norm_first: bool = False  # post-LN as in the paper and BERT; pre-LN in GPT-2
+    parallel_residual: bool = False  # x + Attn(Norm1(x)) + FFN(Norm2(x)): both read x (GPT-NeoX; pre-LN, decoder-only)
     layer_norm_eps: float = 1e-5  # BERT uses 1e-12
     n_kv_heads: int | None = None  # grouped-query attention: fewer key/value heads, each shared; None = n_heads
     qkv_bias: bool = True  # biases of W_Q, W_K, W_V (the Llama family has none; Qwen2 has them)
