@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from attention_explorer.explorer import navigation
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
+from attention_explorer.models.anatomy import Anatomy, describe
 from attention_explorer.models.config import TransformerConfig
 
 COLOURS = {
@@ -51,17 +52,19 @@ def map_height(shape: str, offer: bool) -> int:
 class Block:
     """One box of figure 1: its label (plain text), colour kind, centre, and the stem of the lesson step showing it."""
 
-    label: str
+    label: str  # "\n" breaks a line
     kind: str
     x: float
     y: float
     stem: str
+    width: float = WIDTH  # a parallel block's two sub-layers stand side by side, each half as wide
 
 
 @dataclass(frozen=True)
 class Column:
     """The encoder's or the decoder's boxes bottom to top, the residual side (-1 left, +1 right), and its stack:
-    the layer's boxes from index `first` to `last`, repeated `n_layers` times."""
+    the layer's boxes from index `first` to `last`, repeated `n_layers` times (a parallel block's two sub-layers: two
+    boxes in one row)."""
 
     name: str
     x: float
@@ -70,6 +73,7 @@ class Column:
     first: int
     last: int
     n_layers: int
+    parallel: bool = False
 
     @property
     def bracket(self) -> tuple[float, float]:
@@ -90,29 +94,29 @@ def step_number(stem: str) -> str:
 
 def columns(config: TransformerConfig) -> list[Column]:
     """The encoder and, for an encoder-decoder, the decoder to its right, as figure 1 draws them."""
-    position = {
-        "sinusoidal": "+ sinusoidal positions",
-        "learned": "+ learned positions",
-        "rotary": "No position added (rotary: every layer turns q, k)",
-    }[config.positional]
-    norm = "RMSNorm" if config.norm == "rms" else "LayerNorm"
+    block = describe(config)  # the layers as models.anatomy describes them
+    position = "No position added (rotary: every layer turns q, k)"
+    if block.positions.added:
+        position = f"+ {block.positions.kind} positions"
+    norm = block.norm_name
     extra = ", token type, LayerNorm" if config.embedding_norm else ""
     scale = " × √d_model" if config.scale_embeddings else ""
-    gated = "Gated feed-forward (SwiGLU)" if config.gated_ffn else "Feed-forward"
+    gated = "Gated feed-forward (SwiGLU)" if block.ffn.gated else "Feed-forward"
     ffn = f"{gated} {config.d_model} → {config.d_ff} → {config.d_model}"
-    h = f"(h = {config.n_heads})"
-    if config.key_value_heads < config.n_heads:  # grouped-query attention
-        h = f"({config.n_heads} query heads, {config.key_value_heads} key/value heads)"
+    h = f"(h = {block.n_heads})"
+    if block.shared_kv:  # grouped-query attention
+        h = f"({block.n_heads} query heads, {block.kv_heads} key/value heads)"
 
     def column(name: str, x: float, side: int, rows: list[tuple[str, str, str]], first: int, last: int, n: int):
         blocks = [Block(label, kind, x, _row_y(i, last + 1), stem) for i, (label, kind, stem) in enumerate(rows)]
         return Column(name, x, side, tuple(blocks), first, last, n)
 
     # pre-LN: each sub-layer reads LayerNorm(x) and its output is added to x (no norm after the addition)
-    pre = "pre-norm" if config.norm == "rms" else "pre-LN"
-    add_norm = f"Add ({pre}: the {norm} comes before the sub-layer)" if config.norm_first else "Add & Norm"
-    if config.is_decoder_only:
-        final = f"Final {norm}, then linear" if config.norm_first else "Linear"
+    add_norm = f"Add ({block.pre_name}: the {norm} comes before the sub-layer)" if block.norm_first else "Add & Norm"
+    if block.parallel:
+        return [_parallel_column(config, block, scale, position, h)]
+    if block.encoder is None:
+        final = f"Final {norm}, then linear" if block.final_norm else "Linear"
         return [
             column(
                 "Decoder-only",
@@ -155,7 +159,7 @@ def columns(config: TransformerConfig) -> list[Column]:
             config.n_encoder_layers,
         )
     ]
-    if config.is_encoder_decoder:
+    if block.decoder is not None:
         found.append(
             column(
                 "Decoder",
@@ -183,6 +187,30 @@ def columns(config: TransformerConfig) -> list[Column]:
     return found
 
 
+def _parallel_column(config: TransformerConfig, block: Anatomy, scale: str, position: str, h: str) -> Column:
+    """A decoder-only stack whose attention and feed-forward stand side by side: both read the same x, each through
+    its own norm, and both outputs are added to x in one addition."""
+    rows = [
+        ("Inputs: tokens (the text)", "tokens", "tokens"),
+        (f"Token embedding{scale}", "embedding", "embedding"),
+        (position, "embedding", "positional"),
+        (f"Add both ({block.pre_name}: each reads its own {block.norm_name})", "norm", "add_norm"),
+        (
+            f"Final {block.norm_name}, then linear ({config.d_model} → {config.target_vocab_size})",
+            "output",
+            "final_linear",
+        ),
+        ("Softmax: next-token probabilities", "output", "final_linear"),
+        ("Loss: each next token of the text", "loss", "loss"),
+    ]
+    blocks = [Block(label, kind, 0.0, _row_y(i + (i >= 3), 5), stem) for i, (label, kind, stem) in enumerate(rows)]
+    half, y = WIDTH / 2 - 0.05, _row_y(3, 5)  # the pair's row, below the addition
+    attention = Block(f"Masked attention\n{h}", "attention", -WIDTH / 4 - 0.025, y, "query_key_value", half)
+    ffn = f"{'Gated feed-forward' if block.ffn.gated else 'Feed-forward'}\n{config.d_model} → {config.d_ff}"
+    pair = (attention, Block(ffn, "ffn", WIDTH / 4 + 0.025, y, "add_norm", half))
+    return Column("Decoder-only", 0.0, -1, (*blocks[:3], *pair, *blocks[3:]), 3, 5, config.n_decoder_layers, True)
+
+
 def _row_y(i: int, linear: int) -> float:
     """Row i's centre: a little more room above the stack (its title; the linear layer is row `linear`) and above
     the softmax (the loss is not part of the model)."""
@@ -190,8 +218,11 @@ def _row_y(i: int, linear: int) -> float:
 
 
 def _sub_layers(column: Column) -> list[tuple[Block, Block]]:
-    """(sub-layer, its Add & Norm) for every sub-layer of the column's stack."""
+    """(sub-layer, its Add & Norm) for every sub-layer of the column's stack (a parallel block: one connection
+    around both sub-layers into their one addition)."""
     stack = column.blocks[column.first : column.last + 1]
+    if column.parallel:
+        return [(stack[0], stack[-1])]
     return list(zip(stack[0::2], stack[1::2], strict=True))
 
 
@@ -232,8 +263,11 @@ def _connections(found: list[Column]) -> tuple[list[dict], list[dict]]:
     around it into its Add & Norm, and the encoder's output into every decoder layer's cross-attention."""
     shapes, arrows = [], []
     for column in found:
-        for below, above in itertools.pairwise(column.blocks):
-            arrows.append(_arrow(column.x, below.y + HEIGHT / 2, column.x, above.y - HEIGHT / 2, FLOW, "flow"))
+        # each row's boxes to the next row's: one arrow a box, or a parallel block's fork and join
+        rows = [list(row) for _, row in itertools.groupby(column.blocks, key=lambda block: block.y)]
+        for below_row, above_row in itertools.pairwise(rows):
+            for below, above in itertools.product(below_row, above_row):
+                arrows.append(_arrow(below.x, below.y + HEIGHT / 2, above.x, above.y - HEIGHT / 2, FLOW, "flow"))
         lane = column.x + column.side * (WIDTH / 2 + LANE)
         edge = column.x + column.side * WIDTH / 2
         for sub_layer, norm in _sub_layers(column):
@@ -256,7 +290,7 @@ def _targets(found: list[Column]) -> go.Scatter:
     With hoverdistance -1 a click picks the nearest marker, so a row about a box's height apart covers the box."""
     x, y, stems = [], [], []
     for column in found:
-        rows = [(block.x - WIDTH / 2, block.x + WIDTH / 2, block.y, block.stem) for block in column.blocks]
+        rows = [(block.x - block.width / 2, block.x + block.width / 2, block.y, block.stem) for block in column.blocks]
         rows.append((column.x + 0.2, column.x + 2.4, _title_y(column), "model_view"))
         for left, right, row_y, stem in rows:
             n = int((right - left) / TARGET_SPACING) + 1
@@ -276,7 +310,7 @@ def _badges(found: list[Column]) -> go.Scatter:
     """Every box's step number in a circle at its left end, and the stack's (step 8) before its title."""
     x, y, stems = [], [], []
     for column in found:
-        x += [block.x - WIDTH / 2 + BADGE_INSET for block in column.blocks] + [column.x + 0.3]
+        x += [block.x - block.width / 2 + BADGE_INSET for block in column.blocks] + [column.x + 0.3]
         y += [block.y for block in column.blocks] + [_title_y(column)]
         stems += [block.stem for block in column.blocks] + ["model_view"]
     return go.Scatter(
@@ -300,8 +334,8 @@ def _boxes(column: Column) -> tuple[list[dict], list[dict]]:
         shapes.append(
             {
                 "type": "rect",
-                "x0": block.x - WIDTH / 2,
-                "x1": block.x + WIDTH / 2,
+                "x0": block.x - block.width / 2,
+                "x1": block.x + block.width / 2,
                 "y0": block.y - HEIGHT / 2,
                 "y1": block.y + HEIGHT / 2,
                 "fillcolor": COLOURS[block.kind],
@@ -313,7 +347,7 @@ def _boxes(column: Column) -> tuple[list[dict], list[dict]]:
             {
                 "x": block.x + BADGE_INSET,  # centred right of the badge
                 "y": block.y,
-                "text": html.escape(block.label, quote=False),
+                "text": "<br>".join(html.escape(line, quote=False) for line in block.label.split("\n")),
                 "showarrow": False,
                 "font": {"size": 15, "color": TEXT},
             }
@@ -365,10 +399,12 @@ def figure_one(config: TransformerConfig, title: str) -> go.Figure:
     )
     encoder_decoder = len(found) == 2
     top = max(block.y for column in found for block in column.blocks) + 0.5  # the highest box's top, and a margin
-    norm = ("pre-norm RMSNorm" if config.norm == "rms" else "pre-LN") if config.norm_first else "post-LN"
-    heads = f"h = {config.n_heads}"
-    if config.key_value_heads < config.n_heads:
-        heads += f" sharing {config.key_value_heads} key/value heads"
+    block = describe(config)
+    norm = ("pre-norm RMSNorm" if block.norm == "rms" else "pre-LN") if block.norm_first else "post-LN"
+    norm += ", parallel block" if block.parallel else ""
+    heads = f"h = {block.n_heads}"
+    if block.shared_kv:
+        heads += f" sharing {block.kv_heads} key/value heads"
     figure = go.Figure([_badges(found), _targets(found)])
     figure.update_layout(
         title={"text": f"{title}: d_model = {config.d_model}, d_ff = {config.d_ff}, {heads}, {norm}"},
