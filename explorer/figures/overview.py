@@ -7,13 +7,13 @@ from __future__ import annotations
 import html
 import itertools
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
 from attention_explorer.explorer import navigation
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
-from attention_explorer.models.anatomy import Anatomy, describe
+from attention_explorer.explorer.figures.overview_boxes import HEIGHT, ROW, WIDTH, Column, columns, sub_layers
+from attention_explorer.models.anatomy import describe
 from attention_explorer.models.config import TransformerConfig
 
 COLOURS = {
@@ -25,8 +25,6 @@ COLOURS = {
     "output": "#d9d2ee",
     "loss": "#d5ecd4",
 }
-# Geometry in axis units: a box is WIDTH x HEIGHT, rows ROW apart, bottom (the tokens) to top
-WIDTH, HEIGHT, ROW = 3.4, 0.62, 1.0
 LANE = 0.25  # the residual connections run this far outside a stack's boxes (the paper's figure 1 draws them so)
 PAD = 0.45  # a stack's dotted bracket, this far outside its boxes
 BADGE_INSET = 0.28  # a box's step number sits this far in from its left edge; the label is centred in the rest
@@ -48,182 +46,11 @@ def map_height(shape: str, offer: bool) -> int:
     return MAP_PX[shape] - (OFFER_PX if offer else 0)
 
 
-@dataclass(frozen=True)
-class Block:
-    """One box of figure 1: its label (plain text), colour kind, centre, and the stem of the lesson step showing it."""
-
-    label: str  # "\n" breaks a line
-    kind: str
-    x: float
-    y: float
-    stem: str
-    width: float = WIDTH  # a parallel block's two sub-layers stand side by side, each half as wide
-
-
-@dataclass(frozen=True)
-class Column:
-    """The encoder's or the decoder's boxes bottom to top, the residual side (-1 left, +1 right), and its stack:
-    the layer's boxes from index `first` to `last`, repeated `n_layers` times (a parallel block's two sub-layers: two
-    boxes in one row)."""
-
-    name: str
-    x: float
-    side: int
-    blocks: tuple[Block, ...]
-    first: int
-    last: int
-    n_layers: int
-    parallel: bool = False
-
-    @property
-    def bracket(self) -> tuple[float, float]:
-        """(bottom, top) of the stack's dotted bracket: around the layer's boxes and its first residual branch."""
-        return self.blocks[self.first].y - 0.65 * ROW, self.blocks[self.last].y + 0.45 * ROW
-
-    @property
-    def title(self) -> str:
-        return f"{self.name}: N = {self.n_layers} layers"
-
-
 def step_number(stem: str) -> str:
     """The step number a box shows: its lesson step, or a range ("4–6") where one box stands for several steps."""
     first = navigation.BY_STEM[stem].step
     last = navigation.BY_STEM[SPANS[stem]].step if stem in SPANS else None
     return f"{first}–{last}" if last else str(first)
-
-
-def columns(config: TransformerConfig) -> list[Column]:
-    """The encoder and, for an encoder-decoder, the decoder to its right, as figure 1 draws them."""
-    block = describe(config)  # the layers as models.anatomy describes them
-    position = "No position added (rotary: every layer turns q, k)"
-    if block.positions.added:
-        position = f"+ {block.positions.kind} positions"
-    norm = block.norm_name
-    extra = ", token type, LayerNorm" if config.embedding_norm else ""
-    scale = " × √d_model" if config.scale_embeddings else ""
-    gated = "Gated feed-forward (SwiGLU)" if block.ffn.gated else "Feed-forward"
-    ffn = f"{gated} {config.d_model} → {config.d_ff} → {config.d_model}"
-    h = f"(h = {block.n_heads})"
-    if block.shared_kv:  # grouped-query attention
-        h = f"({block.n_heads} query heads, {block.kv_heads} key/value heads)"
-
-    def column(name: str, x: float, side: int, rows: list[tuple[str, str, str]], first: int, last: int, n: int):
-        blocks = [Block(label, kind, x, _row_y(i, last + 1), stem) for i, (label, kind, stem) in enumerate(rows)]
-        return Column(name, x, side, tuple(blocks), first, last, n)
-
-    # pre-LN: each sub-layer reads LayerNorm(x) and its output is added to x (no norm after the addition)
-    add_norm = f"Add ({block.pre_name}: the {norm} comes before the sub-layer)" if block.norm_first else "Add & Norm"
-    if block.parallel:
-        return [_parallel_column(config, block, scale, position, h)]
-    if block.encoder is None:
-        final = f"Final {norm}, then linear" if block.final_norm else "Linear"
-        return [
-            column(
-                "Decoder-only",
-                0.0,
-                -1,
-                [
-                    ("Inputs: tokens (the text)", "tokens", "tokens"),
-                    (f"Token embedding{scale}", "embedding", "embedding"),
-                    (position, "embedding", "positional"),
-                    (f"Masked self-attention {h}", "attention", "query_key_value"),
-                    (add_norm, "norm", "add_norm"),
-                    (ffn, "ffn", "add_norm"),
-                    (add_norm, "norm", "add_norm"),
-                    (f"{final} ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
-                    ("Softmax: next-token probabilities", "output", "final_linear"),
-                    ("Loss: each next token of the text", "loss", "loss"),
-                ],
-                3,
-                6,
-                config.n_decoder_layers,
-            )
-        ]
-    encoder_x, decoder_x = 0.0, 4.9
-    found = [
-        column(
-            "Encoder",
-            encoder_x,
-            -1,
-            [
-                ("Inputs: tokens", "tokens", "tokens"),
-                (f"Input embedding{scale}", "embedding", "embedding"),
-                (f"{position}{extra}", "embedding", "positional"),
-                (f"Multi-head self-attention {h}", "attention", "query_key_value"),
-                (add_norm, "norm", "add_norm"),
-                (ffn, "ffn", "add_norm"),
-                (add_norm, "norm", "add_norm"),
-            ],
-            3,
-            6,
-            config.n_encoder_layers,
-        )
-    ]
-    if block.decoder is not None:
-        found.append(
-            column(
-                "Decoder",
-                decoder_x,
-                +1,
-                [
-                    ("Outputs, shifted right: tokens", "tokens", "tokens"),
-                    (f"Output embedding{scale}", "embedding", "embedding"),
-                    (position, "embedding", "positional"),
-                    (f"Masked self-attention {h}", "attention", "decoding"),
-                    (add_norm, "norm", "add_norm"),
-                    (f"Cross-attention {h}", "attention", "decoding"),
-                    (add_norm, "norm", "add_norm"),
-                    (ffn, "ffn", "add_norm"),
-                    (add_norm, "norm", "add_norm"),
-                    (f"Linear ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
-                    ("Softmax: output probabilities", "output", "final_linear"),
-                    ("Loss: what training lowers", "loss", "loss"),
-                ],
-                3,
-                8,
-                config.n_decoder_layers,
-            )
-        )
-    return found
-
-
-def _parallel_column(config: TransformerConfig, block: Anatomy, scale: str, position: str, h: str) -> Column:
-    """A decoder-only stack whose attention and feed-forward stand side by side: both read the same x, each through
-    its own norm, and both outputs are added to x in one addition."""
-    rows = [
-        ("Inputs: tokens (the text)", "tokens", "tokens"),
-        (f"Token embedding{scale}", "embedding", "embedding"),
-        (position, "embedding", "positional"),
-        (f"Add both ({block.pre_name}: each reads its own {block.norm_name})", "norm", "add_norm"),
-        (
-            f"Final {block.norm_name}, then linear ({config.d_model} → {config.target_vocab_size})",
-            "output",
-            "final_linear",
-        ),
-        ("Softmax: next-token probabilities", "output", "final_linear"),
-        ("Loss: each next token of the text", "loss", "loss"),
-    ]
-    blocks = [Block(label, kind, 0.0, _row_y(i + (i >= 3), 5), stem) for i, (label, kind, stem) in enumerate(rows)]
-    half, y = WIDTH / 2 - 0.05, _row_y(3, 5)  # the pair's row, below the addition
-    attention = Block(f"Masked attention\n{h}", "attention", -WIDTH / 4 - 0.025, y, "query_key_value", half)
-    ffn = f"{'Gated feed-forward' if block.ffn.gated else 'Feed-forward'}\n{config.d_model} → {config.d_ff}"
-    pair = (attention, Block(ffn, "ffn", WIDTH / 4 + 0.025, y, "add_norm", half))
-    return Column("Decoder-only", 0.0, -1, (*blocks[:3], *pair, *blocks[3:]), 3, 5, config.n_decoder_layers, True)
-
-
-def _row_y(i: int, linear: int) -> float:
-    """Row i's centre: a little more room above the stack (its title; the linear layer is row `linear`) and above
-    the softmax (the loss is not part of the model)."""
-    return i * ROW + 0.3 * (i >= 3) + 0.5 * (i >= linear) + 0.2 * (i >= linear + 2)
-
-
-def _sub_layers(column: Column) -> list[tuple[Block, Block]]:
-    """(sub-layer, its Add & Norm) for every sub-layer of the column's stack (a parallel block: one connection
-    around both sub-layers into their one addition)."""
-    stack = column.blocks[column.first : column.last + 1]
-    if column.parallel:
-        return [(stack[0], stack[-1])]
-    return list(zip(stack[0::2], stack[1::2], strict=True))
 
 
 def _arrow(x0: float, y0: float, x1: float, y1: float, colour: str, name: str) -> dict:
@@ -270,7 +97,7 @@ def _connections(found: list[Column]) -> tuple[list[dict], list[dict]]:
                 arrows.append(_arrow(below.x, below.y + HEIGHT / 2, above.x, above.y - HEIGHT / 2, FLOW, "flow"))
         lane = column.x + column.side * (WIDTH / 2 + LANE)
         edge = column.x + column.side * WIDTH / 2
-        for sub_layer, norm in _sub_layers(column):
+        for sub_layer, norm in sub_layers(column):
             branch = sub_layer.y - ROW / 2  # on the sub-layer's input, between it and the box below
             shapes.append(_path([(column.x, branch), (lane, branch), (lane, norm.y)], RESIDUAL, "residual"))
             arrows.append(_arrow(lane, norm.y, edge, norm.y, RESIDUAL, "residual"))
