@@ -147,9 +147,10 @@ Attend = Callable[[str, MultiHeadAttention, Tensor], tuple[Tensor, AttentionInte
 
 
 def run_sublayers(layer: nn.Module, x: Float[Tensor, "B T D"], attend: Attend) -> tuple[dict, dict]:
-    """A layer's sub-layers in order, each inside its residual connection and norm (section 3.1): the one place the
-    order is written, driven by the full forward, greedy decoding with a key/value cache, and the Forward pass page
-    (through Sublayer names). Returns (state after each sub-layer, attention internals), by field name."""
+    """A layer's sub-layers in the order models.anatomy describes (layer.sublayers), each inside its residual
+    connection and norm (section 3.1): the one loop over them, driven by the full forward, greedy decoding with a
+    key/value cache, and the Forward pass page (through Sublayer names). Returns (state after each sub-layer,
+    attention internals), by field name."""
     states: dict[str, Tensor] = {}
     attentions: dict[str, AttentionInternals | None] = {}
     for sub in layer.sublayers:
