@@ -62,8 +62,7 @@ def positional(run: Run, show: str | None = None, positions: int = 64, learned: 
     from attention_explorer.explorer.figures import positional as figures
     from attention_explorer.explorer.run import positions as run_positions
 
-    config = run.loaded.model.config
-    if config.positional == "rotary":  # nothing added to the embedding: how far each pair of q and k turns
+    if run.loaded.family.block.positions.rotary:  # nothing added to the embedding: how far each pair of q and k turns
         return rotary(run, show or "curves", positions, **turns)
     show = show or "table"
     tables = run_positions.tables(run.loaded)

@@ -11,6 +11,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
+from attention_explorer.models import anatomy
 from attention_explorer.models.ablation import Ablation
 from attention_explorer.models.attention import AttentionInternals, HeadPatch, MultiHeadAttention
 from attention_explorer.models.blocks import (
@@ -144,28 +145,15 @@ Patches = dict[str, HeadPatch] | None
 StackPatches = list[dict[str, HeadPatch]] | None
 
 
-@dataclass(frozen=True)
-class Sublayer:
-    """One sub-layer of a layer, by attribute names: its module ("self_attn", "cross_attn" or "ffn"), the norm of
-    its residual connection, the field of the layer's internals that holds the state after it, and what it reads."""
-
-    module: str
-    norm: str
-    state: str
-    # True: it reads the layer's input x (a parallel block: GPT-NeoX's x + Attn(Norm1(x)) + FFN(Norm2(x))), not the
-    # state after the sub-layer before it; its output is still added to that state, so the states stay running sums
-    reads_layer_input: bool = False
-
-
 # what an attention sub-layer is given: (its name, its module, the input it reads) -> (output, internals or None)
 Attend = Callable[[str, MultiHeadAttention, Tensor], tuple[Tensor, AttentionInternals | None]]
 
 
 def run_sublayers(layer: nn.Module, x: Float[Tensor, "B T D"], attend: Attend) -> tuple[dict, dict]:
-    """A layer's sub-layers in order, each inside its residual connection and norm (section 3.1): the one place the
-    order is written, driven by the full forward, greedy decoding with a key/value cache, and the Forward pass page
-    (through Sublayer names). A parallel block's sub-layers all read the layer's input (Sublayer.reads_layer_input).
-    Returns (state after each sub-layer, attention internals), by field name."""
+    """A layer's sub-layers in the order models.anatomy describes (layer.sublayers), each inside its residual
+    connection and norm (section 3.1): the one loop over them, driven by the full forward, greedy decoding with a
+    key/value cache, and the Forward pass page (through Sublayer names). Returns (state after each sub-layer,
+    attention internals), by field name."""
     states: dict[str, Tensor] = {}
     attentions: dict[str, AttentionInternals | None] = {}
     entering = x
@@ -184,10 +172,9 @@ def run_sublayers(layer: nn.Module, x: Float[Tensor, "B T D"], attend: Attend) -
 class EncoderLayer(nn.Module):
     """Multi-head self-attention, then the position-wise feed-forward network (figure 1, left)."""
 
-    sublayers = (Sublayer("self_attn", "norm1", "after_attn"), Sublayer("ffn", "norm2", "after_ffn"))
-
     def __init__(self, config: TransformerConfig, rotary: RotaryPositions | None = None) -> None:
         super().__init__()
+        self.sublayers = anatomy.layer(config, "encoder").sublayers  # the order, as models.anatomy describes it
         self.self_attn = attention_layer(config, rotary)
         self.ffn = FeedForward(config)
         self.norm1 = residual_norm(config)
@@ -216,12 +203,7 @@ class DecoderLayer(nn.Module):
         self.norm1 = residual_norm(config)
         self.norm2 = residual_norm(config) if cross else None
         self.norm3 = residual_norm(config)
-        self.parallel = config.parallel_residual  # fixed by the config; the config forbids it with cross-attention
-        self.sublayers = (
-            Sublayer("self_attn", "norm1", "after_self_attn", self.parallel),
-            *((Sublayer("cross_attn", "norm2", "after_cross_attn"),) if cross else ()),
-            Sublayer("ffn", "norm3", "after_ffn", self.parallel),
-        )
+        self.sublayers = anatomy.layer(config, "decoder", cross).sublayers
 
     def forward(
         self,
@@ -267,7 +249,7 @@ class Stack(nn.Module):
         self.embeddings = Embeddings(config, vocab_size)
         self.layers = nn.ModuleList(layer() for _ in range(n_layers))
         # pre-LN leaves the residual stream un-normalised, so the stack ends with one more norm
-        self.final_norm = norm_layer(config) if config.norm_first else None
+        self.final_norm = norm_layer(config) if anatomy.describe(config).final_norm else None
 
     def stack(
         self,

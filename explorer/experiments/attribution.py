@@ -4,7 +4,8 @@ residual stream, read through the output layer with every LayerNorm's scale froz
 Pre-LN (GPT-2, the induction model): the last state is the sum of the embedding and every sub-layer's output, and
 the final LayerNorm with its scale frozen is affine, so the logit splits exactly into the embedding, each head (its
 output through its own slice of W_O), each attention's W_O bias, each feed-forward, and a constant (the final norm's
-shift and the output bias).
+shift and the output bias). A parallel block (GPT-NeoX: x + Attn(Norm1(x)) + FFN(Norm2(x))) is pre-LN too: its
+feed-forward reads the layer's input, as models.anatomy says, and the split is the same.
 
 A logit difference, logit(X) - logit(Y) (how much more the model favours X than Y, what a study of one behaviour
 usually measures), splits the same way through the difference of the two tokens' output rows.
@@ -98,16 +99,17 @@ def one_row(loaded: LoadedModel, entering: Callable[[int], np.ndarray], position
     A forward over 2,048 tokens costs seconds and gigabytes of attention; this, one row per layer. Fields as the
     forward's, with one row: decoder.embeddings and each state (1, 1, D), each attention's heads (1, H, 1, Dh), logits
     (1, 1, V)."""
-    model = loaded.model
-    assert model.decoder is not None and model.encoder is None and model.generator is not None
+    model, described = loaded.model, loaded.family.block.decoder
+    assert model.decoder is not None and model.encoder is None and model.generator is not None and described
     layers = []
     for index, layer in enumerate(model.decoder.layers):
         before = torch.from_numpy(np.array(entering(index)[: position + 1]))[None]  # (1, p + 1, D): rows up to p
         heads: dict[str, Tensor] = {}
 
         def attend(name: str, attention: MultiHeadAttention, h: Tensor, before=before, layer=layer, heads=heads):
-            norm = getattr(layer, next(sub.norm for sub in layer.sublayers if sub.module == name))
-            k, v, _ = attention.keys_values(norm.normed_input(before))  # (1, H, p + 1, Dh)
+            sub = described.sublayer(name)  # its norm, and whether it reads the normed stream (models.anatomy)
+            keys = getattr(layer, sub.norm)(before) if sub.reads_normed else before
+            k, v, _ = attention.keys_values(keys)  # (1, H, p + 1, Dh)
             q, _ = attention.queries(h, position)  # (1, H, 1, Dh), turned by its own position where rotary
             heads[name], _, _ = scaled_dot_product_attention(q, k, v, None)  # row p sees every row up to it
             return attention.combine_heads(heads[name]), None
@@ -142,13 +144,14 @@ def attribute(
     model = loaded.model
     out, row = (run_on(loaded, answer), position) if entering is None else (one_row(loaded, entering, position), 0)
     assert out.decoder is not None and out.logits is not None and model.decoder is not None
-    layers = model.decoder.layers
-    pre_ln = model.config.norm_first
+    layers, block = model.decoder.layers, loaded.family.block
+    assert block.decoder is not None
+    pre_ln = block.norm_first
     first = 0 if pre_ln else len(layers) - 1
     d = model.config.d_model
     names: list[str] = []
     rows: list[Tensor] = []
-    kinds = [KIND_OF[s.module] for s in layers[0].sublayers if s.module in KIND_OF]
+    kinds = [KIND_OF[s.module] for s in block.decoder.sublayers if s.module in KIND_OF]
     heads = {kind: np.full((len(layers), model.config.n_heads), np.nan) for kind in kinds}
     head_rows: list[tuple[str, int, int, int]] = []  # (kind, layer, head, part)
     constant = torch.zeros(d, dtype=torch.float64)
@@ -161,12 +164,13 @@ def attribute(
         names.append("layers below (not separable)" if first > 0 else "embedding")
         rows.append(x[0, row].double())
     for index in range(first, len(layers)):
-        layer, internals = layers[index], out.decoder.layers[index]
-        for sub in layer.sublayers:
+        layer, internals, entered = layers[index], out.decoder.layers[index], x
+        for sub in block.decoder.sublayers:  # in order, each reading what models.anatomy says it reads
             norm = getattr(layer, sub.norm)
             state = getattr(internals, sub.state)
             if sub.module == "ffn":
-                written = layer.ffn(norm.normed_input(x))[0, row].double()  # (D,)
+                reads = entered if sub.reads_layer_input else x  # a parallel block's FFN reads the layer's input
+                written = layer.ffn(norm(reads) if sub.reads_normed else reads)[0, row].double()  # (D,)
                 names.append(f"layer {index + 1} feed-forward")
                 rows.append(written)
             else:
@@ -196,7 +200,7 @@ def attribute(
         bias -= float(model.generator.bias[against])
     # what the constant holds: the LayerNorm's shift (an RMSNorm has none) and the output bias, where the model has them
     has_bias = model.generator.bias is not None
-    held = [name for name, has in (("LayerNorm shift", model.config.norm == "layer"), ("output bias", has_bias)) if has]
+    held = [name for name, has in (("LayerNorm shift", block.norm == "layer"), ("output bias", has_bias)) if has]
     names.append(f"constant ({', '.join(held)})" if held else "constant (0: no norm shift, no output bias)")
     values = np.append(values, float(constant @ unembed) + bias)
     for kind, index, h, part in head_rows:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import html
 import itertools
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
 from attention_explorer.explorer import navigation
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
+from attention_explorer.explorer.figures.overview_boxes import HEIGHT, ROW, WIDTH, Column, columns, sub_layers
+from attention_explorer.models.anatomy import describe
 from attention_explorer.models.config import TransformerConfig
 
 COLOURS = {
@@ -24,8 +25,6 @@ COLOURS = {
     "output": "#d9d2ee",
     "loss": "#d5ecd4",
 }
-# Geometry in axis units: a box is WIDTH x HEIGHT, rows ROW apart, bottom (the tokens) to top
-WIDTH, HEIGHT, ROW = 3.4, 0.62, 1.0
 LANE = 0.25  # the residual connections run this far outside a stack's boxes (the paper's figure 1 draws them so)
 PAD = 0.45  # a stack's dotted bracket, this far outside its boxes
 BADGE_INSET = 0.28  # a box's step number sits this far in from its left edge; the label is centred in the rest
@@ -47,152 +46,11 @@ def map_height(shape: str, offer: bool) -> int:
     return MAP_PX[shape] - (OFFER_PX if offer else 0)
 
 
-@dataclass(frozen=True)
-class Block:
-    """One box of figure 1: its label (plain text), colour kind, centre, and the stem of the lesson step showing it."""
-
-    label: str
-    kind: str
-    x: float
-    y: float
-    stem: str
-
-
-@dataclass(frozen=True)
-class Column:
-    """The encoder's or the decoder's boxes bottom to top, the residual side (-1 left, +1 right), and its stack:
-    the layer's boxes from index `first` to `last`, repeated `n_layers` times."""
-
-    name: str
-    x: float
-    side: int
-    blocks: tuple[Block, ...]
-    first: int
-    last: int
-    n_layers: int
-
-    @property
-    def bracket(self) -> tuple[float, float]:
-        """(bottom, top) of the stack's dotted bracket: around the layer's boxes and its first residual branch."""
-        return self.blocks[self.first].y - 0.65 * ROW, self.blocks[self.last].y + 0.45 * ROW
-
-    @property
-    def title(self) -> str:
-        return f"{self.name}: N = {self.n_layers} layers"
-
-
 def step_number(stem: str) -> str:
     """The step number a box shows: its lesson step, or a range ("4–6") where one box stands for several steps."""
     first = navigation.BY_STEM[stem].step
     last = navigation.BY_STEM[SPANS[stem]].step if stem in SPANS else None
     return f"{first}–{last}" if last else str(first)
-
-
-def columns(config: TransformerConfig) -> list[Column]:
-    """The encoder and, for an encoder-decoder, the decoder to its right, as figure 1 draws them."""
-    position = {
-        "sinusoidal": "+ sinusoidal positions",
-        "learned": "+ learned positions",
-        "rotary": "No position added (rotary: every layer turns q, k)",
-    }[config.positional]
-    norm = "RMSNorm" if config.norm == "rms" else "LayerNorm"
-    extra = ", token type, LayerNorm" if config.embedding_norm else ""
-    scale = " × √d_model" if config.scale_embeddings else ""
-    gated = "Gated feed-forward (SwiGLU)" if config.gated_ffn else "Feed-forward"
-    ffn = f"{gated} {config.d_model} → {config.d_ff} → {config.d_model}"
-    h = f"(h = {config.n_heads})"
-    if config.key_value_heads < config.n_heads:  # grouped-query attention
-        h = f"({config.n_heads} query heads, {config.key_value_heads} key/value heads)"
-
-    def column(name: str, x: float, side: int, rows: list[tuple[str, str, str]], first: int, last: int, n: int):
-        blocks = [Block(label, kind, x, _row_y(i, last + 1), stem) for i, (label, kind, stem) in enumerate(rows)]
-        return Column(name, x, side, tuple(blocks), first, last, n)
-
-    # pre-LN: each sub-layer reads LayerNorm(x) and its output is added to x (no norm after the addition)
-    pre = "pre-norm" if config.norm == "rms" else "pre-LN"
-    add_norm = f"Add ({pre}: the {norm} comes before the sub-layer)" if config.norm_first else "Add & Norm"
-    if config.is_decoder_only:
-        final = f"Final {norm}, then linear" if config.norm_first else "Linear"
-        return [
-            column(
-                "Decoder-only",
-                0.0,
-                -1,
-                [
-                    ("Inputs: tokens (the text)", "tokens", "tokens"),
-                    (f"Token embedding{scale}", "embedding", "embedding"),
-                    (position, "embedding", "positional"),
-                    (f"Masked self-attention {h}", "attention", "query_key_value"),
-                    (add_norm, "norm", "add_norm"),
-                    (ffn, "ffn", "add_norm"),
-                    (add_norm, "norm", "add_norm"),
-                    (f"{final} ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
-                    ("Softmax: next-token probabilities", "output", "final_linear"),
-                    ("Loss: each next token of the text", "loss", "loss"),
-                ],
-                3,
-                6,
-                config.n_decoder_layers,
-            )
-        ]
-    encoder_x, decoder_x = 0.0, 4.9
-    found = [
-        column(
-            "Encoder",
-            encoder_x,
-            -1,
-            [
-                ("Inputs: tokens", "tokens", "tokens"),
-                (f"Input embedding{scale}", "embedding", "embedding"),
-                (f"{position}{extra}", "embedding", "positional"),
-                (f"Multi-head self-attention {h}", "attention", "query_key_value"),
-                (add_norm, "norm", "add_norm"),
-                (ffn, "ffn", "add_norm"),
-                (add_norm, "norm", "add_norm"),
-            ],
-            3,
-            6,
-            config.n_encoder_layers,
-        )
-    ]
-    if config.is_encoder_decoder:
-        found.append(
-            column(
-                "Decoder",
-                decoder_x,
-                +1,
-                [
-                    ("Outputs, shifted right: tokens", "tokens", "tokens"),
-                    (f"Output embedding{scale}", "embedding", "embedding"),
-                    (position, "embedding", "positional"),
-                    (f"Masked self-attention {h}", "attention", "decoding"),
-                    (add_norm, "norm", "add_norm"),
-                    (f"Cross-attention {h}", "attention", "decoding"),
-                    (add_norm, "norm", "add_norm"),
-                    (ffn, "ffn", "add_norm"),
-                    (add_norm, "norm", "add_norm"),
-                    (f"Linear ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
-                    ("Softmax: output probabilities", "output", "final_linear"),
-                    ("Loss: what training lowers", "loss", "loss"),
-                ],
-                3,
-                8,
-                config.n_decoder_layers,
-            )
-        )
-    return found
-
-
-def _row_y(i: int, linear: int) -> float:
-    """Row i's centre: a little more room above the stack (its title; the linear layer is row `linear`) and above
-    the softmax (the loss is not part of the model)."""
-    return i * ROW + 0.3 * (i >= 3) + 0.5 * (i >= linear) + 0.2 * (i >= linear + 2)
-
-
-def _sub_layers(column: Column) -> list[tuple[Block, Block]]:
-    """(sub-layer, its Add & Norm) for every sub-layer of the column's stack."""
-    stack = column.blocks[column.first : column.last + 1]
-    return list(zip(stack[0::2], stack[1::2], strict=True))
 
 
 def _arrow(x0: float, y0: float, x1: float, y1: float, colour: str, name: str) -> dict:
@@ -232,11 +90,14 @@ def _connections(found: list[Column]) -> tuple[list[dict], list[dict]]:
     around it into its Add & Norm, and the encoder's output into every decoder layer's cross-attention."""
     shapes, arrows = [], []
     for column in found:
-        for below, above in itertools.pairwise(column.blocks):
-            arrows.append(_arrow(column.x, below.y + HEIGHT / 2, column.x, above.y - HEIGHT / 2, FLOW, "flow"))
+        # each row's boxes to the next row's: one arrow a box, or a parallel block's fork and join
+        rows = [list(row) for _, row in itertools.groupby(column.blocks, key=lambda block: block.y)]
+        for below_row, above_row in itertools.pairwise(rows):
+            for below, above in itertools.product(below_row, above_row):
+                arrows.append(_arrow(below.x, below.y + HEIGHT / 2, above.x, above.y - HEIGHT / 2, FLOW, "flow"))
         lane = column.x + column.side * (WIDTH / 2 + LANE)
         edge = column.x + column.side * WIDTH / 2
-        for sub_layer, norm in _sub_layers(column):
+        for sub_layer, norm in sub_layers(column):
             branch = sub_layer.y - ROW / 2  # on the sub-layer's input, between it and the box below
             shapes.append(_path([(column.x, branch), (lane, branch), (lane, norm.y)], RESIDUAL, "residual"))
             arrows.append(_arrow(lane, norm.y, edge, norm.y, RESIDUAL, "residual"))
@@ -256,7 +117,7 @@ def _targets(found: list[Column]) -> go.Scatter:
     With hoverdistance -1 a click picks the nearest marker, so a row about a box's height apart covers the box."""
     x, y, stems = [], [], []
     for column in found:
-        rows = [(block.x - WIDTH / 2, block.x + WIDTH / 2, block.y, block.stem) for block in column.blocks]
+        rows = [(block.x - block.width / 2, block.x + block.width / 2, block.y, block.stem) for block in column.blocks]
         rows.append((column.x + 0.2, column.x + 2.4, _title_y(column), "model_view"))
         for left, right, row_y, stem in rows:
             n = int((right - left) / TARGET_SPACING) + 1
@@ -276,7 +137,7 @@ def _badges(found: list[Column]) -> go.Scatter:
     """Every box's step number in a circle at its left end, and the stack's (step 8) before its title."""
     x, y, stems = [], [], []
     for column in found:
-        x += [block.x - WIDTH / 2 + BADGE_INSET for block in column.blocks] + [column.x + 0.3]
+        x += [block.x - block.width / 2 + BADGE_INSET for block in column.blocks] + [column.x + 0.3]
         y += [block.y for block in column.blocks] + [_title_y(column)]
         stems += [block.stem for block in column.blocks] + ["model_view"]
     return go.Scatter(
@@ -300,8 +161,8 @@ def _boxes(column: Column) -> tuple[list[dict], list[dict]]:
         shapes.append(
             {
                 "type": "rect",
-                "x0": block.x - WIDTH / 2,
-                "x1": block.x + WIDTH / 2,
+                "x0": block.x - block.width / 2,
+                "x1": block.x + block.width / 2,
                 "y0": block.y - HEIGHT / 2,
                 "y1": block.y + HEIGHT / 2,
                 "fillcolor": COLOURS[block.kind],
@@ -313,7 +174,7 @@ def _boxes(column: Column) -> tuple[list[dict], list[dict]]:
             {
                 "x": block.x + BADGE_INSET,  # centred right of the badge
                 "y": block.y,
-                "text": html.escape(block.label, quote=False),
+                "text": "<br>".join(html.escape(line, quote=False) for line in block.label.split("\n")),
                 "showarrow": False,
                 "font": {"size": 15, "color": TEXT},
             }
@@ -365,10 +226,12 @@ def figure_one(config: TransformerConfig, title: str) -> go.Figure:
     )
     encoder_decoder = len(found) == 2
     top = max(block.y for column in found for block in column.blocks) + 0.5  # the highest box's top, and a margin
-    norm = ("pre-norm RMSNorm" if config.norm == "rms" else "pre-LN") if config.norm_first else "post-LN"
-    heads = f"h = {config.n_heads}"
-    if config.key_value_heads < config.n_heads:
-        heads += f" sharing {config.key_value_heads} key/value heads"
+    block = describe(config)
+    norm = ("pre-norm RMSNorm" if block.norm == "rms" else "pre-LN") if block.norm_first else "post-LN"
+    norm += ", parallel block" if block.parallel else ""
+    heads = f"h = {block.n_heads}"
+    if block.shared_kv:
+        heads += f" sharing {block.kv_heads} key/value heads"
     figure = go.Figure([_badges(found), _targets(found)])
     figure.update_layout(
         title={"text": f"{title}: d_model = {config.d_model}, d_ff = {config.d_ff}, {heads}, {norm}"},

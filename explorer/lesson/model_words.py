@@ -6,6 +6,7 @@ from __future__ import annotations
 from attention_explorer.explorer.run.answers import Answer
 from attention_explorer.explorer.run.output import FinalNorm, scored_token
 from attention_explorer.models import train
+from attention_explorer.models.anatomy import Anatomy
 from attention_explorer.models.families.descriptor import Family
 
 
@@ -16,6 +17,47 @@ def ffn_activation(name: str) -> str:
     if name in ("silu", "swish"):
         return "passes each through SiLU (x times sigmoid(x): negative ones shrink towards zero, none is cut off)"
     return "passes each through GELU (negative ones shrink towards zero, none is cut off)"
+
+
+def add_norm_intro(block: Anatomy) -> str:
+    """The Add & Norm step's opening, true for the model's block: where its norm sits, its feed-forward, and (a
+    parallel block) that both sub-layers read the same normed input."""
+    activation = ffn_activation(block.ffn.activation)
+    if block.parallel:
+        return (
+            f"This model's layer is a parallel block ({block.pre_name}): the attention and the feed-forward network "
+            f"both read the same normed input, each through its own {block.norm_name} of x, the vector that entered "
+            "the layer, and both outputs are added back to x in one addition (the residual connection): x + "
+            f"Attn({block.norm_name}_1(x)) + FFN({block.norm_name}_2(x)). The feed-forward, the same for every "
+            f"position, widens each vector to d_ff numbers, {activation} and narrows it back. That is one layer; the "
+            f"stack repeats it N times and ends with one more {block.norm_name}."
+        )
+    if block.norm == "rms":
+        return (
+            "This model is pre-norm with RMSNorm: each sub-layer reads RMSNorm(x) (x divided by its root mean square, "
+            "times a learned gain: no mean taken away and no bias, unlike LayerNorm), and its output is added back to "
+            "the vector that entered it (the residual connection), with nothing after the addition: x + "
+            "Sublayer(RMSNorm(x)). Then a gated feed-forward network (SwiGLU), the same for every position: two "
+            "projections to d_ff numbers, one passed through SiLU and used as a gate on the other, then narrowed back. "
+            "That is one layer; the stack repeats it N times and ends with one more RMSNorm."
+            if block.ffn.gated
+            else "This model is pre-norm with RMSNorm: each sub-layer reads RMSNorm(x), and its output is added back "
+            "to the vector that entered it: x + Sublayer(RMSNorm(x)). The stack ends with one more RMSNorm."
+        )
+    if block.norm_first:
+        return (
+            "This model is pre-LN (as GPT-2): each sub-layer reads LayerNorm(x), and its output is added back to the "
+            "vector that entered it (the residual connection), with no LayerNorm after the addition: x + "
+            "Sublayer(LayerNorm(x)). Then a feed-forward network, the same for every position, widens each vector to "
+            f"d_ff numbers, {activation} and narrows it back, the same way. That is one layer; the stack repeats it N "
+            "times and ends with one more LayerNorm."
+        )
+    return (
+        "The attention output is added back to the vector that entered it (the residual connection) and normalised "
+        "(LayerNorm): Add & Norm. Then a feed-forward network, the same for every position, widens each vector to "
+        f"d_ff numbers, {activation} and narrows it back, again with Add & Norm. That is one layer; the stack "
+        "repeats it N times."
+    )
 
 
 ZERO_ABLATION = (
@@ -108,11 +150,11 @@ def recipe_summary(task: str) -> str:
 def lens_intro(family: Family) -> str:
     """The logit lens's opening: how an intermediate state can be read as the output, true for the model's norm
     placement (pre-LN: a residual stream and a final norm; post-LN: neither)."""
-    if family.norm_first:
+    if family.block.norm_first:
         return (
             "The output layer reads only the last state. What if it read an earlier one? In this pre-norm model each "
             "sub-layer adds its output to the same residual stream, and the stack ends in a final "
-            f"{family.norm_name}, so every intermediate state can be put through that final norm and the output "
+            f"{family.block.norm_name}, so every intermediate state can be put through that final norm and the output "
             "matrix: the logit lens shows when the next token comes to the top."
         )
     return (
@@ -127,9 +169,9 @@ def final_linear_intro(family: Family) -> str:
     """The final linear step's opening: what the output matrix multiplies, true for the model's norm placement
     (pre-norm stacks end in a final norm; post-LN stacks, as the paper's, do not)."""
     first = (
-        f"The decoder's last vector h at each position goes through the stack's final {family.norm_name} and is "
-        f"then multiplied by one more matrix: {family.norm_name}(h) W^T gives one score (logit) per word of "
-        if family.norm_first
+        f"The decoder's last vector h at each position goes through the stack's final {family.block.norm_name} and is "
+        f"then multiplied by one more matrix: {family.block.norm_name}(h) W^T gives one score (logit) per word of "
+        if family.block.norm_first
         else "The decoder's last vector h at each position (its last Add & Norm's output: post-LN, no final norm) is "
         "multiplied by one more matrix: h W^T gives one score (logit) per word of "
     )
@@ -160,12 +202,12 @@ def final_norm_text(norm: FinalNorm | None, d_model: int) -> str:
 
 def attribution_intro(family: Family) -> str:
     """Logit attribution's opening: which parts one logit splits into, for the model's norm placement."""
-    if family.norm_first:
+    if family.block.norm_first:
         return (
             "Which part of the model wrote the output? In this pre-norm model the last state is a sum of what the "
             "embedding, every head (through its own slice of W^O) and every feed-forward added to the residual "
-            f"stream; read through the final {family.norm_name} (its scale frozen at this run's value) and the output "
-            "matrix, the logit of a token splits into one share per part."
+            f"stream; read through the final {family.block.norm_name} (its scale frozen at this run's value) and the "
+            "output matrix, the logit of a token splits into one share per part."
         )
     return (
         "Which part of the model wrote the output? This model is post-LN, as in the paper: each sub-layer ends in "

@@ -69,19 +69,17 @@ def _tokens(loaded: LoadedModel) -> str:
 
 
 def _positional(loaded: LoadedModel) -> str:
-    config = loaded.model.config
-    if config.positional == "rotary":
-        return f"nothing added: queries and keys turned by position (rotary, base {config.rope_theta:g})"
-    return "one learned vector per position, added" if config.positional == "learned" else SAME
+    positions = loaded.family.block.positions
+    if positions.rotary:
+        share = "" if positions.fraction == 1 else f" on {positions.fraction:.0%} of each head's dimensions"
+        return f"nothing added: queries and keys turned by position (rotary{share}, base {positions.base:g})"
+    return "one learned vector per position, added" if positions.kind == "learned" else SAME
 
 
 def _query_key_value(loaded: LoadedModel) -> str:
-    config = loaded.model.config
-    if config.key_value_heads < config.n_heads:
-        return (
-            f"{config.n_heads} query heads sharing {config.key_value_heads} key/value heads, {config.d_head} columns "
-            "each"
-        )
+    config, block = loaded.model.config, loaded.family.block
+    if block.shared_kv:
+        return f"{block.n_heads} query heads sharing {block.kv_heads} key/value heads, {config.d_head} columns each"
     if (config.n_heads, config.d_head) == (8, 64):
         return SAME
     return f"{config.n_heads} heads, each with its own W^Q, W^K and W^V of {config.d_head} columns"
@@ -96,7 +94,7 @@ def _scores(loaded: LoadedModel) -> str:
 
 def _multi_head(loaded: LoadedModel) -> str:
     config = loaded.model.config
-    heads, d_head, kv = config.n_heads, config.d_head, config.key_value_heads
+    heads, d_head, kv = config.n_heads, config.d_head, loaded.family.block.kv_heads
     bias = "plus a bias" if config.out_bias else "no bias"
     if (heads, d_head, kv) == (8, 64, 8):
         return f"{SAME}, with W^O {bias}"
@@ -107,11 +105,14 @@ def _multi_head(loaded: LoadedModel) -> str:
 
 
 def _add_norm(loaded: LoadedModel) -> str:
-    config, family = loaded.model.config, loaded.family
-    norm = f"pre-norm, x + Sublayer({family.norm_name}(x))" if config.norm_first else "post-LN, as the paper"
-    gated = "a gated SiLU feed-forward (SwiGLU)" if config.gated_ffn else f"a {config.activation} feed-forward"
+    config, block = loaded.model.config, loaded.family.block
+    norm = f"pre-norm, x + Sublayer({block.norm_name}(x))" if block.norm_first else "post-LN, as the paper"
+    if block.parallel:  # one addition of both sub-layers' outputs, each read from the same normed input
+        name = block.norm_name
+        norm = f"parallel {block.pre_name}, x + Attn({name}(x)) + FFN({name}(x)): both read the same normed input"
+    gated = "a gated SiLU feed-forward (SwiGLU)" if block.ffn.gated else f"a {block.ffn.activation} feed-forward"
     said = f"{norm}; {gated} {config.d_model} -> {config.d_ff} -> {config.d_model}"
-    paper = not (config.norm_first or config.gated_ffn) and config.activation == "relu"
+    paper = not (block.norm_first or block.ffn.gated) and block.ffn.activation == "relu"
     return SAME if paper and (config.d_model, config.d_ff) == (512, 2048) else said
 
 
@@ -164,7 +165,7 @@ def _final_linear(loaded: LoadedModel) -> str:
     config, family = loaded.model.config, loaded.family
     if not family.next_token_head:
         return "none: an encoder-only model ends with its last layer's vectors"
-    norm = f", after a final {family.norm_name}" if config.norm_first else ""
+    norm = f", after a final {family.block.norm_name}" if family.block.final_norm else ""
     scale = "" if config.scale_embeddings else ", no sqrt(d_model) scale"
     if not config.tie_output:
         return f"its own output matrix, not the embedding's{norm}{scale}"
@@ -179,7 +180,7 @@ def _layer_predictions(loaded: LoadedModel) -> str:
     config, family = loaded.model.config, loaded.family
     if not family.next_token_head:
         return "none: no output layer to read the layers through"
-    norm = f"its final {family.norm_name} and " if config.norm_first else ""
+    norm = f"its final {family.block.norm_name} and " if family.block.final_norm else ""
     return f"each of its {config.n_decoder_layers} decoder layers read through {norm}the output matrix"
 
 

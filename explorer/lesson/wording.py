@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from attention_explorer.models import tasks, train
+from attention_explorer.models.anatomy import describe
 from attention_explorer.models.config import TransformerConfig
 from attention_explorer.models.families.descriptor import Family
 
@@ -195,7 +196,8 @@ def recipe_departures(task: str, steps: int | None = None) -> list[str]:
         else f"and {steps:,} steps in this run ({recipe.steps:,} for the shipped model) instead of {PAPER_STEPS:,}"
     )
     decoder_only = tasks.get(task).decoder_only
-    clipping = "" if recipe.norm_first else ": small post-LN models diverge here without it"
+    block = describe(recipe.config(tasks.get(task)))  # the block the recipe builds (models.anatomy)
+    clipping = "" if block.norm_first else ": small post-LN models diverge here without it"
     examples = "texts" if decoder_only else "sentence pairs"
     found = [
         f"gradient clipping at norm {recipe.clip_norm:g} (the paper has none{clipping})",
@@ -204,7 +206,7 @@ def recipe_departures(task: str, steps: int | None = None) -> list[str]:
     ]
     if decoder_only:
         found.insert(0, "a decoder-only model (the paper's decoder without the encoder and its cross-attention)")
-    if recipe.norm_first:
+    if block.norm_first:
         found.append("pre-LN sub-layers (LayerNorm before each sub-layer, and one after the last layer, as in GPT-2)")
     if recipe.label_smoothing != PAPER_LABEL_SMOOTHING:
         smoothing = (
@@ -223,9 +225,10 @@ def embedding_sum(config: TransformerConfig, stack: str = "encoder") -> str:
     token = "target token embedding" if stack == "decoder" and config.is_encoder_decoder else "token embedding"
     if config.scale_embeddings:
         token += f" x sqrt(d_model) (= x {math.sqrt(config.d_model):.4g})"
-    if config.positional == "rotary":  # nothing is added: each layer turns queries and keys by position instead
+    positions = describe(config).positions
+    if positions.rotary:  # nothing is added: each layer turns queries and keys by position instead
         return f"{token} (rotary positions: nothing added)"
-    terms = [token, "sinusoid (eq. PE)" if config.positional == "sinusoidal" else "learned position embedding"]
+    terms = [token, "sinusoid (eq. PE)" if positions.kind == "sinusoidal" else "learned position embedding"]
     if config.type_vocab_size:
         terms.insert(1, "token type embedding (type 0)")
     summed = " + ".join(terms)
@@ -236,16 +239,18 @@ def attention_input(config: TransformerConfig, kind: str, layer: int) -> str:
     """The row x an attention sub-layer projects to q (and, for self-attention, k and v), named as the model
     computes it: post-LN layers hand on LayerNorm(h + sublayer(h)); pre-LN layers hand on h + sublayer(LayerNorm(h))."""
     stack = "encoder" if kind == "encoder_self" else "decoder"
-    norm = norm_name(config)
-    pre = "pre-norm" if config.norm == "rms" else "pre-LN"
+    block = describe(config)
+    norm, pre = block.norm_name, block.pre_name
     if kind == "cross":
         where = f"decoder layer {layer + 1} after masked self-attention"
-        if config.norm_first:
+        if block.norm_first:
             return f"{where}: h + SelfAttn({norm}(h)) ({pre}: not yet normalised)"
         return f"{where} and its Add & Norm: LayerNorm(h + SelfAttn(h)) (post-LN)"
     if layer == 0:
         return embedding_sum(config, stack)
-    if config.norm_first:
+    if block.parallel:  # both sub-layers read the layer's input, and both add to it
+        return f"output of {stack} layer {layer}: h + SelfAttn({norm}(h)) + FFN({norm}(h)) ({pre}: not yet normalised)"
+    if block.norm_first:
         return f"output of {stack} layer {layer}: h + FFN({norm}(h)) ({pre}: not yet normalised)"
     return f"output of {stack} layer {layer}, after its last Add & Norm: LayerNorm(h + FFN(h)) (post-LN)"
 
@@ -264,9 +269,10 @@ def activation_latex(name: str) -> str:
 
 def pre_ln_note(config: TransformerConfig) -> str:
     """Pre-LN sub-layers normalise their own input first, so q is projected from LayerNorm(x), not x."""
-    if not config.norm_first:
+    block = describe(config)
+    if not block.norm_first:
         return ""
-    if config.norm == "rms":
+    if block.norm == "rms":
         return (
             "This model is pre-norm: the sub-layer first takes RMSNorm(x) with its own gamma (no mean taken away, no "
             "beta), and q, k and v are projected from that, not from x itself."
@@ -279,7 +285,7 @@ def pre_ln_note(config: TransformerConfig) -> str:
 
 def norm_name(config: TransformerConfig) -> str:
     """The norm the model's sub-layers use, as formulas name it."""
-    return "RMSNorm" if config.norm == "rms" else "LayerNorm"
+    return describe(config).norm_name
 
 
 def run_length(task: str, steps: int, default: int) -> str:
@@ -384,7 +390,7 @@ def attention_formula(kind: str, config: TransformerConfig | None = None) -> str
     model's config, without biases where it has none and with queries and keys turned by position (rotary)."""
     bias = config is None or config.qkv_bias
     q, k = (r"Q W^Q_i + b^Q_i", r"K W^K_i + b^K_i") if bias else (r"Q W^Q_i", r"K W^K_i")
-    if config is not None and config.positional == "rotary":
+    if config is not None and describe(config).positions.rotary:
         q, k = rf"R_{{\text{{pos}}}}({q})", rf"R_{{\text{{pos}}}}({k})"
     else:  # parenthesised, so the transpose applies to the whole term (and K W^K_i^T is no double superscript)
         q, k = f"({q})", f"({k})"

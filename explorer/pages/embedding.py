@@ -11,7 +11,7 @@ page_header()
 family = sidebar_family()
 position = (
     "this model adds no position to it: its layers turn queries and keys by position instead (the next step)"
-    if family.positional == "rotary"
+    if family.block.positions.rotary
     else "the position it adds is the next step's subject"
 )
 intro(

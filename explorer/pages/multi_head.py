@@ -9,7 +9,7 @@ from attention_explorer.explorer.views.frame import intro, page_footer, page_hea
 page_header()
 own = (
     "with its own W^Q and the keys and values of its group's shared W^K, W^V (grouped-query attention)"
-    if sidebar_family().shared_kv
+    if sidebar_family().block.shared_kv
     else "with its own W^Q, W^K, W^V"
 )
 intro(

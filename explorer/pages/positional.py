@@ -25,7 +25,7 @@ def rotary_page(model_name: str) -> None:
     """Rotary positions (Su et al. 2021): nothing added; queries and keys turned by position, with this model's base."""
     loaded = cached.model(model_name)
     config = loaded.model.config
-    base, d_head = config.rope_theta, config.d_head
+    base, d_head = loaded.family.block.positions.base, config.d_head
     st.latex(
         r"\begin{pmatrix} q'_i \\ q'_{i + d/2} \end{pmatrix} = \begin{pmatrix} \cos(pos\,\theta_i) & "
         r"-\sin(pos\,\theta_i) \\ \sin(pos\,\theta_i) & \cos(pos\,\theta_i) \end{pmatrix}"
@@ -94,7 +94,7 @@ def rotary_page(model_name: str) -> None:
 page_header("Positional encoding")
 model_name = st.session_state[state.MODEL]
 config = cached.model(model_name).model.config
-if config.positional == "rotary":
+if cached.model(model_name).family.block.positions.rotary:
     rotary_page(model_name)
     page_footer()
     st.stop()

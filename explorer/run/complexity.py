@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attention_explorer.models.anatomy import describe
 from attention_explorer.models.config import TransformerConfig
 
 KERNEL = 3  # k: the convolution's kernel width (the smallest that sees both neighbours)
@@ -81,9 +82,10 @@ def position_matrices(config: TransformerConfig) -> list[Matrix]:
     """The matrices one self-attention layer and its feed-forward multiply every position by, from the config: W^Q and
     W^O d x d, W^K and W^V d x (key/value heads x d_head) (d x d without grouped-query attention), and the
     feed-forward's two (eq. 2) or, gated (SwiGLU), three."""
-    d, kv = config.d_model, config.key_value_heads * config.d_head
+    block = describe(config)
+    d, kv = config.d_model, block.kv_heads * config.d_head
     found = [Matrix("W^Q", d, d), Matrix("W^K", d, kv), Matrix("W^V", d, kv), Matrix("W^O", d, d)]
-    if config.gated_ffn:
+    if block.ffn.gated:
         found += [Matrix("W_gate", d, config.d_ff), Matrix("W_up", d, config.d_ff)]
         return [*found, Matrix("W_down", config.d_ff, d)]
     return [*found, Matrix("W_1", d, config.d_ff), Matrix("W_2", config.d_ff, d)]
@@ -99,14 +101,15 @@ def left_out(config: TransformerConfig) -> str:
     stack the page reads (the encoder's, or a decoder-only model's), and their multiply-adds against d^2."""
     d = config.d_model
     shown = {m.name: f"{m.name} ({m.rows} x {m.cols})" for m in position_matrices(config)}
-    if config.key_value_heads < config.n_heads:
-        kv = config.key_value_heads * config.d_head
+    block = describe(config)
+    if block.shared_kv:
+        kv = block.kv_heads * config.d_head
         shown["W^K"] = (
-            f"W^K and W^V ({d} x {kv} each: grouped-query attention, {config.n_heads} query heads sharing "
-            f"{config.key_value_heads} key/value heads)"
+            f"W^K and W^V ({d} x {kv} each: grouped-query attention, {block.n_heads} query heads sharing "
+            f"{block.kv_heads} key/value heads)"
         )
         del shown["W^V"]
-    gated = config.gated_ffn
+    gated = block.ffn.gated
     ffn = [v for k, v in shown.items() if not k.startswith("W^")]
     attention = [v for k, v in shown.items() if k.startswith("W^")]
     kind = "three matrices (gated, SwiGLU)" if gated else "two matrices (eq. 2)"

@@ -8,6 +8,7 @@ longer. It reads only the model's shape and the token count, never the model's n
 
 from __future__ import annotations
 
+from attention_explorer.models.anatomy import describe
 from attention_explorer.models.config import TransformerConfig
 
 FLOAT = 4  # bytes of a float32
@@ -33,8 +34,9 @@ def layer_seconds(config: TransformerConfig, queries: int, keys: int | None = No
     """One layer over `queries` tokens attending to `keys` (default: themselves): its projections, attention and
     feed-forward (a cross-attention adds a second attention)."""
     keys = queries if keys is None else keys
-    d, kv = config.d_model, config.key_value_heads * config.d_head
-    per_token = 2 * d * d + 2 * d * kv + (3 if config.gated_ffn else 2) * d * config.d_ff  # W_Q, W_O, W_K, W_V, FFN
+    block = describe(config)
+    d, kv = config.d_model, block.kv_heads * config.d_head
+    per_token = 2 * d * d + 2 * d * kv + (3 if block.ffn.gated else 2) * d * config.d_ff  # W_Q, W_O, W_K, W_V, FFN
     attentions = 2 if cross else 1
     macs = queries * per_token + attentions * 2 * config.n_heads * queries * keys * config.d_head
     weights = attentions * config.n_heads * queries * keys

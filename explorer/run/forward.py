@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from attention_explorer.explorer.run.trace import Trace
+from attention_explorer.models import anatomy
 from attention_explorer.models.blocks import RMSNorm
 from attention_explorer.models.registry import LoadedModel
 
@@ -232,10 +233,17 @@ def attention_norm(loaded: LoadedModel, kind: str, layer: int) -> torch.nn.Modul
     """The norm an attention sub-layer applies to its input before projecting it to q (and, in self-attention, to k
     and v): a pre-norm layer's own (RMSNorm or LayerNorm); None where the layer is post-LN and projects x itself."""
     module = _module(loaded, stack_of(kind)).layers[layer]
-    name = "cross_attn" if kind == "cross" else "self_attn"
-    sub = next(s for s in module.sublayers if s.module == name)  # the layer's own order and norms (models.transformer)
-    norm = getattr(module, sub.norm)
-    return norm if norm.norm_first else None
+    # the sub-layer as models.anatomy describes it: its norm, and whether it reads the normed stream
+    sub = described(loaded, stack_of(kind)).sublayer("cross_attn" if kind == "cross" else "self_attn")
+    return getattr(module, sub.norm) if sub.reads_normed else None
+
+
+def described(loaded: LoadedModel, stack: str) -> anatomy.Layer:
+    """A stack's layer as models.anatomy describes it: its sub-layers in order, what each reads, where the norm is."""
+    found = getattr(loaded.family.block, stack)
+    if found is None:
+        raise ValueError(f"model {loaded.key!r} has no {stack}")
+    return found
 
 
 def tokens(trace: Trace, stack: str) -> tuple[str, ...]:
@@ -269,7 +277,7 @@ def embedding(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> E
     if position_row is not None:  # rotary positions add nothing here
         summed = summed + position_row
     norm = layer_norm(_np(summed), module.norm) if module.norm is not None else None
-    kind = loaded.model.config.positional
+    kind = loaded.family.block.positions.kind
     result = norm.output if norm is not None else _np(summed)
     return Embedding(
         tokens(trace, stack)[position],
@@ -332,12 +340,13 @@ def attention_output(trace: Trace, kind: str, layer: int, position: int, w_o) ->
         return _np(affine(concat, w_o))
 
 
-def _sublayer(name, x, norm_module, run, traced, traced_output=None) -> Sublayer:
-    """Residual and norm around `run` (sub-layer input -> (output, ffn steps or None))."""
-    pre = layer_norm(x, norm_module) if norm_module.norm_first else None
-    output, ffn = run(pre.output if pre is not None else x)
+def _sublayer(name, x, reads, sub: anatomy.Sublayer, norm_module, run, traced, traced_output=None) -> Sublayer:
+    """Residual and norm around `run` (sub-layer input -> (output, ffn steps or None)): the sub-layer reads `reads`
+    (normed where the description says so; a parallel block's: the layer's input), its output is added to x."""
+    pre = layer_norm(reads, norm_module) if sub.reads_normed else None
+    output, ffn = run(pre.output if pre is not None else reads)
     residual = x + output
-    post = None if norm_module.norm_first else layer_norm(residual, norm_module)
+    post = None if sub.reads_normed else layer_norm(residual, norm_module)  # post-LN: the norm after the addition
     result = residual if post is None else post.output
     shown = output if traced_output is None else traced_output
     return Sublayer(name, x, pre, output, shown, ffn, residual, post, result, traced)
@@ -349,8 +358,9 @@ def layer(loaded: LoadedModel, trace: Trace, stack: str, index: int, position: i
     found = states(trace, stack)
     x = (found["embeddings"] if index == 0 else found["after_ffn"][index - 1])[position].copy()
     steps, before = [], x
-    for sub in module.sublayers:  # the layer's own order (models.transformer.run_sublayers)
+    for sub in described(loaded, stack).sublayers:  # the layer's own order (models.anatomy)
         name, norm = SUBLAYER_NAMES[sub.state], getattr(module, sub.norm)
+        reads = x if sub.reads_layer_input else before
         traced = found[sub.state][index, position].copy()
         if sub.module == "ffn":
 
@@ -358,12 +368,12 @@ def layer(loaded: LoadedModel, trace: Trace, stack: str, index: int, position: i
                 steps_ = feed_forward(ffn, h)
                 return steps_.output, steps_
 
-            step = _sublayer(name, before, norm, run, traced)
+            step = _sublayer(name, before, reads, sub, norm, run, traced)
         else:
             kind = _KINDS[sub.state]
             out = attention_output(trace, kind, index, position, getattr(module, sub.module).w_o)
             model_out = trace.attention(kind).output[index, position].copy()
-            step = _sublayer(name, before, norm, lambda _h, out=out: (out, None), traced, model_out)
+            step = _sublayer(name, before, reads, sub, norm, lambda _h, out=out: (out, None), traced, model_out)
         steps.append(step)
         before = traced
     return Layer(index, x, tuple(steps))
@@ -383,12 +393,17 @@ def ffn_outputs(loaded: LoadedModel, trace: Trace, stack: str) -> np.ndarray:
     """(L, T, D): every layer's FFN output (before its residual), run by the model's own modules on traced input."""
     module = _module(loaded, stack)
     found = states(trace, stack)
+    sub = described(loaded, stack).sublayer("ffn")
     before = found[sublayer_states(trace, stack)[-2]]  # the state the FFN's residual starts from
     outputs = []
     for index, layer_module in enumerate(module.layers):
-        norm = getattr(layer_module, layer_module.sublayers[-1].norm)  # the FFN's (the last sub-layer)
-        x = torch.from_numpy(np.array(before[index]))[None]  # (1, T, D)
-        outputs.append(_np(layer_module.ffn(norm.normed_input(x))[0]))
+        norm = getattr(layer_module, sub.norm)
+        # what the FFN reads: the stream after the sub-layer before it, or (a parallel block) the layer's input
+        reads = (
+            (found["embeddings"] if index == 0 else found["after_ffn"][index - 1]) if sub.reads_layer_input else None
+        )
+        x = torch.from_numpy(np.array(before[index] if reads is None else reads))[None]  # (1, T, D)
+        outputs.append(_np(layer_module.ffn(norm(x) if sub.reads_normed else x)[0]))
     return np.stack(outputs)
 
 

@@ -134,7 +134,7 @@ def final_norm(loaded: LoadedModel, state: np.ndarray) -> FinalNorm | None:
     row = torch.from_numpy(np.array(state, np.float32))
     after = module(row)
     return FinalNorm(
-        loaded.family.norm_name, float(row.norm()), float(after.norm()), float(module.weight.double().mean())
+        loaded.family.block.norm_name, float(row.norm()), float(after.norm()), float(module.weight.double().mean())
     )
 
 

@@ -21,7 +21,7 @@ def tables(loaded: LoadedModel) -> dict[str, np.ndarray]:
     """{"sinusoidal": (max_len, d_model)} plus {"learned": ...} when the model was trained with its own positions."""
     config = loaded.model.config
     found = {"sinusoidal": sinusoidal_table(config.max_len, config.d_model).numpy()}
-    if config.positional == "learned":
+    if loaded.family.block.positions.kind == "learned":
         found["learned"] = text_embeddings(loaded).position.table.detach().numpy().copy()
     return found
 

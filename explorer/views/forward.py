@@ -139,8 +139,16 @@ def layer(f: Focus, number: int = 2) -> None:
     bound = partial(forward.rounding_bound, config, len(f.tokens))  # float32 rounding of a row, on any CPU
     heading, equation = st.columns([1, 2], vertical_alignment="center")  # one line: the strips on the first screen
     heading.subheader(f"{number}. {stack.capitalize()} layer {layer_index + 1}")
-    norm = r"\mathrm{RMSNorm}" if config.norm == "rms" else r"\mathrm{LayerNorm}"
-    if config.norm_first:
+    block = loaded.family.block  # the layer as models.anatomy describes it
+    norm = rf"\mathrm{{{block.norm_name}}}"
+    if block.parallel:  # both sub-layers read the same x, each through its own norm; both outputs are added to x
+        equation.latex(
+            rf"x' = x + \mathrm{{Attn}}({norm}_1(x)) + \mathrm{{FFN}}({norm}_2(x))\quad\text{{(parallel, pre-norm)}}"
+        )
+        st.caption(
+            f"A parallel block: both sub-layers read the same normed input, each through its own {block.norm_name}."
+        )
+    elif block.norm_first:
         equation.latex(rf"x' = x + \mathrm{{Sublayer}}({norm}(x))\quad\text{{(pre-norm)}}")
     else:
         equation.latex(rf"x' = {norm}(x + \mathrm{{Sublayer}}(x))\quad\text{{(post-LN, as in the paper)}}")

@@ -33,6 +33,7 @@ from attention_explorer.explorer.views.pickers import (
     pick_layer,
     pick_token,
 )
+from attention_explorer.models.anatomy import describe
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
 RAW_PX = 220  # the raw scores' bars at most this tall, as in presenter mode: the scaled ones under them follow
@@ -130,7 +131,7 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
     loaded = cached.model(st.session_state[state.MODEL])
     config = loaded.model.config
     norm = forward.attention_norm(loaded, s.kind, s.layer)  # pre-norm: q, k, v are projected from Norm(x), not x
-    norm_name = loaded.family.norm_name if norm is not None else ""
+    norm_name = loaded.family.block.norm_name if norm is not None else ""
     multiplied = f"{norm_name}(x)" if norm_name else "x"  # the row W^Q multiplies, as the page names it
     formula = projection_formula(config, head, s.d_model, s.d_head, norm_name, s.kind)
     if matrices:
@@ -207,15 +208,16 @@ def projection_formula(
     `norm_name` (a pre-norm layer's RMSNorm or LayerNorm) the rows it multiplies are normalised first (in
     cross-attention the query's only: keys and values are the encoder's output as it is)."""
     n = head + 1
+    rotary = describe(config).positions.rotary
 
     def term(name: str, x: str) -> str:
         if norm_name and (name == "Q" or kind != "cross"):
             x = rf"\mathrm{{{norm_name}}}({x})"
         plain = rf"{x} W^{name}_{{{n}}}" + (rf" + b^{name}_{{{n}}}" if config.qkv_bias else "")
-        return rf"R_{{\text{{pos}}}}({plain})" if config.positional == "rotary" and name in "QK" else plain
+        return rf"R_{{\text{{pos}}}}({plain})" if rotary and name in "QK" else plain
 
     shapes = rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{d_model} \times {d_head}}}"
-    if norm_name or config.positional == "rotary":  # one a line: on one, a pre-norm rotary model's ran past its column
+    if norm_name or rotary:  # one a line: on one, a pre-norm rotary model's ran past its column
         return (
             rf"\begin{{aligned}} q &= {term('Q', 'x')} \\ k_j &= {term('K', 'x_j')} \\ v_j &= {term('V', 'x_j')}"
             rf"\end{{aligned}}{shapes}"
@@ -321,8 +323,8 @@ def heads(f: Focus, number: int = 4) -> None:
     chart(vector_strip(s.z, [f"z (head {s.head + 1})"], "z = sum_j weight_j v_j"), "qkv_z", view=f.view)
 
     st.subheader(f"{number + 1}. Concatenate the heads and multiply by W^O")
-    config = cached.model(st.session_state[state.MODEL]).model.config
-    bias = " + b^O" if config.out_bias else ""
+    loaded = cached.model(st.session_state[state.MODEL])
+    bias = " + b^O" if loaded.model.config.out_bias else ""
     st.latex(
         rf"\text{{MultiHead}} = \text{{Concat}}(z_1, \dots, z_{{{n_heads}}})\, W^O{bias},"
         rf"\quad W^O \in \mathbb{{R}}^{{{s.d_model} \times {s.d_model}}}"
@@ -331,7 +333,7 @@ def heads(f: Focus, number: int = 4) -> None:
         f"This head fills dimensions {s.head * s.d_head} to {(s.head + 1) * s.d_head - 1} of the concatenation."
     )
     chart(vector_strip(s.concat, ["concat"], "Concat of every head's z"), "qkv_concat", view=f.view)
-    after = "before the residual" if config.norm_first else "before the residual and LayerNorm"
+    after = "before the residual" if loaded.family.block.norm_first else "before the residual and LayerNorm"
     chart(vector_strip(s.output, ["output"], f"After W^O ({after})"), "qkv_output", view=f.view)
 
 

@@ -72,7 +72,7 @@ def lens_view(key: str = "lens") -> None:
     # the row picked under the map: the map shows the rows around it (a window of a long text)
     position = default_row(positions, answer, f"{key}_position")
     found = experiment_runs.get_lens(_sidebar(), position)
-    norm = f"the final {loaded.family.norm_name} and then " if found.final_norm else ""
+    norm = f"the final {loaded.family.block.norm_name} and then " if found.final_norm else ""
     window = (
         ""
         if len(found.rows) == len(positions)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from attention_explorer.models import tasks
+from attention_explorer.models.anatomy import Anatomy, describe
 from attention_explorer.models.config import Shape, TransformerConfig
 from attention_explorer.models.tokenize import Spelling
 
@@ -15,22 +16,14 @@ from attention_explorer.models.tokenize import Spelling
 # they were ever trained (a folder of random weights looks the same)
 Origin = Literal["pretrained", "random", "trained here", "from a folder"]
 
-# the attention kinds each shape has, in the order pages offer them
-KINDS: dict[str, tuple[str, ...]] = {
-    "encoder-only": ("encoder_self",),
-    "decoder-only": ("decoder_self",),
-    "encoder-decoder": ("encoder_self", "decoder_self", "cross"),
-}
-
 
 @dataclass(frozen=True)
 class Family:
     """A model's family and shape, where its weights come from, and how its tokenizer spells tokens."""
 
     name: str  # "BERT family", "GPT-2 family", "the paper's Transformer"
-    shape: Shape
+    block: Anatomy  # what its layers are made of (models.anatomy), read from the config the engine is built from
     origin: Origin
-    norm_first: bool  # pre-LN (GPT-2) or post-LN (the paper, BERT)
     word_start: str = ""  # a token that starts a word begins with this mark (GPT-2's byte-level BPE: "Ġ")
     continuation: str = ""  # a token that continues the word before it begins with this mark (WordPiece: "##")
     specials: tuple[str, ...] = ()  # the tokenizer's own marker tokens
@@ -43,14 +36,28 @@ class Family:
     pad_token: str = ""
     unknown_token: str = ""
     task: str = ""  # a toy model's task name ("translate", "reverse", "induction"); "" for the others
-    norm: str = "layer"  # "layer" (LayerNorm: the paper, BERT, GPT-2) or "rms" (RMSNorm: the Llama family)
-    positional: str = "sinusoidal"  # "sinusoidal" or "learned" (added to the embedding), or "rotary" (q, k turned)
-    gated_ffn: bool = False  # SwiGLU: down(act(gate x) * up x)
-    shared_kv: bool = False  # grouped-query attention: query heads share key/value heads
-    parallel_residual: bool = False  # the parallel block (GPT-NeoX): x + Attn(Norm1(x)) + FFN(Norm2(x))
-    rotary_fraction: float = 1.0  # the share of each head's dimensions rotary positions turn (GPT-NeoX's: 0.25)
     # how a pretrained model's weights were trained, as its source says it ("" where nothing is said: a folder's)
     training: str = ""
+
+    @property
+    def shape(self) -> Shape:
+        return self.block.shape
+
+    # the block's choices, read through `block` (models/ and tests read these; the explorer reads `block` itself)
+    @property
+    def norm_first(self) -> bool:
+        """pre-LN (GPT-2) or post-LN (the paper, BERT)."""
+        return self.block.norm_first
+
+    @property
+    def norm(self) -> str:
+        """ "layer" (LayerNorm: the paper, BERT, GPT-2) or "rms" (RMSNorm: the Llama family)."""
+        return self.block.norm
+
+    @property
+    def positional(self) -> str:
+        """ "sinusoidal" or "learned" (added to the embedding), or "rotary" (q, k turned)."""
+        return self.block.positions.kind
 
     @property
     def causal(self) -> bool:
@@ -74,7 +81,7 @@ class Family:
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        return KINDS[self.shape]
+        return self.block.kinds
 
     @property
     def pretrained(self) -> bool:
@@ -100,11 +107,6 @@ class Family:
         return Spelling(self.word_start, self.specials)
 
     @property
-    def norm_name(self) -> str:
-        """The norm as formulas name it: LayerNorm or RMSNorm."""
-        return "RMSNorm" if self.norm == "rms" else "LayerNorm"
-
-    @property
     def shape_name(self) -> str:
         """ "an encoder-only model (BERT family)", as a sentence names it."""
         article = "an" if self.shape[0] in "aeiou" else "a"
@@ -112,16 +114,8 @@ class Family:
 
 
 def for_config(config: TransformerConfig, name: str, origin: Origin, **marks) -> Family:
-    """The descriptor of a model built from `config` (its shape and norm placement read from the config)."""
-    blocks = dict(
-        norm=config.norm,
-        positional=config.positional,
-        gated_ffn=config.gated_ffn,
-        shared_kv=config.key_value_heads < config.n_heads,
-        parallel_residual=config.parallel_residual,
-        rotary_fraction=config.rotary_fraction,
-    )
-    return Family(name, config.shape, origin, config.norm_first, **(blocks | marks))
+    """The descriptor of a model built from `config` (its shape and block described from the config)."""
+    return Family(name, describe(config), origin, **marks)
 
 
 # the kinds of tokenizer a descriptor names

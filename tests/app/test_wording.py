@@ -120,10 +120,13 @@ def test_train_curve_draws_the_eq3_schedule_beside_the_loss():
 
 
 def test_learned_positions_say_where_the_weights_came_from_not_what_the_cosine_suggests():
-    from attention_explorer.models.families.descriptor import Family
+    from attention_explorer.models.config import TransformerConfig
+    from attention_explorer.models.families.descriptor import for_config
 
-    random = Family("BERT family", "encoder-only", "random", False)
-    trained = Family("GPT-style, trained here", "decoder-only", "trained here", True)
+    encoder = TransformerConfig(vocab_size=8, d_model=8, n_heads=2, n_decoder_layers=0, positional="learned")
+    decoder = TransformerConfig(vocab_size=8, d_model=8, n_heads=2, n_encoder_layers=0, norm_first=True)
+    random = for_config(encoder, "BERT family", "random")
+    trained = for_config(decoder, "GPT-style, trained here", "trained here")
     # a random table whose neighbours happen to be alike is still random; a trained one unlike its neighbours, trained
     assert "here random: this model is untrained" in wording.learned_positions(random, 0.9, 0.8)
     assert "similar" not in wording.learned_positions(random, 0.9, 0.8)

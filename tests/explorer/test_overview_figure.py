@@ -144,3 +144,22 @@ def test_a_click_names_a_lesson_step():
     assert session == {}
     open_clicked(session, "drill", {"customdata": ["query_key_value"]})
     assert session == {"drill": "explorer/pages/query_key_value.py"}
+
+
+def test_a_parallel_block_draws_both_sub_layers_side_by_side_from_one_input_into_one_addition():
+    # GPT-NeoX's shape: x + Attn(LayerNorm1(x)) + FFN(LayerNorm2(x))
+    figure = figure_one(dataclasses.replace(DECODER_ONLY, parallel_residual=True, positional="rotary"), "T")
+    found = boxes(figure)
+    attention = next(b for b in found if b["label"].startswith("Masked attention"))
+    ffn = next(b for b in found if b["label"].startswith("Feed-forward"))
+    (add,) = [b for b in found if b["label"].startswith("Add")]
+    assert add["label"] == "Add both (pre-LN: each reads its own LayerNorm)"
+    assert attention["y"] == ffn["y"] and attention["shape"].x1 < ffn["shape"].x0  # side by side, not overlapping
+    below = next(b for b in found if b["label"].startswith("No position added"))
+    flows = arrows(figure, "flow")
+    for sub_layer in (attention, ffn):  # each reads the same stream, and its output goes into the one addition
+        assert [a for a in flows if is_at(a.ax, a.ay, below["x"], below["shape"].y1) and a.x == sub_layer["x"]]
+        assert [a for a in flows if a.ax == sub_layer["x"] and is_at(a.x, a.y, add["x"], add["shape"].y0)]
+    (residual,) = arrows(figure, "residual")  # one connection around both, into the addition
+    assert is_at(residual.x, residual.y, add["shape"].x0, add["y"])
+    assert figure.layout.title.text.endswith("pre-LN, parallel block")

@@ -16,6 +16,7 @@ from attention_explorer.explorer.lesson import then_and_now, wording
 from attention_explorer.explorer.run import output
 from attention_explorer.models import registry, tasks, train
 from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.families.descriptor import for_config
 from attention_explorer.models.gguf import package_file
 from attention_explorer.models.pretrained import minilm_folder
 
@@ -131,7 +132,8 @@ def test_multi_head_is_read_from_the_config_never_the_model(induction):
         positional="learned",
         norm_first=True,
     )
-    grouped = replace(induction, model=registry.seeded(config))
+    # the family describes the model it comes with (its block read from the same config)
+    grouped = replace(induction, model=registry.seeded(config), family=for_config(config, "grouped", "random"))
     said = then_and_now.now(grouped, "multi_head")
     assert said == "8 x 4 = 32, concatenated, then W^O (no bias); 2 key/value heads make a key/value cache 4x smaller"
     assert then_and_now.now(induction, "multi_head") == "4 x 16 = 64, concatenated, then W^O (plus a bias)"

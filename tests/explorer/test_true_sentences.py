@@ -94,7 +94,7 @@ def test_step_4_multiplies_the_normalised_row_on_a_pre_norm_model(smollm2, trans
     layer, head, query = 5, 4, 9
     s = walkthrough.steps(run, "decoder_self", layer, head, query)
     norm = forward.attention_norm(smollm2, "decoder_self", layer)
-    assert norm is not None and smollm2.family.norm_name == "RMSNorm"
+    assert norm is not None and smollm2.family.block.norm_name == "RMSNorm"
     normed = forward.layer_norm(s.x_query, norm).output
     w_q = smollm2.model.decoder.layers[layer].self_attn.w_q.weight[head * 64 : (head + 1) * 64].detach().numpy()
     # the page's RMSNorm(x) W^Q is the model's own q before rotation: the norm's D squares and the product's D terms,
@@ -105,7 +105,7 @@ def test_step_4_multiplies_the_normalised_row_on_a_pre_norm_model(smollm2, trans
     )
     # x itself (the layer's input, not normalised) gives another vector: "q = R_pos(x W^Q)" was false
     assert not np.allclose(s.x_query @ w_q.T, s.q_unrotated, rtol=0.1, atol=0.1)
-    formula = projection_formula(smollm2.model.config, head, 576, 64, smollm2.family.norm_name, "decoder_self")
+    formula = projection_formula(smollm2.model.config, head, 576, 64, smollm2.family.block.norm_name, "decoder_self")
     assert r"q &= R_{\text{pos}}(\mathrm{RMSNorm}(x) W^Q_{5})" in formula
     assert r"k_j &= R_{\text{pos}}(\mathrm{RMSNorm}(x_j) W^K_{5})" in formula
     # post-LN (the paper's, BERT's, the toy translator's): the projections read x itself

@@ -47,7 +47,7 @@ def test_tiny_random_gptneox_matches_transformers(tmp_path, settings):
         "layer",
         "rotary",
     )
-    assert (family.parallel_residual, family.rotary_fraction) == (settings["parallel"], settings["rotary_pct"])
+    assert (family.block.parallel, family.block.positions.fraction) == (settings["parallel"], settings["rotary_pct"])
     config = model.config
     d_head = settings.get("hidden_size", 64) // settings.get("heads", 4)
     assert config.rotary_dims == int(d_head * settings["rotary_pct"])
@@ -191,7 +191,7 @@ def test_a_users_folder_loads_through_the_public_path(tmp_path):
         False,
         False,
     )
-    assert (family.parallel_residual, family.rotary_fraction) == (True, 0.25)
+    assert (family.block.parallel, family.block.positions.fraction) == (True, 0.25)
     assert family.word_start == "Ġ" and "<|endoftext|>" in family.specials
     assert loaded.is_decoder_only and loaded.max_tokens == 64
     encoding = loaded.tokenizer.encode(CORPUS[0], loaded.max_tokens)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from attention_explorer.models.families import descriptor
+from attention_explorer.models.config import TransformerConfig
+from attention_explorer.models.families import descriptor as family
 from attention_explorer.models.tokenize import NEWLINE_MARK, SPACE_MARK, Spelling
 
 BYTE_LEVEL = Spelling("Ġ", ("<|endoftext|>", "<filename>"))
@@ -61,9 +62,11 @@ def test_wordpiece_tokens_keep_their_convention():
 
 
 def test_a_family_gives_its_spelling():
-    described = descriptor.Family("GPT-2 family", "decoder-only", "pretrained", True, **descriptor.BYTE_BPE_MARKS)
+    gpt2 = TransformerConfig(vocab_size=8, d_model=8, n_heads=2, n_encoder_layers=0, norm_first=True)
+    described = family.for_config(gpt2, "GPT-2 family", "pretrained", **family.BYTE_BPE_MARKS)
     assert described.spelling == Spelling("Ġ", ("<|endoftext|>",))
-    bert = descriptor.Family("BERT family", "encoder-only", "pretrained", False, **descriptor.WORDPIECE_MARKS)
+    bert_config = TransformerConfig(vocab_size=8, d_model=8, n_heads=2, n_decoder_layers=0)
+    bert = family.for_config(bert_config, "BERT family", "pretrained", **family.WORDPIECE_MARKS)
     assert bert.spelling.readable("##ing") == "##ing"
 
 
