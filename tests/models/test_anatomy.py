@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from attention_explorer.models import anatomy, family
+from attention_explorer.models import anatomy
+from attention_explorer.models.families import descriptor as family
 from attention_explorer.models.attention import MultiHeadAttention
 from attention_explorer.models.blocks import FeedForward, Residual, RMSNorm
 from attention_explorer.models.config import PAPER_BASE, TOY, TransformerConfig
@@ -56,6 +57,21 @@ CONFIGS = {
         out_bias=False,
         ffn_bias=False,
         scale_embeddings=False,
+        pad_id=None,
+        output_bias=False,
+    ),
+    # GPT-NeoX (Pythia): the parallel block, rotary on a quarter of each head, LayerNorm with biases, untied output
+    "GPT-NeoX-like": TransformerConfig(
+        **SMALL,
+        n_encoder_layers=0,
+        n_decoder_layers=2,
+        positional="rotary",
+        rotary_fraction=0.25,
+        activation="gelu",
+        norm_first=True,
+        parallel_residual=True,
+        scale_embeddings=False,
+        tie_output=False,
         pad_id=None,
         output_bias=False,
     ),

@@ -100,7 +100,7 @@ def test_the_parallel_blocks_states_are_running_sums_of_what_each_sub_layer_read
         out = model(ids)
         x = out.decoder.embeddings
         for layer, internals in zip(model.decoder.layers, out.decoder.layers, strict=True):
-            assert [s.reads_layer_input for s in layer.sublayers] == [True, True] and layer.parallel
+            assert [s.reads_layer_input for s in layer.sublayers] == [True, True]  # both read x
             written = layer.ffn(layer.norm3(x))  # (B, T, D)
             assert torch.equal(internals.after_self_attn, x + internals.self_attn.output)
             assert torch.equal(internals.after_ffn, internals.after_self_attn + written)
@@ -114,7 +114,7 @@ def test_a_sequential_gptneox_layer_reads_the_state_after_attention(tmp_path):
     with torch.inference_mode():
         out = model(_ids(CORPUS[1], tokenizer, 64))
         layer, internals = model.decoder.layers[0], out.decoder.layers[0]
-        assert not layer.parallel and not any(s.reads_layer_input for s in layer.sublayers)
+        assert [s.reads_layer_input for s in layer.sublayers] == [True, False]  # the FFN reads after_self_attn
         written = layer.ffn(layer.norm3(internals.after_self_attn))
         assert torch.equal(internals.after_ffn, internals.after_self_attn + written)
 
@@ -184,7 +184,13 @@ def test_a_users_folder_loads_through_the_public_path(tmp_path):
         True,
         False,
     )
-    assert (family.norm_first, family.norm_name, family.positional, family.gated_ffn, family.shared_kv) == (
+    assert (
+        family.norm_first,
+        family.block.norm_name,
+        family.positional,
+        family.block.gated_ffn,
+        family.block.shared_kv,
+    ) == (
         True,
         "LayerNorm",
         "rotary",

@@ -1,0 +1,130 @@
+"""The corpus view's runs (explorer/run/corpus.py): a corpus's head statistics and one head's queries and keys, each
+computed once for every session in the run store, admitted batch by batch with a progress bar and an estimate of
+what is left. A corpus is named by its digest: the shared address carries the digest, never the texts, and the
+server keeps the last CORPORA_KEPT corpora by it, so an address opens its corpus while the server still has it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import streamlit as st
+
+from attention_explorer.explorer.app import shelf, store, waiting
+from attention_explorer.explorer.run import admission, corpus_input, corpus_points, cost, memo
+from attention_explorer.explorer.run import corpus as corpus_stats
+from attention_explorer.explorer.run.corpus_input import Corpus
+
+SAMPLES = Path(__file__).resolve().parents[1] / "run" / "samples" / "sentences.txt"
+SAMPLES_NAME = "the app's sample sentences"
+CORPORA_KEPT = 32  # corpora the server keeps by digest (each at most corpus_input.MAX_BYTES of text)
+DIGEST_CHARS = 16
+
+
+def samples() -> Corpus:
+    """The app's own sample sentences (explorer/run/samples/sentences.txt), one a line."""
+    return corpus_input.from_lines(SAMPLES.read_text(encoding="utf-8"), SAMPLES_NAME)
+
+
+def digest(corpus: Corpus) -> str:
+    """A corpus's name in an address: the start of the SHA-256 of its texts (never the texts themselves)."""
+    return hashlib.sha256(json.dumps(list(corpus.texts)).encode()).hexdigest()[:DIGEST_CHARS]
+
+
+@st.cache_resource(show_spinner=False)
+def corpora() -> memo.Recent:
+    """The corpora this server was given, by digest: the last CORPORA_KEPT, shared by every session."""
+    return memo.Recent(CORPORA_KEPT)
+
+
+def keep(corpus: Corpus) -> str:
+    """Keep a corpus under its digest for every session (a shared address opens it); returns the digest."""
+    name = digest(corpus)
+    corpora().put(name, corpus)
+    return name
+
+
+def prepared(model: str, corpus: Corpus, max_tokens: int) -> corpus_input.Prepared:
+    """The corpus tokenized for the model, each text cut at max_tokens (CorpusError: one line that says why)."""
+    return corpus_input.prepare(shelf.model(model), corpus, max_tokens)
+
+
+def estimate(model: str, ready: corpus_input.Prepared) -> admission.Cost:
+    """About how long the statistics take, and the most memory one batch adds."""
+    return corpus_stats.corpus_cost(shelf.model(model), ready)
+
+
+def _batches(message: str, total: admission.Cost):
+    """(progress, admit) for a run over a corpus's batches: a bar that counts the texts done and says about how long
+    is left, from the run's own pace so far; each batch admitted by its memory in the lane of the whole run."""
+    bar = st.progress(0.0, text=message)
+    started = time.monotonic()
+
+    def progress(done: int, texts: int) -> None:
+        waiting.check_visitor()
+        left = (time.monotonic() - started) / max(done, 1) * (texts - done)
+        bar.progress(done / max(texts, 1), text=f"{message} {done:,} of {texts:,} texts, about {cost.about(left)} left")
+
+    def admit(seconds: float, nbytes: int):
+        return waiting.admitted(admission.Cost(total.seconds, nbytes), what="This corpus's next batch")
+
+    return bar, progress, admit
+
+
+def _stats_key(model: str, corpus: Corpus, max_tokens: int) -> tuple:
+    return store.key("corpus_stats", model, digest(corpus), max_tokens)
+
+
+def _points_key(model: str, corpus: Corpus, max_tokens: int, layer: int, head: int) -> tuple:
+    return store.key("corpus_points", model, digest(corpus), max_tokens, layer, head)
+
+
+def kept_stats(model: str, corpus: Corpus, max_tokens: int) -> corpus_stats.CorpusStats | None:
+    """The statistics if some session ran them already (nothing is computed)."""
+    return store.shared().peek(_stats_key(model, corpus, max_tokens))
+
+
+def kept_points(model: str, corpus: Corpus, max_tokens: int, layer: int, head: int):
+    """One head's queries and keys if some session drew them already (nothing is computed)."""
+    return store.shared().peek(_points_key(model, corpus, max_tokens, layer, head))
+
+
+def table_csv(stats: corpus_stats.CorpusStats) -> str:
+    """The statistics as the command line writes them (python -m explorer corpus --out stats.csv)."""
+    return corpus_stats.to_csv(stats)
+
+
+def stats(model: str, corpus: Corpus, max_tokens: int) -> corpus_stats.CorpusStats:
+    """Every head's statistics over the corpus (kept for every session under the corpus's digest)."""
+    name = _stats_key(model, corpus, max_tokens)
+    kept = store.shared().peek(name)
+    if kept is not None:
+        return kept
+    loaded, ready = shelf.model(model), prepared(model, corpus, max_tokens)
+    bar, progress, admit = _batches(f"Running {len(ready.encodings):,} texts through the model:", estimate(model, ready))
+    try:
+        return store.shared().get(name, lambda: corpus_stats.run(loaded, ready, progress=progress, admit=admit))
+    finally:
+        bar.empty()
+
+
+def points(model: str, corpus: Corpus, max_tokens: int, layer: int, head: int) -> corpus_points.QueryKeyPoints:
+    """One head's queries and keys over the corpus, in two dimensions (kept like the statistics)."""
+    name = _points_key(model, corpus, max_tokens, layer, head)
+    kept = store.shared().peek(name)
+    if kept is not None:
+        return kept
+    loaded, ready = shelf.model(model), prepared(model, corpus, max_tokens)
+    whole = estimate(model, ready)
+    layers = len(corpus_stats.reading_stack(loaded).layers)
+    needs = admission.Cost(whole.seconds * (layer + 1) / layers, whole.bytes)  # the layers up to the chosen one
+    bar, progress, admit = _batches(f"Reading layer {layer + 1}'s queries and keys:", needs)
+    try:
+        return store.shared().get(
+            name,
+            lambda: corpus_points.query_key_points(loaded, ready, layer, head, progress=progress, admit=admit),
+        )
+    finally:
+        bar.empty()
