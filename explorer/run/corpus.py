@@ -4,7 +4,9 @@ no plotly).
 The computation is a map and a reduce, so a corpus too large for one machine can be handed to Dask, Ray or Spark
 unchanged: `batches(prepared)` cuts the tokenized corpus into `Batch`es of plain tuples; `batch_sums(loaded, batch)`
 (the map) runs one batch, right-padded with the padding masked, layer by layer, reducing each layer's (B, H, T, T)
-weights into sums before the next layer runs; `HeadSums` (the reduce) adds with `+`, in any grouping. E.g.
+weights into sums before the next layer runs; `HeadSums` (the reduce) adds with `+`, in any grouping. Batches and
+sums are plain values that pickle (tests/explorer/test_corpus.py). With Dask, say (not a dependency; on workers
+elsewhere, map a function that loads the model by its key there rather than sending it):
 
     import dask.bag as db, functools, operator
     parts = db.from_sequence(batches(prepared)).map(functools.partial(batch_sums, loaded))
@@ -59,6 +61,7 @@ COLUMNS = (
 BATCH_SIZE = 32  # texts a batch
 # one layer's (B, H, T, T) float32 weights of a batch at most this: long texts run fewer a batch
 BATCH_BYTES = 64 * 2**20
+ROWS = 256  # query rows of a layer's weights reduced at a time in float64
 
 
 @dataclass(frozen=True)
@@ -176,27 +179,38 @@ def layer_sums(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One layer's weights (B, H, T, T) -> (each text's sums (B, S, H) float64, its counts (B, S)): every statistic
     summed over the text's real query rows it pools (padding rows and, for previous_token, row 0 left out)."""
-    w = weights.double()  # float64 sums: the pooled means carry no rounding of their own worth a test's notice
-    n = w.size(-1)
-    t = torch.arange(n)
-    offsets = (t[:, None] - t[None, :]).double()  # (Tq, Tk) t - k
-    distance = offsets if causal else offsets.abs()
-    previous = torch.nn.functional.pad(w.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0))  # (B, H, T): A[t, t-1]
-    per_row = torch.stack(
-        [
-            previous,
-            w[..., 0],  # (B, H, T)
-            w.diagonal(dim1=-2, dim2=-1),
-            -torch.special.xlogy(w, w).sum(-1),  # 0 ln 0 = 0: a masked key adds nothing
-            (w * distance).sum(-1),
-            (w * targets[:, None]).sum(-1),
-        ],
-        dim=1,
+    n = weights.size(-1)
+    per_row = torch.cat(
+        [_row_terms(weights, start, min(n, start + ROWS), targets, causal) for start in range(0, n, ROWS)], dim=-1
     )  # (B, S, H, T)
+    t = torch.arange(n)
     real = t[None, :] < lengths[:, None]  # (B, T)
     rows = torch.stack([real & (t >= 1), real, real, real, real, real & targets.any(-1)], dim=1)  # (B, S, T)
     sums = torch.where(rows[:, :, None, :], per_row, 0.0).sum(-1)  # (B, S, H)
     return sums, rows.sum(-1)
+
+
+def _row_terms(weights: torch.Tensor, start: int, stop: int, targets: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Query rows start..stop-1's term of every statistic (B, S, H, stop - start) float64 (row 0's previous_token is
+    0): a long text's float64 copy is of ROWS rows at a time, never of its whole (B, H, T, T)."""
+    w = weights[:, :, start:stop].double()  # float64 sums: the pooled means carry no rounding of their own to speak of
+    t, k = torch.arange(start, stop), torch.arange(weights.size(-1))
+    offsets = (t[:, None] - k[None, :]).double()  # (rows, Tk) t - k
+    distance = offsets if causal else offsets.abs()
+    previous = w.diagonal(offset=start - 1, dim1=-2, dim2=-1)  # (B, H, rows): A[t, t-1]; from row 1 when start is 0
+    if start == 0:
+        previous = torch.nn.functional.pad(previous, (1, 0))
+    return torch.stack(
+        [
+            previous,
+            w[..., 0],  # (B, H, rows)
+            w.diagonal(offset=start, dim1=-2, dim2=-1),
+            -torch.special.xlogy(w, w).sum(-1),  # 0 ln 0 = 0: a masked key adds nothing
+            (w * distance).sum(-1),
+            (w * targets[:, None, start:stop]).sum(-1),
+        ],
+        dim=1,
+    )
 
 
 def batch_sums(loaded: LoadedModel, batch: Batch) -> HeadSums:
@@ -219,7 +233,7 @@ def batch_sums(loaded: LoadedModel, batch: Batch) -> HeadSums:
     return HeadSums(sums.sum(0).numpy(), counts.sum(0).numpy(), np.array(batch.index, dtype=np.int64), per_text)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CorpusStats:
     """Every head's statistics over a corpus, layers and heads counted from 0 (STATISTICS, module docstring)."""
 
@@ -328,13 +342,14 @@ def finish(loaded: LoadedModel, prepared: Prepared, total: HeadSums) -> CorpusSt
 
 def batch_cost(loaded: LoadedModel, rows: int, tokens: int) -> Cost:
     """About how long a batch of `rows` texts padded to `tokens` takes (explorer.run.cost's time model, the reading
-    stack's layers only) and the memory it adds at its peak: one layer's (B, H, T, T) scores and weights, their
-    float64 copy and its products in layer_sums, and the layer's activations."""
+    stack's layers only) and the memory it adds at its peak: one layer's (B, H, T, T) scores and weights, the float64
+    copy of ROWS of their rows and its products in layer_sums, and the layer's activations."""
     config = loaded.model.config
     layers = len(reading_stack(loaded).layers)
     seconds = rows * layers * cost.layer_seconds(config, tokens)
     weights = rows * config.n_heads * tokens * tokens
-    attention = cost.FLOAT * cost.ATTENTION_COPIES * weights + 8 * 3 * weights  # float32 x2, float64 x3
+    block = rows * config.n_heads * min(tokens, ROWS) * tokens  # layer_sums' float64 copy and products: ROWS rows
+    attention = cost.FLOAT * cost.ATTENTION_COPIES * weights + 8 * 3 * block
     states = cost.FLOAT * cost.STATE_COPIES * rows * tokens * max(config.d_model, config.d_ff)
     return Cost(seconds, int(cost.FIXED_BYTES + attention + states))
 

@@ -5,6 +5,9 @@ weights are let go before the next layer runs; and one head's queries and keys p
 
 from __future__ import annotations
 
+import functools
+import operator
+import pickle
 import weakref
 
 import numpy as np
@@ -191,6 +194,30 @@ def test_sums_add_in_any_grouping_and_order(gpt2):
     np.testing.assert_array_equal(whole.per_text, one.per_text)
     with pytest.raises(ValueError, match="exactly once"):
         corpus.finish(gpt2, ready, parts[0] + parts[1])
+
+
+def test_a_worker_elsewhere_gets_plain_values_and_sends_back_plain_values(gpt2):
+    """What Dask, Ray or Spark would move between machines: batches in, sums out, each pickled on the way."""
+    ready = prepared(gpt2)
+    sent = [pickle.loads(pickle.dumps(b)) for b in corpus.batches(ready, batch_size=2)]
+    back = [pickle.loads(pickle.dumps(corpus.batch_sums(gpt2, b))) for b in sent]
+    found = corpus.finish(gpt2, ready, functools.reduce(operator.add, back))
+    np.testing.assert_array_equal(found.per_text, corpus.run(gpt2, ready, batch_size=2).per_text)
+
+
+def test_long_texts_are_reduced_a_block_of_rows_at_a_time(gpt2, monkeypatch):
+    """ROWS query rows at a time (3 here: blocks that start inside a text, and a last one short) give each text's
+    terms as the whole layer at once does: the same float64 operations on each row, summed in at most another order."""
+    whole = corpus.run(gpt2, prepared(gpt2), batch_size=5)
+    monkeypatch.setattr(corpus, "ROWS", 3)
+    blocks = corpus.run(gpt2, prepared(gpt2), batch_size=5)
+    longest = max(len(t) for t in whole.tokens)
+    assert longest % 3 and longest > 6
+    np.testing.assert_array_equal(np.isnan(blocks.per_text), np.isnan(whole.per_text))
+    known = ~np.isnan(whole.per_text)
+    bound = longest**2 * EPS64 * np.abs(whole.per_text[known]) + tolerance.EPS32 * np.abs(whole.per_text[known])
+    tolerance.assert_within(blocks.per_text[known], whole.per_text[known], bound, "per text, by blocks of rows")
+    tolerance.assert_within(blocks.means, whole.means, longest**2 * EPS64 * np.abs(whole.means), "pooled")
 
 
 def test_each_layer_s_weights_are_let_go_before_the_next_layer_runs(llama):
