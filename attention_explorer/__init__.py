@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 
 # the notebook API, imported on first use: `import attention_explorer` stays quick (no torch until a run)
 # (not "models": that name is the engine, attention_explorer.models, once anything has imported it)
-_API = ("run", "show", "save", "list_models", "Run")
+_API = ("run", "show", "save", "list_models", "Run", "corpus", "corpus_points")
 
 
 def __getattr__(name: str):

@@ -8,6 +8,8 @@ layers and heads counted from 0 as numpy and TransformerLens count them. A thin 
     run.readable_tokens             # the same as the pages show them: 'Ġcat' is '␣cat', 'Ċ' is '↵'
     run.attention(0, 3)             # (T, T) float32: layer 0, head 3, rows are queries, columns keys
     run.figure("heatmap", layer=0, head=3)   # titled "Layer 1, head 4", as the app counts
+    stats = ae.corpus("minilm", ["The cat sat.", "A dog ran."])   # every head's statistics over many texts
+    stats.statistic("previous_token")   # (L, H) pooled over every query position of every text
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +27,8 @@ import numpy as np
 if TYPE_CHECKING:  # torch and plotly are imported on first use: `import attention_explorer` stays quick
     import plotly.graph_objects as go
 
+    from attention_explorer.explorer.run.corpus import CorpusStats
+    from attention_explorer.explorer.run.corpus_points import QueryKeyPoints
     from attention_explorer.explorer.run.trace import Trace
     from attention_explorer.explorer.run.walkthrough import HeadWalkthrough
     from attention_explorer.models.registry import LoadedModel
@@ -34,7 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub, as the ap
 # it takes effect where torch is first imported after this
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-__all__ = ["Run", "list_models", "run", "save", "show"]
+__all__ = ["Run", "corpus", "corpus_points", "list_models", "run", "save", "show"]
 
 VIEWS = ("heatmap", "head_view", "model_view", "positional", "qkv", "logit_lens", "patching")
 SHOW_VIEWS = ("model_view", "head_view", "heatmap")
@@ -348,6 +353,59 @@ def save(figure: go.Figure, path: str | os.PathLike) -> Path:
     else:
         raise ValueError(f"save {str(path)!r}: name a .png, .svg, .pdf or .html file")
     return path
+
+
+def _corpus_of(loaded: LoadedModel, texts: Sequence[str] | os.PathLike | str, max_tokens: int):
+    """The texts prepared for the model: a list of texts, a .txt / .csv file's path (a Path), or "sample"."""
+    from attention_explorer.explorer.experiments import sample
+    from attention_explorer.explorer.run import corpus_input
+
+    if isinstance(texts, os.PathLike):
+        found = corpus_input.from_file(texts)
+    elif isinstance(texts, str) and texts == "sample":
+        found = corpus_input.from_texts(sample.texts(loaded), sample.name(loaded))
+    elif isinstance(texts, str):
+        raise ValueError('give a list of texts, a pathlib.Path of a .txt or .csv file, or "sample"; not one string')
+    else:
+        found = corpus_input.from_texts(list(texts))
+    prepared = corpus_input.prepare(loaded, found, min(max_tokens, loaded.max_tokens))
+    for note in prepared.notes():
+        warnings.warn(note, stacklevel=3)
+    return prepared
+
+
+def corpus(
+    model: str | os.PathLike,
+    texts: Sequence[str] | os.PathLike | str,
+    max_tokens: int = 512,
+    batch_size: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+) -> CorpusStats:
+    """Every head's statistics over many texts (explorer.run.corpus): `texts` a list of texts, the Path of a .txt
+    (one text a line) or .csv (a 'text' column) file, or "sample" (the app's sample texts for this model); each cut
+    at `max_tokens` (a warning counts the cut ones). Returns a CorpusStats: `.rows()` one dict a (layer, head) with
+    the columns of `python -m explorer corpus`; `.statistic(name)` (L, H) pooled over every query position;
+    `.text_values(name)` (N, L, H) each text's own; `.tokens` (N,) each text's tokens. ValueError for bad input."""
+    from attention_explorer.explorer.run import corpus as run_corpus
+
+    loaded = _loaded(_resolve(model))
+    return run_corpus.run(loaded, _corpus_of(loaded, texts, max_tokens), batch_size, progress)
+
+
+def corpus_points(
+    model: str | os.PathLike,
+    texts: Sequence[str] | os.PathLike | str,
+    layer: int,
+    head: int,
+    max_tokens: int = 512,
+    batch_size: int = 32,
+) -> QueryKeyPoints:
+    """One head's queries and keys at every position of the texts (as corpus() takes them), in 2D by one PCA fitted
+    on both together: `.queries` and `.keys` (N, 2), `.text` and `.position` (N,), `.tokens` (N,)."""
+    from attention_explorer.explorer.run import corpus_points as points
+
+    loaded = _loaded(_resolve(model))
+    return points.query_key_points(loaded, _corpus_of(loaded, texts, max_tokens), layer, head, batch_size)
 
 
 def list_models() -> list[tuple[str, str, str]]:

