@@ -27,8 +27,8 @@ import numpy as np
 if TYPE_CHECKING:  # torch and plotly are imported on first use: `import attention_explorer` stays quick
     import plotly.graph_objects as go
 
-    from attention_explorer.explorer.run.corpus import CorpusStats
     from attention_explorer.explorer.run.corpus_points import QueryKeyPoints
+    from attention_explorer.explorer.run.corpus_stats import CorpusStats
     from attention_explorer.explorer.run.trace import Trace
     from attention_explorer.explorer.run.walkthrough import HeadWalkthrough
     from attention_explorer.models.registry import LoadedModel

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import json
 import os
 import shlex
@@ -165,7 +164,7 @@ def corpus(args: argparse.Namespace) -> None:
     """Per-head statistics over a corpus (explorer.run.corpus): one row a layer and head, counted from 0."""
     from attention_explorer.explorer.experiments import sample
     from attention_explorer.explorer.run import corpus as run_corpus
-    from attention_explorer.explorer.run import corpus_input
+    from attention_explorer.explorer.run import corpus_input, corpus_stats
     from attention_explorer.models import registry
 
     if args.model not in registry.MODELS and not Path(args.model).expanduser().exists():
@@ -184,9 +183,7 @@ def corpus(args: argparse.Namespace) -> None:
             json.dump(stats.document(), stream, ensure_ascii=False)
             stream.write("\n")
         else:
-            writer = csv.writer(stream, lineterminator="\n")
-            writer.writerow(run_corpus.COLUMNS)
-            writer.writerows([("" if v is None else v) for v in row.values()] for row in stats.rows())
+            stream.write(corpus_stats.to_csv(stats))
 
 
 def _out_path(out: str | None, file_format: str) -> Path | None:

@@ -25,6 +25,10 @@ Shared by every session of the server (st.cache_resource, st.cache_data):
   store.key("positions", model).
 - explorer/app/cached.py:_head_patterns -- what a model's heads can be expected to show, a sentence (st.cache_data,
   max_entries=8); key store.key("head_patterns", model).
+- explorer/app/corpus_runs.py:corpora -- the corpora visitors ran, by digest, so a shared address (?corpus=digest)
+  opens one (memo.Recent, CORPORA_KEPT = 32 corpora, each at most corpus_input.MAX_BYTES of text); key the digest.
+  A corpus's statistics and a head's queries and keys are the run store's values (store.key("corpus_stats", model,
+  digest, max tokens), store.key("corpus_points", ..., layer, head)).
 - explorer/app/waiting.py:gate -- the admission gate (explorer/run/admission.py), one per process; holds no values.
 - explorer/app/shelf.py:prepare_reference -- the one thread importing transformers' code, started once per process.
 

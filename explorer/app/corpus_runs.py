@@ -8,24 +8,24 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from pathlib import Path
 
 import streamlit as st
 
 from attention_explorer.explorer.app import shelf, store, waiting
-from attention_explorer.explorer.run import admission, corpus_input, corpus_points, cost, memo
-from attention_explorer.explorer.run import corpus as corpus_stats
+from attention_explorer.explorer.experiments import sample
+from attention_explorer.explorer.run import admission, corpus_input, corpus_points, corpus_stats, cost, memo
+from attention_explorer.explorer.run import corpus as run_corpus
 from attention_explorer.explorer.run.corpus_input import Corpus
 
-SAMPLES = Path(__file__).resolve().parents[1] / "run" / "samples" / "sentences.txt"
-SAMPLES_NAME = "the app's sample sentences"
 CORPORA_KEPT = 32  # corpora the server keeps by digest (each at most corpus_input.MAX_BYTES of text)
 DIGEST_CHARS = 16
 
 
-def samples() -> Corpus:
-    """The app's own sample sentences (explorer/run/samples/sentences.txt), one a line."""
-    return corpus_input.from_lines(SAMPLES.read_text(encoding="utf-8"), SAMPLES_NAME)
+def samples(model: str) -> Corpus:
+    """The app's own sample texts for this model (explorer/experiments/sample.py: everyday English, or a toy task's
+    inputs), as the command line's --sample reads them."""
+    loaded = shelf.model(model)
+    return corpus_input.from_texts(sample.texts(loaded), sample.name(loaded))
 
 
 def digest(corpus: Corpus) -> str:
@@ -53,7 +53,7 @@ def prepared(model: str, corpus: Corpus, max_tokens: int) -> corpus_input.Prepar
 
 def estimate(model: str, ready: corpus_input.Prepared) -> admission.Cost:
     """About how long the statistics take, and the most memory one batch adds."""
-    return corpus_stats.corpus_cost(shelf.model(model), ready)
+    return run_corpus.corpus_cost(shelf.model(model), ready)
 
 
 def _batches(message: str, total: admission.Cost):
@@ -103,9 +103,11 @@ def stats(model: str, corpus: Corpus, max_tokens: int) -> corpus_stats.CorpusSta
     if kept is not None:
         return kept
     loaded, ready = shelf.model(model), prepared(model, corpus, max_tokens)
-    bar, progress, admit = _batches(f"Running {len(ready.encodings):,} texts through the model:", estimate(model, ready))
+    bar, progress, admit = _batches(
+        f"Running {len(ready.encodings):,} texts through the model:", estimate(model, ready)
+    )
     try:
-        return store.shared().get(name, lambda: corpus_stats.run(loaded, ready, progress=progress, admit=admit))
+        return store.shared().get(name, lambda: run_corpus.run(loaded, ready, progress=progress, admit=admit))
     finally:
         bar.empty()
 
@@ -118,7 +120,7 @@ def points(model: str, corpus: Corpus, max_tokens: int, layer: int, head: int) -
         return kept
     loaded, ready = shelf.model(model), prepared(model, corpus, max_tokens)
     whole = estimate(model, ready)
-    layers = len(corpus_stats.reading_stack(loaded).layers)
+    layers = len(run_corpus.reading_stack(loaded).layers)
     needs = admission.Cost(whole.seconds * (layer + 1) / layers, whole.bytes)  # the layers up to the chosen one
     bar, progress, admit = _batches(f"Reading layer {layer + 1}'s queries and keys:", needs)
     try:

@@ -55,6 +55,10 @@ FORWARD_STACK = "forward_stack"  # the Forward pass page's stack (encoder or dec
 COMPARE_PAIR, COMPARE_B = "compare_pair", "compare_b"  # Compare sentences: the minimal pair picked, sentence B
 QKV_KEYS_CENTER = "qkv_keys_center"  # the Q/K/V page's window over a long text's keys: its centre
 HEAD_HEADS = "head_heads"  # the Head view page's heads shown
+CORPUS_SOURCE, CORPUS_PASTE, CORPUS_FILE = "corpus_source", "corpus_paste", "corpus_file"  # the Corpus page's input
+CORPUS_RAN = "corpus_ran"  # the Corpus page: digest -> the corpus whose statistics this visitor ran (or opened)
+CORPUS_STATISTIC, CORPUS_LAYER, CORPUS_HEAD = "corpus_statistic", "corpus_layer", "corpus_head"
+CORPUS_COLOUR = "corpus_colour"  # the queries and keys' colouring: by position or by role
 
 DEFAULT_MODEL = "minilm"
 DEFAULT_MAX_TOKENS = 128
@@ -179,6 +183,8 @@ INTRO_BOX = "intro_box"
 URL_POSITION = "position"  # the Decoding page's output position, numbered from 1 as shown
 OLD_NAMES = {"step": URL_POSITION}  # addresses shared before a parameter was renamed keep working
 URL_PRESENT = "present"  # presenter mode: ?present=1
+URL_CORPUS = "corpus"  # the Corpus page's corpus, by its digest (never its texts): ?corpus=0123456789abcdef
+CORPUS_DIGEST = re.compile(r"[0-9a-f]{16}")
 URL_OFF = "off"  # the heads turned off, as the pages write them: ?off=2.1,2.3 or ?off=cross:2.1 (from 1)
 URL_VIEW = "url_view"  # what the address asked for that the page's own pickers apply: {"layer": 0, ...}
 URL_PAGE = "url_page"  # the page the address opened; its pickers take URL_VIEW, other pages do not
@@ -243,6 +249,12 @@ def read_url(
                 f"The address's heads to turn off {off[:40]!r} are not all like 2.1 or cross:2.1; using those that are."
             )
             values[URL_OFF] = values[URL_OFF][:URL_MAX_HEADS]
+    corpus = params.get(URL_CORPUS)
+    if corpus is not None:
+        if CORPUS_DIGEST.fullmatch(corpus):
+            values[URL_CORPUS] = corpus
+        else:
+            notices.append(f"The address's corpus {corpus[:40]!r} is not a corpus's name here; showing the samples.")
     kind = params.get(URL_KIND)
     if kind is not None:
         if kind in KINDS:

@@ -54,6 +54,7 @@ EXPLORE = (
     Page("head_view", "Head view", "linear_scale"),
     Page("find_heads", "Find heads", "travel_explore"),
     Page("statistics", "Head statistics", "query_stats"),
+    Page("corpus", "Heads over many texts", "dataset"),
     Page("aggregation", "Rollout and flow", "stacked_line_chart"),
     Page("compare", "Compare weights", "difference"),
     Page("compare_sentences", "Compare sentences", "compare_arrows"),

@@ -11,8 +11,8 @@ from attention_explorer.explorer.figures import corpus as figures
 from attention_explorer.explorer.figures.labels import abbreviated, markdown_literal
 from attention_explorer.explorer.figures.statistics import statistic_grid
 from attention_explorer.explorer.run import admission, cost
-from attention_explorer.explorer.run.corpus import STATISTICS
 from attention_explorer.explorer.run.corpus_input import CorpusError
+from attention_explorer.explorer.run.corpus_stats import STATISTICS
 from attention_explorer.explorer.views.chart import chart, drill_to_pickers
 from attention_explorer.explorer.views.corpus import NAMES, SHARES, chosen_corpus, meaning, open_text
 from attention_explorer.explorer.views.current import sidebar_loaded

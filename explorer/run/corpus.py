@@ -36,28 +36,13 @@ import torch
 from attention_explorer.explorer.run import cost
 from attention_explorer.explorer.run.admission import Cost
 from attention_explorer.explorer.run.corpus_input import Prepared
+from attention_explorer.explorer.run.corpus_stats import STATISTICS, CorpusStats
 from attention_explorer.explorer.run.layers import Admit
 from attention_explorer.models.attention import AttentionInternals, raw_scores_dropped
 from attention_explorer.models.induction import induction_targets
 from attention_explorer.models.registry import LoadedModel
 from attention_explorer.models.transformer import causal_mask
 
-STATISTICS = ("previous_token", "first_token", "self", "entropy", "mean_distance", "induction")
-PREVIOUS, FIRST, SELF, ENTROPY, DISTANCE, INDUCTION = range(len(STATISTICS))
-# the table's columns: the four statistics that pool every position and their count first, then the rest
-COLUMNS = (
-    "layer",
-    "head",
-    "positions",
-    "previous_token",
-    "first_token",
-    "self",
-    "entropy",
-    "mean_distance",
-    "previous_positions",
-    "induction",
-    "induction_positions",
-)
 BATCH_SIZE = 32  # texts a batch
 # one layer's (B, H, T, T) float32 weights of a batch at most this: long texts run fewer a batch
 BATCH_BYTES = 64 * 2**20
@@ -108,6 +93,7 @@ class HeadSums:
     counts: np.ndarray  # (S,) int64: the positions each statistic pooled
     index: np.ndarray  # (n,) int64: the texts' places among the prepared texts
     per_text: np.ndarray  # (n, S, L, H) float32: each text's own statistic; NaN where it pools no position
+    strongest: np.ndarray  # (n, S, L, H) int16: the query position where the text's term is largest; -1: none
 
     def __add__(self, other: HeadSums) -> HeadSums:
         return HeadSums.total((self, other))
@@ -123,6 +109,7 @@ class HeadSums:
             reduce(operator.add, (p.counts for p in parts)),
             np.concatenate([p.index for p in parts]),
             np.concatenate([p.per_text for p in parts]),
+            np.concatenate([p.strongest for p in parts]),
         )
 
 
@@ -176,9 +163,10 @@ def _targets(batch: Batch, length: int) -> torch.Tensor:
 
 def layer_sums(
     weights: torch.Tensor, lengths: torch.Tensor, targets: torch.Tensor, causal: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One layer's weights (B, H, T, T) -> (each text's sums (B, S, H) float64, its counts (B, S)): every statistic
-    summed over the text's real query rows it pools (padding rows and, for previous_token, row 0 left out)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One layer's weights (B, H, T, T) -> (each text's sums (B, S, H) float64, its counts (B, S), the query row where
+    each statistic's term is largest (B, S, H), -1 where it pools none): every statistic summed over the text's real
+    query rows it pools (padding rows and, for previous_token, row 0 left out)."""
     n = weights.size(-1)
     per_row = torch.cat(
         [_row_terms(weights, start, min(n, start + ROWS), targets, causal) for start in range(0, n, ROWS)], dim=-1
@@ -187,7 +175,9 @@ def layer_sums(
     real = t[None, :] < lengths[:, None]  # (B, T)
     rows = torch.stack([real & (t >= 1), real, real, real, real, real & targets.any(-1)], dim=1)  # (B, S, T)
     sums = torch.where(rows[:, :, None, :], per_row, 0.0).sum(-1)  # (B, S, H)
-    return sums, rows.sum(-1)
+    best = torch.where(rows[:, :, None, :], per_row, -torch.inf).argmax(-1)  # (B, S, H)
+    best = torch.where(rows.any(-1)[:, :, None], best, -1)
+    return sums, rows.sum(-1), best
 
 
 def _row_terms(weights: torch.Tensor, start: int, stop: int, targets: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -221,98 +211,19 @@ def batch_sums(loaded: LoadedModel, batch: Batch) -> HeadSums:
     n_layers, n_heads = len(stack.layers), stack.layers[0].self_attn.n_heads
     sums = torch.zeros(len(batch), len(STATISTICS), n_layers, n_heads, dtype=torch.float64)  # (B, S, L, H)
     counts = torch.zeros(len(batch), len(STATISTICS), dtype=torch.long)
+    strongest = torch.zeros(len(batch), len(STATISTICS), n_layers, n_heads, dtype=torch.int16)  # (B, S, L, H)
 
     def read(layer: int, attention: AttentionInternals) -> None:
-        found, counted = layer_sums(attention.weights, lengths, targets, loaded.is_decoder_only)
+        found, counted, best = layer_sums(attention.weights, lengths, targets, loaded.is_decoder_only)
         sums[:, :, layer] = found
         counts[:] = counted  # the same every layer
+        strongest[:, :, layer] = best.to(torch.int16)
 
     each_layer(loaded, ids, lengths, read)
     with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0: a text that pools no position for a statistic
         per_text = (sums / counts[:, :, None, None]).float().numpy()
-    return HeadSums(sums.sum(0).numpy(), counts.sum(0).numpy(), np.array(batch.index, dtype=np.int64), per_text)
-
-
-@dataclass(frozen=True, eq=False)
-class CorpusStats:
-    """Every head's statistics over a corpus, layers and heads counted from 0 (STATISTICS, module docstring)."""
-
-    model_key: str
-    kind: str  # "encoder_self" or "decoder_self": the attention described
-    causal: bool
-    max_tokens: int
-    means: np.ndarray  # (S, L, H) float64: each statistic pooled over the corpus; NaN where it pooled no position
-    counts: np.ndarray  # (S,) int64: positions pooled per statistic
-    per_text: np.ndarray  # (N, S, L, H) float32: each text's own value (NaN where it pools no position)
-    texts: tuple[str, ...]  # (N,) the texts that ran, in the corpus's order
-    lines: tuple[int, ...]  # (N,) each one's line in the file or paste, from 1
-    tokens: tuple[tuple[str, ...], ...]  # (N,) each one's tokens as the model spells them (cut at max_tokens)
-    readable_tokens: tuple[tuple[str, ...], ...]  # the same as the pages show them (models.tokenize.Spelling)
-    notes: tuple[str, ...] = ()  # texts cut or left out, a line each
-
-    @property
-    def n_layers(self) -> int:
-        return self.means.shape[1]
-
-    @property
-    def n_heads(self) -> int:
-        return self.means.shape[2]
-
-    def statistic(self, name: str) -> np.ndarray:
-        """(L, H) one statistic pooled over the corpus."""
-        return self.means[_position(name)]
-
-    def count(self, name: str) -> int:
-        """The query positions one statistic pooled."""
-        return int(self.counts[_position(name)])
-
-    def text_values(self, name: str) -> np.ndarray:
-        """(N, L, H) float32: each text's own value of one statistic."""
-        return self.per_text[:, _position(name)]
-
-    def top_texts(self, name: str, layer: int, head: int, k: int = 10) -> list[tuple[int, float]]:
-        """The k texts where a head's statistic is highest, as (text, value), highest first; texts without a value
-        (NaN) left out."""
-        values = self.text_values(name)[:, layer, head]
-        order = [int(i) for i in np.argsort(-values, kind="stable") if not np.isnan(values[i])]
-        return [(i, float(values[i])) for i in order[:k]]
-
-    def rows(self) -> list[dict[str, float | int | None]]:
-        """One row a (layer, head), keys COLUMNS; a statistic that pooled no position is None."""
-        counts = {name: int(c) for name, c in zip(STATISTICS, self.counts, strict=True)}
-        found = []
-        for layer in range(self.n_layers):
-            for head in range(self.n_heads):
-                value = {name: _number(self.means[s, layer, head]) for s, name in enumerate(STATISTICS)}
-                found.append(
-                    {"layer": layer, "head": head, "positions": counts["first_token"]}
-                    | {name: value[name] for name in STATISTICS[:5]}
-                    | {"previous_positions": counts["previous_token"]}
-                    | {"induction": value["induction"], "induction_positions": counts["induction"]}
-                )
-        return [{column: row[column] for column in COLUMNS} for row in found]
-
-    def document(self) -> dict:
-        """The statistics as JSON values: the run's settings, the notes, the columns and one row a head."""
-        return {
-            "model": self.model_key,
-            "kind": self.kind,
-            "texts": len(self.texts),
-            "max_tokens": self.max_tokens,
-            "notes": list(self.notes),
-            "columns": list(COLUMNS),
-            "rows": self.rows(),
-        }
-
-
-def _position(name: str) -> int:
-    if name not in STATISTICS:
-        raise ValueError(f"unknown statistic {name!r}; choose from {', '.join(STATISTICS)}")
-    return STATISTICS.index(name)
-
-
-def _number(value: float) -> float | None:
-    return None if np.isnan(value) else float(value)
+    index = np.array(batch.index, dtype=np.int64)
+    return HeadSums(sums.sum(0).numpy(), counts.sum(0).numpy(), index, per_text, strongest.numpy())
 
 
 def finish(loaded: LoadedModel, prepared: Prepared, total: HeadSums) -> CorpusStats:
@@ -332,6 +243,7 @@ def finish(loaded: LoadedModel, prepared: Prepared, total: HeadSums) -> CorpusSt
         means=means,
         counts=total.counts,
         per_text=total.per_text[order],
+        strongest_at=total.strongest[order],
         texts=tuple(corpus.texts[i] for i in prepared.index),
         lines=tuple(corpus.lines[i] for i in prepared.index),
         tokens=tokens,

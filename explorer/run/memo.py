@@ -154,6 +154,33 @@ class BoundedCache:
             self._bytes = 0
 
 
+class Recent:
+    """The `kept` values put last, by key (least recently used out first): small values that hold no arrays, bounded
+    by their count (a corpus a shared address names by its digest)."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self._items: OrderedDict[Hashable, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, key: Hashable, value: object) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.kept:
+                self._items.popitem(last=False)
+
+    def get(self, key: Hashable) -> object | None:
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            return self._items[key]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class Shelf:
     """The `kept` most recently used values of an expensive loader (models), shared by every session. One load at a
     time, so two people picking the same model load it once; what falls off is garbage-collected and its heap handed

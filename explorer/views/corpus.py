@@ -48,7 +48,9 @@ def meaning(name: str, causal: bool, first_marker: str) -> str:
         said = MEANINGS[name]
     if name == "first_token" and first_marker:
         said += f" (here the marker {first_marker}, which the tokenizer puts first)"
-    return f"**{NAMES[name].capitalize()}**: {markdown_literal(said)}, averaged over every query position of every text."
+    return (
+        f"**{NAMES[name].capitalize()}**: {markdown_literal(said)}, averaged over every query position of every text."
+    )
 
 
 def chosen_corpus() -> Corpus:
@@ -76,7 +78,7 @@ def chosen_corpus() -> Corpus:
     )
     try:
         if source == "samples":
-            return corpus_runs.samples()
+            return corpus_runs.samples(st.session_state[state.MODEL])
         if source == "shared":
             return next(iter(st.session_state[state.CORPUS_RAN].values())) if asked is None else found
         if source == "paste":

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_explorer.explorer.run import corpus, corpus_input, corpus_points, trace
+from attention_explorer.explorer.run import corpus, corpus_input, corpus_points, corpus_stats, trace
 from attention_explorer.models import induction, registry
 from tests import tolerance
 
@@ -35,7 +35,7 @@ def direct(loaded, texts, max_tokens):
     numpy, straight from the definitions: {statistic: (per-text (N, L, H), pooled sum (L, H), count, rows)} where
     rows[i] holds text i's pooled terms (L, H, n_i) and its weights, for the bounds."""
     kind = corpus.kind_of(loaded)
-    found = {name: ([], 0.0, 0) for name in corpus.STATISTICS}
+    found = {name: ([], 0.0, 0) for name in corpus_stats.STATISTICS}
     runs = []
     for text in texts:
         run = trace.run(loaded, text, max_tokens)
@@ -93,12 +93,12 @@ def statistic_errors(loaded, run, w, ids) -> dict[str, np.ndarray]:
     }
 
 
-def assert_equals_direct(loaded, stats: corpus.CorpusStats, texts, max_tokens, batched: bool) -> None:
+def assert_equals_direct(loaded, stats: corpus_stats.CorpusStats, texts, max_tokens, batched: bool) -> None:
     """Every per-text value and pooled mean against direct(): alone (batch of one), the same float32 weights summed
     in float64 in another order (n eps64 of the terms' magnitude); batched, plus each weight's float32 bound."""
     expected, runs = direct(loaded, texts, max_tokens)
     assert stats.tokens == tuple(run.source_tokens for run, _, _ in runs)
-    for s, name in enumerate(corpus.STATISTICS):
+    for s, name in enumerate(corpus_stats.STATISTICS):
         per_text, total, count = expected[name]
         assert stats.count(name) == count
         got = stats.text_values(name)
@@ -169,7 +169,7 @@ def test_batch_equals_each_text_alone_within_float32_rounding(gpt2):
     alone = corpus.run(gpt2, prepared(gpt2, TEXTS[:3]), batch_size=1)
     together = corpus.run(gpt2, prepared(gpt2, TEXTS[:3]), batch_size=3)
     _, runs = direct(gpt2, TEXTS[:3], 64)
-    for name in corpus.STATISTICS:
+    for name in corpus_stats.STATISTICS:
         errors = [statistic_errors(gpt2, run, w, ids)[name] for run, w, ids in runs]
         bound = np.stack([e.mean(-1) if e.shape[-1] else np.zeros(e.shape[:2]) for e in errors])
         a, b = alone.text_values(name), together.text_values(name)
@@ -285,7 +285,7 @@ def test_batches_sort_by_length_and_keep_one_layer_s_weights_under_the_limit(min
 def test_rows_top_texts_and_readable_tokens(smollm2):
     stats = corpus.run(smollm2, prepared(smollm2, TEXTS[:3], 32), batch_size=3)
     rows = stats.rows()
-    assert len(rows) == 30 * 9 and tuple(rows[0]) == corpus.COLUMNS
+    assert len(rows) == 30 * 9 and tuple(rows[0]) == corpus_stats.COLUMNS
     assert (rows[10]["layer"], rows[10]["head"]) == (1, 1)
     assert rows[10]["self"] == stats.statistic("self")[1, 1]
     assert rows[0]["positions"] == sum(len(t) for t in stats.tokens)
@@ -298,7 +298,7 @@ def test_rows_top_texts_and_readable_tokens(smollm2):
     assert [v for _, v in top] == sorted(induction_values[1:, 5, 0].tolist(), reverse=True)
     assert stats.readable_tokens[0][:2] == ("The", "\u2423cat")
     document = stats.document()
-    assert document["columns"] == list(corpus.COLUMNS) and len(document["rows"]) == 270
+    assert document["columns"] == list(corpus_stats.COLUMNS) and len(document["rows"]) == 270
     with pytest.raises(ValueError, match="unknown statistic"):
         stats.statistic("attention")
 

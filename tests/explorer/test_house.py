@@ -269,6 +269,8 @@ def test_every_cache_is_in_the_list_of_caches():
     every = [name for path in CACHE_HOLDERS for name in caches(path)]
     assert "explorer/app/store.py:shared" in every and "explorer/run/layers.py:_CACHE" in every  # the check sees them
     assert [name for name in every if name not in listed] == []
+
+
 # a layer's structure is read from the engine's description (models.anatomy, a family's `block`), never re-derived
 # from a config or a family's flags: these attributes may be read off the description only
 BLOCK_FLAGS = {

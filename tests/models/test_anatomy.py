@@ -10,10 +10,10 @@ import torch
 from torch import nn
 
 from attention_explorer.models import anatomy
-from attention_explorer.models.families import descriptor as family
 from attention_explorer.models.attention import MultiHeadAttention
 from attention_explorer.models.blocks import FeedForward, Residual, RMSNorm
 from attention_explorer.models.config import PAPER_BASE, TOY, TransformerConfig
+from attention_explorer.models.families import descriptor as family
 from attention_explorer.models.transformer import DecoderLayerInternals, EncoderLayerInternals, Transformer
 
 SMALL = dict(vocab_size=50, d_model=32, n_heads=4, d_ff=64, max_len=32, dropout=0.0)

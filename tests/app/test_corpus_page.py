@@ -1,0 +1,128 @@
+"""The Corpus page (Explore > Heads over many texts) through app.py: the grid draws the run's own pooled statistics,
+a head's top texts open in the attention heatmap with that head, bad input says why, and the address carries the
+corpus's digest, never its texts."""
+
+from __future__ import annotations
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+from attention_explorer.explorer.app import corpus_runs, state
+from attention_explorer.explorer.run import corpus, corpus_input, corpus_points, corpus_stats, trace
+from tests.app import new_app
+from tests.figdata import array, plain, spec
+
+PAGE = "explorer/pages/corpus.py"
+TEXTS = [
+    "the cat sat on the mat",
+    "a dog ran in the park and the dog ran home",
+    "she read the letter twice",
+]
+
+
+def on_page(at: AppTest | None = None) -> AppTest:
+    at = at or new_app().run()
+    at.switch_page(PAGE).run()
+    return at
+
+
+def pasted(texts) -> AppTest:
+    at = on_page()
+    at.radio(key=state.CORPUS_SOURCE).set_value("paste").run()
+    at.text_area(key=state.CORPUS_PASTE).set_value("\n".join(texts)).run()
+    return at
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [spec(c) for c in at.get("plotly_chart")]
+
+
+def test_pasted_lines_run_on_a_click_and_the_grid_is_the_runs_own(minilm):
+    texts = [*TEXTS, "a text only this test runs"]  # not kept by another test: the click is needed
+    at = pasted(texts)
+    assert not charts(at)  # nothing runs before the click, which says its estimate
+    assert any("That takes about" in plain(i.value) for i in at.info)
+    at.button(key="corpus_run").click().run()
+    assert not at.exception, at.exception
+    direct = corpus.run(minilm, corpus_input.prepare(minilm, corpus_input.from_lines("\n".join(texts)), 128))
+    at.selectbox(key=state.CORPUS_STATISTIC).set_value("previous_token").run()
+    grid = charts(at)[0]["data"][0]
+    np.testing.assert_array_equal(array(grid["z"]), direct.statistic("previous_token"))
+    # the address names the corpus by its digest; the texts are nowhere in it
+    digest = corpus_runs.digest(corpus_input.from_lines("\n".join(texts)))
+    assert at.query_params[state.URL_CORPUS] == [digest] or at.query_params[state.URL_CORPUS] == digest
+    assert not any("the cat sat" in str(v) for v in at.query_params.values())
+
+
+def ran(at: AppTest) -> AppTest:
+    """Click Run where the statistics are not kept yet (another test may have run this corpus in this process)."""
+    if any(b.key == "corpus_run" for b in at.button):
+        at.button(key="corpus_run").click().run()
+    return at
+
+
+def test_a_top_text_opens_in_the_attention_heatmap_on_that_head(minilm):
+    at = ran(pasted(TEXTS))
+    at.selectbox(key=state.CORPUS_STATISTIC).set_value("self").run()
+    at.selectbox(key=state.CORPUS_LAYER).set_value(1).run()
+    at.selectbox(key=state.CORPUS_HEAD).set_value(3).run()
+    stats = corpus_runs.kept_stats("minilm", corpus_input.from_lines("\n".join(TEXTS)), 128)
+    first, _ = stats.top_texts("self", 1, 3)[0]
+    bars = [c for c in charts(at) if c["data"][0]["type"] == "bar"][0]["data"][0]
+    np.testing.assert_allclose(array(bars["x"]), [v for _, v in stats.top_texts("self", 1, 3, 8)])
+    at.button(key=f"corpus_open_{first}").click().run()
+    assert at.session_state[state.TEXT] == TEXTS[first]
+    assert at.selectbox(key="attention_layer").value == 1 and at.selectbox(key="attention_head").value == 3
+    result = trace.run(minilm, TEXTS[first], 128)
+    np.testing.assert_array_equal(array(charts(at)[0]["data"][0]["z"]), result.encoder_self.weights[1, 3])
+
+
+def test_bad_input_says_why_and_long_lines_are_cut_with_a_count(minilm):
+    at = pasted(["   ", ""])
+    assert not at.exception
+    assert any("Paste some texts" in plain(i.value) for i in at.info)
+    long = " ".join(["word"] * 400)
+    at = pasted([long, "a short one"])
+    notes = [plain(w.value) for w in at.warning]
+    assert any("1 of 2 texts were cut to 128 tokens" in n and "the rest runs" in n for n in notes), notes
+
+
+def test_the_strongest_position_named_is_the_texts_own(minilm):
+    prepared = corpus_input.prepare(minilm, corpus_input.from_texts(TEXTS), 128)
+    stats = corpus.run(minilm, prepared)
+    for i, text in enumerate(TEXTS):
+        weights = trace.run(minilm, text, 128).encoder_self.weights  # (L, H, T, T)
+        np.testing.assert_array_equal(
+            stats.strongest_at[i, corpus_stats.STATISTICS.index("self")],
+            np.diagonal(weights, axis1=-2, axis2=-1).argmax(-1),
+        )
+        np.testing.assert_array_equal(
+            stats.strongest_at[i, corpus_stats.STATISTICS.index("first_token")], weights[..., 0].argmax(-1)
+        )
+
+
+def test_a_shared_address_opens_the_corpus_by_its_digest_and_an_unknown_one_says_so(minilm):
+    texts = [*TEXTS, "shared through an address"]
+    ran(pasted(texts))  # one visitor runs the corpus: the server keeps it by its digest
+    digest = corpus_runs.digest(corpus_input.from_lines("\n".join(texts)))
+    at = new_app()  # another visitor, opening the shared address of the Corpus page
+    at.query_params[state.URL_CORPUS] = digest
+    at.switch_page(PAGE).run()
+    assert at.radio(key=state.CORPUS_SOURCE).value == "shared"
+    assert len(charts(at)) >= 2  # the grid and the top texts, without another click
+    unknown = new_app()
+    unknown.query_params[state.URL_CORPUS] = "0" * 16
+    unknown.switch_page(PAGE).run()
+    assert any("no longer holds" in plain(w.value) for w in unknown.warning)
+
+
+def test_the_queries_and_keys_drawn_are_the_heads_own(minilm):
+    at = ran(pasted(TEXTS))
+    at.selectbox(key=state.CORPUS_LAYER).set_value(0).run()
+    at.selectbox(key=state.CORPUS_HEAD).set_value(2).run()
+    at.button(key="corpus_points").click().run()
+    prepared = corpus_input.prepare(minilm, corpus_input.from_lines("\n".join(TEXTS)), 128)
+    points = corpus_points.query_key_points(minilm, prepared, 0, 2)
+    scatter = [c for c in charts(at) if c["data"][0]["type"] == "scattergl"][0]["data"]
+    np.testing.assert_array_equal(array(scatter[0]["x"]), points.queries[:, 0])
+    np.testing.assert_array_equal(array(scatter[1]["y"]), points.keys[:, 1])
