@@ -56,7 +56,7 @@ if digest not in ran and corpus_runs.kept_stats(choice.model, corpus, choice.max
         f"Run the {len(ready.encodings):,} texts through the model", key="corpus_run", icon=":material/play_arrow:"
     ):
         st.info(
-            f"That takes about {cost.about(needs.seconds)} on this server and at most about "
+            f"That takes {cost.about(needs.seconds)} on this server and at most about "
             f"{admission.gigabytes(needs.bytes)} of memory at once (an estimate from the texts' lengths and the "
             "model's size; a busy server takes longer).",
             icon=":material/hourglass_top:",

@@ -11,6 +11,7 @@ from attention_explorer.explorer.figures.model_view import THUMBNAIL, layer_wind
 from attention_explorer.explorer.lesson.wording import attention_formula, head_output, model_view_hint
 from attention_explorer.explorer.run.blocks import factor
 from attention_explorer.explorer.views.chart import chart, drill_to_pickers, open_in_attention
+from attention_explorer.explorer.views.corpus import open_in_corpus
 from attention_explorer.explorer.views.current import focus_start, sidebar_family, token_legend
 from attention_explorer.explorer.views.frame import intro, page_footer, page_header, presenting
 from attention_explorer.explorer.views.pickers import kind_name, pick_attention, pick_head, pick_layer
@@ -88,4 +89,12 @@ head_map(
 if st.button("Open in the attention heatmap", key="model_open"):
     open_in_attention(chosen.kind, layer, head, chosen.groups is not None)
 token_legend()  # the marks its token labels use
+# the lesson's aside: one sentence shows a head on one text; its job shows over many
+st.button(
+    f"Layer {layer + 1}, head {head + 1} over many texts: what it does on every sentence, not only this one",
+    key="model_corpus",
+    on_click=open_in_corpus,
+    args=(layer, head),
+    icon=":material/dataset:",
+)
 page_footer()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import corpus_runs, state
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.run import corpus_input
@@ -16,6 +17,7 @@ from attention_explorer.explorer.views.frame import stop
 SOURCES = {"samples": "The sample sentences", "paste": "Paste lines", "file": "A .txt or .csv file"}
 PASTE_HELP = "One text a line; blank lines are left out."
 FILE_HELP = "A .txt file holds one text a line; a .csv file holds its texts in a column named text."
+CORPUS_PAGE = navigation.script("corpus")
 UPLOAD_MB = corpus_input.MAX_BYTES // 2**20  # the browser refuses a larger file before sending it
 
 # each statistic in words, as the grid names it and as it is computed (explorer/run/corpus.py): A is a head's
@@ -98,6 +100,13 @@ def chosen_corpus() -> Corpus:
         st.error(markdown_literal(str(e)), icon=":material/error:")
         stop()
     raise AssertionError("unreachable")
+
+
+def open_in_corpus(layer: int, head: int) -> None:
+    """A click on a lesson step: the Corpus page opens on this head, over the samples unless a corpus was chosen."""
+    state.choose(st.session_state, state.CORPUS_LAYER, layer)
+    state.choose(st.session_state, state.CORPUS_HEAD, head)
+    st.session_state[state.DRILL_TO] = CORPUS_PAGE
 
 
 def open_text(text: str, kind: str, layer: int, head: int) -> None:

@@ -126,3 +126,14 @@ def test_the_queries_and_keys_drawn_are_the_heads_own(minilm):
     scatter = [c for c in charts(at) if c["data"][0]["type"] == "scattergl"][0]["data"]
     np.testing.assert_array_equal(array(scatter[0]["x"]), points.queries[:, 0])
     np.testing.assert_array_equal(array(scatter[1]["y"]), points.keys[:, 1])
+
+
+def test_the_stack_step_opens_its_head_over_many_texts(minilm):
+    at = new_app().run()
+    at.switch_page("explorer/pages/model_view.py").run()
+    layer, head = at.selectbox(key=state.FOCUS_LAYER).value, at.selectbox(key=state.FOCUS_HEAD).value
+    at.button(key="model_corpus").click().run()
+    assert at.header[0].value == "Heads over many texts"
+    ran(at.switch_page(PAGE))  # AppTest reruns the page it was given last; a browser stays where the click went
+    assert at.selectbox(key=state.CORPUS_LAYER).value == layer and at.selectbox(key=state.CORPUS_HEAD).value == head
+    assert any(c["data"][0]["type"] == "bar" for c in charts(at))  # that head's top texts among the samples
