@@ -64,7 +64,14 @@ def columns(config: TransformerConfig) -> list[Column]:
     if block.shared_kv:  # grouped-query attention
         h = f"({block.n_heads} query heads, {block.kv_heads} key/value heads)"
 
-    def column(name: str, x: float, side: int, rows: list[tuple[str, str, str]], first: int, last: int, n: int):
+    def column(name: str, x: float, side: int, below: list, layer, above: list, n: int, stems: dict) -> Column:
+        """The stack's boxes: `below` its layers, then each described sub-layer with its Add & Norm, then `above`."""
+        names = {"self_attn": f"{'Masked self' if layer.stack == 'decoder' else 'Multi-head self'}-attention {h}"}
+        names |= {"cross_attn": f"Cross-attention {h}", "ffn": ffn}
+        kinds = {"self_attn": "attention", "cross_attn": "attention", "ffn": "ffn"}
+        subs = [row for sub in layer.sublayers for row in ((names[sub.module], kinds[sub.module], stems[sub.module]),)]
+        rows = [*below, *(row for sub in subs for row in (sub, (add_norm, "norm", "add_norm"))), *above]
+        first, last = len(below), len(below) + 2 * len(subs) - 1
         blocks = [Block(label, kind, x, row_y(i, last + 1), stem) for i, (label, kind, stem) in enumerate(rows)]
         return Column(name, x, side, tuple(blocks), first, last, n)
 
@@ -72,75 +79,40 @@ def columns(config: TransformerConfig) -> list[Column]:
     add_norm = f"Add ({block.pre_name}: the {norm} comes before the sub-layer)" if block.norm_first else "Add & Norm"
     if block.parallel:
         return [parallel_column(config, block, scale, position, h)]
+    reading = {"self_attn": "query_key_value", "ffn": "add_norm"}  # where the lesson shows each sub-layer
     if block.encoder is None:
         final = f"Final {norm}, then linear" if block.final_norm else "Linear"
-        return [
-            column(
-                "Decoder-only",
-                0.0,
-                -1,
-                [
-                    ("Inputs: tokens (the text)", "tokens", "tokens"),
-                    (f"Token embedding{scale}", "embedding", "embedding"),
-                    (position, "embedding", "positional"),
-                    (f"Masked self-attention {h}", "attention", "query_key_value"),
-                    (add_norm, "norm", "add_norm"),
-                    (ffn, "ffn", "add_norm"),
-                    (add_norm, "norm", "add_norm"),
-                    (f"{final} ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
-                    ("Softmax: next-token probabilities", "output", "final_linear"),
-                    ("Loss: each next token of the text", "loss", "loss"),
-                ],
-                3,
-                6,
-                config.n_decoder_layers,
-            )
+        below = [
+            ("Inputs: tokens (the text)", "tokens", "tokens"),
+            (f"Token embedding{scale}", "embedding", "embedding"),
+            (position, "embedding", "positional"),
         ]
+        above = [
+            (f"{final} ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
+            ("Softmax: next-token probabilities", "output", "final_linear"),
+            ("Loss: each next token of the text", "loss", "loss"),
+        ]
+        return [column("Decoder-only", 0.0, -1, below, block.decoder, above, config.n_decoder_layers, reading)]
     encoder_x, decoder_x = 0.0, 4.9
-    found = [
-        column(
-            "Encoder",
-            encoder_x,
-            -1,
-            [
-                ("Inputs: tokens", "tokens", "tokens"),
-                (f"Input embedding{scale}", "embedding", "embedding"),
-                (f"{position}{extra}", "embedding", "positional"),
-                (f"Multi-head self-attention {h}", "attention", "query_key_value"),
-                (add_norm, "norm", "add_norm"),
-                (ffn, "ffn", "add_norm"),
-                (add_norm, "norm", "add_norm"),
-            ],
-            3,
-            6,
-            config.n_encoder_layers,
-        )
+    below = [
+        ("Inputs: tokens", "tokens", "tokens"),
+        (f"Input embedding{scale}", "embedding", "embedding"),
+        (f"{position}{extra}", "embedding", "positional"),
     ]
+    found = [column("Encoder", encoder_x, -1, below, block.encoder, [], config.n_encoder_layers, reading)]
     if block.decoder is not None:
-        found.append(
-            column(
-                "Decoder",
-                decoder_x,
-                +1,
-                [
-                    ("Outputs, shifted right: tokens", "tokens", "tokens"),
-                    (f"Output embedding{scale}", "embedding", "embedding"),
-                    (position, "embedding", "positional"),
-                    (f"Masked self-attention {h}", "attention", "decoding"),
-                    (add_norm, "norm", "add_norm"),
-                    (f"Cross-attention {h}", "attention", "decoding"),
-                    (add_norm, "norm", "add_norm"),
-                    (ffn, "ffn", "add_norm"),
-                    (add_norm, "norm", "add_norm"),
-                    (f"Linear ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
-                    ("Softmax: output probabilities", "output", "final_linear"),
-                    ("Loss: what training lowers", "loss", "loss"),
-                ],
-                3,
-                8,
-                config.n_decoder_layers,
-            )
-        )
+        below = [
+            ("Outputs, shifted right: tokens", "tokens", "tokens"),
+            (f"Output embedding{scale}", "embedding", "embedding"),
+            (position, "embedding", "positional"),
+        ]
+        above = [
+            (f"Linear ({config.d_model} → {config.target_vocab_size})", "output", "final_linear"),
+            ("Softmax: output probabilities", "output", "final_linear"),
+            ("Loss: what training lowers", "loss", "loss"),
+        ]
+        decoding = {"self_attn": "decoding", "cross_attn": "decoding", "ffn": "add_norm"}  # after the decoder's step
+        found.append(column("Decoder", decoder_x, +1, below, block.decoder, above, config.n_decoder_layers, decoding))
     return found
 
 
