@@ -50,8 +50,12 @@ def projection(
                 "cmin": 0,
                 "cmax": top,
                 "colorscale": style.POINTS,
-                # one colour bar, beside the first set drawn
-                **({"colorbar": {"title": {"text": "position"}}, "showscale": True} if not data else {}),
+                # one colour bar, beside the first set drawn, its ticks on whole positions
+                **(
+                    {"colorbar": {"title": {"text": "position"}, "dtick": max(1, -(-top // 8))}, "showscale": True}
+                    if not data
+                    else {}
+                ),
             }
         else:
             marker |= {"color": style.head_colour(i)}
@@ -80,7 +84,7 @@ def projection(
             "margin": {"l": 10, "r": 10, "t": 40 if title else 20, "b": 10},
             "xaxis": {"title": {"text": axis_names[0]}, "zeroline": False, "automargin": True},
             "yaxis": {"title": {"text": axis_names[1]}, "zeroline": False, "automargin": True},
-            "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+            "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
             **({"title": titled(html.escape(title, quote=False))} if title else {}),
         },
     )

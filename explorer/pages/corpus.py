@@ -79,7 +79,7 @@ if pooled == 0:
     )
     stop()
 percent = name in SHARES
-shown = (lambda v: f"{v:.1%}") if percent else (lambda v: f"{v:.3g}")
+shown = (lambda v: f"{v:.2%}") if percent else (lambda v: f"{v:.3g}")  # 99.96%, not a rounded 100.0%
 labels = np.full(values.shape, f"{pooled:,} query positions pooled", dtype=object)
 chart(
     statistic_grid(values, labels, NAMES[name], percent=percent, title=f"{NAMES[name].capitalize()}, every head"),
