@@ -4,7 +4,7 @@ residual stream, read through the output layer with every LayerNorm's scale froz
 Pre-LN (GPT-2, the induction model): the last state is the sum of the embedding and every sub-layer's output, and
 the final LayerNorm with its scale frozen is affine, so the logit splits exactly into the embedding, each head (its
 output through its own slice of W_O), each attention's W_O bias, each feed-forward, and a constant (the final norm's
-shift and the output bias). A parallel block (GPT-NeoX: x + Attn(Norm1(x)) + FFN(Norm2(x))) is pre-LN too: its
+shift and the output bias). A parallel block (x + Attn(Norm1(x)) + FFN(Norm2(x))) is pre-LN too: its
 feed-forward reads the layer's input, as models.anatomy says, and the split is the same.
 
 A logit difference, logit(X) - logit(Y) (how much more the model favours X than Y, what a study of one behaviour

@@ -26,18 +26,26 @@ def rotary_page(model_name: str) -> None:
     loaded = cached.model(model_name)
     config = loaded.model.config
     base, d_head = loaded.family.block.positions.base, config.d_head
+    turned = rotary_positions.turned_dims(loaded)  # the first `turned` of each head's d_head; partial rotary: fewer
     st.latex(
         r"\begin{pmatrix} q'_i \\ q'_{i + d/2} \end{pmatrix} = \begin{pmatrix} \cos(pos\,\theta_i) & "
         r"-\sin(pos\,\theta_i) \\ \sin(pos\,\theta_i) & \cos(pos\,\theta_i) \end{pmatrix}"
         r" \begin{pmatrix} q_i \\ q_{i + d/2} \end{pmatrix},"
-        rf"\qquad \theta_i = {base:g}^{{-2i/{d_head}}}"
+        rf"\qquad \theta_i = {base:g}^{{-2i/{turned}}}"
+        + ("" if turned == d_head else rf",\quad d = {turned};\ q_{{{turned}}}..q_{{{d_head - 1}}}\ \text{{unturned}}")
     )
+    pairs_said, width = f"{d_head // 2} pairs of its {d_head} dimensions", f"one head's {d_head} dimensions"
+    if turned < d_head:  # partial rotary: only the first dimensions turn
+        pairs_said = (
+            f"{turned // 2} pairs: its first {turned} of {d_head} dimensions; the other {d_head - turned} pass unturned"
+        )
+        width = f"the {turned} turned dimensions"
     intro(
         "The 2017 paper adds a sinusoid to each token embedding (section 3.5). This model adds nothing to the "
-        f"embedding: in every layer, each query and key is turned pair by pair ({d_head // 2} pairs of its {d_head} "
-        "dimensions) by an angle of position x theta_i (rotary positions, Su et al. 2021). The frequencies are the "
-        f"paper's sinusoid ones with this model's base, {base:g} instead of 10000, over one head's {d_head} "
-        "dimensions. A turn keeps each pair's length, so q . k depends on the two tokens and on how far apart "
+        f"embedding: in every layer, each query and key is turned pair by pair ({pairs_said}) "
+        "by an angle of position x theta_i (rotary positions, Su et al. 2021). The frequencies are the "
+        f"paper's sinusoid ones with this model's base, {base:g} instead of 10000, over {width}. "
+        "A turn keeps each pair's length, so q . k depends on the two tokens and on how far apart "
         "they are, not on where they sit."
     )
     theta = rotary_positions.rotary_frequencies(loaded)

@@ -108,6 +108,12 @@ def rotary_frequencies(loaded: LoadedModel) -> np.ndarray:
     return np.arctan2(table.sin[1].numpy(), table.cos[1].numpy()).astype(np.float64)
 
 
+def turned_dims(loaded: LoadedModel) -> int:
+    """How many of each head's dimensions rotary turns (the first ones; the rest pass unturned): twice the pairs of
+    the model's own table, d_head unless the rotary is partial."""
+    return 2 * len(rotary_frequencies(loaded))
+
+
 @torch.inference_mode()
 def score_by_distance(
     loaded: LoadedModel, result: Trace, kind: str, layer: int, head: int, query: int, key: int, distances: int

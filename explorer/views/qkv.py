@@ -20,7 +20,7 @@ from attention_explorer.explorer.figures.walkthrough import (
 )
 from attention_explorer.explorer.lesson import wording
 from attention_explorer.explorer.lesson.wording import scaling_note
-from attention_explorer.explorer.run import forward, walkthrough
+from attention_explorer.explorer.run import forward, positions, walkthrough
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import Chosen, focus_start
 from attention_explorer.explorer.views.frame import predict, presenting
@@ -188,8 +188,8 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
         st.markdown(
             f"Rotary positions: q is {multiplied} W^Q turned by its position ({s.query}); each key is turned by its "
             "own. "
-            f"Before turning, q = `{preview(s.q_unrotated)}`: each pair of dimensions keeps its length, only its "
-            "angle changes, so q . k_j depends on the two tokens and on how far apart they are."
+            f"Before turning, q = `{preview(s.q_unrotated)}`: {turned_words(loaded, s.d_head)}, so q . k_j "
+            "depends on the two tokens and on how far apart they are."
         )
         chart(
             vector_strip(s.q_unrotated, [f.queries[s.query]], f"{multiplied} W^Q, before rotation"),
@@ -199,6 +199,17 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
     chart(vector_strip(s.q, [f.queries[s.query]], "q"), "qkv_q", view=f.view)
     chart(vector_strip(s.k, f.keys, "K (one row per key)", f.shown), "qkv_k", view=f.view)
     chart(vector_strip(s.v, f.keys, "V (one row per key)", f.shown), "qkv_v", view=f.view)
+
+
+def turned_words(loaded, d_head: int) -> str:
+    """What rotary turns of a head's d_head dimensions: every pair, or (partial rotary) the first pairs only."""
+    turned = positions.turned_dims(loaded)
+    if turned == d_head:
+        return "each pair of dimensions keeps its length, only its angle changes"
+    return (
+        f"only its first {turned} of {d_head} dimensions turn ({turned // 2} pairs, each keeping its length, only "
+        f"its angle changes); the other {d_head - turned} pass unturned"
+    )
 
 
 def projection_formula(

@@ -322,3 +322,26 @@ def test_the_block_rule_catches_a_config_flag(tmp_path):
     page.write_text("if config.norm_first or family.positional == 'rotary' or model.config.norm == 'rms':\n    pass\n")
     page.write_text(page.read_text() + "ok = family.block.norm_first and describe(config).shared_kv and e.norm\n")
     assert sorted(block_readings(page)) == ["config.norm_first", "family.positional", "model.config.norm"]
+
+
+FAMILY_NAMES = re.compile(r"neox|gpt_neox|pythia", re.IGNORECASE)  # a family joins as data (models/families)
+
+
+def family_namings(path: Path) -> list[str]:
+    """Lines of `path` that name one family by its name, in code, strings, comments or docstrings."""
+    lines = enumerate(path.read_text().splitlines(), 1)
+    return [f"{n}: {line.strip()}" for n, line in lines if FAMILY_NAMES.search(line)]
+
+
+def test_no_explorer_file_names_a_family():
+    """The explorer reads a model's description (models.anatomy, its family's descriptor), never a family's name: a
+    newly added family (GPT-NeoX) changes no file under explorer/."""
+    paths = [ROOT / "app.py", *EXPLORER.rglob("*.py"), *(ROOT / "attention_explorer").glob("*.py")]
+    offenders = [f"{path.relative_to(ROOT)}:{found}" for path in paths for found in family_namings(path)]
+    assert offenders == []
+
+
+def test_the_family_name_check_finds_a_name(tmp_path):
+    page = tmp_path / "page.py"
+    page.write_text('"""For Pythia."""\nif family == "gpt_neox":  # GPT-NeoX only\n    pass\nx = 1\n')
+    assert [found.split(":")[0] for found in family_namings(page)] == ["1", "2"]
