@@ -135,7 +135,8 @@ def get_positions(model_name: str) -> dict:
 @st.cache_data(max_entries=8, show_spinner=False)
 def _head_patterns(key: tuple, _loaded: registry.LoadedModel) -> str:
     config = _loaded.model.config
-    smooth = config.positional != "learned" or positions.neighbour_cosine(positions.tables(_loaded)["learned"]) > 0.5
+    learned = _loaded.family.block.positions.kind == "learned"
+    smooth = not learned or positions.neighbour_cosine(positions.tables(_loaded)["learned"]) > 0.5
     if _loaded.family.origin != "random":  # only random weights' sentence is measured on the embeddings
         return wording.head_patterns(_loaded.family, {}, 0.0, smooth, config.scale_embeddings)
     parts, cosine = positions.input_parts(_loaded), positions.input_cosine(_loaded)
