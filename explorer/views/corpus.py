@@ -84,7 +84,13 @@ def chosen_corpus() -> Corpus:
         if source == "shared":
             return next(iter(st.session_state[state.CORPUS_RAN].values())) if asked is None else found
         if source == "paste":
-            text = st.text_area("Texts, one a line", key=state.CORPUS_PASTE, height=160, help=PASTE_HELP)
+            text = st.text_area(
+                "Texts, one a line",
+                key=state.CORPUS_PASTE,
+                height=160,
+                help=PASTE_HELP,
+                max_chars=corpus_input.MAX_BYTES,
+            )
             if not text.strip():
                 st.info("Paste some texts, one a line, to run them.", icon=":material/edit_note:")
                 stop()
