@@ -144,10 +144,12 @@ colour = st.radio(
     horizontal=True,
     key=state.CORPUS_COLOUR,
 )
-if corpus_runs.kept_points(choice.model, corpus, choice.max_tokens, layer, head) is None and not st.button(
+slot = st.empty()  # the button goes once the points are drawn
+if corpus_runs.kept_points(choice.model, corpus, choice.max_tokens, layer, head) is None and not slot.button(
     f"Draw layer {layer + 1}, head {head + 1}'s queries and keys", key="corpus_points", icon=":material/scatter_plot:"
 ):
     stop()
+slot.empty()
 points = corpus_runs.points(choice.model, corpus, choice.max_tokens, layer, head)
 n = len(points.position)
 readable = list(loaded.family.spelling.labels(points.tokens))
