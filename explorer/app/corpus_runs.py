@@ -96,37 +96,46 @@ def table_csv(stats: corpus_stats.CorpusStats) -> str:
     return corpus_stats.to_csv(stats)
 
 
-def stats(model: str, corpus: Corpus, max_tokens: int) -> corpus_stats.CorpusStats:
-    """Every head's statistics over the corpus (kept for every session under the corpus's digest)."""
-    name = _stats_key(model, corpus, max_tokens)
+SHARED = "Another visitor is running this same corpus: its result is shared, and this page waits for it..."
+
+
+def _kept(name: tuple, message: str, needs: admission.Cost, work):
+    """The value kept under `name`, else `work(progress, admit)` run once for every session, with a progress bar;
+    a visitor who asks while another runs it waits for that run, saying so."""
     kept = store.shared().peek(name)
     if kept is not None:
         return kept
-    loaded, ready = shelf.model(model), prepared(model, corpus, max_tokens)
-    bar, progress, admit = _batches(
-        f"Running {len(ready.encodings):,} texts through the model:", estimate(model, ready)
-    )
+    if store.shared().computing(name):
+        with st.spinner(SHARED):
+            return store.shared().get(name, lambda: work(None, None))  # computed meanwhile, or run here after all
+    bar, progress, admit = _batches(message, needs)
     try:
-        return store.shared().get(name, lambda: run_corpus.run(loaded, ready, progress=progress, admit=admit))
+        return store.shared().get(name, lambda: work(progress, admit))
     finally:
         bar.empty()
+
+
+def stats(model: str, corpus: Corpus, max_tokens: int) -> corpus_stats.CorpusStats:
+    """Every head's statistics over the corpus (kept for every session under the corpus's digest)."""
+    loaded, ready = shelf.model(model), prepared(model, corpus, max_tokens)
+    return _kept(
+        _stats_key(model, corpus, max_tokens),
+        f"Running {len(ready.encodings):,} texts through the model:",
+        estimate(model, ready),
+        lambda progress, admit: run_corpus.run(loaded, ready, progress=progress, admit=admit),
+    )
 
 
 def points(model: str, corpus: Corpus, max_tokens: int, layer: int, head: int) -> corpus_points.QueryKeyPoints:
     """One head's queries and keys over the corpus, in two dimensions (kept like the statistics)."""
-    name = _points_key(model, corpus, max_tokens, layer, head)
-    kept = store.shared().peek(name)
-    if kept is not None:
-        return kept
     loaded, ready = shelf.model(model), prepared(model, corpus, max_tokens)
     whole = estimate(model, ready)
     layers = len(run_corpus.reading_stack(loaded).layers)
-    needs = admission.Cost(whole.seconds * (layer + 1) / layers, whole.bytes)  # the layers up to the chosen one
-    bar, progress, admit = _batches(f"Reading layer {layer + 1}'s queries and keys:", needs)
-    try:
-        return store.shared().get(
-            name,
-            lambda: corpus_points.query_key_points(loaded, ready, layer, head, progress=progress, admit=admit),
-        )
-    finally:
-        bar.empty()
+    return _kept(
+        _points_key(model, corpus, max_tokens, layer, head),
+        f"Reading layer {layer + 1}'s queries and keys:",
+        admission.Cost(whole.seconds * (layer + 1) / layers, whole.bytes),  # the layers up to the chosen one
+        lambda progress, admit: corpus_points.query_key_points(
+            loaded, ready, layer, head, progress=progress, admit=admit
+        ),
+    )
