@@ -113,6 +113,57 @@ def padded(bpe, vocab_size: int):
     return Tokenizer.from_str(json.dumps(data))
 
 
+def _byte_bpe(vocab_size: int | None = None):
+    """train_tokenizer's BPE (the tokenizers.Tokenizer inside the ByteLevelBPETokenizer wrapper), padded to
+    `vocab_size` (None: its own), and the config settings it fixes: the vocabulary's size, its end token bos and eos."""
+    bpe = train_tokenizer()._tokenizer
+    if vocab_size is not None:
+        bpe = padded(bpe, vocab_size)
+    end_id = bpe.token_to_id(END)
+    return bpe, {"vocab_size": bpe.get_vocab_size(), "bos_token_id": end_id, "eos_token_id": end_id}
+
+
+def _perturbed(model_class, config, seed: int, *, norms, embeddings, gain, shift, rest):
+    """model_class(config) in eval mode, built after torch.manual_seed(seed), every parameter then drawn again far from
+    its default so that a converter that drops, misplaces or mis-scales one cannot match: seeded standard normal noise
+    (one draw of the parameter's shape, in named_parameters' order, from a generator seeded with `seed`) scaled by the
+    first kind the name fits. A norm's (its name holds one of `norms`): gains 1 + gain * noise, shifts shift * noise
+    (shift None: every parameter of a norm is a gain); an embedding table's (the name ends with one of `embeddings`):
+    0.5 * noise; a bias: 0.1 * noise; any other weight: rest * noise."""
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=generator)
+            if any(part in name for part in norms):
+                param.copy_(1.0 + gain * noise if shift is None or name.endswith("weight") else shift * noise)
+            elif name.endswith(embeddings):
+                param.copy_(0.5 * noise)
+            elif name.endswith("bias"):
+                param.copy_(0.1 * noise)
+            else:
+                param.copy_(rest * noise)
+    if not config.tie_word_embeddings:
+        assert model.get_output_embeddings().weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
+    return model
+
+
+def _saved(model, path: Path, dtype: torch.dtype, shard_size: int | None, bpe, tokenizer: str = "json") -> Path:
+    """`model` saved at `path` by save_pretrained, stored as `dtype` (float16, bfloat16: as most published checkpoints
+    are), split into shards of about `shard_size` bytes with model.safetensors.index.json naming each weight's shard
+    (None: one file); beside it the byte-level BPE `bpe`: tokenizer.json, or vocab.json + merges.txt
+    (tokenizer="vocab_merges")."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.to(dtype).save_pretrained(str(path), **({} if shard_size is None else {"max_shard_size": shard_size}))
+    if tokenizer == "json":
+        bpe.save(str(path / "tokenizer.json"))
+    else:
+        bpe.model.save(str(path))  # vocab.json + merges.txt
+    return path
+
+
 def make_gpt2_folder(
     path: Path,
     *,
@@ -138,14 +189,9 @@ def make_gpt2_folder(
 
     if tokenizer not in ("json", "vocab_merges"):
         raise ValueError(f"tokenizer must be 'json' or 'vocab_merges', not {tokenizer!r}")
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    bpe = train_tokenizer()._tokenizer  # the tokenizers.Tokenizer inside the ByteLevelBPETokenizer wrapper
-    if vocab_size is not None:
-        bpe = padded(bpe, vocab_size)
-    end_id = bpe.token_to_id(END)
+    bpe, tokens = _byte_bpe(vocab_size)
     config = GPT2Config(
-        vocab_size=bpe.get_vocab_size(),
+        **tokens,
         n_embd=n_embd,
         n_head=n_head,
         n_layer=n_layer,
@@ -153,34 +199,20 @@ def make_gpt2_folder(
         n_inner=n_inner,
         activation_function=activation,
         tie_word_embeddings=tie,
-        bos_token_id=end_id,
-        eos_token_id=end_id,
         **overrides,
     )
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(config).eval()
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            noise = torch.randn(param.shape, generator=generator)
-            if ".ln_" in name or name.startswith("transformer.ln_f"):
-                param.copy_(1.0 + 0.3 * noise if name.endswith("weight") else 0.2 * noise)
-            elif name.endswith(("wte.weight", "wpe.weight")):
-                param.copy_(0.5 * noise)
-            elif name.endswith("bias"):
-                param.copy_(0.1 * noise)
-            else:
-                param.copy_(0.15 * noise)
-        if not tie:
-            assert model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr()
-    # dtype: stored as (float16, bfloat16: as most published checkpoints are); shard_size: split into shards of
-    # about this many bytes with model.safetensors.index.json naming each weight's shard (None: one file)
-    model.to(dtype).save_pretrained(str(path), **({} if shard_size is None else {"max_shard_size": shard_size}))
-    if tokenizer == "json":
-        bpe.save(str(path / "tokenizer.json"))
-    else:
-        bpe.model.save(str(path))  # vocab.json + merges.txt
-    return path
+    # ".ln_": each block's ln_1 and ln_2 and the final transformer.ln_f
+    model = _perturbed(
+        GPT2LMHeadModel,
+        config,
+        seed,
+        norms=(".ln_",),
+        embeddings=("wte.weight", "wpe.weight"),
+        gain=0.3,
+        shift=0.2,
+        rest=0.15,
+    )
+    return _saved(model, path, dtype, shard_size, bpe, tokenizer)
 
 
 def make_llama_folder(
@@ -210,12 +242,9 @@ def make_llama_folder(
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
     }[family]
 
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    bpe = train_tokenizer()
-    end_id = bpe.token_to_id(END)
+    bpe, tokens = _byte_bpe()
     config = LlamaConfig(
-        vocab_size=bpe.get_vocab_size(),
+        **tokens,
         hidden_size=hidden_size,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
@@ -224,29 +253,20 @@ def make_llama_folder(
         max_position_embeddings=positions,
         rope_theta=rope_theta,
         tie_word_embeddings=tie,
-        bos_token_id=end_id,
-        eos_token_id=end_id,
         **overrides,
     )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).eval()
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            noise = torch.randn(param.shape, generator=generator)
-            if "norm" in name:  # RMSNorm gains far from 1: a missing or misplaced gain could not pass
-                param.copy_(1.0 + 0.5 * noise)
-            elif name.endswith("embed_tokens.weight"):
-                param.copy_(0.5 * noise)
-            elif name.endswith("bias"):
-                param.copy_(0.1 * noise)
-            else:
-                param.copy_(0.2 * noise)
-    # dtype: stored as (float16, bfloat16: as most published checkpoints are); shard_size: split into shards of
-    # about this many bytes with model.safetensors.index.json naming each weight's shard (None: one file)
-    model.to(dtype).save_pretrained(str(path), **({} if shard_size is None else {"max_shard_size": shard_size}))
-    bpe.save(str(path / "tokenizer.json"))
-    return path
+    # RMSNorm gains far from 1: a missing or misplaced gain could not pass
+    model = _perturbed(
+        LlamaForCausalLM,
+        config,
+        seed,
+        norms=("norm",),
+        embeddings=("embed_tokens.weight",),
+        gain=0.5,
+        shift=None,
+        rest=0.2,
+    )
+    return _saved(model, path, dtype, shard_size, bpe)
 
 
 def make_qwen2_folder(path: Path, **settings) -> Path:
@@ -270,18 +290,16 @@ def make_gptneox_folder(
     activation: str = "gelu",
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
+    shard_size: int | None = None,
     **overrides,
 ) -> Path:
     """A GPT-NeoX folder at `path` (config.json, model.safetensors, tokenizer.json); rotary_pct and rope_theta as the
     Pythia files name them (transformers writes them into rope_parameters); overrides go to GPTNeoXConfig."""
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    bpe = train_tokenizer()._tokenizer  # the tokenizers.Tokenizer inside the ByteLevelBPETokenizer wrapper
-    end_id = bpe.token_to_id(END)
+    bpe, tokens = _byte_bpe()
     config = GPTNeoXConfig(
-        vocab_size=bpe.get_vocab_size(),
+        **tokens,
         hidden_size=hidden_size,
         num_attention_heads=heads,
         num_hidden_layers=layers,
@@ -293,29 +311,20 @@ def make_gptneox_folder(
         tie_word_embeddings=tie,
         attention_bias=attention_bias,
         hidden_act=activation,
-        bos_token_id=end_id,
-        eos_token_id=end_id,
         **overrides,
     )
-    torch.manual_seed(seed)
-    model = GPTNeoXForCausalLM(config).eval()
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            noise = torch.randn(param.shape, generator=generator)
-            if "layernorm" in name or "layer_norm" in name:  # gains far from 1, shifts far from 0
-                param.copy_(1.0 + 0.3 * noise if name.endswith("weight") else 0.2 * noise)
-            elif name.endswith("embed_in.weight"):
-                param.copy_(0.5 * noise)
-            elif name.endswith("bias"):
-                param.copy_(0.1 * noise)
-            else:
-                param.copy_(0.2 * noise)
-        if not tie:
-            assert model.lm_head.weight.data_ptr() != model.gpt_neox.embed_in.weight.data_ptr()
-    model.to(dtype).save_pretrained(str(path))
-    bpe.save(str(path / "tokenizer.json"))
-    return path
+    # LayerNorm gains far from 1, shifts far from 0
+    model = _perturbed(
+        GPTNeoXForCausalLM,
+        config,
+        seed,
+        norms=("layernorm", "layer_norm"),
+        embeddings=("embed_in.weight",),
+        gain=0.3,
+        shift=0.2,
+        rest=0.2,
+    )
+    return _saved(model, path, dtype, shard_size, bpe)
 
 
 # config.json's model_type -> the builder of a tiny folder of that family (tests/models/test_folders.py checks that

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
-from attention_explorer.models.reference import run_reference
+from attention_explorer.models.greedy import Sampling, continue_text
+from attention_explorer.models.pretrained import load_folder
+from attention_explorer.models.reference import load_reference, run_reference
 from attention_explorer.models.transformer import Transformer
 
 
@@ -57,3 +61,16 @@ def differences(ours: Transformer, reference, ids: torch.Tensor) -> dict[str, fl
         "hidden": largest(zip(ours_states, ref.hidden_states, strict=True)),
         "logits": largest([(out.logits, ref.logits)]),
     }
+
+
+def assert_greedy_is_generate(folder: Path, prompt: str, steps: int = 12, length: int = 32) -> None:
+    """The cached decoder (models.greedy: one position a step) continues `prompt` (cut to `length` tokens) on the
+    folder's model with the `steps` tokens transformers' greedy generate picks on its own load of the same folder."""
+    model, tokenizer, _ = load_folder(folder)
+    reference = load_reference(folder)
+    ids = list(tokenizer.encode(prompt, length).ids)
+    ours = continue_text(model, ids, steps, Sampling())
+    theirs = reference.generate(
+        torch.tensor([ids]), max_new_tokens=steps, do_sample=False, min_new_tokens=steps, pad_token_id=0
+    )[0, len(ids) :].tolist()
+    assert ours == theirs

@@ -17,6 +17,17 @@ from attention_explorer.models.families import descriptor as family
 from attention_explorer.models.transformer import DecoderLayerInternals, EncoderLayerInternals, Transformer
 
 SMALL = dict(vocab_size=50, d_model=32, n_heads=4, d_ff=64, max_len=32, dropout=0.0)
+# a pre-LN decoder of 2 layers as the published decoder families have it: no embedding scale, no padding id, an output
+# layer without a bias
+DECODER = dict(
+    SMALL,
+    n_encoder_layers=0,
+    n_decoder_layers=2,
+    norm_first=True,
+    scale_embeddings=False,
+    pad_id=None,
+    output_bias=False,
+)
 CONFIGS = {
     # the paper's base model's choices at a size a test builds quickly
     "paper base": dataclasses.replace(PAPER_BASE, **SMALL, n_encoder_layers=2, n_decoder_layers=2),
@@ -33,47 +44,29 @@ CONFIGS = {
         embedding_norm=True,
     ),
     "GPT-2-like": TransformerConfig(
-        **SMALL,
-        n_encoder_layers=0,
-        n_decoder_layers=2,
+        **DECODER,
         positional="learned",
         activation="gelu_new",
-        norm_first=True,
-        scale_embeddings=False,
-        pad_id=None,
-        output_bias=False,
     ),
     "Llama-like": TransformerConfig(
-        **SMALL,
-        n_encoder_layers=0,
-        n_decoder_layers=2,
+        **DECODER,
         positional="rotary",
         activation="silu",
         gated_ffn=True,
         norm="rms",
-        norm_first=True,
         n_kv_heads=2,
         qkv_bias=False,
         out_bias=False,
         ffn_bias=False,
-        scale_embeddings=False,
-        pad_id=None,
-        output_bias=False,
     ),
     # GPT-NeoX (Pythia): the parallel block, rotary on a quarter of each head, LayerNorm with biases, untied output
     "GPT-NeoX-like": TransformerConfig(
-        **SMALL,
-        n_encoder_layers=0,
-        n_decoder_layers=2,
+        **DECODER,
         positional="rotary",
         rotary_fraction=0.25,
         activation="gelu",
-        norm_first=True,
         parallel_residual=True,
-        scale_embeddings=False,
         tie_output=False,
-        pad_id=None,
-        output_bias=False,
     ),
 }
 

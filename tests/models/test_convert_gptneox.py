@@ -13,12 +13,11 @@ from attention_explorer.models import ablation, registry
 from attention_explorer.models.config import TransformerConfig
 from attention_explorer.models.families.checks import ConversionError
 from attention_explorer.models.families.gptneox import config_from_hf, convert, split_qkv
-from attention_explorer.models.greedy import Sampling, continue_text
 from attention_explorer.models.positional import RotaryPositions
 from attention_explorer.models.pretrained import load_folder, read_checkpoint
 from attention_explorer.models.reference import each_attention, load_reference, run_reference
 from tests.folders import CORPUS, make_gptneox_folder
-from tests.parity import differences
+from tests.parity import assert_greedy_is_generate, differences
 
 PARITY = 1e-5  # the project's parity bar with transformers (issue #40), here on the logits too
 
@@ -80,15 +79,7 @@ def test_tiny_random_gptneox_matches_transformers(tmp_path, settings):
 @pytest.mark.parametrize("settings", [dict(parallel=True), dict(parallel=False, heads=8, seed=1)])
 def test_greedy_continuation_is_transformers_generate(tmp_path, settings):
     """The cached decoder (models.greedy: one position a step, through run_sublayers) picks transformers' tokens."""
-    folder = make_gptneox_folder(tmp_path / "neox", positions=32, **settings)
-    model, tokenizer, _ = load_folder(folder)
-    reference = load_reference(folder)
-    ids = list(tokenizer.encode(CORPUS[0], 32).ids)
-    ours = continue_text(model, ids, 12, Sampling())
-    theirs = reference.generate(
-        torch.tensor([ids]), max_new_tokens=12, do_sample=False, min_new_tokens=12, pad_token_id=0
-    )[0, len(ids) :].tolist()
-    assert ours == theirs
+    assert_greedy_is_generate(make_gptneox_folder(tmp_path / "neox", positions=32, **settings), CORPUS[0])
 
 
 def test_the_parallel_blocks_states_are_running_sums_of_what_each_sub_layer_read_from_x(tmp_path):

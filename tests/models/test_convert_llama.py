@@ -22,7 +22,7 @@ from attention_explorer.models.reference import load_reference
 from attention_explorer.models.transformer import Transformer
 from tests import tolerance
 from tests.folders import CORPUS, make_llama_folder
-from tests.parity import assert_parity
+from tests.parity import assert_greedy_is_generate, assert_parity
 
 SHAPES = [
     dict(hidden_size=48, heads=4, kv_heads=4, layers=2),  # every query head has its own keys and values
@@ -147,15 +147,7 @@ def test_rotary_formula():
 
 @pytest.mark.parametrize("settings", [dict(heads=6, kv_heads=2), dict(heads=4, kv_heads=1, tie=True, seed=2)])
 def test_greedy_continuation_is_transformers_generate(tmp_path, settings):
-    folder = make_llama_folder(tmp_path / "llama", positions=32, **settings)
-    model, tokenizer, _ = load_folder(folder)
-    reference = load_reference(folder)
-    ids = list(tokenizer.encode(CORPUS[0], 32).ids)
-    ours = continue_text(model, ids, 12, Sampling())
-    theirs = reference.generate(
-        torch.tensor([ids]), max_new_tokens=12, do_sample=False, min_new_tokens=12, pad_token_id=0
-    )[0, len(ids) :].tolist()
-    assert ours == theirs
+    assert_greedy_is_generate(make_llama_folder(tmp_path / "llama", positions=32, **settings), CORPUS[0])
 
 
 def test_config_errors_are_clear():
