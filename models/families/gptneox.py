@@ -57,7 +57,7 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
     """Our config from a GPT-NeoX config.json (decoder-only, pre-LN LayerNorm, partial rotary, parallel or sequential
     residual, untied output unless it says otherwise)."""
     activation = checks.activation(hf, "hidden_act", "gelu")
-    try:
+    with checks.config_fields("GPT-NeoX"):
         theta, fraction = _rope(hf)
         bias = bool(hf.get("attention_bias", True))
         return TransformerConfig(
@@ -84,12 +84,6 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
             out_bias=bias,
             ffn_bias=True,  # GPT-NeoX's feed-forward always has biases
         )
-    except ConversionError:
-        raise  # already one line naming what config.json asks for (a ValueError too)
-    except KeyError as e:
-        raise ConversionError(f"config.json lacks {e.args[0]!r}") from None
-    except (TypeError, ValueError) as e:
-        raise ConversionError(f"config.json does not describe a GPT-NeoX model: {e}") from None
 
 
 def split_qkv(fused: Tensor, n_heads: int) -> tuple[Tensor, Tensor, Tensor]:
