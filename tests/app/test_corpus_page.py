@@ -11,6 +11,7 @@ from attention_explorer.explorer.app import corpus_runs, state
 from attention_explorer.explorer.run import corpus, corpus_input, corpus_points, corpus_stats, trace
 from tests.app import new_app
 from tests.figdata import array, plain, spec
+from tests.hostile import NAMED, assert_literal
 
 PAGE = "explorer/pages/corpus.py"
 TEXTS = [
@@ -137,3 +138,16 @@ def test_the_stack_step_opens_its_head_over_many_texts(minilm):
     ran(at.switch_page(PAGE))  # AppTest reruns the page it was given last; a browser stays where the click went
     assert at.selectbox(key=state.CORPUS_LAYER).value == layer and at.selectbox(key=state.CORPUS_HEAD).value == head
     assert any(c["data"][0]["type"] == "bar" for c in charts(at))  # that head's top texts among the samples
+
+
+def test_hostile_lines_run_and_every_token_stays_literal(minilm):
+    """The corpus page reads no sidebar sentence (test_hostile_pages): its own lines are hostile here instead."""
+    lines = [t for t in NAMED if t.strip() and "\n" not in t and len(t) < 5_000]
+    at = ran(pasted(lines))
+    assert not at.exception, [e.value for e in at.exception]
+    at.button(key="corpus_points").click().run()
+    assert not at.exception
+    drawn = charts(at)
+    assert len(drawn) >= 3  # the grid, the top texts, the queries and keys
+    for figure in at.get("plotly_chart"):
+        assert_literal(spec(figure))

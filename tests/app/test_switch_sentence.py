@@ -23,9 +23,9 @@ TYPED = "The cat sat on the mat, **because** <b>it</b> was [tired](javascript:al
 KNOWN = ("the", "cat", "on")
 UNKNOWN = ("sat", "mat", ",", "*", "because", "<", "b", ">")
 UNESCAPED = re.compile(r"(?<!\\)[*<>\[\]$_`]")  # a markdown or HTML mark that a message would render, not show
-# every page that reads a toy's sentence: Train reads none, Positional encoding draws a toy's position table, and
-# Compare and Reference take only MiniLM or a pretrained folder (they say so)
-NOT_READ = ("train", "positional", "compare", "reference")
+# every page that reads a toy's sentence: Train reads none, Positional encoding draws a toy's position table, Compare
+# and Reference take only MiniLM or a pretrained folder (they say so), and Heads over many texts reads a corpus
+NOT_READ = ("train", "positional", "compare", "reference", "corpus")
 PAGES = tuple(page.stem for pages in navigation.MENUS.values() for page in pages if page.stem not in NOT_READ)
 
 
