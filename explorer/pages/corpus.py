@@ -45,23 +45,26 @@ digest = corpus_runs.keep(corpus)
 tokens = sum(len(e) for e in ready.encodings)
 st.caption(
     markdown_literal(
-        f"{len(ready.encodings):,} texts from {corpus.source}, {tokens:,} tokens in all, each text cut at "
+        f"From {corpus.source}: {len(ready.encodings):,} texts, {tokens:,} tokens in all, each text cut at "
         f"{choice.max_tokens:,} tokens (the sidebar's Max tokens)."
     )
 )
 ran = st.session_state.setdefault(state.CORPUS_RAN, {})
 if digest not in ran and corpus_runs.kept_stats(choice.model, corpus, choice.max_tokens) is None:
     needs = corpus_runs.estimate(choice.model, ready)
-    if not st.button(
+    slot = st.container()  # the estimate, above the button
+    asking = st.empty()  # the button goes once pressed: the run's progress bar comes under it
+    if not asking.button(
         f"Run the {len(ready.encodings):,} texts through the model", key="corpus_run", icon=":material/play_arrow:"
     ):
-        st.info(
+        slot.info(
             f"That takes {cost.about(needs.seconds)} on this server and at most about "
             f"{admission.gigabytes(needs.bytes)} of memory at once (an estimate from the texts' lengths and the "
             "model's size; a busy server takes longer).",
             icon=":material/hourglass_top:",
         )
         stop()
+    asking.empty()
 ran[digest] = corpus
 stats = corpus_runs.stats(choice.model, corpus, choice.max_tokens)
 st.query_params[state.URL_CORPUS] = digest  # the address names the corpus by its digest, never its texts
