@@ -24,7 +24,8 @@ __version__ = "0.1.0"
 
 # the notebook API, imported on first use: `import attention_explorer` stays quick (no torch until a run)
 # (not "models": that name is the engine, attention_explorer.models, once anything has imported it)
-_API = ("run", "show", "save", "list_models", "Run", "corpus", "corpus_points")
+_API = ("run", "show", "save", "list_models", "Run")
+_CORPORA = ("corpus", "corpus_points")  # the API over many texts: attention_explorer.corpora
 
 
 def __getattr__(name: str):
@@ -32,8 +33,12 @@ def __getattr__(name: str):
         from attention_explorer import api
 
         return getattr(api, name)
+    if name in _CORPORA:
+        from attention_explorer import corpora
+
+        return getattr(corpora, name)
     raise AttributeError(f"module 'attention_explorer' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
+    return sorted([*globals(), *_API, *_CORPORA])

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +26,6 @@ import numpy as np
 if TYPE_CHECKING:  # torch and plotly are imported on first use: `import attention_explorer` stays quick
     import plotly.graph_objects as go
 
-    from attention_explorer.explorer.run.corpus_points import QueryKeyPoints
-    from attention_explorer.explorer.run.corpus_stats import CorpusStats
     from attention_explorer.explorer.run.trace import Trace
     from attention_explorer.explorer.run.walkthrough import HeadWalkthrough
     from attention_explorer.models.registry import LoadedModel
@@ -39,7 +36,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub, as the ap
 # it takes effect where torch is first imported after this
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-__all__ = ["Run", "corpus", "corpus_points", "list_models", "run", "save", "show"]
+__all__ = ["Run", "list_models", "run", "save", "show"]  # corpus and corpus_points: attention_explorer.corpora
 
 VIEWS = ("heatmap", "head_view", "model_view", "positional", "qkv", "logit_lens", "patching")
 SHOW_VIEWS = ("model_view", "head_view", "heatmap")
@@ -79,6 +76,11 @@ def _resolve(model: str | os.PathLike) -> str:
     looks_like_path = isinstance(model, os.PathLike) or os.sep in str(model) or str(model).lower().endswith(".gguf")
     what = f"no model file or folder at {str(model)!r}" if looks_like_path else f"unknown model {str(model)!r}"
     raise ValueError(f"{what}: give a model key ({_keys()}) or the path of a model folder or a .gguf file")
+
+
+def loaded_model(model: str | os.PathLike) -> LoadedModel:
+    """The model a key or path names, loaded once for the process (ValueError naming the keys where none is)."""
+    return _loaded(_resolve(model))
 
 
 def run(model: str | os.PathLike, text: str, max_tokens: int = 512) -> Run:
@@ -353,59 +355,6 @@ def save(figure: go.Figure, path: str | os.PathLike) -> Path:
     else:
         raise ValueError(f"save {str(path)!r}: name a .png, .svg, .pdf or .html file")
     return path
-
-
-def _corpus_of(loaded: LoadedModel, texts: Sequence[str] | os.PathLike | str, max_tokens: int):
-    """The texts prepared for the model: a list of texts, a .txt / .csv file's path (a Path), or "sample"."""
-    from attention_explorer.explorer.experiments import sample
-    from attention_explorer.explorer.run import corpus_input
-
-    if isinstance(texts, os.PathLike):
-        found = corpus_input.from_file(texts)
-    elif isinstance(texts, str) and texts == "sample":
-        found = corpus_input.from_texts(sample.texts(loaded), sample.name(loaded))
-    elif isinstance(texts, str):
-        raise ValueError('give a list of texts, a pathlib.Path of a .txt or .csv file, or "sample"; not one string')
-    else:
-        found = corpus_input.from_texts(list(texts))
-    prepared = corpus_input.prepare(loaded, found, min(max_tokens, loaded.max_tokens))
-    for note in prepared.notes():
-        warnings.warn(note, stacklevel=3)
-    return prepared
-
-
-def corpus(
-    model: str | os.PathLike,
-    texts: Sequence[str] | os.PathLike | str,
-    max_tokens: int = 512,
-    batch_size: int = 32,
-    progress: Callable[[int, int], None] | None = None,
-) -> CorpusStats:
-    """Every head's statistics over many texts (explorer.run.corpus): `texts` a list of texts, the Path of a .txt
-    (one text a line) or .csv (a 'text' column) file, or "sample" (the app's sample texts for this model); each cut
-    at `max_tokens` (a warning counts the cut ones). Returns a CorpusStats: `.rows()` one dict a (layer, head) with
-    the columns of `python -m explorer corpus`; `.statistic(name)` (L, H) pooled over every query position;
-    `.text_values(name)` (N, L, H) each text's own; `.tokens` (N,) each text's tokens. ValueError for bad input."""
-    from attention_explorer.explorer.run import corpus as run_corpus
-
-    loaded = _loaded(_resolve(model))
-    return run_corpus.run(loaded, _corpus_of(loaded, texts, max_tokens), batch_size, progress)
-
-
-def corpus_points(
-    model: str | os.PathLike,
-    texts: Sequence[str] | os.PathLike | str,
-    layer: int,
-    head: int,
-    max_tokens: int = 512,
-    batch_size: int = 32,
-) -> QueryKeyPoints:
-    """One head's queries and keys at every position of the texts (as corpus() takes them), in 2D by one PCA fitted
-    on both together: `.queries` and `.keys` (N, 2), `.text` and `.position` (N,), `.tokens` (N,)."""
-    from attention_explorer.explorer.run import corpus_points as points
-
-    loaded = _loaded(_resolve(model))
-    return points.query_key_points(loaded, _corpus_of(loaded, texts, max_tokens), layer, head, batch_size)
 
 
 def list_models() -> list[tuple[str, str, str]]:

@@ -174,7 +174,7 @@ def corpus(args: argparse.Namespace) -> None:
     out = _out_path(args.out, args.format)
     found = corpus_input.from_file(args.file) if args.file else None  # a bad file is refused before the model loads
     loaded = registry.load(args.model) if args.model in registry.MODELS else registry.from_path(args.model)
-    found = found or corpus_input.from_texts(sample.texts(loaded), sample.name(loaded))
+    found = found or sample.corpus(loaded)
     stats = run_corpus.run(loaded, corpus_input.prepare(loaded, found, args.max_tokens), args.batch_size)
     for note in stats.notes:
         print(f"warning: {note}", file=sys.stderr)

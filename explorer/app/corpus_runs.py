@@ -24,8 +24,7 @@ DIGEST_CHARS = 16
 def samples(model: str) -> Corpus:
     """The app's own sample texts for this model (explorer/experiments/sample.py: everyday English, or a toy task's
     inputs), as the command line's --sample reads them."""
-    loaded = shelf.model(model)
-    return corpus_input.from_texts(sample.texts(loaded), sample.name(loaded))
+    return sample.corpus(shelf.model(model))
 
 
 def digest(corpus: Corpus) -> str:

@@ -10,6 +10,7 @@ than over three or four example sentences.
 
 from __future__ import annotations
 
+from attention_explorer.explorer.run import corpus_input
 from attention_explorer.models import tasks
 from attention_explorer.models.registry import LoadedModel
 
@@ -163,3 +164,9 @@ def name(loaded: LoadedModel) -> str:
     if loaded.task is None:
         return f"{len(ENGLISH)} everyday English texts written for this explorer"
     return f"{TASK_TEXTS} inputs of the toy {loaded.task.name} task, drawn with seed {SEED}"
+
+
+def corpus(loaded: LoadedModel) -> corpus_input.Corpus:
+    """The sample as a corpus (the Corpus page's, `python -m explorer corpus --sample`'s and `ae.corpus(m, "sample")`'s
+    texts), named by what it is."""
+    return corpus_input.from_texts(texts(loaded), name(loaded))
