@@ -1,10 +1,15 @@
 """Who runs now: every computation on a text is admitted before it starts, by its estimate in seconds and bytes
 (explorer.run.cost), so that one visitor's long text can neither stall a class nor take the server's memory.
 
-- A memory budget: a run that would take the process past it waits until enough runs end, or, when it could not fit
-  even alone, is refused at once with the room there is (`Refused`), and nothing already running is touched.
-- Two lanes: runs estimated under SHORT_SECONDS (a sentence, a layer of a short text) have a slot long ones cannot
-  take; long runs queue in order for theirs, and each is told its place and about how long until it starts.
+- A memory budget: a run that would take the process past it first has the caches give way (their least recently
+  used entries, across every cache, and loaded models no session holds, dropped until it fits); then it waits until
+  enough runs end, or, when it could not fit even alone with every cache empty, is refused at once with the room there
+  is (`Refused`), and nothing already running is touched.
+- Lanes: runs estimated under SHORT_SECONDS (a sentence, a layer of a short text) have a slot long ones cannot take;
+  long runs queue in order for the shared one, and each is told its place and about how long until it starts. A
+  long run waiting for memory keeps its place: new short runs keep to their own slot and leave it the memory it
+  needs, so steady short traffic cannot starve it. A model's load and a training run have a lane each ("load",
+  "train": one at a time per server).
 - A waiting run calls `waiting(place)` every POLL_SECONDS: that is where the app cancels it (the visitor left, or
   started another run) by raising, and the run leaves the line.
 
@@ -18,8 +23,9 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from attention_explorer.explorer.run import caps
 
@@ -29,14 +35,21 @@ POLL_SECONDS = 0.5  # how often a waiting run is told its place (and may be canc
 
 @dataclass(frozen=True)
 class Cost:
-    """A computation's estimate: its time alone on the machine and the memory it adds at its peak."""
+    """A computation's estimate: its time alone on the machine and the memory it adds at its peak; `lane`: a lane of
+    its own ("load": a model's load, "train": a training run), else the short or the shared lane by its time."""
 
     seconds: float
     bytes: int
+    lane: str = ""
 
     @property
     def short(self) -> bool:
-        return self.seconds < SHORT_SECONDS
+        return not self.lane and self.seconds < SHORT_SECONDS
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        """The slots it may take, in the order it tries them."""
+        return (self.lane,) if self.lane else ("short", "any") if self.short else ("any",)
 
 
 class Refused(RuntimeError):
@@ -100,8 +113,21 @@ def default_budget() -> int:
     return int(DEFAULT_SHARE * caps.total_memory()) or 8 * 2**30
 
 
+class Giver(Protocol):
+    """A cache that gives memory back when a run needs it (memo.BoundedCache, memo.Shelf): what it could give, when
+    its least recently used entry was last used (memo's one order of use across caches; None: nothing to give), and
+    dropping that entry (the bytes it held)."""
+
+    def reclaimable(self) -> int: ...
+
+    def oldest(self) -> int | None: ...
+
+    def drop_oldest(self) -> int: ...
+
+
 class Gate:
-    """One server process's admission: `with gate.admitted(cost, waiting):` around each computation."""
+    """One server process's admission: `with gate.admitted(cost, waiting):` around each computation. `caches()`: the
+    caches that give way under memory pressure (least recently used entry first, across them all)."""
 
     def __init__(
         self,
@@ -110,15 +136,19 @@ class Gate:
         short_slots: int = 1,
         any_slots: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        caches: Callable[[], Sequence[Giver]] = tuple,
+        load_slots: int = 1,
+        train_slots: int = 1,
     ) -> None:
-        self.budget, self.resident, self.clock = budget, resident or resident_bytes, clock
-        self.slots = {"short": short_slots, "any": any_slots}
+        self.budget, self.resident, self.clock, self.caches = budget, resident or resident_bytes, clock, caches
+        self.slots = {"short": short_slots, "any": any_slots, "load": load_slots, "train": train_slots}
         self._changed = threading.Condition()
         self._waiting: list[_Ticket] = []
         self._running: list[_Ticket] = []
         self._numbers = itertools.count()
         self._held_here = threading.local()  # the ticket this thread runs under, if any
         self._idle = self.resident()  # what the process holds with nothing running (sampled whenever nothing runs)
+        self.dropped = 0  # cache entries dropped to make room, since the start (the fault suite reads it)
 
     # -- what the process holds, and the room a run has
     def _held(self) -> int:
@@ -129,46 +159,107 @@ class Gate:
             self._idle = self.resident()
         return max(self._idle, self.resident() - reserved)
 
+    def _floor(self) -> int:
+        """What the process would hold with every cache empty: a run that cannot fit beside this is refused."""
+        held = self._held() if not self._running else self._idle
+        return max(0, held - sum(cache.reclaimable() for cache in self.caches()))
+
     def room(self) -> int:
-        """The most a run may add now with nothing else running: the budget less what the process holds."""
+        """The most a run may add now with nothing else running and every cache emptied: the budget less what the
+        process would still hold."""
         with self._changed:
-            return max(0, self.budget - self._held())
+            return max(0, self.budget - self._floor())
 
     def running(self) -> int:
         with self._changed:
             return len(self._running)
 
+    def books(self) -> tuple[int, int, int]:
+        """(runs admitted, runs waiting, bytes reserved for the admitted): (0, 0, 0) once every run has ended."""
+        with self._changed:
+            return len(self._running), len(self._waiting), sum(t.cost.bytes for t in self._running)
+
     # -- admission
+    def _reserving(self) -> _Ticket | None:
+        """The first long run in line that waits for memory or for a slot short runs hold (not for a long run ahead
+        of it): new short runs keep to the short lane's own slot and leave it the memory it needs."""
+        for ticket in self._waiting:
+            if ticket.cost.short:
+                continue
+            lane = ticket.cost.lanes[0]
+            held = sum(t.slot == lane and not t.cost.short for t in self._running)
+            return ticket if held < self.slots[lane] else None
+        return None
+
     def _slot_for(self, ticket: _Ticket) -> str | None:
-        """The slot this ticket may take now, or None: a short run takes the short lane's, else the shared one; a
-        long run only the shared one."""
+        """The slot this ticket may take now, or None: a short run takes the short lane's, else the shared one (not
+        while a long run reserves it); a long run only the shared one; a load or a training run its own lane's."""
         used = {name: sum(t.slot == name for t in self._running) for name in self.slots}
-        lanes = ("short", "any") if ticket.cost.short else ("any",)
+        lanes = ticket.cost.lanes
+        if ticket.cost.short and self._reserving() is not None:
+            lanes = ("short",)
         return next((name for name in lanes if used[name] < self.slots[name]), None)
 
     def _first_in_line(self, ticket: _Ticket) -> bool:
-        same = [t for t in self._waiting if t.cost.short == ticket.cost.short]
+        same = [t for t in self._waiting if t.cost.lanes == ticket.cost.lanes]
         return same[0] is ticket
 
+    def _reserved_for(self, ticket: _Ticket) -> int:
+        """The bytes a short run must leave to the long run that reserves them (0 for any other)."""
+        long = self._reserving() if ticket.cost.short else None
+        return long.cost.bytes if long is not None else 0
+
     def _fits(self, ticket: _Ticket) -> bool:
-        reserved = sum(t.cost.bytes for t in self._running)
+        reserved = sum(t.cost.bytes for t in self._running) + self._reserved_for(ticket)
         return self._held() + reserved + ticket.cost.bytes <= self.budget
+
+    def _make_room(self, ticket: _Ticket) -> bool:
+        """Drop the least recently used cache entries, across every cache, until the ticket fits; whether it does."""
+        while not self._fits(ticket):
+            found = [(stamp, cache) for cache in self.caches() if (stamp := cache.oldest()) is not None]
+            if not found:
+                return False
+            _, cache = min(found, key=lambda pair: pair[0])
+            if not cache.drop_oldest():
+                return False  # it held nothing after all: the process is no smaller
+            self.dropped += 1
+        return True
+
+    def _starts_at(self, ticket: _Ticket, now: float) -> float:
+        """When memory lets it start, from now, as the runs under way end at their own pace (and, for a short run
+        behind a long one that reserves the memory, once that run has started and the two fit)."""
+        runs = [(t.left(now), t.cost.bytes) for t in self._running]
+        floor = 0.0
+        long = self._reserving() if ticket.cost.short else None
+        if long is not None:
+            floor = self._starts_at(long, now)
+            runs.append((floor + long.cost.seconds, long.cost.bytes))
+        held = self._held()
+        ends = sorted({floor, *(end for end, _ in runs if end > floor)})
+        for at in ends:
+            if held + sum(b for end, b in runs if end > at) + ticket.cost.bytes <= self.budget:
+                return at
+        return ends[-1]  # past every run's end: what the caches give back makes the rest
 
     def _place(self, ticket: _Ticket) -> Place:
         now = self.clock()
-        same = [t for t in self._waiting if t.cost.short == ticket.cost.short]
+        same = [t for t in self._waiting if t.cost.lanes == ticket.cost.lanes]
         ahead = same[: same.index(ticket)]
-        left = [t.left(now) for t in self._running if not t.cost.short]
-        seconds = (min(left) if left else 0.0) + sum(t.cost.seconds for t in ahead)
-        reason = "turn" if self._slot_for(ticket) is None or ahead else "memory"
+        slot = self._slot_for(ticket)
+        lanes = ticket.cost.lanes if slot is None else ()
+        holding = [t.left(now) for t in self._running if t.slot in lanes]
+        slot_in = min(holding) if holding else 0.0
+        seconds = max(slot_in, self._starts_at(ticket, now)) + sum(t.cost.seconds for t in ahead)
+        reason = "turn" if slot is None or ahead else "memory"
         return Place(len(ahead), len(self._running), seconds, reason)
 
     @contextlib.contextmanager
     def admitted(self, cost: Cost, waiting: Callable[[Place], None] | None = None) -> Iterator[None]:
-        """Run the block once `cost` fits: at once, after those before it in its lane, or when enough memory is free.
-        Raises Refused (at once, or while waiting should the process grow) when it cannot fit even alone; whatever
-        `waiting` raises cancels it. Inside an admitted block, in the same thread, it admits at once: the outer run's
-        estimate covers what it calls (a run never waits for the slot it holds itself)."""
+        """Run the block once `cost` fits: at once, after those before it in its lane, or when enough memory is free
+        (the caches' least recently used entries dropped first). Raises Refused (at once, or while waiting should the
+        process grow) when it cannot fit even alone with every cache empty; whatever `waiting` raises cancels it.
+        Inside an admitted block, in the same thread, it admits at once: the outer run's estimate covers what it calls
+        (a run never waits for the slot it holds itself)."""
         if getattr(self._held_here, "ticket", None) is not None:
             yield  # already admitted in this thread (a layer recomputed inside a run): the outer estimate covers it
             return
@@ -193,7 +284,7 @@ class Gate:
                 self._changed.notify_all()
 
     def _refuse_if_too_big(self, cost: Cost) -> None:
-        room = self.budget - self._held() if not self._running else self.budget - self._idle
+        room = self.budget - self._floor()
         if cost.bytes > room:
             raise Refused(cost.bytes, max(0, room), self.budget)
 
@@ -205,7 +296,9 @@ class Gate:
 
     def _startable(self, ticket: _Ticket) -> str | None:
         slot = self._slot_for(ticket)
-        return slot if slot is not None and self._first_in_line(ticket) and self._fits(ticket) else None
+        if slot is None or not self._first_in_line(ticket):
+            return None
+        return slot if self._fits(ticket) or self._make_room(ticket) else None
 
     def _wait_for_turn(self, ticket: _Ticket, waiting: Callable[[Place], None] | None) -> None:
         while True:
@@ -214,6 +307,7 @@ class Gate:
                     self._waiting.remove(ticket)
                     ticket.slot, ticket.started = slot, self.clock()
                     self._running.append(ticket)
+                    self._changed.notify_all()  # a short run behind a reserving long one may start now
                     return
                 if not self._running:  # nothing left to wait for: it does not fit alone (the process grew)
                     self._refuse_if_too_big(ticket.cost)

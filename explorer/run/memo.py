@@ -3,10 +3,13 @@ per key at a time (twenty people typing the same example run the model once)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
 import gc
+import itertools
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
@@ -15,6 +18,10 @@ from typing import TypeVar
 import numpy as np
 
 T = TypeVar("T")
+
+# One order of use across every cache (a number drawn at each use): when a run needs memory the admission gate drops
+# the least recently used entry of them all first (explorer/run/admission.py), whichever cache holds it.
+_uses = itertools.count()
 
 
 def arrays(value: object) -> Iterator[np.ndarray]:
@@ -84,10 +91,33 @@ class BoundedCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self._computing: dict[Hashable, threading.Lock] = {}
+        self._used: dict[Hashable, int] = {}  # each key's last use, in the order of use shared by every cache
 
     @property
     def bytes(self) -> int:
         return self._bytes
+
+    # -- giving memory back (explorer.run.admission.Giver)
+    def reclaimable(self) -> int:
+        return self._bytes
+
+    def oldest(self) -> int | None:
+        """When the least recently used value was last used (None when empty)."""
+        with self._lock:
+            return self._used[next(iter(self._items))] if self._items else None
+
+    def drop_oldest(self) -> int:
+        """Drop the least recently used value; the bytes it held (0 when empty)."""
+        with self._lock:
+            if not self._items:
+                return 0
+            key, (value, size) = self._items.popitem(last=False)
+            self._used.pop(key, None)
+            self._bytes -= size
+        del value  # outside the lock: freeing big arrays takes a moment
+        if size >= TRIM_AFTER_BYTES:
+            release_memory()
+        return size
 
     def __len__(self) -> int:
         return len(self._items)
@@ -96,6 +126,7 @@ class BoundedCache:
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
+                self._used[key] = next(_uses)
                 return True, self._items[key][0]
             return False, None
 
@@ -140,9 +171,12 @@ class BoundedCache:
                 self._bytes -= self._items[key][1]
                 evicted.append(self._items.pop(key))
             self._items[key] = (value, size)
+            self._used[key] = next(_uses)
             self._bytes += size
             while self._bytes > self.max_bytes:
-                evicted.append(self._items.popitem(last=False)[1])
+                gone, kept = self._items.popitem(last=False)
+                self._used.pop(gone, None)
+                evicted.append(kept)
                 self._bytes -= evicted[-1][1]
         freed = sum(s for _, s in evicted)
         evicted.clear()
@@ -151,6 +185,7 @@ class BoundedCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._used.clear()
             self._bytes = 0
 
 
@@ -181,14 +216,37 @@ class Recent:
         return len(self._items)
 
 
+def model_bytes(value: object) -> int:
+    """The bytes of a loaded model's weights (a registry.LoadedModel, or a torch module such as a transformers
+    reference): what dropping it gives back once no one else holds it."""
+    module = getattr(value, "model", value)
+    parameters = getattr(module, "parameters", None)
+    if not callable(parameters):
+        return 0
+    return sum(p.numel() * p.element_size() for p in parameters())
+
+
+# What refers to a shelf's value when nothing outside does: the shelf's dict and sys.getrefcount's own argument
+_SHELF_ONLY = 2
+
+
 class Shelf:
     """The `kept` most recently used values of an expensive loader (models), shared by every session. One load at a
-    time, so two people picking the same model load it once; what falls off is garbage-collected and its heap handed
-    back to the system, so memory follows the models in use rather than every model ever opened."""
+    time, so two people picking the same model load it once; room is made before a load (the least recently used goes
+    first, so two models are never held where one fits), and what falls off is garbage-collected and its heap handed
+    back to the system, so memory follows the models in use rather than every model ever opened. `admit(key)`: the
+    context a load runs in (the app's admission gate); `size(value)`: its bytes, what it gives back when dropped."""
 
-    def __init__(self, load: Callable[[Hashable], T], kept: int) -> None:
-        self._load, self._kept = load, kept
+    def __init__(
+        self,
+        load: Callable[[Hashable], T],
+        kept: int,
+        admit: Callable[[Hashable], contextlib.AbstractContextManager] = lambda key: contextlib.nullcontext(),
+        size: Callable[[object], int] = model_bytes,
+    ) -> None:
+        self._load, self._kept, self._admit, self._size = load, kept, admit, size
         self._values: OrderedDict[Hashable, object] = OrderedDict()
+        self._used: dict[Hashable, int] = {}
         self._lock = threading.Lock()  # guards _values; held only briefly
         self._loading = threading.Lock()  # one load at a time
 
@@ -205,13 +263,42 @@ class Shelf:
         """Forget a value (if kept): its next use loads it again."""
         with self._lock:
             self._values.pop(key, None)
+            self._used.pop(key, None)
 
     def _hit(self, key: Hashable) -> tuple[bool, object]:
         with self._lock:
             if key in self._values:
                 self._values.move_to_end(key)
+                self._used[key] = next(_uses)
                 return True, self._values[key]
             return False, None
+
+    # -- giving memory back (explorer.run.admission.Giver): only values no session holds now
+    def _unheld(self) -> list[Hashable]:
+        return [key for key in self._values if sys.getrefcount(self._values[key]) <= _SHELF_ONLY]
+
+    def reclaimable(self) -> int:
+        with self._lock:
+            return sum(self._size(self._values[key]) for key in self._unheld())
+
+    def oldest(self) -> int | None:
+        with self._lock:
+            unheld = self._unheld()
+            return self._used[unheld[0]] if unheld else None
+
+    def drop_oldest(self) -> int:
+        """Drop the least recently used value no session holds; the bytes it gave back (0: none such)."""
+        with self._lock:
+            unheld = self._unheld()
+            if not unheld:
+                return 0
+            value = self._values.pop(unheld[0])
+            self._used.pop(unheld[0], None)
+        size = self._size(value)
+        del value
+        gc.collect()  # models hold reference cycles (modules and their parents)
+        release_memory()
+        return size
 
     def get(self, key: Hashable):
         found, value = self._hit(key)
@@ -221,12 +308,17 @@ class Shelf:
             found, value = self._hit(key)  # loaded by someone else while we waited
             if found:
                 return value
-            value = self._load(key)
+            with self._lock:  # room first: the model falling off goes before the new one is read
+                dropped = [self._values.popitem(last=False) for _ in range(len(self._values) - self._kept + 1)]
+                for pair in dropped:
+                    self._used.pop(pair[0], None)
+            if dropped:
+                del dropped, pair  # the last references this shelf held
+                gc.collect()
+                release_memory()
+            with self._admit(key):
+                value = self._load(key)
             with self._lock:
                 self._values[key] = value
-                dropped = [self._values.popitem(last=False) for _ in range(len(self._values) - self._kept)]
-        if dropped:
-            del dropped  # the last references this shelf held
-            gc.collect()  # models hold reference cycles (modules and their parents)
-            release_memory()
+                self._used[key] = next(_uses)
         return value
