@@ -17,7 +17,7 @@ from attention_explorer.explorer.run import memo  # noqa: E402
 memo.limit_malloc_arenas()  # before the sessions' script threads allocate: they share two heaps
 
 from attention_explorer.explorer import navigation  # noqa: E402
-from attention_explorer.explorer.app import cached, state  # noqa: E402
+from attention_explorer.explorer.app import cached, shelf, state  # noqa: E402
 from attention_explorer.explorer.app.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
 from attention_explorer.explorer.figures.labels import markdown_literal  # noqa: E402
 from attention_explorer.explorer.run import caps  # noqa: E402
@@ -121,6 +121,8 @@ with st.sidebar:
         on_change=change_model,
     )
     st.caption(cached.described(st.session_state[state.MODEL]).description)
+    if gone := shelf.left_out():  # which ones, and their estimates, are for whoever started the server: its log
+        st.caption(shelf.left_out_note(len(gone)))
     st.text_area(
         "Sentence",
         max_chars=state.MAX_TEXT,

@@ -166,12 +166,31 @@ def where_from(spec) -> str:
 
 
 def models(argv: list[str]) -> int:
-    """Every model this install can load: key, title and where it comes from."""
-    argparse.ArgumentParser(prog="attention-explorer models", description=models.__doc__).parse_args(argv)
-    from attention_explorer.models import registry
+    """Every model this install can load: key, title and where it comes from; and, for a model whose load could not
+    fit the server's memory budget (--memory-budget, else EXPLORER_MEMORY_BUDGET, else the serve default), a fourth
+    column: why `serve` does not offer it to visitors."""
+    parser = argparse.ArgumentParser(prog="attention-explorer models", description=models.__doc__)
+    parser.add_argument("--memory-budget", default=None, help="the budget to check against (12GB, 50%%)")
+    args = parser.parse_args(argv)
+    from attention_explorer.explorer.run import admission
+    from attention_explorer.models import footprint, registry
 
-    for key, spec in registry.catalogue().items():
-        print(f"{key}\t{spec.title}\t{where_from(spec)}")
+    try:
+        text = args.memory_budget or os.environ.get(caps.MEMORY_BUDGET_ENV, "")
+        budget = caps.parse_memory(text, caps.total_memory()) if text.strip() else admission.default_budget()
+    except ValueError as e:
+        print(f"attention-explorer models: --memory-budget: {e}", file=sys.stderr)
+        return 2
+    found = registry.catalogue()
+    gone = footprint.too_big(found, budget)
+    for key, spec in found.items():
+        why = ""
+        if key in gone:
+            why = (
+                f"\tnot offered by serve: its load needs about {footprint.gigabytes(gone[key].load_bytes)}, more "
+                f"than the memory budget ({footprint.gigabytes(budget)})"
+            )
+        print(f"{key}\t{spec.title}\t{where_from(spec)}{why}")
     return 0
 
 

@@ -235,8 +235,10 @@ def path_spec(name: str, path: str | Path) -> ModelSpec:
     path = str(path)
     kind = "GGUF file" if path.lower().endswith(".gguf") else "folder"
     title = f"{name} (local {'file' if kind == 'GGUF file' else 'folder'})"
+    # the description is what visitors read: it names no path of the server's disk (`attention-explorer models` does)
     description = (
-        f"Weights from the local {kind} {path} (it does not say whether they were trained), in the from-scratch engine."
+        f"Weights from a local {kind} named {name} (it does not say whether they were trained), in the from-scratch "
+        "engine."
     )
     return ModelSpec(f"folder:{name}", title, description, "folder", path)
 
@@ -319,8 +321,8 @@ def hf_cache_specs(environ: Mapping[str, str]) -> tuple[ModelSpec, ...]:
             continue
         if snapshot is not None and name:
             description = (
-                f"Weights of {name} from the local Hugging Face cache ({snapshot}; it does not say whether they were "
-                "trained), in the from-scratch engine; nothing is downloaded."
+                f"Weights of {name} from the server's Hugging Face cache (it does not say whether they were trained), "
+                "in the from-scratch engine; nothing is downloaded."
             )
             specs.append(ModelSpec(f"hf:{name}", f"{name} (Hugging Face cache)", description, "folder", str(snapshot)))
     return tuple(specs)

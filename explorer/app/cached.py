@@ -17,9 +17,9 @@ Shared by every session of the server (st.cache_resource, st.cache_data):
   plain inputs).
 - explorer/app/shelf.py:shelf -- the loaded models (memo.Shelf, MODELS_KEPT = 2, least recently used out); key a
   registry key, or shelf.reference_key(folder) for a transformers reference.
-- explorer/app/cached.py:_walkthroughs -- one query's rows of one layer, every head (memo.BoundedCache,
+- explorer/app/cached.py:walkthroughs -- one query's rows of one layer, every head (memo.BoundedCache,
   WALKTHROUGH_BYTES = 64 MiB); key store.key("query_walkthrough", choice, kind, layer, query).
-- explorer/app/compare_runs.py:_second -- sentence B's long run on Compare sentences (memo.BoundedCache, SECOND_BYTES
+- explorer/app/compare_runs.py:second -- sentence B's long run on Compare sentences (memo.BoundedCache, SECOND_BYTES
   = 192 MiB: one run); key store.key("second_trace", B's choice, encoder only).
 - explorer/app/cached.py:_positions -- a model's position tables (st.cache_data, max_entries=4); key
   store.key("positions", model).
@@ -31,6 +31,8 @@ Shared by every session of the server (st.cache_resource, st.cache_data):
   digest, max tokens), store.key("corpus_points", ..., layer, head)).
 - explorer/app/waiting.py:gate -- the admission gate (explorer/run/admission.py), one per process; holds no values.
 - explorer/app/shelf.py:prepare_reference -- the one thread importing transformers' code, started once per process.
+- explorer/app/shelf.py:left_out -- the models whose load could not fit the memory budget (models/footprint.py), found
+  once per process from their files' sizes; one dict of estimates.
 
 The engine's, at module level (no Streamlit; shared by every session too):
 - explorer/run/layers.py:_CACHE -- the layers a long text's run recomputes when a view reads them (memo.BoundedCache,
@@ -220,7 +222,7 @@ WALKTHROUGH_BYTES = 64 * 2**20
 
 
 @st.cache_resource(show_spinner=False)
-def _walkthroughs() -> memo.BoundedCache:
+def walkthroughs() -> memo.BoundedCache:
     return memo.BoundedCache(WALKTHROUGH_BYTES)
 
 
@@ -256,7 +258,7 @@ def get_query_walkthrough(choice: Choice, kind: str, layer: int, query: int) -> 
         needs = admission.Cost(seconds, cost.layer_bytes(shelf.model(choice.model).model.config, keys))
         return store.compute(message, lambda: walkthrough.query_rows(result, kind, layer, query), needs)
 
-    return _walkthroughs().get(key, work)
+    return walkthroughs().get(key, work)
 
 
 def get_random_repeat(model_name: str):

@@ -89,7 +89,7 @@ SECOND_BYTES = 192 * 2**20
 
 
 @st.cache_resource(show_spinner=False)
-def _second() -> memo.BoundedCache:
+def second() -> memo.BoundedCache:
     return memo.BoundedCache(SECOND_BYTES)
 
 
@@ -102,7 +102,7 @@ def _trace_kept(choice: Choice, kind: str) -> bool:
     """Whether the store or B's shelf holds the run get_second_trace would return (nothing is run)."""
     kept = store.shared().peek(store.key("trace", choice)) is not None
     encoder = kind == "encoder_self" and store.shared().peek(store.key("encoder_trace", choice)) is not None
-    return kept or encoder or _second().peek(_second_key(choice, kind)) is not None
+    return kept or encoder or second().peek(_second_key(choice, kind)) is not None
 
 
 def get_second_trace(choice: Choice, kind: str) -> trace.Trace:
@@ -110,12 +110,12 @@ def get_second_trace(choice: Choice, kind: str) -> trace.Trace:
     the text is short, else from B's own shelf."""
     loaded = shelf.model(choice.model)
     key = _second_key(choice, kind)
-    if (kept := _second().peek(key)) is not None:
+    if (kept := second().peek(key)) is not None:
         return kept  # type: ignore[return-value]
     if store.shared().peek(store.key("trace", choice)) is not None or trace.short(loaded, store.tokens_of(choice)):
         return get_trace_for(choice, kind)
     message = "Running the model on sentence B..."
-    return _second().get(key, lambda: store.first_run(message, choice, encoder_only=key[-1]))
+    return second().get(key, lambda: store.first_run(message, choice, encoder_only=key[-1]))
 
 
 def comparison_seconds(choice: Choice, other: str, kind: str, by_word: bool) -> tuple[float, float]:

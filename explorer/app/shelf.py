@@ -3,13 +3,16 @@ references), and those trained in this session (the Train page), which no other 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
+from collections.abc import Iterator
 
 import streamlit as st
 
-from attention_explorer.explorer.app import state
-from attention_explorer.explorer.run import caps, memo, reference_view
-from attention_explorer.models import reference, registry
+from attention_explorer.explorer.app import state, waiting
+from attention_explorer.explorer.run import admission, caps, memo, reference_view
+from attention_explorer.models import footprint, reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
 # two at once (Compare weights: MiniLM and its untrained copy; Ours vs transformers: MiniLM and the reference). Another
@@ -22,8 +25,9 @@ MODELS_KEPT = 2
 
 @st.cache_resource(show_spinner=False)
 def shelf() -> memo.Shelf:
-    """The loaded models (registry keys and reference_key names), the MODELS_KEPT most recently used."""
-    return memo.Shelf(_load, MODELS_KEPT)
+    """The loaded models (registry keys and reference_key names), the MODELS_KEPT most recently used; each load
+    admitted by the gate (_admitted_load), and those no session holds given back when a run needs the memory."""
+    return memo.Shelf(_load, MODELS_KEPT, _admitted_load)
 
 
 # A transformers reference (BertModel over MiniLM's files, or the class a folder's model_type names over that folder)
@@ -35,6 +39,36 @@ REFERENCE = "transformers reference"  # MiniLM's; another folder's is "transform
 def reference_key(folder: str) -> str:
     """The shelf's name for transformers' model over a folder ("": MiniLM's)."""
     return f"{REFERENCE}: {folder}" if folder else REFERENCE
+
+
+def load_footprint(key: str) -> footprint.Footprint:
+    """What loading a shelf's key asks of memory, from its files' sizes (models/footprint.py)."""
+    if key == REFERENCE or key.startswith(f"{REFERENCE}: "):
+        folder = key.removeprefix(REFERENCE).removeprefix(": ")
+        return footprint.of_path(folder) if folder else footprint.of_folder(registry.minilm_folder())
+    return footprint.of_spec(registry.MODELS[key])
+
+
+def load_cost(key: str) -> admission.Cost:
+    """A load's estimate, in the gate's lane for loads."""
+    found = load_footprint(key)
+    return admission.Cost(found.seconds, found.load_bytes, "load")
+
+
+@contextlib.contextmanager
+def _admitted_load(key: str) -> Iterator[None]:
+    """A load runs once the gate admits it; refused, the model cannot be opened now (registry.ModelLoadError, said
+    where a model whose files are broken is said)."""
+    try:
+        needs = load_cost(key)
+    except (OSError, ValueError, KeyError):  # files missing or unreadable, an unknown key: the load says what is wrong
+        needs = admission.Cost(0.0, 0, "load")
+    title = registry.MODELS[key].title if key in registry.MODELS else "the transformers reference"
+    try:
+        with waiting.queued(needs):
+            yield
+    except admission.Refused as refused:
+        raise registry.ModelLoadError(waiting.refusal_line(refused, None, f"Loading {title}")) from None
 
 
 def _load(key: str) -> object:
@@ -65,10 +99,31 @@ def model(key: str) -> registry.LoadedModel:
     return _trained().get(key) or get_model(key)
 
 
+@st.cache_resource(show_spinner=False)
+def left_out() -> dict[str, footprint.Footprint]:
+    """The models whose load could not fit this server's memory budget (footprint.too_big), found once per process
+    and told to whoever started the server, in its log (the page says only how many)."""
+    listed = caps.current().offered(registry.MODELS)
+    found = footprint.too_big({key: registry.MODELS[key] for key in listed}, waiting.budget())
+    if found:
+        logging.getLogger(__name__).warning(footprint.left_out_line(found, waiting.budget()))
+    return found
+
+
+def left_out_note(count: int) -> str:
+    """The sidebar's line on the models left out: how many, and why (never which files)."""
+    models = f"{count} model{'s' if count > 1 else ''} of this server {'are' if count > 1 else 'is'}"
+    return (
+        f"{models} not offered: loading {'them' if count > 1 else 'it'} would need more memory than the server's "
+        "budget allows (whoever runs it sees which in its log and in `attention-explorer models`)."
+    )
+
+
 def model_keys() -> list[str]:
-    """The models a visitor is offered: the registry's that the server lists (caps.current: all without a list), then
-    those trained in this session (the visitor's own)."""
-    return [*caps.current().offered(registry.MODELS), *_trained()]
+    """The models a visitor is offered: the registry's that the server lists (caps.current: all without a list) and
+    whose load can fit its memory budget, then those trained in this session (the visitor's own)."""
+    gone = left_out()
+    return [*(key for key in caps.current().offered(registry.MODELS) if key not in gone), *_trained()]
 
 
 def described(key: str) -> registry.LoadedModel | registry.ModelSpec:

@@ -19,11 +19,24 @@ from attention_explorer.explorer.run import admission, caps, cost
 BUDGET_NOTE = "serve --memory-budget"
 
 
+def budget() -> int:
+    """The bytes this server may use: serve --memory-budget, else a share of the machine's memory."""
+    return caps.current().memory_budget or admission.default_budget()
+
+
+def _caches() -> tuple[admission.Giver, ...]:
+    """Every cache that gives way when a run needs memory (explorer/app/cached.py lists them), fetched at each ask:
+    a cache cleared and made again is the one asked. Imported here, not above: they are admitted by this gate."""
+    from attention_explorer.explorer.app import cached, compare_runs, shelf, store
+    from attention_explorer.explorer.run import layers
+
+    return (store.shared(), layers.cache(), cached.walkthroughs(), compare_runs.second(), shelf.shelf())
+
+
 @st.cache_resource(show_spinner=False)
 def gate() -> admission.Gate:
-    """The server process's one gate, shared by every session."""
-    budget = caps.current().memory_budget
-    return admission.Gate(budget or admission.default_budget())
+    """The server process's one gate, shared by every session; the caches give way to what it admits."""
+    return admission.Gate(budget(), caches=_caches)
 
 
 def visitor_here() -> bool:
@@ -67,9 +80,9 @@ def refusal_line(refused: admission.Refused, fits: Callable[[int], int] | None, 
 
 
 @contextlib.contextmanager
-def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None, what: str = "This run") -> Iterator[None]:
-    """Run the block once the gate admits `needs`, saying meanwhile where it stands; refused: the reason, and the
-    page stops there (`fits(room)`: the most tokens that would fit in `room` bytes, for the advice)."""
+def queued(needs: admission.Cost) -> Iterator[None]:
+    """Run the block once the gate admits `needs`, saying meanwhile where it stands; admission.Refused goes to the
+    caller (a model's load: the model cannot be opened, as one whose files are broken)."""
     place = st.empty()
 
     def waiting(where: admission.Place) -> None:
@@ -80,8 +93,19 @@ def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None, wh
         with gate().admitted(needs, waiting):
             place.empty()
             yield
+    finally:
+        place.empty()
+
+
+@contextlib.contextmanager
+def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None, what: str = "This run") -> Iterator[None]:
+    """Run the block once the gate admits `needs`, saying meanwhile where it stands; refused: the reason, and the
+    page stops there (`fits(room)`: the most tokens that would fit in `room` bytes, for the advice)."""
+    try:
+        with queued(needs):
+            yield
     except admission.Refused as refused:
-        place.error(refusal_line(refused, fits, what), icon=":material/memory:")
+        st.error(refusal_line(refused, fits, what), icon=":material/memory:")
         st.stop()
 
 

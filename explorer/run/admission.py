@@ -220,8 +220,10 @@ class Gate:
             if not found:
                 return False
             _, cache = min(found, key=lambda pair: pair[0])
-            if not cache.drop_oldest():
+            freed = cache.drop_oldest()
+            if not freed:
                 return False  # it held nothing after all: the process is no smaller
+            self._idle = max(0, self._idle - freed)  # the idle sample held it too
             self.dropped += 1
         return True
 
@@ -284,6 +286,9 @@ class Gate:
                 self._changed.notify_all()
 
     def _refuse_if_too_big(self, cost: Cost) -> None:
+        held = self._held() if not self._running else self._idle
+        if cost.bytes <= self.budget - held:
+            return  # it fits as things are: no cache is asked
         room = self.budget - self._floor()
         if cost.bytes > room:
             raise Refused(cost.bytes, max(0, room), self.budget)
