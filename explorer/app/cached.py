@@ -29,6 +29,8 @@ Shared by every session of the server (st.cache_resource, st.cache_data):
   opens one (memo.Recent, CORPORA_KEPT = 32 corpora, each at most corpus_input.MAX_BYTES of text); key the digest.
   A corpus's statistics and a head's queries and keys are the run store's values (store.key("corpus_stats", model,
   digest, max tokens), store.key("corpus_points", ..., layer, head)).
+- explorer/app/corpus_runs.py:prepared_corpora -- corpora tokenized for a model (memo.BoundedCache sized by tokens,
+  PREPARED_BYTES = 768 MiB); key store.key("corpus_prepared", model, digest, max tokens).
 - explorer/app/waiting.py:gate -- the admission gate (explorer/run/admission.py), one per process; holds no values.
 - explorer/app/shelf.py:prepare_reference -- the one thread importing transformers' code, started once per process.
 - explorer/app/shelf.py:left_out -- the models whose load could not fit the memory budget (models/footprint.py), found
@@ -45,6 +47,8 @@ The engine's, at module level (no Streamlit; shared by every session too):
   (queries, keys, self-attention, sink).
 - explorer/run/caps.py:current -- this process's caps, one value (functools.cache; cache_clear() reads them again).
 - explorer/run/layers.py:_side, explorer/run/reducers.py:_pool -- a thread pool each, one per process (functools.cache).
+- explorer/experiments/training.py:step_seconds -- one training step's measured time, per task (functools.cache: three
+  tasks).
 - explorer/experiments/training.py:adam_settings -- the optimiser's (betas, eps), one value (functools.cache).
 - models/tokenize.py:_gpt2_bytes -- GPT-2's 256-entry byte table, one value (functools.cache).
 - models/gguf.py:dequantizable -- the GGUF storage types gguf can read, one tuple (functools.cache).

@@ -45,9 +45,45 @@ def keep(corpus: Corpus) -> str:
     return name
 
 
+# A corpus tokenized is Python objects, not arrays: about 170 bytes a token measured (MiniLM; SmolLM2 210), counted as
+# TOKEN_BYTES. A token covers at least one byte of text, so a corpus of n bytes and t texts holds at most n + 2t
+# tokens (two markers a text), and t x max tokens: the estimate a preparation is admitted by.
+TOKEN_BYTES = 256
+PREPARE_SECONDS_PER_MIB = 1.2  # tokenizing: about 0.9 s a MiB on MiniLM (two cores), SmolLM2's a little slower
+# The corpora prepared, shared by every session: one 10 MiB corpus of prose (about 2.5M tokens, 640 MB) fits; the
+# memory gives way to runs like every cache's (explorer/app/waiting.py)
+PREPARED_BYTES = 768 * 2**20
+
+
+def _prepared_bytes(ready: corpus_input.Prepared) -> int:
+    return TOKEN_BYTES * sum(len(e) for e in ready.encodings)
+
+
+@st.cache_resource(show_spinner=False)
+def prepared_corpora() -> memo.BoundedCache:
+    """Corpora tokenized for a model, by model, revision, digest and max tokens: a page's rerun tokenizes nothing."""
+    return memo.BoundedCache(PREPARED_BYTES, size=_prepared_bytes)
+
+
+def prepare_cost(corpus: Corpus, max_tokens: int) -> admission.Cost:
+    """A preparation's estimate: its time from the text's size, its memory from the most tokens it can hold."""
+    size = sum(len(text.encode()) for text in corpus.texts)
+    tokens = min(size + 2 * len(corpus.texts), len(corpus.texts) * max_tokens)
+    return admission.Cost(PREPARE_SECONDS_PER_MIB * size / 2**20, TOKEN_BYTES * tokens)
+
+
 def prepared(model: str, corpus: Corpus, max_tokens: int) -> corpus_input.Prepared:
-    """The corpus tokenized for the model, each text cut at max_tokens (CorpusError: one line that says why)."""
-    return corpus_input.prepare(shelf.model(model), corpus, max_tokens)
+    """The corpus tokenized for the model, each text cut at max_tokens (CorpusError: one line that says why), once
+    per corpus for every session, admitted by its estimate."""
+    loaded = shelf.model(model)
+    return prepared_corpora().get(
+        store.key("corpus_prepared", model, digest(corpus), max_tokens),
+        lambda: store.compute(
+            "Reading the texts with the model's tokenizer...",
+            lambda: corpus_input.prepare(loaded, corpus, max_tokens),
+            prepare_cost(corpus, max_tokens),
+        ),
+    )
 
 
 def estimate(model: str, ready: corpus_input.Prepared) -> admission.Cost:

@@ -27,10 +27,11 @@ def budget() -> int:
 def _caches() -> tuple[admission.Giver, ...]:
     """Every cache that gives way when a run needs memory (explorer/app/cached.py lists them), fetched at each ask:
     a cache cleared and made again is the one asked. Imported here, not above: they are admitted by this gate."""
-    from attention_explorer.explorer.app import cached, compare_runs, shelf, store
+    from attention_explorer.explorer.app import cached, compare_runs, corpus_runs, shelf, store
     from attention_explorer.explorer.run import layers
 
-    return (store.shared(), layers.cache(), cached.walkthroughs(), compare_runs.second(), shelf.shelf())
+    caches = (store.shared(), layers.cache(), cached.walkthroughs(), compare_runs.second())
+    return (*caches, corpus_runs.prepared_corpora(), shelf.shelf())
 
 
 @st.cache_resource(show_spinner=False)

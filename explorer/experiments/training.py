@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from attention_explorer.explorer.run import analysis, trace
+from attention_explorer.explorer.run import analysis, memo, trace
 from attention_explorer.explorer.run.heads import MEAN, head_or_mean
 from attention_explorer.models import induction, registry, tasks, train
 
@@ -59,6 +59,23 @@ class Snapshot:
         return " ".join(t for t in self.trace.output_tokens or () if t != tasks.SPECIALS[tasks.EOS_ID])
 
 
+MEASURED_STEPS = 3  # steps timed once per task and process, after one untimed (torch's first step warms up)
+TRAINING_COPIES = 4  # float32 copies of the weights a step holds: the weights, their gradients, Adam's two moments
+STEP_OVERHEAD = 64 * 2**20  # a batch's activations and Python's objects beyond those (toy models: a few MB)
+
+
+@functools.cache
+def step_seconds(task_name: str) -> float:
+    """One training step's time on this machine, measured once per task and process on a scratch run of the task's
+    recipe: what a run's estimate multiplies by its steps."""
+    trainer = train.Trainer(tasks.get(task_name), train.RECIPES[task_name], train.DEFAULT_SEED)
+    trainer.train_step()
+    started = time.perf_counter()
+    for _ in range(MEASURED_STEPS):
+        trainer.train_step()
+    return (time.perf_counter() - started) / MEASURED_STEPS
+
+
 @dataclass
 class Run:
     """One training run of this session: its trainer, when to snapshot, and what it has shown so far."""
@@ -102,6 +119,15 @@ class Run:
     @property
     def key(self) -> str:
         return f"yours-{self.task_name}"
+
+    def needs(self) -> tuple[float, int]:
+        """(seconds, bytes) the rest of the run asks for: its steps left at the measured pace (step_seconds), and the
+        training copies of the weights, a step's activations, and the snapshots still to come, each the size of the
+        first."""
+        left = self.steps - self.step
+        weights = sum(p.numel() * p.element_size() for p in self.trainer.model.parameters())
+        snapshots = (left // self.every + 1) * memo.nbytes(self.snapshots[0].trace)
+        return left * step_seconds(self.task_name), TRAINING_COPIES * weights + STEP_OVERHEAD + snapshots
 
     def advance(self, chunk: int) -> None:
         """Up to `chunk` more steps, stopping at each snapshot step so none is skipped."""

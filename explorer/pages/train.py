@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_explorer.explorer import navigation
-from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app import cached, state, waiting
 from attention_explorer.explorer.experiments import training
 from attention_explorer.explorer.experiments.training import Run, Snapshot
 from attention_explorer.explorer.figures.heatmap import head_heatmap
@@ -18,6 +18,7 @@ from attention_explorer.explorer.lesson.wording import (
     recipe_departures,
     run_length,
 )
+from attention_explorer.explorer.run import admission
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.frame import intro, page_footer, page_header, presenting
 from attention_explorer.explorer.views.offers import not_the_sidebar_model
@@ -146,25 +147,38 @@ def show_heads(snapshot: Snapshot, key: str) -> None:
 
 
 if run is not None and run.running:
-    bar = st.progress(run.step / run.steps, text=f"training step {run.step} of {run.steps}")
-    live_curve, latest = st.empty(), st.empty()
-    shown = 0  # snapshots drawn so far
-    while run.running and not run.finished:
-        run.advance_for(REFRESH_SECONDS)
-        last = run.trainer.history[-1]
-        loss = loss_name(run.trainer.recipe.label_smoothing)
-        bar.progress(run.step / run.steps, text=f"training step {run.step} of {run.steps}: {loss} {last.loss:.3f}")
-        with live_curve.container():
-            smoothed = run.trainer.recipe.label_smoothing > 0
-            st.plotly_chart(
-                styled(loss_curve(*run.curve(), run.schedule(), smoothed), presenting()), key=f"train_curve_{run.step}"
-            )
-            if decoder_only:
-                st.plotly_chart(styled(head_scores(*run.head_scores()), presenting()), key=f"train_heads_{run.step}")
-        if len(run.snapshots) != shown:
-            shown = len(run.snapshots)
-            with latest.container():
-                show_snapshot(run.snapshots[-1], f"train_live_{run.step}")
+    seconds, needed = run.needs()  # one training run per server at a time: the gate's lane for training
+    try:
+        with waiting.queued(admission.Cost(seconds, needed, "train")):
+            bar = st.progress(run.step / run.steps, text=f"training step {run.step} of {run.steps}")
+            live_curve, latest = st.empty(), st.empty()
+            shown = 0  # snapshots drawn so far
+            while run.running and not run.finished:
+                run.advance_for(REFRESH_SECONDS)
+                last = run.trainer.history[-1]
+                loss = loss_name(run.trainer.recipe.label_smoothing)
+                bar.progress(
+                    run.step / run.steps, text=f"training step {run.step} of {run.steps}: {loss} {last.loss:.3f}"
+                )
+                with live_curve.container():
+                    smoothed = run.trainer.recipe.label_smoothing > 0
+                    st.plotly_chart(
+                        styled(loss_curve(*run.curve(), run.schedule(), smoothed), presenting()),
+                        key=f"train_curve_{run.step}",
+                    )
+                    if decoder_only:
+                        st.plotly_chart(
+                            styled(head_scores(*run.head_scores()), presenting()), key=f"train_heads_{run.step}"
+                        )
+                if len(run.snapshots) != shown:
+                    shown = len(run.snapshots)
+                    with latest.container():
+                        show_snapshot(run.snapshots[-1], f"train_live_{run.step}")
+    except admission.Refused as refused:  # it could not fit even alone: said above the buttons, nothing trained
+        run.running = False
+        del st.session_state[state.TRAIN_RUN]
+        st.session_state[state.TRAIN_ERROR] = waiting.refusal_line(refused, None, "This training run")
+        st.rerun()
     run.running = False
     publish(run)
     st.rerun()  # the sidebar lists the new model

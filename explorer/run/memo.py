@@ -85,8 +85,8 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> None:
 class BoundedCache:
     """Values by key, at most `max_bytes` of arrays in all; a value larger than that is returned but not kept."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int, size: Callable[[object], int] = nbytes) -> None:
+        self.max_bytes, self._size = max_bytes, size  # size: a value's bytes (default: its numpy arrays')
         self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -152,7 +152,7 @@ class BoundedCache:
             try:
                 value = compute()
                 freeze(value)
-                size = nbytes(value)
+                size = self._size(value)
                 freed = self._keep(key, value, size)
                 if size + freed >= TRIM_AFTER_BYTES:  # a big computation leaves its temporaries in the heap
                     release_memory()
