@@ -8,7 +8,9 @@ trace) for as long, past the shelf and the store that bound them; functions defi
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 
 import streamlit as st
 
@@ -62,12 +64,21 @@ def example_label(example: str) -> str:
     return example or "choose..."
 
 
+# An absolute path of the server's disk inside a load's error ("cannot read model.safetensors in /srv/models/x: ...")
+SERVER_PATH = re.compile(r"(?<![\w.~])(?:/[^\s/'\"():;,]+)+/?")
+
+
+def without_paths(text: str) -> str:
+    """A message as a visitor may read it: every absolute path cut to its last part (the folder's or file's name)."""
+    return SERVER_PATH.sub(lambda found: PurePosixPath(found.group(0)).name, text)
+
+
 def loadable(key: str) -> tuple[registry.LoadedModel | None, str]:
-    """(the model, "") or (None, what is wrong with its files)."""
+    """(the model, "") or (None, what is wrong with its files, naming no path of the server's disk)."""
     try:
         return cached.model(key), ""
     except registry.ModelLoadError as e:
-        return None, str(e)
+        return None, without_paths(str(e))
 
 
 def change_model() -> None:
