@@ -1,4 +1,4 @@
-"""`python -m bench forward|startup|figures|browser|load|memory|cost|patching|package|corpus [--json]`:
+"""`python -m bench forward|startup|figures|browser|load|memory|cost|patching|package|corpus|faults [--json]`:
 benchmarks, never run as tests. A model key folder:gpt2-small (bench.folders) is built on first use and offered to the
 app."""
 
@@ -94,8 +94,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     corpus.add_argument("--repeats", type=int, default=3, help="timed pairs per model")
     corpus.add_argument("--batch-size", type=int, default=32)
+    faults = commands.add_parser("faults", help="the fault suite: each fault beside other visitors, the gate's books")
+    faults.add_argument("--json", action="store_true")
+    faults.add_argument("--gguf", type=Path, default=None, help="the GGUF file whose cache fills the disk (SmolLM2's)")
     args = parser.parse_args(argv)
 
+    if args.command == "faults":
+        import dataclasses
+
+        from bench import faults as bench_faults
+
+        rows = bench_faults.run(args.gguf)
+        print(
+            json.dumps([dataclasses.asdict(r) | {"held": r.held} for r in rows])
+            if args.json
+            else bench_faults.table(rows)
+        )
+        return 0 if all(r.held for r in rows) else 1
     if args.command == "corpus":
         from bench import corpus as bench_corpus
 

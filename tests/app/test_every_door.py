@@ -95,7 +95,7 @@ def test_a_load_that_cannot_fit_now_is_refused_in_one_line_and_another_session_r
         f"Loading {registry.MODELS['smollm2'].title} needs about {admission.gigabytes(needed)} of memory, and this "
         "server lets one run have "
     )
-    assert "smollm2" not in shelf.shelf().keys() and gate.books() == (0, 0, 0)
+    assert "smollm2" not in shelf.shelf() and gate.books() == (0, 0, 0)
     other.sidebar.text_area[0].set_value("The cat sat.").run()
     assert not other.exception and not other.error
     drawn = array(spec(other.get("plotly_chart")[0])["data"][0]["z"])
