@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_explorer.explorer.app import state, store, waiting
+from attention_explorer.explorer.app import shelf, state, store, waiting
 from attention_explorer.explorer.run import admission, caps, cost, trace
 from bench.inputs import text_of
 from tests.app import new_app
@@ -22,7 +22,11 @@ ROOM = 40 * 10**6  # what the budget leaves a run: a 512-token MiniLM run needs 
 
 @pytest.fixture
 def small_budget(monkeypatch, minilm):
-    """The server started with --memory-budget 1040MB while it holds 1,000 MB: a new gate reads it."""
+    """The server started with --memory-budget 1040MB while it holds 1,000 MB, MiniLM loaded (its load is admitted
+    like any run: tests/app/test_every_door.py): a new gate reads it. Its caches give nothing back here (they are
+    empty but for the model the pages read), so the room is exactly ROOM."""
+    shelf.get_model("minilm")
+    monkeypatch.setattr(waiting, "_caches", tuple)
     monkeypatch.setattr(admission, "resident_bytes", lambda: HELD)
     monkeypatch.setenv("EXPLORER_MEMORY_BUDGET", f"{(HELD + ROOM) // 10**6}MB")
     caps.current.cache_clear()
