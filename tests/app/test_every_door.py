@@ -141,3 +141,30 @@ def test_no_page_shows_a_path_of_the_server_s_disk(tmp_path, monkeypatch, served
         ]
         assert shown and not [line for line in shown if str(tmp_path) in line], key
     assert "model.safetensors in broken" in plain(at.error[0].value)  # the broken one names its file and folder
+
+
+def test_a_corpus_is_tokenized_once_for_every_session_and_admitted(served, monkeypatch):
+    """The Corpus page read the whole corpus with the tokenizer again on every widget change, outside the gate: now
+    once per corpus, model and max tokens for every session, admitted by its estimate."""
+    gate = served(20_000 * MB)
+    prepared, asked = [], []
+    real_prepare, real_admitted = corpus_runs.corpus_input.prepare, gate.admitted
+
+    def prepare(loaded, corpus, max_tokens=None):
+        prepared.append((loaded.key, corpus_runs.digest(corpus), max_tokens))
+        return real_prepare(loaded, corpus, max_tokens)
+
+    def admitted(cost, waiting=None):
+        asked.append(cost)
+        return real_admitted(cost, waiting)
+
+    monkeypatch.setattr(corpus_runs.corpus_input, "prepare", prepare)
+    monkeypatch.setattr(gate, "admitted", admitted)
+    first, second = new_app("corpus").run(), new_app("corpus").run()
+    first.run()  # a rerun of the page (a widget changed): nothing tokenized again
+    assert not first.exception and not second.exception
+    (key,) = set(prepared)
+    assert prepared == [key]  # two sessions, three runs of the page: one preparation
+    corpus = corpus_runs.samples("minilm")
+    assert key == ("minilm", corpus_runs.digest(corpus), first.session_state[state.MAX_TOKENS])
+    assert corpus_runs.prepare_cost(corpus, key[2]) in asked and gate.books() == (0, 0, 0)
