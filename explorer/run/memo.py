@@ -304,7 +304,10 @@ class Shelf:
         found, value = self._hit(key)
         if found:
             return value
-        with self._loading:
+        # admitted before the lock is taken: a thread holding the lock is always admitted and loading, so a run that
+        # needs a model again while a load waits for that run's memory never waits on the lock (it is admitted at
+        # once, inside its own run)
+        with self._admit(key), self._loading:
             found, value = self._hit(key)  # loaded by someone else while we waited
             if found:
                 return value
@@ -316,8 +319,7 @@ class Shelf:
                 del dropped, pair  # the last references this shelf held
                 gc.collect()
                 release_memory()
-            with self._admit(key):
-                value = self._load(key)
+            value = self._load(key)
             with self._lock:
                 self._values[key] = value
                 self._used[key] = next(_uses)

@@ -211,3 +211,31 @@ def test_many_sessions_at_once_never_take_the_process_past_its_budget():
     assert not any(thread.is_alive() for thread in threads) and errors == []
     assert 0 < peak[0] <= budget
     assert gate.books() == (0, 0, 0)
+
+
+def until(condition, timeout: float = TIMEOUT) -> bool:
+    """Whether `condition()` came true within the timeout (checked every few milliseconds)."""
+    done = threading.Event()
+    for _ in range(int(timeout / 0.005)):
+        if condition():
+            return True
+        done.wait(0.005)
+    return condition()
+
+
+def test_a_run_that_needs_a_model_again_never_waits_on_a_load_waiting_for_its_memory():
+    """A load waits for the memory a run holds; that run needs another model loaded to finish (a long text's layer
+    recomputed once its model left the shelf): it loads at once, inside its own admission, and both end."""
+    gate = Gate(budget=1000 * MB, resident=lambda: 0)
+    shelf = memo.Shelf(lambda key: key, kept=3, admit=lambda key: gate.admitted(Cost(LONG, 600 * MB, "load")))
+    go, got = threading.Event(), []
+    run = Held(gate, Cost(LONG, 500 * MB), lambda: (go.wait(TIMEOUT), got.append(shelf.get("again"))))
+    load = threading.Thread(target=lambda: got.append(shelf.get("new")), daemon=True)
+    load.start()
+    assert until(lambda: gate.books()[1] == 1)  # the load waits: 500 + 600 > 1000
+    go.set()
+    assert run.started.wait(TIMEOUT)  # the run got its model without waiting for the load
+    run.end()
+    load.join(TIMEOUT)
+    assert not load.is_alive() and got == ["again", "new"] and run.error is None
+    assert gate.books() == (0, 0, 0)
