@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import grp
 import os
 import pwd
 import secrets
@@ -117,11 +118,20 @@ def config(upstreams: list[str], listen: list[str], prefix: Path, upload_mb: int
         "@@LISTEN@@": "\n".join(f"{pad}listen {address};" for address in listen),
         "@@UPLOAD_MB@@": str(upload_mb),
         "@@PREFIX@@": str(prefix),
+        "@@USER@@": _worker_user(),
     }
     text = template_text()
     for key, value in fills.items():
         text = text.replace(key, value)
     return text
+
+
+def _worker_user() -> str:
+    """The `user` line: as root, nginx's workers run as `nobody` (the prefix's temporary folders are theirs)."""
+    if os.geteuid() != 0:
+        return "# not root: the workers run as this user"
+    nobody = pwd.getpwnam("nobody")
+    return f"user nobody {grp.getgrgid(nobody.pw_gid).gr_name};"
 
 
 def budget_shares(budget: int, n: int) -> list[int]:
