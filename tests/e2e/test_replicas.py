@@ -127,6 +127,7 @@ def test_a_class_across_two_replicas_behind_nginx_survives_one_killed(browser):
                 assert len(seen) == 1 and seen <= {a, b}, (visitor.i, seen)
                 on[visitor.i] = seen.pop()
             assert set(on.values()) == {a, b}, on
+            print(f"visitors per replica: {a}: {list(on.values()).count(a)}, {b}: {list(on.values()).count(b)}")
             drawn = {v.i: v.drawn() for v in visitors}
             for v in visitors:
                 layer, head = choice(v.i)
@@ -164,6 +165,7 @@ def test_a_class_across_two_replicas_behind_nginx_survives_one_killed(browser):
             runs = {v.i: v.page.evaluate(FINISHED_RUNS) for v in victims}
             killed_at = time.time()
             os.kill(pid_a, signal.SIGKILL)
+            print(f"killed {a} (pid {pid_a}) with {len(victims)} visitors")
             for v in victims:
                 v.page.wait_for_function(SETTLED, arg=runs[v.i])  # a run on the other replica, asked by the page
                 layer, head = choice(v.i)
