@@ -7,14 +7,14 @@ SMOLLM2 := 0.1.2
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test install install-dev chromium lint bench clean
+.PHONY: run test install install-dev chromium nginx lint bench clean
 
 # the console command's own serve (attention_explorer.cli), from this clone: the same app `attention-explorer` serves
 # (a teacher's caps pass through the environment: EXPLORER_MAX_TOKENS=512 EXPLORER_MODELS=minilm,translate make run)
 run: $(VENV)/.runtime
 	$(PY) -m attention_explorer serve --host localhost --port 8501
 
-test: $(VENV)/.dev chromium
+test: $(VENV)/.dev chromium nginx
 	$(PY) -m ruff check .
 	$(PY) -m pytest
 
@@ -42,6 +42,14 @@ chromium:
 		echo "installing Debian's chromium for the browser tests"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	else echo "chromium not found and cannot be installed here: browser tests will be skipped"; fi
+
+# Debian's nginx for `serve --replicas` and its tests (in front of the app's processes), as chromium is
+nginx:
+	@if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's nginx for the replica tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
+	else echo "nginx not found and cannot be installed here: the replica tests will be skipped"; fi
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .

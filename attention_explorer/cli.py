@@ -4,6 +4,7 @@
     attention-explorer                                   # the app, as `make run` serves it
     attention-explorer serve [--host H] [--port P] [--model PATH|NAME=PATH ...]
                              [--max-tokens N] [--models KEY,KEY,...] [--memory-budget SIZE]
+                             [--replicas N | --upstream HOST:PORT ...]   # nginx in front (attention_explorer.replicas)
     attention-explorer export --model M --text T ...     # `python -m explorer export`: same flags, output, exit codes
     attention-explorer corpus --model M --file F ...     # `python -m explorer corpus`: every head's statistics
     attention-explorer models                            # every model this install can load, and where it comes from
@@ -123,9 +124,57 @@ def serve_parser() -> argparse.ArgumentParser:
         "--memory-budget",
         metavar="SIZE",
         help="the memory the server may use: 12GB (10^9 bytes each), 12G or 1.5GiB (2^30), 8000MB, or 50%% of this "
-        f"machine's (also ${caps.MEMORY_BUDGET_ENV})",
+        f"machine's (also ${caps.MEMORY_BUDGET_ENV}); with --replicas, shared evenly between them",
+    )
+    front = parser.add_mutually_exclusive_group()
+    front.add_argument(
+        "--replicas",
+        type=int,
+        metavar="N",
+        help="N app processes on free loopback ports and nginx in front on --port, each browser kept on one by a "
+        "cookie (a class past one process)",
+    )
+    front.add_argument(
+        "--upstream",
+        action="append",
+        metavar="HOST:PORT",
+        help="nginx alone on --port, in front of app processes started elsewhere (deploy/README.md)",
     )
     return parser
+
+
+def streamlit_command(host: str, port: int) -> list[str]:
+    """`streamlit run` on the package's app with the settings `make run` uses."""
+    app = package_file("app.py")
+    flags = streamlit_flags(package_file(".streamlit/config.toml"))
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        *flags,
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+    ]
+
+
+def serve_replicas(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """--replicas N or --upstream: nginx in front of the app's processes (attention_explorer.replicas)."""
+    from attention_explorer import replicas
+    from attention_explorer.explorer.run import admission
+
+    if args.upstream:
+        return replicas.serve(args.host, args.port, None, [], args.upstream)
+    if args.replicas < 1:
+        print(f"error: --replicas {args.replicas}: give 1 or more app processes", file=sys.stderr)
+        return 2
+    text = env.get(caps.MEMORY_BUDGET_ENV, "").strip()  # checked by serve_environment
+    budget = caps.parse_memory(text, caps.total_memory()) if text else admission.default_budget()
+    envs = replicas.replica_environments(env, args.replicas, budget)
+    return replicas.serve(args.host, args.port, lambda port: streamlit_command("127.0.0.1", port), envs)
 
 
 def serve(argv: list[str]) -> int:
@@ -137,10 +186,9 @@ def serve(argv: list[str]) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2  # as argparse exits for a bad flag
-    app = package_file("app.py")
-    flags = streamlit_flags(package_file(".streamlit/config.toml"))
-    command = [sys.executable, "-m", "streamlit", "run", str(app), *flags]
-    command += ["--server.address", args.host, "--server.port", str(args.port)]
+    if args.replicas is not None or args.upstream:
+        return serve_replicas(args, env)
+    command = streamlit_command(args.host, args.port)
     if os.name == "posix":  # Streamlit takes this process's place: a signal to stop it reaches the server itself
         os.execve(sys.executable, command, env)
     try:

@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     load.add_argument("--sentences", type=int, default=None, help="stop each session after this many sentences")
     load.add_argument("--no-costs", action="store_true", help="skip the one-person CPU and memory measurements")
+    load.add_argument(
+        "--replicas", type=int, default=0, help="the same sessions through nginx to N app processes, then one process"
+    )
     memory = commands.add_parser("memory", help="resident memory after start-up and after many sentences")
     memory.add_argument("--json", action="store_true")
     memory.add_argument("--sentences", type=int, default=500)
@@ -164,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "load":
         from bench import load as bench_load
 
+        if args.replicas:  # nginx and N replicas against one process, the same sessions
+            from bench import replicas as bench_replicas
+
+            rows = bench_replicas.compare(args.replicas, args.sessions, args.seconds or 60.0, args.model)
+            print(json.dumps(rows) if args.json else bench_replicas.table(rows))
+            return 0
         if args.long:  # the two phases, without the one-person costs
             from bench import load_long
 

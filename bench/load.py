@@ -277,13 +277,15 @@ async def _session(page, n: int, loaded, report: Report, going, first_step: int 
         report.per_session.append(done)
 
 
-async def phase(pid: int, pages: list, loaded, report: Report, going, first_step: int = 0) -> None:
-    """Every opened page types sentences while `going()` holds; the server's CPU, everyone else's and the machine's
-    idle time meanwhile go into `report`."""
-    server, (busy, idle), start = proc.cpu_seconds(pid), proc.machine_cpu_seconds(), time.monotonic()
+async def phase(pid: int | list[int], pages: list, loaded, report: Report, going, first_step: int = 0) -> None:
+    """Every opened page types sentences while `going()` holds; the server's CPU (every replica's, given a list),
+    everyone else's and the machine's idle time meanwhile go into `report`."""
+    pids = pid if isinstance(pid, list) else [pid]
+    server_cpu = lambda: sum(proc.cpu_seconds(p) for p in pids if proc.alive(p))
+    server, (busy, idle), start = server_cpu(), proc.machine_cpu_seconds(), time.monotonic()
     await asyncio.gather(*(_session(page, n, loaded, report, going, first_step) for n, page in enumerate(pages)))
     report.wall_s = time.monotonic() - start
-    report.server_cpu_s = proc.cpu_seconds(pid) - server
+    report.server_cpu_s = server_cpu() - server
     now_busy, now_idle = proc.machine_cpu_seconds()
     report.other_cpu_s = now_busy - busy - report.server_cpu_s  # the browsers, this script, anything else
     report.idle_cpu_s = now_idle - idle
@@ -299,7 +301,8 @@ async def _run(url: str, report: Report, loaded, costs: bool, model: str = "") -
                 report.costs = await _costs(browser, url, url.pid, loaded)
             # everyone opens the app at once, then everyone types for `seconds`
             opened = await asyncio.gather(*(open_session(browser, url, report, model) for _ in range(report.sessions)))
-            await phase(url.pid, [page for _, page in opened], loaded, report, until(report.seconds))
+            pids = getattr(url, "pids", url.pid)  # behind nginx: every replica
+            await phase(pids, [page for _, page in opened], loaded, report, until(report.seconds))
             for context, _ in opened:
                 await context.close()
         finally:
@@ -313,16 +316,21 @@ def run(
     sentences: int | None = None,
     costs: bool = False,
     model: str = "minilm",
+    replicas: int = 0,
 ) -> Report:
     """Start the app on a free loopback port, drive it, stop it. Each session types until `seconds` have passed
     or it has typed `sentences` sentences, whichever comes first (None: no such bound; give at least one).
-    `costs` first measures, one person at a time, the server's CPU per sentence and per picker change and its memory."""
+    `costs` first measures, one person at a time, the server's CPU per sentence and per picker change and its memory;
+    `replicas`: through nginx to that many app processes (`serve --replicas`, bench.replicas) instead of one."""
     if seconds is None and sentences is None:
         raise ValueError("give seconds, sentences or both: the run must stop by itself")
     env = folders.use([model])  # folder:gpt2-small: built if need be, and offered to the server
     loaded = registry.load(model)
     report = Report(sessions, seconds, sentences)
-    with harness.app_server(env=env) as url, ThreadPoolExecutor(1) as worker:
+    from bench import replicas as fronts
+
+    server = fronts.proxy_server(replicas, env=env) if replicas else harness.app_server(env=env)
+    with server as url, ThreadPoolExecutor(1) as worker:
         # a thread of its own: the caller may already run an event loop (Playwright's sync API under pytest)
         return worker.submit(asyncio.run, _run(url, report, loaded, costs, model)).result()
 
