@@ -139,6 +139,6 @@ def open_text(text: str, kind: str, layer: int, head: int) -> None:
     """A click on one of a head's top texts: that text becomes the sidebar's sentence and the attention heatmap opens
     on it with this head selected (a typed sentence is put aside: "Back to your sentence")."""
     if text != st.session_state[state.TEXT]:
-        state.put_aside(st.session_state, text)
+        state.put_aside(st.session_state, text, state.CORPUS_TEXT)
     show_in_attention(kind, layer, head)
     st.session_state[state.DRILL_TO] = ATTENTION_PAGE
