@@ -72,7 +72,8 @@ def _batches(message: str, total: admission.Cost):
         bar.progress(done / max(texts, 1), text=progress_text(message, done, texts, left))
 
     def admit(seconds: float, nbytes: int):
-        return waiting.admitted(admission.Cost(total.seconds, nbytes), what="This corpus's next batch")
+        needs = admission.Cost(total.seconds, nbytes, observed=False)  # the whole run's lane; a batch's share of it
+        return waiting.admitted(needs, what="This corpus's next batch")
 
     return bar, progress, admit
 

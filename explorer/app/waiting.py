@@ -99,3 +99,14 @@ def ask_first(what: str, seconds: float, label: str, key: str, container=None, n
         icon=":material/hourglass_top:",
     )
     return place.button(label, key=key, icon=":material/play_arrow:")
+
+
+def at_once(*seconds: float) -> float:
+    """The part of these estimates that runs as soon as the page goes on: those that ask first say their own."""
+    return sum(s for s in seconds if not cost.asks_first(s))
+
+
+def reveal_label(seconds: float, label: str = "Reveal the model's answer") -> str:
+    """A reveal button that runs work: its estimate in the label ('Reveal the model's answer (about 6 s)'), said
+    before the class presses it; nothing added under a second."""
+    return f"{label} ({cost.about(seconds)})" if seconds >= 1 else label
