@@ -85,11 +85,13 @@ def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None, wh
         st.stop()
 
 
-def ask_first(what: str, seconds: float, label: str, key: str, container=None, needed: int = 0) -> bool:
-    """Whether the work may run in this rerun: at once when estimated under cost.ASK_AFTER_SECONDS, or when its
-    button was just pressed; otherwise `what` it is and its estimate (time, and memory where `needed` is given) are
-    said, beside the button (keyed `key`)."""
-    if not cost.asks_first(seconds) or get_script_run_ctx() is None:  # a bare script (a bench): nobody to ask
+def ask_first(
+    what: str, seconds: float, label: str, key: str, container=None, needed: int = 0, always: bool = False
+) -> bool:
+    """Whether the work may run in this rerun: at once when estimated under cost.ASK_AFTER_SECONDS (unless `always`),
+    or when its button was just pressed; otherwise `what` it is and its estimate (time, and memory where `needed` is
+    given) are said, beside the button (keyed `key`)."""
+    if not (always or cost.asks_first(seconds)) or get_script_run_ctx() is None:  # a bare script: nobody to ask
         return True
     place = container if container is not None else st.container()
     memory = f" and about {admission.gigabytes(needed)} of the server's memory" if needed else ""

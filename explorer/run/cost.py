@@ -140,6 +140,25 @@ def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: boo
     return low
 
 
+# transformers' own copy of a model, loaded the first time Ours vs transformers opens on it: from a GGUF file it
+# converts every weight again (SmolLM2-135M-Instruct: about 25 s on a busy 2-core machine, memory 1.25 -> 1.76 GB),
+# from a safetensors folder it only reads them (GPT-2-sized: a second or two)
+GGUF_SECONDS_PER_PARAMETER = 25 / 135e6
+FOLDER_SECONDS_PER_PARAMETER = 1e-8
+REFERENCE_BYTES_PER_PARAMETER = 3.8  # its float32 weights (4 bytes) less what the conversion shares: 0.51 GB / 135 M
+
+
+def reference_load_seconds(parameters: int, gguf: bool) -> float:
+    """About how long transformers takes to load its copy of a model of `parameters` weights, at this pace."""
+    per = GGUF_SECONDS_PER_PARAMETER if gguf else FOLDER_SECONDS_PER_PARAMETER
+    return parameters * per * pace()
+
+
+def reference_load_bytes(parameters: int) -> int:
+    """About how much memory transformers' copy of a model of `parameters` weights adds, kept once loaded."""
+    return int(parameters * REFERENCE_BYTES_PER_PARAMETER)
+
+
 def asks_first(seconds: float) -> bool:
     """Whether a computation this long waits for a click instead of starting when the page opens: decided on the
     work's size (the estimate at the fitted rates), so that a page asks the same on any machine, busy or not."""
