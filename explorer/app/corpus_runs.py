@@ -45,9 +45,25 @@ def keep(corpus: Corpus) -> str:
     return name
 
 
+PREPARED_KEPT = 8  # tokenized corpora kept: a 2 MB line takes seconds to tokenize, and every rerun of the page read
+# it again (its "about 1 s" run took 8.9 s: the click's rerun tokenized it once more before running)
+
+
+@st.cache_resource(show_spinner=False)
+def _prepared() -> memo.Recent:
+    return memo.Recent(PREPARED_KEPT)
+
+
 def prepared(model: str, corpus: Corpus, max_tokens: int) -> corpus_input.Prepared:
-    """The corpus tokenized for the model, each text cut at max_tokens (CorpusError: one line that says why)."""
-    return corpus_input.prepare(shelf.model(model), corpus, max_tokens)
+    """The corpus tokenized for the model, each text cut at max_tokens (CorpusError: one line that says why); kept
+    for every session by the corpus's digest, so that the run a click starts does not tokenize it again."""
+    loaded = shelf.model(model)
+    name = (model, loaded.revision, digest(corpus), max_tokens)
+    found = _prepared().get(name)
+    if found is None:
+        found = corpus_input.prepare(loaded, corpus, max_tokens)
+        _prepared().put(name, found)
+    return found  # type: ignore[return-value]
 
 
 def estimate(model: str, ready: corpus_input.Prepared) -> admission.Cost:

@@ -91,6 +91,17 @@ def test_one_text_is_counted_in_the_singular(minilm):
     assert said == "Running 1 text through the model: 0 of 1 text, about 2 s left"  # one "about", not two
 
 
+def test_a_corpus_is_tokenized_once_not_again_by_the_click_that_runs_it(minilm, monkeypatch):
+    calls = []
+    prepare = corpus_input.prepare
+    monkeypatch.setattr(corpus_input, "prepare", lambda *a, **k: calls.append(1) or prepare(*a, **k))
+    long = " ".join(["word"] * 20_000) + " only this test"  # tokenized whole, then cut: seconds for a 2 MB line
+    at = pasted([long])
+    assert len(calls) == 1
+    at.button(key="corpus_run").click().run()
+    assert not at.exception and len(calls) == 1  # the estimate covered the run; no second tokenizing came with it
+
+
 def test_bad_input_says_why_and_long_lines_are_cut_with_a_count(minilm):
     at = pasted(["   ", ""])
     assert not at.exception
