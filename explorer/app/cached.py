@@ -29,6 +29,8 @@ Shared by every session of the server (st.cache_resource, st.cache_data):
   opens one (memo.Recent, CORPORA_KEPT = 32 corpora, each at most corpus_input.MAX_BYTES of text); key the digest.
   A corpus's statistics and a head's queries and keys are the run store's values (store.key("corpus_stats", model,
   digest, max tokens), store.key("corpus_points", ..., layer, head)).
+- explorer/app/corpus_runs.py:_prepared -- each corpus tokenized for a model (memo.Recent, PREPARED_KEPT = 8), so
+  the run a click starts does not tokenize it again; key (model, revision, digest, max tokens).
 - explorer/app/waiting.py:gate -- the admission gate (explorer/run/admission.py), one per process; holds no values.
 - explorer/app/shelf.py:prepare_reference -- the one thread importing transformers' code, started once per process.
 
