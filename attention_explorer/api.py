@@ -221,7 +221,8 @@ class Run:
         (the default), "similarity" or "curves"; positions=64; learned=True: the model's own table where it has one,
         else the paper's sinusoid; rotary models: "curves" (the default) or "distance" with layer, head, query,
         key); "qkv" (layer, head, query, kind, step: one of QKV_STEPS, default "weights"); "logit_lens" (position:
-        the row a long text's window centres on); "patching" (corrupted, answer, wrong, show="heads" or
+        the row a long text's window centres on); "patching" (corrupted, answer, wrong: by default what the
+        patching page proposes for this text and the two runs' most likely next tokens; show="heads" or
         "residual")."""
         if view not in VIEWS:
             raise ValueError(f"unknown view {view!r}; choose from {', '.join(VIEWS)}")

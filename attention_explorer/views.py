@@ -170,11 +170,64 @@ def logit_lens(run: Run, position: int | None = None):
     return figure, "Logit lens", ()
 
 
-def patching(run: Run, corrupted: str, answer: str, wrong: str, show: str = "heads"):
+def _swapped(loaded):
+    """What a change swaps, as the patching page reads it: the two runs' most likely next tokens (an encoder-decoder:
+    its two outputs where they first differ), or None where they agree."""
+    import torch
+
+    from attention_explorer.explorer.experiments import patching_encdec
+
+    @torch.inference_mode()
+    def top(ids) -> str:
+        logits = loaded.model(torch.tensor([list(ids)])).logits
+        return loaded.target_vocabulary.id_to_token(int(logits[0, -1].argmax()))
+
+    def swapped(clean, corrupt):
+        if loaded.is_encoder_decoder:
+            _, right, wrong = patching_encdec.target_row(loaded, clean, corrupt)
+            right, wrong = loaded.target_vocabulary.id_to_token(right), loaded.target_vocabulary.id_to_token(wrong)
+        else:
+            right, wrong = top(clean), top(corrupt)
+        return None if right == wrong else (right, wrong)
+
+    return swapped
+
+
+def patching_inputs(run: Run, corrupted: str | None, answer: str | None, wrong: str | None) -> tuple[str, str, str]:
+    """(corrupted, answer, wrong) for a patching figure: as given, else what the patching page proposes for this text
+    (explorer/experiments/corruptions.py: a name swap, a changed word after a repeated one, a changed word) and the
+    two runs' most likely next tokens; a ValueError that says what to pass where nothing is proposed."""
+    from attention_explorer.explorer.experiments import corruptions
+
+    if not run.loaded.family.next_token_head:
+        raise ValueError(f"{run.loaded.title} has no output layer: patching compares next-token logits")
+    swapped = _swapped(run.loaded)
+    if corrupted is None:
+        found = corruptions.proposals(run.loaded, run.text, run.max_tokens, swapped)
+        if not found:
+            raise ValueError(
+                "no corruption is proposed for this text: pass corrupted= (this text with one word changed, as many "
+                "tokens), answer= and wrong= (the two answers it should swap, one token each)"
+            )
+        proposal = found[0]
+        return proposal.text, answer or proposal.answer, wrong or proposal.wrong
+    if answer is None or wrong is None:
+        encode = run.loaded.tokenizer.encode
+        tops = swapped(encode(run.text, run.max_tokens).ids, encode(corrupted, run.max_tokens).ids)
+        if tops is None:
+            raise ValueError("the two texts' most likely next tokens agree: pass answer= and wrong= (one token each)")
+        answer, wrong = answer or tops[0], wrong or tops[1]
+    return corrupted, answer, wrong
+
+
+def patching(
+    run: Run, corrupted: str | None = None, answer: str | None = None, wrong: str | None = None, show: str = "heads"
+):
     from attention_explorer.explorer.experiments import patching
     from attention_explorer.explorer.figures import experiments as experiment_figures
     from attention_explorer.explorer.figures import patching as figures
 
+    corrupted, answer, wrong = patching_inputs(run, corrupted, answer, wrong)
     found = run.patch(corrupted, answer, wrong)
     encoder = run.loaded.is_encoder_decoder
     if show == "heads":

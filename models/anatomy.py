@@ -140,6 +140,21 @@ class Anatomy:
         return "pre-norm" if self.norm == "rms" else "pre-LN"
 
     @property
+    def norm_parameters(self) -> str:
+        """What each norm learns: RMSNorm a gain, LayerNorm a gain and a bias."""
+        return "gain" if self.norm == "rms" else "gain and bias"
+
+    @property
+    def parallel_reading(self) -> str:
+        """How a parallel block's sub-layers read the layer's input x, from the norms they name: each through its own
+        norm, with its own parameters (GPT-NeoX builds two), or through one norm they share (GPT-J's design)."""
+        layer = self.decoder or self.encoder
+        own = layer is not None and len({sub.norm for sub in layer.sublayers}) == len(layer.sublayers)
+        if own:
+            return f"each reads x through its own {self.norm_name}, with its own {self.norm_parameters}"
+        return f"both read the same {self.norm_name}(x), one norm shared"
+
+    @property
     def shared_kv(self) -> bool:
         """Grouped-query attention: fewer key/value heads than query heads, each shared."""
         return self.kv_heads < self.n_heads

@@ -11,6 +11,15 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(autouse=True)
+def fitted_pace():
+    """Each test starts at the estimates' fitted rates, as a fresh server process does: the pace an earlier test's
+    runs set (explorer/run/cost.py) would change the estimates a test reads."""
+    from attention_explorer.explorer.run import cost
+
+    cost.forget_pace()
+
+
 @pytest.fixture(scope="session")
 def browser():
     """One headless Chromium for the whole run, shared by tests/e2e and tests/package: Playwright's sync API runs one

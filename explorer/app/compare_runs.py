@@ -40,6 +40,16 @@ def reference_seconds(choice: Choice, layer: int, head: int) -> float:
     return (n_layers + ours) * one
 
 
+def reference_load(choice: Choice) -> tuple[float, int]:
+    """(about how long loading transformers' copy of the model takes, and the memory it adds): (0, 0) once loaded."""
+    folder = reference_view.folder_of(choice.model)
+    if folder is None or shelf.has_reference(folder):
+        return 0.0, 0
+    parameters = sum(p.numel() for p in shelf.model(choice.model).model.parameters())
+    gguf = folder.endswith(".gguf")
+    return cost.reference_load_seconds(parameters, gguf), cost.reference_load_bytes(parameters)
+
+
 def reference_cost(choice: Choice, layer: int, head: int) -> admission.Cost:
     """The reference run's estimate: transformers keeps every layer's attention (L, H, T, T) beside one forward."""
     config, tokens = shelf.get_model(choice.model).model.config, store.tokens_of(choice)

@@ -91,6 +91,11 @@ def estimate(model: str, ready: corpus_input.Prepared) -> admission.Cost:
     return run_corpus.corpus_cost(shelf.model(model), ready)
 
 
+def progress_text(message: str, done: int, texts: int, left: float) -> str:
+    """The progress bar's words: "Running 40 texts through the model: 10 of 40 texts, about 3 s left"."""
+    return f"{message} {done:,} of {corpus_input.texts(texts)}, {cost.about(left)} left"  # about() says "about"
+
+
 def _batches(message: str, total: admission.Cost):
     """(progress, admit) for a run over a corpus's batches: a bar that counts the texts done and says about how long
     is left, from the run's own pace so far; each batch admitted by its memory in the lane of the whole run."""
@@ -100,10 +105,11 @@ def _batches(message: str, total: admission.Cost):
     def progress(done: int, texts: int) -> None:
         waiting.check_visitor()
         left = (time.monotonic() - started) / max(done, 1) * (texts - done)
-        bar.progress(done / max(texts, 1), text=f"{message} {done:,} of {texts:,} texts, about {cost.about(left)} left")
+        bar.progress(done / max(texts, 1), text=progress_text(message, done, texts, left))
 
     def admit(seconds: float, nbytes: int):
-        return waiting.admitted(admission.Cost(total.seconds, nbytes), what="This corpus's next batch")
+        needs = admission.Cost(total.seconds, nbytes, observed=False)  # the whole run's lane; a batch's share of it
+        return waiting.admitted(needs, what="This corpus's next batch")
 
     return bar, progress, admit
 
@@ -155,7 +161,7 @@ def stats(model: str, corpus: Corpus, max_tokens: int) -> corpus_stats.CorpusSta
     loaded, ready = shelf.model(model), prepared(model, corpus, max_tokens)
     return _kept(
         _stats_key(model, corpus, max_tokens),
-        f"Running {len(ready.encodings):,} texts through the model:",
+        f"Running {corpus_input.texts(len(ready.encodings))} through the model:",
         estimate(model, ready),
         lambda progress, admit: run_corpus.run(loaded, ready, progress=progress, admit=admit),
     )

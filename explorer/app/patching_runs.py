@@ -66,7 +66,7 @@ def get_proposals(choice: Choice) -> list[corruptions.Proposal]:
     loaded = shelf.model(choice.model)
     tokens = len(cached.get_trace(choice).source_tokens)
     # a proposal that reads the model's own next tokens runs the text again for each: only where that is quick
-    quick = cost.forward_seconds(loaded.model.config, tokens, rows=1 + corruptions.TRIES) <= cost.ASK_AFTER_SECONDS
+    quick = not cost.asks_first(cost.forward_seconds(loaded.model.config, tokens, rows=1 + corruptions.TRIES))
     return store.shared().get(
         store.key("patching_proposals", choice),
         lambda: corruptions.proposals(loaded, choice.text, choice.max_tokens, answers(choice.model) if quick else None),

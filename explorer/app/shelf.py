@@ -140,6 +140,11 @@ def prepare_reference() -> threading.Thread:
     return thread
 
 
+def has_reference(folder: str = "") -> bool:
+    """Whether transformers' model over this folder is loaded already (nothing is loaded)."""
+    return reference_key(folder) in shelf()
+
+
 def get_reference(folder: str = ""):
     """transformers' model over a folder's files ("" = MiniLM's: BertModel), shared read-only; a spinner while it
     loads."""

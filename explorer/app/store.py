@@ -107,7 +107,7 @@ def in_chunks(name: tuple, message: str, unit: str, seconds: float, chunk_bytes:
 
     def kept(part, rows, work):
         def run():  # a chunk of batch rows at a time, admitted by its memory
-            with waiting.admitted(admission.Cost(seconds, chunk_bytes(chunk_rows(part)))):
+            with waiting.admitted(admission.Cost(seconds, chunk_bytes(chunk_rows(part)), observed=False)):
                 return work()
 
         values = shared().get((*name, *(part or (None,))), run)

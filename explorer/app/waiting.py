@@ -110,11 +110,13 @@ def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None, wh
         st.stop()
 
 
-def ask_first(what: str, seconds: float, label: str, key: str, container=None, needed: int = 0) -> bool:
-    """Whether the work may run in this rerun: at once when estimated under cost.ASK_AFTER_SECONDS, or when its
-    button was just pressed; otherwise `what` it is and its estimate (time, and memory where `needed` is given) are
-    said, beside the button (keyed `key`)."""
-    if not cost.asks_first(seconds) or get_script_run_ctx() is None:  # a bare script (a bench): nobody to ask
+def ask_first(
+    what: str, seconds: float, label: str, key: str, container=None, needed: int = 0, always: bool = False
+) -> bool:
+    """Whether the work may run in this rerun: at once when estimated under cost.ASK_AFTER_SECONDS (unless `always`),
+    or when its button was just pressed; otherwise `what` it is and its estimate (time, and memory where `needed` is
+    given) are said, beside the button (keyed `key`)."""
+    if not (always or cost.asks_first(seconds)) or get_script_run_ctx() is None:  # a bare script: nobody to ask
         return True
     place = container if container is not None else st.container()
     memory = f" and about {admission.gigabytes(needed)} of the server's memory" if needed else ""
@@ -124,3 +126,14 @@ def ask_first(what: str, seconds: float, label: str, key: str, container=None, n
         icon=":material/hourglass_top:",
     )
     return place.button(label, key=key, icon=":material/play_arrow:")
+
+
+def at_once(*seconds: float) -> float:
+    """The part of these estimates that runs as soon as the page goes on: those that ask first say their own."""
+    return sum(s for s in seconds if not cost.asks_first(s))
+
+
+def reveal_label(seconds: float, label: str = "Reveal the model's answer") -> str:
+    """A reveal button that runs work: its estimate in the label ('Reveal the model's answer (about 6 s)'), said
+    before the class presses it; nothing added under a second."""
+    return f"{label} ({cost.about(seconds)})" if seconds >= 1 else label

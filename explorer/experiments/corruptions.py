@@ -4,11 +4,12 @@ so that both have as many tokens, and the right and the wrong answer that the ch
 - A name swap (the indirect-object task of Wang et al. 2022): the last word said twice is replaced, at its second
   mention, by the other word said once before it: "..., John gave a drink to" -> "..., Mary gave a drink to". The
   clean text's answer is the word said once (Mary), the corrupted one's the word the change made single (John).
-- A changed repeated word (induction): the text ends on a word said earlier; the word after its earlier mention is
-  what an induction head copies, and it is changed for a word the text does not hold.
+- A changed word after a repeated one (induction): the text ends on a word said earlier; the word after its earlier
+  mention is what an induction head copies, and it is changed for a word the text does not hold (the label names the
+  repeated word, since the changed one is said only once).
 - A changed word (an encoder-decoder: a changed source word): any text; a word near its end is changed for a word
   the text does not hold, and the answers are what the change swaps (the caller's `answers`: the two runs' most likely
-  next tokens, or an encoder-decoder's outputs where they first differ), as they are for a changed repeated word.
+  next tokens, or an encoder-decoder's outputs where they first differ), as they are after a repeated word.
 
 Every proposal is a real text: the changed token's characters are replaced in the clean text, and the text is read
 again to check that it gives the same number of tokens with exactly that one changed.
@@ -35,7 +36,7 @@ MARKERS = ("Ġ", "▁", "##")
 class Proposal:
     """A corrupted text, which token it changes, and the answers the change should swap."""
 
-    name: str  # "name swap", "changed repeated word", "changed word"
+    name: str  # "name swap", "changed word after repeated “of”", "changed word"
     text: str
     position: int  # the changed token
     answer: str  # the clean run's right answer, as a token of the vocabulary
@@ -155,13 +156,15 @@ def repeated_word(loaded: LoadedModel, text: str, encoding: Encoding, answers: A
     if not earlier or earlier[-1] + 1 not in words:
         return None
     copied = earlier[-1] + 1
+    # what is changed is not the word said twice but the one after its earlier mention: the label says which
+    name = f"changed word after repeated “{bare(encoding.tokens[last])}”"
     if answers is not None:
-        return _changed(loaded, text, encoding, copied, "changed repeated word", answers)
+        return _changed(loaded, text, encoding, copied, name, answers)
     for word in _substitutes(loaded, encoding, _surface(text, encoding, copied)[:1].isupper(), copied):
         changed = _replaced(loaded, text, encoding, copied, word)
         if changed is not None and in_distribution(loaded, changed):
             new = loaded.tokenizer.encode(changed, len(encoding) + 8)
-            return Proposal("changed repeated word", changed, copied, encoding.tokens[copied], new.tokens[copied])
+            return Proposal(name, changed, copied, encoding.tokens[copied], new.tokens[copied])
     return None
 
 

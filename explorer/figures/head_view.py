@@ -11,7 +11,7 @@ from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
 from attention_explorer.explorer.figures.labels import escape_tokens, position_label, position_labels
 
-PALETTE = style.CATEGORICAL  # one colour a head; past eight, the colours come round again dashed (style.head_dash)
+PALETTE = style.CATEGORICAL  # one colour a head; past nine, the colours come round again dashed (style.head_dash)
 LEVELS = (0.05, 0.15, 0.3, 0.5, 0.75)  # weights are drawn in these opacity bands; below the first, not at all
 WINDOW = 32  # tokens a column shows at once: past this the view is a window that the page moves
 ROW_PX = 22  # pixels a token row takes: WINDOW rows fit one screen
@@ -55,6 +55,44 @@ def _column(labels: list[str], first: int, size: int) -> tuple[list[float], list
     if end < len(labels):
         ys, texts, colors = [*ys, end - first], [*texts, f"\u25bc {len(labels) - end} later tokens"], [*colors, OUTSIDE]
     return ys, texts, colors
+
+
+def _legend_only(head: int) -> go.Scatter:
+    """A legend entry for a head with nothing drawn: its colour and dash, no line."""
+    return go.Scatter(
+        x=[None],
+        y=[None],
+        mode="lines",
+        line={"color": style.head_colour(head), "dash": style.head_dash(head), "width": 4},
+        name=f"head {head + 1}",
+        legendgroup=f"h{head}",
+        hoverinfo="skip",
+    )
+
+
+def head_swatches(heads: Sequence[int]) -> go.Figure:
+    """The chosen heads' colours in a row, as the head view draws them (colour and dash): the key beside the head
+    picker, whose chips Streamlit draws in its own colour. Names as annotations, so no token text is drawn twice."""
+    traces, names = [], []
+    for i, head in enumerate(heads):
+        line = {"color": style.head_colour(head), "dash": style.head_dash(head), "width": 5}
+        traces.append(
+            go.Scatter(x=[i, i + 0.4], y=[0, 0], mode="lines", line=line, name=f"head {head + 1}", hoverinfo="skip")
+        )
+        names.append({"x": i + 0.45, "y": 0, "text": f"head {head + 1}", "showarrow": False, "xanchor": "left"})
+    return go.Figure(
+        data=traces,
+        layout={
+            "height": 44,
+            "showlegend": False,
+            "annotations": names,
+            "font": {"color": style.TEXT, "size": 15},
+            "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
+            "xaxis": {"range": [-0.1, max(len(heads), 6) + 0.2], "visible": False, "fixedrange": True},
+            "yaxis": {"range": [-0.5, 0.5], "visible": False, "fixedrange": True},
+            "plot_bgcolor": "white",
+        },
+    )
 
 
 def head_view(
@@ -110,6 +148,8 @@ def head_view(
                 )
             )
             first = False
+        if first:  # no line of this head in view: its legend entry still shows its colour
+            traces.append(_legend_only(head))
     # a window of a longer text names each token with its position ('1500: the'): where it is, not only what
     windowed = max(n_q, n_k) > size
     q_y, q_text, q_colors = _column(_named(queries, windowed), q0, size)

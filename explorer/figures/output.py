@@ -73,7 +73,7 @@ def loss_bars(
     # just over the floor, and a floor of 0 (no smoothing) would put a label under the line on the token labels
     floor_line = {"dash": "dot", "color": style.head_colour(2)}
     figure.add_hline(y=floor, line=floor_line, annotation_text=f"floor {floor:.3f}", annotation_position="right")
-    mean_line = {"dash": "dash", "color": "#d62728"}
+    mean_line = {"dash": "dash", "color": style.REFERENCE}  # black beside the green floor: apart for every reader
     figure.add_hline(y=mean, line=mean_line, annotation_text=f"mean {mean:.3f}", annotation_position="top right")
     figure.update_layout(
         title={"text": "Loss per position"},  # the ticks name what each position should write

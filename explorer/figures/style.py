@@ -18,14 +18,19 @@ TICK_FONT = {"size": 13, "color": TEXT}
 EXPONENTS = "e"  # 2e-05, not Plotly's SI prefixes (20µ, 1p), which read as units to a class
 
 
-# Categorical (heads, layers, dimensions): Okabe & Ito 2008, "Color Universal Design", eight colours that readers with
-# any common colour-vision deficiency tell apart (CIE76 distance 17 or more between any two under simulated
-# deuteranopia, Machado et al. 2009; the palettes used before came within 4-9). Blue, orange and green first, the
-# yellow, faint on white, last.
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000", "#F0E442")
-CATEGORICAL = OKABE_ITO
-# past eight heads the colours come round again with another dash: head 9 is head 1's blue, dashed
+# Categorical (heads, layers, dimensions): nine colours, each dark enough to read as a line on white (WCAG contrast
+# 3:1 or more; Okabe & Ito's yellow and sky blue, used before, came to 1.3 and 2.3, and head 8's yellow vanished) and
+# apart for readers with any common colour-vision deficiency (CIE76 distance 13.5 or more between any two under
+# simulated deuteranopia and protanopia, Machado et al. 2009; matplotlib's tab10 comes within 5-7): Okabe & Ito's
+# blue, vermillion, green, reddish purple and black, then olive, violet, brown and wine. Nine, so that a nine-head
+# model (SmolLM2) has no two heads alike and no two blues; past nine they come round again with another dash.
+HEADS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#999933", "#785EF0", "#8C564B", "#882255")
+CATEGORICAL = HEADS
+# past nine heads the colours come round again with another dash: head 10 is head 1's blue, dashed
 DASHES = ("solid", "dash", "dot", "dashdot")
+# a reference line drawn over coloured bars (the loss chart's mean beside its floor in HEADS' green): black, which no
+# colour-vision deficiency confuses with green, as it did the red used before
+REFERENCE = "#000000"
 
 
 def head_colour(index: int) -> str:
@@ -34,7 +39,7 @@ def head_colour(index: int) -> str:
 
 
 def head_dash(index: int) -> str:
-    """The dash that tells head `index` from the head eight before it, which has its colour."""
+    """The dash that tells head `index` from the head nine before it, which has its colour."""
     return DASHES[(index // len(CATEGORICAL)) % len(DASHES)]
 
 

@@ -19,15 +19,102 @@ def ffn_activation(name: str) -> str:
     return "passes each through GELU (negative ones shrink towards zero, none is cut off)"
 
 
+def forward_intro(block: Anatomy) -> str:
+    """The Forward pass page's opening, true for the model's block: whether a position is added, and its norm."""
+    if block.positions.added:
+        position = f"the {block.positions.kind} position added"
+    else:
+        position = "no position added (rotary: each layer turns its queries and keys by the position instead)"
+    where = f"{block.norm_name} before each sub-layer" if block.norm_first else f"{block.norm_name} after each"
+    return (
+        f"Follow one token through the model: its id, its embedding row, {position}, then every layer's sub-layers "
+        f"with their residual connection and {where}. Each result is recomputed here from the model's state before "
+        "it and the model's own weights, and checked against the state the model itself produced."
+    )
+
+
+def qkv_intro(block: Anatomy, origin: str) -> str:
+    """Step 4's opening, true for the model's block: what is multiplied (x, or the norm of x in a pre-norm block) and
+    whose matrices (one set per head, or W^K and W^V of the key/value heads under grouped-query attention);
+    `origin`: where the weights come from (wording.weights_origin)."""
+    vector = (
+        f"the token's vector after the layer's {block.norm_name}, {block.norm_name}(x),"
+        if block.norm_first
+        else ("the token's vector x")
+    )
+    if block.shared_kv:
+        sets = (
+            f"each of the {block.n_heads} query heads has its own W^Q, while W^K and W^V belong to the "
+            f"{block.kv_heads} key/value heads, each shared by {block.n_heads // block.kv_heads} query heads "
+            "(grouped-query attention)"
+        )
+    else:
+        sets = "one W^Q, W^K and W^V per head"
+    return (
+        "Attention works like a soft look-up. Each token asks a **query** (what am I looking for?), offers a **key** "
+        "(what do I contain?) and carries a **value** (what I pass on if chosen). All three are "
+        f"{vector} multiplied by a matrix of the model's weights: {sets} ({origin}). The next step scores every key "
+        "against the query; this one makes q, k and v."
+    )
+
+
+def attention_formula(block: Anatomy) -> str:
+    """The Attention page's opening: eq. 1 as this model computes it (rotary: queries and keys turned by position
+    before they meet, as the Head view and step 8 write R_pos)."""
+    rows = (
+        "Row *i* shows how query token *i* (attending) spreads one unit of attention over the key tokens (attended "
+        "to); every row sums to 1."
+    )
+    if block.positions.rotary:
+        weights = r"$\mathrm{softmax}\left(\tilde{Q}\tilde{K}^\top / \sqrt{d_k}\right)$"
+        return (
+            rf"Each head computes {weights[:-1]}V$: the paper's eq. 1 (Vaswani et al. 2017) with every query and key "
+            r"first turned by its position, $\tilde{q} = R_{\text{pos}}\,q$ (rotary positions, as on the Head view "
+            f"and step 8). The heatmap draws the attention weights {weights}, before they multiply V. {rows}"
+        )
+    weights = r"$\mathrm{softmax}\left(QK^\top / \sqrt{d_k}\right)$"
+    return (
+        rf"Each head computes {weights[:-1]}V$ (Vaswani et al. 2017, eq. 1); the heatmap draws the attention weights "
+        f"{weights}, before they multiply V. {rows}"
+    )
+
+
+def tied_lens_note(own: int, shown: int, block: Anatomy) -> str:
+    """The logit lens's embedding row on a model whose output matrix is its embedding (tied): how often it names the
+    position's own token, and why that is likely but not guaranteed."""
+    where = f"all {shown}" if own == shown else f"{own} of {shown}"
+    why = (
+        f"the final {block.norm_name} first scales each dimension by its own learned gain, after which another row "
+        "can score higher"
+        if block.final_norm
+        else "a longer embedding row pointing roughly the same way can score higher"
+    )
+    return (
+        f"The embedding row names the position's own token at {where} positions: this model's output matrix is its "
+        "token embedding matrix (tied, section 3.4), so each embedding is scored against every embedding, its own "
+        f"among them. Its own usually scores highest, but nothing guarantees it: {why}."
+    )
+
+
+PAPER_BASE = 10000  # the sinusoid's base, section 3.5
+
+
+def rotary_base(base: float) -> str:
+    """Rotary's frequencies against the paper's sinusoid: the same base, or this model's instead of 10000."""
+    if base == PAPER_BASE:
+        return f"the paper's sinusoid ones, with the same base, {PAPER_BASE}"
+    return f"the paper's sinusoid ones with this model's base, {base:g} instead of {PAPER_BASE}"
+
+
 def add_norm_intro(block: Anatomy) -> str:
     """The Add & Norm step's opening, true for the model's block: where its norm sits, its feed-forward, and (a
-    parallel block) that both sub-layers read the same normed input."""
+    parallel block) how both sub-layers read the layer's input."""
     activation = ffn_activation(block.ffn.activation)
     if block.parallel:
         return (
             f"This model's layer is a parallel block ({block.pre_name}): the attention and the feed-forward network "
-            f"both read the same normed input, each through its own {block.norm_name} of x, the vector that entered "
-            "the layer, and both outputs are added back to x in one addition (the residual connection): x + "
+            f"both read x, the vector that entered the layer, and {block.parallel_reading}; both outputs are added "
+            "back to x in one addition (the residual connection): x + "
             f"Attn({block.norm_name}_1(x)) + FFN({block.norm_name}_2(x)). The feed-forward, the same for every "
             f"position, widens each vector to d_ff numbers, {activation} and narrows it back. That is one layer; the "
             f"stack repeats it N times and ends with one more {block.norm_name}."
@@ -87,11 +174,11 @@ def training_target(epsilon: float, family: Family | None = None) -> str:
     (family.training) says it was so in pretraining, and what came after."""
     if epsilon > 0:
         return f"label-smoothed (eps = {epsilon:g}, section 5.4), by cross-entropy: the label-smoothed loss"
-    plain = "by cross-entropy, with no label smoothing (the paper's eps = 0.1): -log p of the right token"
+    plain = "by cross-entropy, without label smoothing (the paper smooths with eps = 0.1): -log p of the right token"
     if family is not None and family.training:  # what its card says: pretraining, then what came after
         return (
-            "in pretraining by cross-entropy (shown here with no label smoothing, the paper's eps = 0.1: -log p of the "
-            f"right token). {family.training.removesuffix('.')}"
+            "in pretraining by cross-entropy (shown here without label smoothing, where the paper smooths with eps = "
+            f"0.1: -log p of the right token). {family.training.removesuffix('.')}"
         )
     if family is not None and family.from_folder:
         return f"{plain} (a folder does not say how its weights were trained: this is a language model's usual loss)"

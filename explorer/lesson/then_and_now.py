@@ -107,9 +107,9 @@ def _multi_head(loaded: LoadedModel) -> str:
 def _add_norm(loaded: LoadedModel) -> str:
     config, block = loaded.model.config, loaded.family.block
     norm = f"pre-norm, x + Sublayer({block.norm_name}(x))" if block.norm_first else "post-LN, as the paper"
-    if block.parallel:  # one addition of both sub-layers' outputs, each read from the same normed input
+    if block.parallel:  # one addition of both sub-layers' outputs, each read through its own norm (models.anatomy)
         name = block.norm_name
-        norm = f"parallel {block.pre_name}, x + Attn({name}(x)) + FFN({name}(x)): both read the same normed input"
+        norm = f"parallel {block.pre_name}, x + Attn({name}_1(x)) + FFN({name}_2(x)): {block.parallel_reading}"
     gated = "a gated SiLU feed-forward (SwiGLU)" if block.ffn.gated else f"a {block.ffn.activation} feed-forward"
     said = f"{norm}; {gated} {config.d_model} -> {config.d_ff} -> {config.d_model}"
     paper = not (block.norm_first or block.ffn.gated) and block.ffn.activation == "relu"

@@ -10,20 +10,16 @@ from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import walk_heads
 from attention_explorer.explorer.figures.heatmap import cells_note
 from attention_explorer.explorer.figures.model_view import LAYER_CELLS, layer_heads
+from attention_explorer.explorer.lesson.model_words import attention_formula
 from attention_explorer.explorer.run.blocks import factor
 from attention_explorer.explorer.run.heads import MEAN, head_or_mean, head_title
 from attention_explorer.explorer.views.chart import chart, drill_to_pickers
-from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.current import sidebar_family, token_legend
 from attention_explorer.explorer.views.pickers import kind_name, pick_attention, pick_layer_head
 from attention_explorer.explorer.views.zoom import head_map, word_of
 
 st.header("Attention heatmap")
-st.markdown(
-    r"Each head computes $\mathrm{softmax}\left(QK^\top / \sqrt{d_k}\right)V$ (Vaswani et al. 2017, eq. 1); the "
-    r"heatmap draws the attention weights $\mathrm{softmax}\left(QK^\top / \sqrt{d_k}\right)$, before they "
-    "multiply V. Row *i* shows how query token *i* (attending) spreads one unit of attention over the key tokens "
-    "(attended to); every row sums to 1."
-)
+st.markdown(attention_formula(sidebar_family().block))  # eq. 1 as this model computes it
 
 chosen = pick_attention(state.ATTENTION)
 attention = chosen.attention

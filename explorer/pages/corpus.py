@@ -11,7 +11,7 @@ from attention_explorer.explorer.figures import corpus as figures
 from attention_explorer.explorer.figures.labels import abbreviated, markdown_literal
 from attention_explorer.explorer.figures.statistics import statistic_grid
 from attention_explorer.explorer.run import admission, cost
-from attention_explorer.explorer.run.corpus_input import CorpusError
+from attention_explorer.explorer.run.corpus_input import CorpusError, texts
 from attention_explorer.explorer.run.corpus_stats import STATISTICS
 from attention_explorer.explorer.views.chart import chart, drill_to_pickers
 from attention_explorer.explorer.views.corpus import NAMES, SHARES, chosen_corpus, meaning, open_text
@@ -28,7 +28,8 @@ intro(
     "A head's job shows over many texts, not one: a previous-token head looks one token back on every text, an "
     "induction head only where something repeats, and some heads put most of their weight on the first token "
     f"everywhere. Run a corpus through {markdown_literal(loaded.title)} (the sidebar's model): each statistic is "
-    "pooled over every query position of every text, each position counting once. Attention is not explanation: "
+    "pooled over the query positions of every text, each counting once (which positions, each statistic says "
+    "below). Attention is not explanation: "
     "these say where weight goes, not why."
 )
 
@@ -45,7 +46,7 @@ digest = corpus_runs.keep(corpus)
 tokens = sum(len(e) for e in ready.encodings)
 st.caption(
     markdown_literal(
-        f"From {corpus.source}: {len(ready.encodings):,} texts, {tokens:,} tokens in all, each text cut at "
+        f"From {corpus.source}: {texts(len(ready.encodings))}, {tokens:,} tokens in all, each text cut at "
         f"{choice.max_tokens:,} tokens (the sidebar's Max tokens)."
     )
 )
@@ -55,7 +56,7 @@ if digest not in ran and corpus_runs.kept_stats(choice.model, corpus, choice.max
     slot = st.container()  # the estimate, above the button
     asking = st.empty()  # the button goes once pressed: the run's progress bar comes under it
     if not asking.button(
-        f"Run the {len(ready.encodings):,} texts through the model", key="corpus_run", icon=":material/play_arrow:"
+        f"Run the {texts(len(ready.encodings))} through the model", key="corpus_run", icon=":material/play_arrow:"
     ):
         slot.info(
             f"That takes {cost.about(needs.seconds)} on this server and at most about "
@@ -88,7 +89,7 @@ chart(
     statistic_grid(values, labels, NAMES[name], percent=percent, title=f"{NAMES[name].capitalize()}, every head"),
     "corpus_grid",
     on_click=drill_to_pickers(state.CORPUS_LAYER, state.CORPUS_HEAD),
-    view=(NAMES[name], f"{len(stats.texts)} texts"),
+    view=(NAMES[name], texts(len(stats.texts))),
 )
 order = np.argsort(-np.nan_to_num(values, nan=-np.inf), axis=None, kind="stable")
 best = [np.unravel_index(i, values.shape) for i in order[:3]]

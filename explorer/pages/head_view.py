@@ -8,7 +8,7 @@ import streamlit as st
 
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import focus_token, head_label
-from attention_explorer.explorer.figures.head_view import WINDOW, head_view, window_start
+from attention_explorer.explorer.figures.head_view import WINDOW, head_swatches, head_view, window_start
 from attention_explorer.explorer.lesson.wording import attention_formula, head_output
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import token_legend
@@ -46,6 +46,7 @@ heads = st.multiselect(
 if not heads:
     st.info("Pick at least one head.")
     st.stop()
+st.plotly_chart(head_swatches(heads), key="head_swatches", config={"displayModeBar": False, "staticPlot": True})
 n_tokens = max(len(chosen.queries), len(chosen.keys))
 # on the starting link's query (token level): its key in the same window where both fit
 linked = start.key if chosen.groups is None and focus == start.query else None

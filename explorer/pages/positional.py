@@ -9,6 +9,7 @@ import streamlit as st
 
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures import positional as figures
+from attention_explorer.explorer.lesson import model_words
 from attention_explorer.explorer.lesson.wording import learned_positions
 from attention_explorer.explorer.run import positions as rotary_positions
 from attention_explorer.explorer.run.positions import SAMPLES_PER_POSITION, neighbour_cosine, sinusoid_curves
@@ -43,8 +44,8 @@ def rotary_page(model_name: str) -> None:
     intro(
         "The 2017 paper adds a sinusoid to each token embedding (section 3.5). This model adds nothing to the "
         f"embedding: in every layer, each query and key is turned pair by pair ({pairs_said}) "
-        "by an angle of position x theta_i (rotary positions, Su et al. 2021). The frequencies are the "
-        f"paper's sinusoid ones with this model's base, {base:g} instead of 10000, over {width}. "
+        "by an angle of position x theta_i (rotary positions, Su et al. 2021). The frequencies are "
+        f"{model_words.rotary_base(base)}, over {width}. "
         "A turn keeps each pair's length, so q . k depends on the two tokens and on how far apart "
         "they are, not on where they sit."
     )

@@ -12,7 +12,7 @@ from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.heatmap import head_heatmap
 from attention_explorer.explorer.figures.statistics import statistic_grid
 from attention_explorer.explorer.lesson.wording import starting_note
-from attention_explorer.explorer.run import reference_view
+from attention_explorer.explorer.run import admission, cost, reference_view
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace, token_legend
 from attention_explorer.explorer.views.frame import stop
@@ -64,7 +64,17 @@ what = (
     else f"The comparison runs transformers over all {len(tokens):,} tokens and sets each of its {ours.shape[0]} "
     "layers against ours."
 )
-if not ask_first(what, seconds, "Run the transformers reference", "reference_run", summary):
+load, load_bytes = compare_runs.reference_load(sidebar)
+if load >= 1:  # the first visit loads transformers' own copy of the model: said before, with its time and memory
+    how = "converts the GGUF file's weights again" if folder.endswith(".gguf") else "reads the model's files"
+    what = (
+        f"First transformers loads its own copy of {loaded.title}: it {how}, {cost.about(load)} and about "
+        f"{admission.gigabytes(load_bytes)} more of the server's memory, kept for later visits. Then: {what[0].lower()}"
+        f"{what[1:]}"
+    )
+if not ask_first(
+    what, seconds + load, "Run the transformers reference", "reference_run", summary, load_bytes, always=load >= 1
+):
     stop()
 try:
     differences, theirs_head = compare_runs.get_reference_difference(sidebar, layer, head)

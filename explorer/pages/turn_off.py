@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_explorer.explorer.app import experiment_runs, state
-from attention_explorer.explorer.app.waiting import ask_first
+from attention_explorer.explorer.app.waiting import ask_first, at_once, reveal_label
 from attention_explorer.explorer.experiments import ablate
 from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures.labels import markdown_literal
@@ -107,7 +107,9 @@ else:
         "cosine to the clean embedding falls."
     )
 options = [layer_name(kind, layer, kinds) for kind, layer in layers]
-guess = predict(question, options, (sidebar, "turn_off_layer"), "turn_off_predict")
+# what the reveal runs at once (the layers turned off, unless that asks first; the most-needed one's run), said on it
+takes = at_once(experiment_runs.layer_effects_seconds(sidebar), experiment_runs.outcome_seconds(sidebar, (), "zero"))
+guess = predict(question, options, (sidebar, "turn_off_layer"), "turn_off_predict", reveal_label(takes))
 if guess is None:
     stop()
 what = f"Each of the {len(layers)} layers turned off is one more forward over the whole text."

@@ -36,6 +36,11 @@ class Corpus:
         return len(self.texts)
 
 
+def texts(n: int) -> str:
+    """'1 text', '1,200 texts': a count of texts as a page says it."""
+    return f"{n:,} text" + ("" if n == 1 else "s")
+
+
 def from_texts(texts: Sequence[str], source: str = "texts") -> Corpus:
     """A list of texts (the API's, the app's samples): blank ones left out; CorpusError when none is left."""
     if isinstance(texts, str):

@@ -2,11 +2,16 @@
 long, and the point past which it asks first instead of starting at once.
 
 An estimate from two rates fitted on a 2-core machine (one forward of SmolLM2-135M over 2,048 tokens: about 10 s;
-MiniLM's 72 heads turned off one batch row each at 512 tokens: about 12 s), never a promise: a busy machine takes
-longer. It reads only the model's shape and the token count, never the model's name.
+MiniLM's 72 heads turned off one batch row each at 512 tokens: about 12 s), times this process's pace: how much
+longer than that its last runs took (a busy machine takes longer; tests/explorer/test_estimates_hold.py runs the
+estimates against what happens). It reads only the model's shape and the token count, never the model's name.
 """
 
 from __future__ import annotations
+
+import statistics
+import threading
+from collections import deque
 
 from attention_explorer.models.anatomy import describe
 from attention_explorer.models.config import TransformerConfig
@@ -30,9 +35,44 @@ SECONDS_PER_WEIGHT = 3e-9  # each attention weight scored, masked, softmaxed and
 ASK_AFTER_SECONDS = 3.0
 
 
-def layer_seconds(config: TransformerConfig, queries: int, keys: int | None = None, cross: bool = False) -> float:
-    """One layer over `queries` tokens attending to `keys` (default: themselves): its projections, attention and
-    feed-forward (a cross-attention adds a second attention)."""
+# The rates above are an idle 2-core machine's; a busy or another machine runs slower or faster, and a fixed rate
+# was off by 2-9x (a corpus "about 6 s" took 13.3 s). So every estimate is multiplied by this process's pace: the
+# median, over its last PACE_RUNS admitted runs, of the time each took over its estimate at these rates
+# (admission.Gate reports each run that ends); 1 until a run long enough to say (OBSERVED_AFTER) has ended.
+PACE_RUNS = 7
+OBSERVED_AFTER = 0.1  # shorter runs say more about Python's overhead than about the machine's pace
+PACE_LIMITS = (0.1, 200.0)  # one odd run (a machine paused) moves the median, never the estimate beyond these
+# each attention weight's share of the corpus statistics (explorer/run/corpus.layer_sums: a float64 copy, entropy,
+# distances, induction targets; about 8 passes over the weights), beyond the forward's own
+SECONDS_PER_STATISTIC_WEIGHT = 8 * SECONDS_PER_WEIGHT
+
+_paces: deque[float] = deque(maxlen=PACE_RUNS)
+_lock = threading.Lock()
+
+
+def pace() -> float:
+    """This process's pace: how much longer than its estimate at the fitted rates a run now takes (1: as fitted)."""
+    with _lock:
+        found = statistics.median(_paces) if _paces else 1.0
+    return min(max(found, PACE_LIMITS[0]), PACE_LIMITS[1])
+
+
+def observe(seconds: float, took: float, at_pace: float) -> None:
+    """A run estimated at `seconds` (at pace `at_pace`) took `took`: the pace it shows joins the last PACE_RUNS."""
+    fitted = seconds / at_pace  # the estimate at the fitted rates
+    if fitted >= OBSERVED_AFTER and took > 0:
+        with _lock:
+            _paces.append(took / fitted)
+
+
+def forget_pace() -> None:
+    """Back to the fitted rates (a test's fresh start)."""
+    with _lock:
+        _paces.clear()
+
+
+def _fitted_layer_seconds(config: TransformerConfig, queries: int, keys: int | None, cross: bool) -> float:
+    """layer_seconds at the fitted rates."""
     keys = queries if keys is None else keys
     block = describe(config)
     d, kv = config.d_model, block.kv_heads * config.d_head
@@ -43,12 +83,24 @@ def layer_seconds(config: TransformerConfig, queries: int, keys: int | None = No
     return macs / MACS_PER_SECOND + weights * SECONDS_PER_WEIGHT
 
 
+def layer_seconds(config: TransformerConfig, queries: int, keys: int | None = None, cross: bool = False) -> float:
+    """One layer over `queries` tokens attending to `keys` (default: themselves): its projections, attention and
+    feed-forward (a cross-attention adds a second attention), at this process's pace."""
+    return _fitted_layer_seconds(config, queries, keys, cross) * pace()
+
+
+def statistics_seconds(config: TransformerConfig, rows: int, tokens: int, layers: int) -> float:
+    """The corpus statistics of `layers` layers over `rows` texts padded to `tokens` (explorer/run/corpus.py's
+    layer_sums over every head's weights), at this process's pace."""
+    return rows * layers * config.n_heads * tokens * tokens * SECONDS_PER_STATISTIC_WEIGHT * pace()
+
+
 def forward_seconds(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> float:
     """One forward over `tokens` tokens (every layer of every stack; a decoder reads as many as the encoder), times
     `rows` batch rows; `logits`: with the output layer over every position."""
     encoder = config.n_encoder_layers * layer_seconds(config, tokens)
     decoder = config.n_decoder_layers * layer_seconds(config, tokens, cross=config.is_encoder_decoder)
-    output = tokens * config.d_model * config.target_vocab_size / MACS_PER_SECOND if logits else 0.0
+    output = tokens * config.d_model * config.target_vocab_size / MACS_PER_SECOND * pace() if logits else 0.0
     return rows * (encoder + decoder + output)
 
 
@@ -88,9 +140,29 @@ def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: boo
     return low
 
 
+# transformers' own copy of a model, loaded the first time Ours vs transformers opens on it: from a GGUF file it
+# converts every weight again (SmolLM2-135M-Instruct: about 25 s on a busy 2-core machine, memory 1.25 -> 1.76 GB),
+# from a safetensors folder it only reads them (GPT-2-sized: a second or two)
+GGUF_SECONDS_PER_PARAMETER = 25 / 135e6
+FOLDER_SECONDS_PER_PARAMETER = 1e-8
+REFERENCE_BYTES_PER_PARAMETER = 3.8  # its float32 weights (4 bytes) less what the conversion shares: 0.51 GB / 135 M
+
+
+def reference_load_seconds(parameters: int, gguf: bool) -> float:
+    """About how long transformers takes to load its copy of a model of `parameters` weights, at this pace."""
+    per = GGUF_SECONDS_PER_PARAMETER if gguf else FOLDER_SECONDS_PER_PARAMETER
+    return parameters * per * pace()
+
+
+def reference_load_bytes(parameters: int) -> int:
+    """About how much memory transformers' copy of a model of `parameters` weights adds, kept once loaded."""
+    return int(parameters * REFERENCE_BYTES_PER_PARAMETER)
+
+
 def asks_first(seconds: float) -> bool:
-    """Whether a computation this long waits for a click instead of starting when the page opens."""
-    return seconds > ASK_AFTER_SECONDS
+    """Whether a computation this long waits for a click instead of starting when the page opens: decided on the
+    work's size (the estimate at the fitted rates), so that a page asks the same on any machine, busy or not."""
+    return seconds / pace() > ASK_AFTER_SECONDS
 
 
 def about(seconds: float) -> str:

@@ -32,13 +32,35 @@ NAMES = {
 }
 SHARES = ("previous_token", "first_token", "self", "induction")  # shares of a query's weight: percentages
 MEANINGS = {
-    "previous_token": "the weight each query puts on the token just before it, A[t, t-1] (every query but the first)",
+    "previous_token": "the weight each query puts on the token just before it, A[t, t-1]",
     "first_token": "the weight each query puts on the text's first position, A[t, 0]",
     "self": "the weight each query puts on itself, A[t, t]",
     "entropy": "how spread out each query's weights are, -Σ A[t, k] ln A[t, k] in nats (0: all on one key)",
-    "induction": "the weight on the token that followed an earlier copy of the query's own token (only the queries "
-    "whose token occurred before count)",
+    "induction": "the weight on the token that followed an earlier copy of the query's own token",
 }
+# what a causal mask forces on the first query's row (it can see only itself: A[0, 0] = 1), per statistic
+FIRST_ROW = {
+    "first_token": "1",
+    "self": "1",
+    "entropy": "0",
+    "mean_distance": "0",
+}
+
+
+def pooled(name: str, causal: bool) -> str:
+    """Which query positions a statistic averages over (explorer/run/corpus.py), and, under a causal mask, what the
+    first one's row adds, since the mask leaves it nothing but itself."""
+    if name == "previous_token":
+        return "averaged over every query position but the first (it has no token before it) of every text"
+    if name == "induction":
+        return "averaged over the query positions whose token occurred earlier in its text"
+    said = "averaged over every query position of every text"
+    if causal:
+        said += (
+            f", the first included: the causal mask lets it see only itself, so its value there is always "
+            f"{FIRST_ROW[name]}, whatever the head"
+        )
+    return said
 
 
 def meaning(name: str, causal: bool, first_marker: str) -> str:
@@ -50,9 +72,7 @@ def meaning(name: str, causal: bool, first_marker: str) -> str:
         said = MEANINGS[name]
     if name == "first_token" and first_marker:
         said += f" (here the marker {first_marker}, which the tokenizer puts first)"
-    return (
-        f"**{NAMES[name].capitalize()}**: {markdown_literal(said)}, averaged over every query position of every text."
-    )
+    return f"**{NAMES[name].capitalize()}**: {markdown_literal(said)}, {markdown_literal(pooled(name, causal))}."
 
 
 def chosen_corpus() -> Corpus:
@@ -119,6 +139,6 @@ def open_text(text: str, kind: str, layer: int, head: int) -> None:
     """A click on one of a head's top texts: that text becomes the sidebar's sentence and the attention heatmap opens
     on it with this head selected (a typed sentence is put aside: "Back to your sentence")."""
     if text != st.session_state[state.TEXT]:
-        state.put_aside(st.session_state, text)
+        state.put_aside(st.session_state, text, state.CORPUS_TEXT)
     show_in_attention(kind, layer, head)
     st.session_state[state.DRILL_TO] = ATTENTION_PAGE

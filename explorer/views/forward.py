@@ -145,9 +145,7 @@ def layer(f: Focus, number: int = 2) -> None:
         equation.latex(
             rf"x' = x + \mathrm{{Attn}}({norm}_1(x)) + \mathrm{{FFN}}({norm}_2(x))\quad\text{{(parallel, pre-norm)}}"
         )
-        st.caption(
-            f"A parallel block: both sub-layers read the same normed input, each through its own {block.norm_name}."
-        )
+        st.caption(f"A parallel block: both sub-layers read the layer's input x, and {block.parallel_reading}.")
     elif block.norm_first:
         equation.latex(rf"x' = x + \mathrm{{Sublayer}}({norm}(x))\quad\text{{(pre-norm)}}")
     else:

@@ -12,7 +12,7 @@ import streamlit as st
 
 from attention_explorer.explorer.app import cached, patching_runs, state
 from attention_explorer.explorer.app.callbacks import bound, use_model
-from attention_explorer.explorer.app.waiting import ask_first
+from attention_explorer.explorer.app.waiting import ask_first, at_once, reveal_label
 from attention_explorer.explorer.experiments import patching
 from attention_explorer.explorer.experiments.corruptions import bare
 from attention_explorer.explorer.experiments.patching import PatchingError
@@ -236,7 +236,9 @@ def patching_view(key: str, lesson: bool = False) -> None:
         question = "Copying one head's output from the clean run: where in the model is the head that restores most?"
         asked = (sidebar, *setup.corrupt_ids, setup.answer, setup.wrong)
         n_layers = ablation.shapes(loaded.model.config)[patching.residual_kind(loaded)][0]
-        guess = predict(question, depths(n_layers), asked, f"{key}_predict")
+        # what the reveal runs at once (each grid that does not ask first), said on its button
+        takes = at_once(*(patching_runs.seconds(sidebar.model, setup, which) for which in ("residual", "heads")))
+        guess = predict(question, depths(n_layers), asked, f"{key}_predict", reveal_label(takes))
         if guess is None:
             stop()
     _residual(loaded, sidebar.model, setup, tokens, key)

@@ -139,10 +139,12 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
         heading.subheader(f"{number}. The head's own W^Q, W^K, W^V")
         equation.latex(formula)
         w = forward.head_projections(loaded, s.kind, s.layer, head)
+        kv = key_value_head(config, head)
+        kv_name = f"head {head + 1}" if len(s.sharing) == 1 else f"key/value head {kv + 1}"
         chart(
             projection_matrices(
                 [w.w_q, w.w_k, w.w_v],
-                [f"W^Q (head {head + 1})", f"W^K (head {head + 1})", f"W^V (head {head + 1})"],
+                [f"W^Q (head {head + 1})", *(f"W^{m} ({kv_name})" for m in "KV")],
                 f"Layer {s.layer + 1}, head {head + 1}: {s.d_model} rows (input dimensions) x {s.d_head} columns "
                 "(the head's)",
                 height=320,
@@ -218,10 +220,13 @@ def projection_formula(
     """The head's projections as LaTeX: with biases or without, turned by position where the model is rotary; with
     `norm_name` (a pre-norm layer's RMSNorm or LayerNorm) the rows it multiplies are normalised first (in
     cross-attention the query's only: keys and values are the encoder's output as it is)."""
-    n = head + 1
-    rotary = describe(config).positions.rotary
+    block = describe(config)
+    rotary = block.positions.rotary
+    # W^Q is the query head's own; W^K and W^V its key/value head's (grouped-query attention: shared by a group)
+    owner = {"Q": head + 1, "K": key_value_head(config, head) + 1, "V": key_value_head(config, head) + 1}
 
     def term(name: str, x: str) -> str:
+        n = owner[name]
         if norm_name and (name == "Q" or kind != "cross"):
             x = rf"\mathrm{{{norm_name}}}({x})"
         plain = rf"{x} W^{name}_{{{n}}}" + (rf" + b^{name}_{{{n}}}" if config.qkv_bias else "")
@@ -234,6 +239,11 @@ def projection_formula(
             rf"\end{{aligned}}{shapes}"
         )
     return rf"q = {term('Q', 'x')},\; k_j = {term('K', 'x_j')},\; v_j = {term('V', 'x_j')}{shapes}"
+
+
+def key_value_head(config, head: int) -> int:
+    """The key/value head query head `head` reads, from 0 (itself without grouped-query attention)."""
+    return head // (config.n_heads // describe(config).kv_heads)
 
 
 def sharing_text(sharing: tuple[int, ...]) -> str:

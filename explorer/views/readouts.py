@@ -94,11 +94,7 @@ def lens_view(key: str = "lens") -> None:
     shown = found.positions[found.rows.start : found.rows.stop]
     own = sum(row[0] == token for row, token in zip(found.top_tokens[0], shown, strict=True))
     if output.output_matrix(loaded).target_embedding and own > len(shown) / 2:
-        st.caption(
-            f"The embedding row names the position's own token at {own} of {len(shown)} positions: this "
-            "model's output matrix is its token embedding matrix (tied, section 3.4), and a token's embedding scores "
-            "highest against itself."
-        )
+        st.caption(model_words.tied_lens_note(own, len(shown), loaded.family.block))
     special_note(loaded, [row[0] for row in found.top_tokens[0]], own)
     lens_chart(found, answer, key)
     token_legend()

@@ -77,7 +77,9 @@ def put_aside_notice() -> None:
     loaded = cached.model(st.session_state[state.MODEL])
     error = reading_error(loaded, typed)
     why = markdown_literal(f"{loaded.title} cannot read your sentence, so it shows its own example.")
-    if error is None:
+    if error is None and state.aside_stands_in(st.session_state) == state.CORPUS_TEXT:
+        why = "The sentence box holds a text opened from the Corpus page; the sentence you had is kept."
+    elif error is None:
         why = "The sentence box holds one of this model's examples; your sentence is kept."
     elif isinstance(error, UnknownWordError):
         why += " " + words_known(error)

@@ -159,6 +159,37 @@ def test_the_patching_figures_draw_the_patch(induction_run):
     assert residual.layout.title.text == "Copy the residual stream"
 
 
+def test_patching_with_no_arguments_patches_what_the_page_proposes(induction_run, minilm_run):
+    from attention_explorer.explorer.experiments import corruptions
+
+    # the patching page's own first proposal for this text, with the two runs' most likely next tokens
+    (proposal,) = corruptions.proposals(induction_run.loaded, CLEAN, induction_run.max_tokens, _tops(induction_run))
+    assert (proposal.answer, proposal.wrong) != ("", "")
+    figure = induction_run.figure("patching")  # no TypeError naming three missing arguments
+    found = induction_run.patch(proposal.text, proposal.answer, proposal.wrong)
+    np.testing.assert_array_equal(np.asarray(figure.data[0].z, dtype=float), np.array(found["heads"]))
+    # a corrupted text alone: the answers are the two runs' most likely next tokens
+    alone = induction_run.figure("patching", corrupted=proposal.text, show="residual")
+    np.testing.assert_array_equal(np.asarray(alone.data[0].z, dtype=float), np.array(found["residual"]))
+    with pytest.raises(ValueError, match="no output layer"):
+        minilm_run.figure("patching")
+    with pytest.raises(ValueError, match="pass corrupted="):  # nothing repeats, no name is swapped, no word to change
+        ae.run("induction", "alpha").figure("patching")
+
+
+def _tops(run):
+    """The two runs' most likely next tokens where they differ (the page's answers), computed here on its own."""
+    import torch
+
+    @torch.inference_mode()
+    def top(ids):
+        return run.loaded.target_vocabulary.id_to_token(
+            int(run.loaded.model(torch.tensor([list(ids)])).logits[0, -1].argmax())
+        )
+
+    return lambda clean, corrupt: None if top(clean) == top(corrupt) else (top(clean), top(corrupt))
+
+
 def test_a_second_run_reuses_the_loaded_model(minilm_run):
     again = ae.run("minilm", "A second sentence")
     assert again.loaded is minilm_run.loaded

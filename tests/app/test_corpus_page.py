@@ -73,9 +73,33 @@ def test_a_top_text_opens_in_the_attention_heatmap_on_that_head(minilm):
     np.testing.assert_allclose(array(bars["x"]), [v for _, v in stats.top_texts("self", 1, 3, 8)])
     at.button(key=f"corpus_open_{first}").click().run()
     assert at.session_state[state.TEXT] == TEXTS[first]
+    # the visitor's own pasted line, said to be what it is: not "one of this model's examples"
+    notes = " ".join(plain(i.value) for i in at.info)
+    assert "a text opened from the Corpus page; the sentence you had is kept" in notes
+    assert "one of this model's examples" not in notes
     assert at.selectbox(key="attention_layer").value == 1 and at.selectbox(key="attention_head").value == 3
     result = trace.run(minilm, TEXTS[first], 128)
     np.testing.assert_array_equal(array(charts(at)[0]["data"][0]["z"]), result.encoder_self.weights[1, 3])
+
+
+def test_one_text_is_counted_in_the_singular(minilm):
+    at = pasted(["one line only this test pastes"])
+    assert at.button(key="corpus_run").label == "Run the 1 text through the model"
+    assert any("From pasted lines: 1 text," in plain(c.value) for c in at.caption)
+    assert corpus_input.texts(1) == "1 text" and corpus_input.texts(1200) == "1,200 texts"
+    said = corpus_runs.progress_text("Running 1 text through the model:", 0, 1, 2.0)
+    assert said == "Running 1 text through the model: 0 of 1 text, about 2 s left"  # one "about", not two
+
+
+def test_a_corpus_is_tokenized_once_not_again_by_the_click_that_runs_it(minilm, monkeypatch):
+    calls = []
+    prepare = corpus_input.prepare
+    monkeypatch.setattr(corpus_input, "prepare", lambda *a, **k: calls.append(1) or prepare(*a, **k))
+    long = " ".join(["word"] * 20_000) + " only this test"  # tokenized whole, then cut: seconds for a 2 MB line
+    at = pasted([long])
+    assert len(calls) == 1
+    at.button(key="corpus_run").click().run()
+    assert not at.exception and len(calls) == 1  # the estimate covered the run; no second tokenizing came with it
 
 
 def test_bad_input_says_why_and_long_lines_are_cut_with_a_count(minilm):

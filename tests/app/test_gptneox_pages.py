@@ -117,7 +117,8 @@ def test_add_norm_and_forward_draw_the_models_own_feed_forward(models, page):
     loaded = models[PARALLEL]
     at = opened(page)
     words = text_of(at)
-    assert "read the same normed input" in words
+    assert "each reads x through its own LayerNorm, with its own gain and bias" in words
+    assert "same normed input" not in words
     if page == "add_norm":
         assert "x + Attn(LayerNorm_1(x)) + FFN(LayerNorm_2(x))" in words
     position = at.selectbox(key="qkv_query").value
@@ -137,7 +138,7 @@ def test_add_norm_and_forward_draw_the_models_own_feed_forward(models, page):
 
 def test_sequential_add_norm_says_one_sub_layer_after_the_other(models):
     words = text_of(opened("add_norm", SEQUENTIAL))
-    assert "x + Sublayer(LayerNorm(x))" in words and "both read the same normed input" not in words
+    assert "x + Sublayer(LayerNorm(x))" in words and "through its own LayerNorm" not in words
 
 
 @pytest.mark.parametrize("model", [PARALLEL, SEQUENTIAL])
@@ -187,7 +188,8 @@ def test_positional_and_qkv_say_only_the_first_quarter_turns(models):
     [
         (
             PARALLEL,
-            "parallel pre-LN, x + Attn(LayerNorm(x)) + FFN(LayerNorm(x)): both read the same normed input; "
+            "parallel pre-LN, x + Attn(LayerNorm_1(x)) + FFN(LayerNorm_2(x)): each reads x through its own LayerNorm, "
+            "with its own gain and bias; "
             "a gelu feed-forward 64 -> 96 -> 64",
         ),
         (SEQUENTIAL, "pre-norm, x + Sublayer(LayerNorm(x)); a gelu feed-forward 64 -> 96 -> 64"),

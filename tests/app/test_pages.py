@@ -60,7 +60,7 @@ def test_head_view_focus_and_heads(at, minilm):
     at.selectbox(key="head_layer").set_value(1).run()
     at.multiselect(key="head_heads").set_value([2]).run()
     at.selectbox(key="head_focus").set_value(4).run()
-    fig = chart_list(at)[0]
+    fig = next(spec(c) for c in at.get("plotly_chart") if c.key == "head_lines")  # under the heads' colour key
     weights = trace.run(minilm, TEXT, 128).encoder_self.weights[1, 2, 4]
     lines = [t for t in fig["data"] if t.get("mode") == "lines"]
     drawn = sorted(int(k) for t in lines for k in t["y"][1::3])

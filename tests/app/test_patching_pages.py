@@ -116,7 +116,8 @@ def test_the_lesson_step_asks_first_then_patches():
     assert "third" not in text_of(at)
     # the corruption is named from what was changed, and denoising is said to show sufficiency, not necessity
     words = text_of(at)
-    assert "The change: position 4" in words and "(changed repeated word)." in words and "a name swapped" not in words
+    assert "The change: position 4" in words and "(changed word after repeated “seven”)." in words
+    assert "a name swapped" not in words
     assert "everything the answer needs" not in words and "may still be needed" in words
     assert "into the corrupted run (denoising)" in words and "logit(wrong), at the last position;" in words
 

@@ -71,7 +71,8 @@ def test_head_view_opens_on_the_starting_head_and_follows_a_new_sentence_until_o
     assert (link.layer, link.head) != (0, 0)  # not layer 1 head 1 by default
     assert at.selectbox(key="head_layer").value == link.layer and at.multiselect(key="head_heads").value == [link.head]
     assert at.selectbox(key="head_focus").value == link.query  # its link's query token highlighted
-    lines = [t for t in spec(at.get("plotly_chart")[0])["data"] if t.get("mode") == "lines"]
+    drawn = next(c for c in at.get("plotly_chart") if c.key == "head_lines")  # under the heads' colour key
+    lines = [t for t in spec(drawn)["data"] if t.get("mode") == "lines"]
     assert lines and {t["name"] for t in lines} == {f"head {link.head + 1}"}
 
     other = "The trophy didn't fit into the suitcase because it was too big"

@@ -31,14 +31,21 @@ def shown(config: TransformerConfig) -> SimpleNamespace:
     return SimpleNamespace(model=SimpleNamespace(config=config), family=for_config(config, "GPT-NeoX family", "random"))
 
 
-def test_step_7_says_both_sub_layers_read_the_same_normed_input():
+OWN_NORMS = "each reads x through its own LayerNorm, with its own gain and bias"
+
+
+def test_step_7_says_each_sub_layer_reads_x_through_its_own_norm():
     said = then_and_now.now(shown(NEOX), "add_norm")
     assert said == (
-        "parallel pre-LN, x + Attn(LayerNorm(x)) + FFN(LayerNorm(x)): both read the same normed input; "
+        f"parallel pre-LN, x + Attn(LayerNorm_1(x)) + FFN(LayerNorm_2(x)): {OWN_NORMS}; "
         "a gelu feed-forward 32 -> 128 -> 32"
     )
     intro = model_words.add_norm_intro(describe(NEOX))
-    assert "both read the same normed input" in intro and "x + Attn(LayerNorm_1(x)) + FFN(LayerNorm_2(x))" in intro
+    assert OWN_NORMS in intro and "x + Attn(LayerNorm_1(x)) + FFN(LayerNorm_2(x))" in intro
+    # one shared norm is GPT-J's design, not this engine's GPT-NeoX (two norms, norm1 and norm3, each with parameters)
+    assert "same normed input" not in said + intro
+    layer = describe(NEOX).decoder
+    assert len({sub.norm for sub in layer.sublayers}) == 2
 
 
 def test_rotary_on_a_share_of_each_head_says_the_share():

@@ -189,7 +189,10 @@ def test_the_proposed_corruptions_are_real_texts_one_token_apart(smollm2, induct
     (country,) = corruptions.proposals(smollm2, "The capital of France is", 64, _top(smollm2))
     assert (country.text, country.answer, country.wrong) == ("The capital of Italy is", "ĠParis", "ĠRome")
     (repeat,) = corruptions.proposals(induction, CLEAN, 64, _top(induction))
-    assert repeat.name == "changed repeated word" and repeat.position == 4 and repeat.answer == "kilo"
+    assert repeat.name == "changed word after repeated “seven”" and repeat.position == 4 and repeat.answer == "kilo"
+    # the label is true of the text: the word it names is said twice, the word changed (kilo) only once
+    tokens = induction.tokenizer.encode(CLEAN, 64).tokens
+    assert tokens.count("seven") == 2 and tokens.count(tokens[repeat.position]) == 1
     # a long text's proposals run nothing more: the word an induction head would copy is the answer
     (cheap,) = corruptions.proposals(induction, CLEAN, 64, None)
     assert (cheap.text, cheap.answer, cheap.wrong) == (repeat.text, "kilo", "charlie")

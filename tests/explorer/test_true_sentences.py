@@ -107,7 +107,7 @@ def test_step_4_multiplies_the_normalised_row_on_a_pre_norm_model(smollm2, trans
     assert not np.allclose(s.x_query @ w_q.T, s.q_unrotated, rtol=0.1, atol=0.1)
     formula = projection_formula(smollm2.model.config, head, 576, 64, smollm2.family.block.norm_name, "decoder_self")
     assert r"q &= R_{\text{pos}}(\mathrm{RMSNorm}(x) W^Q_{5})" in formula
-    assert r"k_j &= R_{\text{pos}}(\mathrm{RMSNorm}(x_j) W^K_{5})" in formula
+    assert r"k_j &= R_{\text{pos}}(\mathrm{RMSNorm}(x_j) W^K_{2})" in formula  # head 5 reads key/value head 2
     # post-LN (the paper's, BERT's, the toy translator's): the projections read x itself
     assert forward.attention_norm(translate, "encoder_self", 0) is None
 
