@@ -100,7 +100,10 @@ def _device(args: argparse.Namespace):
     """--device checked before any model loads (models.device.DeviceError, one line, for one this machine lacks)."""
     from attention_explorer.models import device
 
-    return device.resolve(args.device)
+    try:
+        return device.resolve(args.device)
+    except device.DeviceError as e:
+        raise CliError(f"--device: {e}") from None
 
 
 def _load(name: str, where):

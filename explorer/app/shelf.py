@@ -7,9 +7,9 @@ import threading
 
 import streamlit as st
 
-from attention_explorer.explorer.app import state
+from attention_explorer.explorer.app import gpu, state
 from attention_explorer.explorer.run import caps, memo, reference_view
-from attention_explorer.models import reference, registry
+from attention_explorer.models import device, reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
 # two at once (Compare weights: MiniLM and its untrained copy; Ours vs transformers: MiniLM and the reference). Another
@@ -38,9 +38,11 @@ def reference_key(folder: str) -> str:
 
 
 def _load(key: str) -> object:
+    where = gpu.device()  # every model on the server's device (serve --device): the reference beside ours
     if key == REFERENCE or key.startswith(f"{REFERENCE}: "):
-        return reference_view.load(key.removeprefix(REFERENCE).removeprefix(": "))
-    return registry.load(key)
+        found = reference_view.load(key.removeprefix(REFERENCE).removeprefix(": "))
+        return found if where.type == "cpu" else found.to(where)
+    return device.place(registry.load(key), where)
 
 
 def _shelved(key: str, message: str):
