@@ -100,17 +100,17 @@ class DeviceBooks:
         if getattr(self._here, "inside", False):
             yield
             return
-        with self._changed:
-            while True:
+        while True:
+            with self._changed:
                 room = self.budget - (self._idle if self._reserved else self._held())
                 if nbytes > room:
                     raise DeviceRefused(nbytes, max(0, room), self.budget)
                 if self._held() + sum(self._reserved) + nbytes <= self.budget:
+                    self._reserved.append(nbytes)
                     break
                 self._changed.wait(WAIT_SECONDS)
-                if waiting is not None:
-                    waiting()
-            self._reserved.append(nbytes)
+            if waiting is not None:
+                waiting()  # outside the lock: it may draw, or raise to cancel
         self._here.inside = True
         try:
             yield
