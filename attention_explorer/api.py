@@ -82,8 +82,12 @@ def _resolve(model: str | os.PathLike) -> str:
 def _loaded_on(key: str, device: str) -> LoadedModel:
     """The model on a device other than the CPU: a load of its own, moved there once (the CPU's stays as it is)."""
     from attention_explorer.models import device as devices
+    from attention_explorer.models import registry
 
-    return devices.place(_loaded.__wrapped__(key), device)
+    try:
+        return devices.place(_loaded.__wrapped__(key), device)
+    except registry.ModelLoadError as e:  # its weights do not fit on the GPU
+        raise ValueError(str(e)) from e
 
 
 def loaded_model(model: str | os.PathLike, device: str = "cpu") -> LoadedModel:

@@ -78,7 +78,36 @@ def place(loaded: LoadedModel, device: str | torch.device | None) -> LoadedModel
     if model_device(loaded.model) == target:
         return loaded
     exact(target)
-    return replace(loaded, model=loaded.model.to(target))
+    needed = weight_bytes(loaded.model)
+    if target.type == "cuda":
+        free = int(torch.cuda.mem_get_info(target)[0])
+        if needed > free:
+            raise too_large(loaded.title, needed, free, target)
+    try:
+        return replace(loaded, model=loaded.model.to(target))
+    except Exception as error:
+        if not is_out_of_memory(error):
+            raise
+        loaded.model.to("cpu")  # the weights that moved come back: nothing is left half on the GPU
+        free_memory(target)
+        raise too_large(loaded.title, needed, int(torch.cuda.mem_get_info(target)[0]), target) from None
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """The bytes of a model's parameters and buffers (what moving it to a device takes there)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def too_large(title: str, needed: int, free: int, target: torch.device) -> Exception:
+    """A model whose weights do not fit on the GPU, as models.registry.ModelLoadError (the app, the commands and the
+    API say a load error in one line): what it needs, what the GPU has free."""
+    from attention_explorer.models.registry import ModelLoadError
+
+    return ModelLoadError(
+        f"{title} needs {needed / 1e9:.1f} GB for its weights on {target}, which has {free / 1e9:.1f} GB free: "
+        "run it on the CPU (--device cpu), or a smaller model on the GPU"
+    )
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

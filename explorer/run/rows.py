@@ -52,8 +52,7 @@ def _row(attention: AttentionTrace, i: int, query: int) -> np.ndarray:
     module = getattr(layer, attention.module)
     q, _ = module.queries(h[:, query : query + 1], query)  # (1, H, 1, Dh)
     k, v, _ = module.keys_values(h)  # (1, H, T, Dh)
-    mask = torch.tensor(attention.mask[query : query + 1])[
-        None, None
-    ]  # (1, 1, 1, Tk), a copy: the trace's is read-only
+    # (1, 1, 1, Tk), a copy (the trace's is read-only), where the model is
+    mask = torch.tensor(attention.mask[query : query + 1], device=source.device)[None, None]
     _, _, weights = scaled_dot_product_attention(q, k, v, mask)  # (1, H, 1, Tk)
     return weights[0, :, 0].cpu().numpy()

@@ -145,3 +145,22 @@ def test_serve_exits_2_with_one_line_for_a_missing_gpu(no_gpu, capsys):
     assert cli.main(["serve", "--device", "cuda"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: --device: device 'cuda': torch sees no CUDA GPU")
+
+
+def test_a_model_too_large_for_the_gpu_is_refused_with_what_it_needs_and_stays_on_the_cpu(monkeypatch, minilm):
+    from attention_explorer.models import registry
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda where=None: (10**6, 80 * 10**9))  # 1 MB free
+    needed = device.weight_bytes(minilm.model)
+    assert needed == sum(p.numel() * 4 for p in minilm.model.parameters()) + sum(
+        b.numel() * b.element_size() for b in minilm.model.buffers()
+    )
+    with pytest.raises(registry.ModelLoadError) as refused:
+        device.place(minilm, "cuda")
+    assert str(refused.value) == (
+        f"{minilm.title} needs {needed / 1e9:.1f} GB for its weights on cuda:0, which has 0.0 GB free: run it on the "
+        "CPU (--device cpu), or a smaller model on the GPU"
+    )
+    assert minilm.device == torch.device("cpu")  # nothing moved
