@@ -385,7 +385,8 @@ def _score_rows(
     for block in row_blocks(n, SCORE_ROWS):
         logits = _logits(model, torch.from_numpy(np.array(final_states[block], np.float32)).to(loaded.device))  # (n, V)
         right = logits.gather(-1, torch.tensor(targets[block], device=logits.device)[:, None])[:, 0]
-        nll[block], per_token[block] = _losses(logits.logsumexp(-1), logits.mean(-1), right, epsilon)
+        sums = (logits.logsumexp(-1).cpu(), logits.mean(-1).cpu(), right.cpu())  # (n,) each, back from the device
+        nll[block], per_token[block] = _losses(*sums, epsilon)
         predicted[block] = logits.argmax(-1).cpu().numpy()
     vocabulary = loaded.target_vocabulary
     return Scored(
