@@ -62,8 +62,8 @@ def input_cosine(loaded: LoadedModel) -> float:
     embeddings = text_embeddings(loaded)
     n = min(INPUT_SAMPLE, embeddings.max_len, embeddings.token.num_embeddings)
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(embeddings.token.num_embeddings, (1, n), generator=generator)
-    x = embeddings(ids)[0]  # (T, D)
+    ids = torch.randint(embeddings.token.num_embeddings, (1, n), generator=generator)  # drawn on the CPU: any device's
+    x = embeddings(ids.to(embeddings.token.weight.device))[0]  # (T, D)
     unit = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     cosines = unit @ unit.T
     return float((cosines.sum() - cosines.diagonal().sum()) / (n * (n - 1)))
