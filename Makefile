@@ -10,7 +10,8 @@ export TOKENIZERS_PARALLELISM := false
 .PHONY: run test install install-dev chromium nginx lint bench clean
 
 # the console command's own serve (attention_explorer.cli), from this clone: the same app `attention-explorer` serves
-# (a teacher's caps pass through the environment: EXPLORER_MAX_TOKENS=512 EXPLORER_MODELS=minilm,translate make run)
+# (a teacher's caps pass through the environment: EXPLORER_MAX_TOKENS=512 EXPLORER_MODELS=minilm,translate make run;
+# and the device: EXPLORER_DEVICE=cuda make run)
 run: $(VENV)/.runtime
 	$(PY) -m attention_explorer serve --host localhost --port 8501
 

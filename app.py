@@ -17,7 +17,7 @@ from attention_explorer.explorer.run import memo  # noqa: E402
 memo.limit_malloc_arenas()  # before the sessions' script threads allocate: they share two heaps
 
 from attention_explorer.explorer import navigation  # noqa: E402
-from attention_explorer.explorer.app import cached, shelf, state  # noqa: E402
+from attention_explorer.explorer.app import cached, gpu, shelf, state  # noqa: E402
 from attention_explorer.explorer.app.callbacks import bound, change_model, example_label, loadable, use_example  # noqa: E402
 from attention_explorer.explorer.figures.labels import markdown_literal  # noqa: E402
 from attention_explorer.explorer.run import caps  # noqa: E402
@@ -41,6 +41,7 @@ except ValueError as e:  # a bad environment variable: said plainly, not a trace
     st.error(markdown_literal(f"This server's settings cannot be read: {e}"), icon=":material/error:")
     st.caption("Whoever runs this server can fix the value and start it again (attention-explorer serve --help).")
     st.stop()
+gpu.warn_at_start()  # a device asked for (serve --device, EXPLORER_DEVICE) that this machine lacks: said, then the CPU
 
 
 # Less padding above the page than Streamlit's 6rem, and round a page's title than its 1rem: a step's first figure

@@ -78,21 +78,41 @@ def _resolve(model: str | os.PathLike) -> str:
     raise ValueError(f"{what}: give a model key ({_keys()}) or the path of a model folder or a .gguf file")
 
 
-def loaded_model(model: str | os.PathLike) -> LoadedModel:
-    """The model a key or path names, loaded once for the process (ValueError naming the keys where none is)."""
-    return _loaded(_resolve(model))
+@functools.cache
+def _loaded_on(key: str, device: str) -> LoadedModel:
+    """The model on a device other than the CPU: a load of its own, moved there once (the CPU's stays as it is)."""
+    from attention_explorer.models import device as devices
+    from attention_explorer.models import registry
+
+    try:
+        return devices.place(_loaded.__wrapped__(key), device)
+    except registry.ModelLoadError as e:  # its weights do not fit on the GPU
+        raise ValueError(str(e)) from e
 
 
-def run(model: str | os.PathLike, text: str, max_tokens: int = 512) -> Run:
+def loaded_model(model: str | os.PathLike, device: str = "cpu") -> LoadedModel:
+    """The model a key or path names, loaded once for the process and device (ValueError naming the keys where none
+    is; models.device.DeviceError, a ValueError, for a device this machine lacks: "cuda" without a GPU, "mps")."""
+    from attention_explorer.models import device as devices
+
+    found = devices.resolve(device)  # checked before a model loads
+    key = _resolve(model)
+    return _loaded(key) if found.type == "cpu" else _loaded_on(key, str(found))
+
+
+def run(model: str | os.PathLike, text: str, max_tokens: int = 512, device: str = "cpu") -> Run:
     """Run `model` (a registry key, see list_models(); or the path of a model folder or a .gguf file) on `text`, cut at
-    `max_tokens` tokens or the model's maximum, whichever is smaller. The model is loaded once per process and shared
-    by every later run. ValueError for an unknown key, a missing path or a text the model cannot read."""
+    `max_tokens` tokens or the model's maximum, whichever is smaller. The model is loaded once per process and device
+    and shared by every later run. `device`: "cpu" (the default), "cuda", "cuda:1", or "auto" (the first GPU torch sees,
+    else the CPU): the forward, every layer read again and every experiment run there; what a figure or method returns
+    comes back as numpy. ValueError for an unknown key, a missing path, a device this machine lacks or a text the model
+    cannot read."""
     from attention_explorer.explorer.run import trace
     from attention_explorer.models.tokenize import TokenizeError
 
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"give a text to run: got {text!r}")
-    loaded = _loaded(_resolve(model))
+    loaded = loaded_model(model, device)
     limit = min(max_tokens, loaded.max_tokens)
     try:
         result = trace.run(loaded, text, limit)

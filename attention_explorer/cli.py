@@ -5,7 +5,9 @@
     attention-explorer serve [--host H] [--port P] [--model PATH|NAME=PATH ...]
                              [--max-tokens N] [--models KEY,KEY,...] [--memory-budget SIZE]
                              [--replicas N | --upstream HOST:PORT ...]   # nginx in front (attention_explorer.replicas)
+                             [--device cpu|cuda|cuda:N|auto] [--gpu-memory-budget SIZE]
     attention-explorer export --model M --text T ...     # `python -m explorer export`: same flags, output, exit codes
+                                                         # (--device D there too, as on corpus)
     attention-explorer corpus --model M --file F ...     # `python -m explorer corpus`: every head's statistics
     attention-explorer models                            # every model this install can load, and where it comes from
 
@@ -98,7 +100,33 @@ def serve_environment(args: argparse.Namespace, environ: dict[str, str]) -> dict
         if text is not None:
             env[name] = normal(flag, text)
     caps.from_environ(env, known)  # the variables that passed through
+    device_environment(args, env)
     return env
+
+
+def device_environment(args: argparse.Namespace, env: dict[str, str]) -> None:
+    """--device and --gpu-memory-budget into `env` (EXPLORER_DEVICE, EXPLORER_GPU_MEMORY_BUDGET), checked on this
+    machine: a GPU it lacks, an index past its GPUs, or mps is a ValueError, one line naming the flag or variable."""
+    from attention_explorer.explorer.run import device_books
+    from attention_explorer.models import device
+
+    flag = "--device" if args.device is not None else device.DEVICE_ENV
+    text = args.device if args.device is not None else env.get(device.DEVICE_ENV, "")
+    found = device.resolve("cpu")
+    if text.strip():
+        try:
+            found = device.resolve(text)
+        except ValueError as e:
+            raise ValueError(f"{flag}: {e}") from None
+        env[device.DEVICE_ENV] = text.strip()
+    flag = "--gpu-memory-budget" if args.gpu_memory_budget is not None else device_books.GPU_BUDGET_ENV
+    text = args.gpu_memory_budget if args.gpu_memory_budget is not None else env.get(device_books.GPU_BUDGET_ENV, "")
+    if text.strip():
+        try:  # a share is of the GPU's memory; on the CPU the budget is unused, and only its form is checked
+            caps.parse_memory(text, device_books.device_memory(found)[1] if found.type == "cuda" else 1)
+        except ValueError as e:
+            raise ValueError(f"{flag}: {e}") from None
+        env[device_books.GPU_BUDGET_ENV] = text.strip()
 
 
 def serve_parser() -> argparse.ArgumentParser:
@@ -139,6 +167,18 @@ def serve_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="HOST:PORT",
         help="nginx alone on --port, in front of app processes started elsewhere (deploy/README.md)",
+    )
+    parser.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="where the models run: cpu (the default), cuda, cuda:N, or auto (the first GPU, else the CPU) "
+        "(also $EXPLORER_DEVICE)",
+    )
+    parser.add_argument(
+        "--gpu-memory-budget",
+        metavar="SIZE",
+        help="on a GPU, the device memory runs may use: 40GB, 40GiB or 80%% of the GPU's (default: 90%% of what is "
+        "free at start; also $EXPLORER_GPU_MEMORY_BUDGET)",
     )
     return parser
 

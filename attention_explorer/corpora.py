@@ -45,15 +45,17 @@ def corpus(
     max_tokens: int = 512,
     batch_size: int = 32,
     progress: Callable[[int, int], None] | None = None,
+    device: str = "cpu",
 ) -> CorpusStats:
     """Every head's statistics over many texts (explorer.run.corpus): `texts` a list of texts, the Path of a .txt
     (one text a line) or .csv (a 'text' column) file, or "sample" (the app's sample texts for this model); each cut
     at `max_tokens` (a warning counts the cut ones). Returns a CorpusStats: `.rows()` one dict a (layer, head) with
     the columns of `python -m explorer corpus`; `.statistic(name)` (L, H) pooled over every query position;
-    `.text_values(name)` (N, L, H) each text's own; `.tokens` (N,) each text's tokens. ValueError for bad input."""
+    `.text_values(name)` (N, L, H) each text's own; `.tokens` (N,) each text's tokens. `device` as ae.run takes it:
+    the forward and every layer's reductions run there, only the (L, H) sums come back. ValueError for bad input."""
     from attention_explorer.explorer.run import corpus as run_corpus
 
-    loaded = api.loaded_model(model)
+    loaded = api.loaded_model(model, device)
     return run_corpus.run(loaded, _corpus_of(loaded, texts, max_tokens), batch_size, progress)
 
 
@@ -64,10 +66,11 @@ def corpus_points(
     head: int,
     max_tokens: int = 512,
     batch_size: int = 32,
+    device: str = "cpu",
 ) -> QueryKeyPoints:
     """One head's queries and keys at every position of the texts (as corpus() takes them), in 2D by one PCA fitted
     on both together: `.queries` and `.keys` (N, 2), `.text` and `.position` (N,), `.tokens` (N,)."""
     from attention_explorer.explorer.run import corpus_points as points
 
-    loaded = api.loaded_model(model)
+    loaded = api.loaded_model(model, device)
     return points.query_key_points(loaded, _corpus_of(loaded, texts, max_tokens), layer, head, batch_size)

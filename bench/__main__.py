@@ -1,4 +1,4 @@
-"""`python -m bench forward|startup|figures|browser|load|memory|cost|patching|package|corpus|faults [--json]`:
+"""`python -m bench forward|startup|figures|browser|load|memory|cost|patching|package|corpus|faults|gpu [--json]`:
 benchmarks, never run as tests. A model key folder:gpt2-small (bench.folders) is built on first use and offered to the
 app."""
 
@@ -100,6 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     faults = commands.add_parser("faults", help="the fault suite: each fault beside other visitors, the gate's books")
     faults.add_argument("--json", action="store_true")
     faults.add_argument("--gguf", type=Path, default=None, help="the GGUF file whose cache fills the disk (SmolLM2's)")
+    gpu = commands.add_parser(
+        "gpu", help="first run and every page's compute on a GPU vs transformers (no GPU: says so)"
+    )
+    gpu.add_argument("--json", action="store_true")
+    gpu.add_argument("--device", default="auto", help="cuda, cuda:N, or cpu (the same code on the CPU: a dry run)")
+    gpu.add_argument("--lengths", type=int, nargs="+", default=[512, 2048, 8192])
+    gpu.add_argument("--models", nargs="+", default=["smollm2", "folder:gpt2-small"], help="keys or model paths")
+    gpu.add_argument("--repeats", type=int, default=3, help="timed runs after the first")
+    gpu.add_argument("--out", type=Path, default=None, help="write the JSON here too")
     args = parser.parse_args(argv)
 
     if args.command == "faults":
@@ -114,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
             else bench_faults.table(rows)
         )
         return 0 if all(r.held for r in rows) else 1
+
+    if args.command == "gpu":
+        from bench import gpu as bench_gpu
+
+        return bench_gpu.main(args)
+
     if args.command == "corpus":
         from bench import corpus as bench_corpus
 

@@ -1,9 +1,11 @@
 """Headless CLI: `python -m explorer export --model M --text T [--max-tokens N] [--format json|csv|npz] [--out FILE]
-[--layers 1,3-5] [--heads 2] [--what weights,scores,qkv] [--ablate L.H[,L.H...] [--ablation zero|mean|resample]]`: the
+[--layers 1,3-5] [--heads 2] [--what weights,scores,qkv] [--ablate L.H[,L.H...] [--ablation zero|mean|resample]]
+[--device cpu|cuda|cuda:N|auto]`: the
 attention of every layer and head (or the chosen ones), from the clean model or with some heads turned off (their
 output replaced before W_O, models.ablation).
 
-`python -m explorer corpus --model M (--file F | --sample) [--max-tokens N] [--format csv|json] [--out FILE]`: every
+`python -m explorer corpus --model M (--file F | --sample) [--max-tokens N] [--format csv|json] [--out FILE]
+[--device D]`: every
 head's statistics over many texts (explorer.run.corpus), one row a layer and head."""
 
 from __future__ import annotations
@@ -85,7 +87,31 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     corpus.add_argument("--batch-size", type=int, default=32, help="texts run together (default 32)")
     corpus.add_argument("--format", choices=("csv", "json"), default="csv")
     corpus.add_argument("--out", metavar="FILE", help="write here instead of to stdout")
+    for command in (export, corpus):
+        command.add_argument(
+            "--device",
+            default="cpu",
+            help="where the model runs: cpu (the default), cuda, cuda:N, or auto (the first GPU, else the CPU)",
+        )
     return parser
+
+
+def _device(args: argparse.Namespace):
+    """--device checked before any model loads (models.device.DeviceError, one line, for one this machine lacks)."""
+    from attention_explorer.models import device
+
+    try:
+        return device.resolve(args.device)
+    except device.DeviceError as e:
+        raise CliError(f"--device: {e}") from None
+
+
+def _load(name: str, where):
+    """The model a --model names (a key or a path), on the device `where`."""
+    from attention_explorer.models import device, registry
+
+    loaded = registry.load(name) if name in registry.MODELS else registry.from_path(name)
+    return device.place(loaded, where)
 
 
 def export(args: argparse.Namespace) -> None:
@@ -116,7 +142,7 @@ def export(args: argparse.Namespace) -> None:
         raise CliError("--what applies to the npz export only")
     what = to_data.npz_what(args.what or "weights")
     out = _out_path(args.out, args.format)
-    loaded = registry.load(args.model) if args.model in registry.MODELS else registry.from_path(args.model)
+    loaded = _load(args.model, _device(args))
     if args.target is not None and not loaded.is_encoder_decoder:
         why = " (a decoder-only model's target is its own text)" if loaded.is_decoder_only else ""
         raise CliError(f"--target needs an encoder-decoder model; {args.model!r} is {loaded.family.shape}{why}")
@@ -172,8 +198,9 @@ def corpus(args: argparse.Namespace) -> None:
     if args.batch_size < 1:
         raise CliError(f"--batch-size must be at least 1, not {args.batch_size}")
     out = _out_path(args.out, args.format)
+    where = _device(args)
     found = corpus_input.from_file(args.file) if args.file else None  # a bad file is refused before the model loads
-    loaded = registry.load(args.model) if args.model in registry.MODELS else registry.from_path(args.model)
+    loaded = _load(args.model, where)
     found = found or sample.corpus(loaded)
     stats = run_corpus.run(loaded, corpus_input.prepare(loaded, found, args.max_tokens), args.batch_size)
     for note in stats.notes:

@@ -57,11 +57,12 @@ class HeadPatch:
         tq = heads.size(2)
         # (B, H, 1, 1) for every position, or (B, H, Tq, 1) those rows' own
         off = self.off[:, :, None, None] if self.off.dim() == 2 else self.off[:, :, offset : offset + tq, None]
+        off = off.to(heads.device)  # a patch made on the CPU for a model on a GPU (on the CPU: itself)
         if self.value is None:
             return heads.masked_fill(off, 0.0)
         # (1, H, 1, Dh) one a head, or (1, H, Tq, Dh) those rows' own
         value = self.value[None, :, None, :] if self.value.dim() == 2 else self.value[None, :, offset : offset + tq]
-        return torch.where(off, value.to(heads.dtype), heads)  # (B, H, Tq, Dh)
+        return torch.where(off, value.to(heads.device, heads.dtype), heads)  # (B, H, Tq, Dh)
 
 
 def scale(raw_scores: Tensor, d_head: int) -> Tensor:

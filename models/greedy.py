@@ -220,7 +220,8 @@ def continue_text(
         raise ValueError("there is no text to continue")
     generator = torch.Generator().manual_seed(sampling.seed)
     # the prompt in one full forward: its keys and values are the cache the new positions read
-    out = model(torch.tensor([ids]), ablation=ablation)
+    device = model.decoder.embeddings.token.weight.device  # the prompt goes where the model is
+    out = model(torch.tensor([ids], device=device), ablation=ablation)
     assert out.decoder is not None and out.logits is not None
     caches = [LayerCache(layer.self_attn.k, layer.self_attn.v) for layer in out.decoder.layers]
     logits = out.logits[0, -1]
@@ -230,11 +231,12 @@ def continue_text(
             chosen = int(logits.argmax())
         else:
             options, probabilities = sampling.candidates(logits)
-            chosen = int(options[torch.multinomial(probabilities, 1, generator=generator)])
+            # drawn on the CPU by the seeded CPU generator, wherever the logits are: the same draw on any device
+            chosen = int(options[int(torch.multinomial(probabilities.cpu(), 1, generator=generator))])
         written.append(chosen)
         if len(ids) + len(written) >= model.config.max_len:
             break
-        logits = next_logits(model, torch.tensor([[*ids, *written]]), caches, None, ablation)[0]
+        logits = next_logits(model, torch.tensor([[*ids, *written]], device=device), caches, None, ablation)[0]
     return written
 
 

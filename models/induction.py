@@ -83,7 +83,7 @@ def model_scores(
         raise ValueError("model_scores is for decoder-only models")
     induction, previous = [], []
     for ids in texts:
-        out = model(torch.tensor([list(ids)]))
+        out = model(torch.tensor([list(ids)], device=next(model.parameters()).device))
         assert out.decoder is not None
         weights = torch.stack([layer.self_attn.weights[0] for layer in out.decoder.layers])  # (L, H, T, T)
         induction.append(induction_scores(weights, ids))

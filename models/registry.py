@@ -100,6 +100,12 @@ class LoadedModel:
         return self.model.config.max_len
 
     @property
+    def device(self) -> torch.device:
+        """Where the model's weights are (models.device.place moves them): every tensor a run makes goes there."""
+        found = next(self.model.parameters(), None)
+        return torch.device("cpu") if found is None else found.device
+
+    @property
     def is_encoder_decoder(self) -> bool:
         return self.model.config.is_encoder_decoder
 

@@ -20,6 +20,20 @@ def fitted_pace():
     cost.forget_pace()
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked `gpu` run only where torch sees a CUDA GPU; elsewhere they are skipped, saying why."""
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_tests:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: torch.cuda.is_available() is False here")
+    for item in gpu_tests:
+        item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def browser():
     """One headless Chromium for the whole run, shared by tests/e2e and tests/package: Playwright's sync API runs one

@@ -50,7 +50,7 @@ def get_top(model_name: str, ids: Sequence[int]) -> str:
 
     @torch.inference_mode()
     def top() -> str:
-        logits = loaded.model(torch.tensor([list(ids)])).logits
+        logits = loaded.model(torch.tensor([list(ids)], device=loaded.device)).logits
         return loaded.target_vocabulary.id_to_token(int(logits[0, -1].argmax()))
 
     return store.shared().get(

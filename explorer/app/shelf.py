@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import streamlit as st
 
-from attention_explorer.explorer.app import state, waiting
+from attention_explorer.explorer.app import gpu, state, waiting
 from attention_explorer.explorer.run import admission, caps, memo, reference_view
-from attention_explorer.models import footprint, reference, registry
+from attention_explorer.models import device, footprint, reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
 # two at once (Compare weights: MiniLM and its untrained copy; Ours vs transformers: MiniLM and the reference). Another
@@ -72,9 +72,11 @@ def _admitted_load(key: str) -> Iterator[None]:
 
 
 def _load(key: str) -> object:
+    where = gpu.device()  # every model on the server's device (serve --device): the reference beside ours
     if key == REFERENCE or key.startswith(f"{REFERENCE}: "):
-        return reference_view.load(key.removeprefix(REFERENCE).removeprefix(": "))
-    return registry.load(key)
+        found = reference_view.load(key.removeprefix(REFERENCE).removeprefix(": "))
+        return found if where.type == "cpu" else found.to(where)
+    return device.place(registry.load(key), where)
 
 
 def _shelved(key: str, message: str):

@@ -13,7 +13,8 @@ import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from attention_explorer.explorer.run import admission, caps, cost
+from attention_explorer.explorer.app import gpu
+from attention_explorer.explorer.run import admission, caps, cost, device_books
 
 # `serve --memory-budget` or EXPLORER_MEMORY_BUDGET (explorer.run.caps), else a share of the machine's memory
 BUDGET_NOTE = "serve --memory-budget"
@@ -91,7 +92,7 @@ def queued(needs: admission.Cost) -> Iterator[None]:
         place.info(place_line(where, needs.seconds, needs.bytes), icon=":material/hourglass_top:")
 
     try:
-        with gate().admitted(needs, waiting):
+        with gate().admitted(needs, waiting), gpu.admitted(needs.bytes, check_visitor):  # GPU: explorer/app/gpu.py
             place.empty()
             yield
     finally:
@@ -105,6 +106,9 @@ def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None, wh
     try:
         with queued(needs):
             yield
+    except device_books.DeviceRefused as refused:
+        st.error(gpu.refusal_line(refused, fits, what), icon=":material/memory:")
+        st.stop()
     except admission.Refused as refused:
         st.error(refusal_line(refused, fits, what), icon=":material/memory:")
         st.stop()

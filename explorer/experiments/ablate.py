@@ -170,17 +170,17 @@ def parts(loaded: LoadedModel, answer: Answer, rows: int) -> list[tuple[int, int
 def _forward(loaded: LoadedModel, answer: Answer, part: Ablation | None, n: int) -> np.ndarray:
     """One chunk of `n` batch rows: the right answer's log-probability per row (n, T), or the pooled state (n, D)."""
     model = loaded.model
-    src = torch.tensor([answer.source_ids]).expand(n, -1)  # (B, S)
+    src = torch.tensor([answer.source_ids], device=loaded.device).expand(n, -1)  # (B, S)
     if answer.decoder_input is None:
-        return model(src, ablation=part, keep=drop_attention).encoder.output.mean(dim=1).numpy()  # (B, D)
-    tgt = torch.tensor([answer.decoder_input]).expand(n, -1)  # (B, T)
+        return model(src, ablation=part, keep=drop_attention).encoder.output.mean(dim=1).cpu().numpy()  # (B, D)
+    tgt = torch.tensor([answer.decoder_input], device=loaded.device).expand(n, -1)  # (B, T)
     if model.encoder is None:
         logits = model(tgt, ablation=part, keep=drop_attention).logits
     else:
         logits = model(src, tgt, ablation=part, keep=drop_attention).logits  # (B, T, V)
     log_p = logits.double().log_softmax(-1)  # (B, T, V)
-    targets = torch.tensor(answer.targets)[None, :, None].expand(n, -1, 1)  # (B, T, 1)
-    return log_p.gather(-1, targets)[..., 0].numpy()  # (B, T)
+    targets = torch.tensor(answer.targets, device=log_p.device)[None, :, None].expand(n, -1, 1)  # (B, T, 1)
+    return log_p.gather(-1, targets)[..., 0].cpu().numpy()  # (B, T)
 
 
 def _measure(
@@ -357,7 +357,7 @@ def outcome(
         forced = forward.token_ids(loaded, clean, "decoder")
         ablated = trace.run(loaded, clean.text, max_tokens, ablation=ablated_by, forced=forced)
         budget = trace.target_budget(len(found.source_ids))
-        src = torch.tensor([found.source_ids])
+        src = torch.tensor([found.source_ids], device=loaded.device)
         ids = greedy.greedy_decode(loaded.model, src, loaded.bos_id, loaded.eos_id, budget, ablated_by)
         vocabulary = loaded.target_vocabulary
         written: tuple[str, ...] | None = tuple(vocabulary.id_to_token(i) for i in ids)

@@ -103,7 +103,8 @@ def one_row(loaded: LoadedModel, entering: Callable[[int], np.ndarray], position
     assert model.decoder is not None and model.encoder is None and model.generator is not None and described
     layers = []
     for index, layer in enumerate(model.decoder.layers):
-        before = torch.from_numpy(np.array(entering(index)[: position + 1]))[None]  # (1, p + 1, D): rows up to p
+        # (1, p + 1, D): rows up to p, where the model is
+        before = torch.from_numpy(np.array(entering(index)[: position + 1]))[None].to(loaded.device)
         heads: dict[str, Tensor] = {}
 
         def attend(name: str, attention: MultiHeadAttention, h: Tensor, before=before, layer=layer, heads=heads):
@@ -119,7 +120,7 @@ def one_row(loaded: LoadedModel, entering: Callable[[int], np.ndarray], position
     x = layers[-1].after_ffn
     if model.decoder.final_norm is not None:
         x = model.decoder.final_norm(x)
-    embeddings = torch.from_numpy(np.array(entering(0)[position : position + 1]))[None]
+    embeddings = torch.from_numpy(np.array(entering(0)[position : position + 1]))[None].to(loaded.device)
     return SimpleNamespace(decoder=SimpleNamespace(embeddings=embeddings, layers=layers), logits=model.generator(x))
 
 
@@ -154,7 +155,7 @@ def attribute(
     kinds = [KIND_OF[s.module] for s in block.decoder.sublayers if s.module in KIND_OF]
     heads = {kind: np.full((len(layers), model.config.n_heads), np.nan) for kind in kinds}
     head_rows: list[tuple[str, int, int, int]] = []  # (kind, layer, head, part)
-    constant = torch.zeros(d, dtype=torch.float64)
+    constant = torch.zeros(d, dtype=torch.float64, device=loaded.device)
     if pre_ln:
         names.append("embedding")
         rows.append(out.decoder.embeddings[0, row].double())
@@ -194,7 +195,7 @@ def attribute(
     unembed = model.generator.weight[token_id].double()  # (D,)
     if against is not None:  # a difference of logits is linear in the last state: read through the rows' difference
         unembed = unembed - model.generator.weight[against].double()
-    values = (torch.stack(rows) @ unembed).numpy()
+    values = (torch.stack(rows) @ unembed).cpu().numpy()
     bias = 0.0 if model.generator.bias is None else float(model.generator.bias[token_id])
     if against is not None and model.generator.bias is not None:
         bias -= float(model.generator.bias[against])

@@ -58,10 +58,12 @@ def random_repeat(loaded: LoadedModel, length: int = REPEAT_LENGTH, seed: int = 
     ids = [*induction.repeated_sequence(pool, length, seed, before), *after]
     model = loaded.model
     stack = (
-        model.encoder(torch.tensor([ids]), None) if model.encoder is not None else model(torch.tensor([ids])).decoder
+        model.encoder(torch.tensor([ids], device=loaded.device), None)
+        if model.encoder is not None
+        else model(torch.tensor([ids], device=loaded.device)).decoder
     )
     assert stack is not None
-    weights = torch.stack([layer.self_attn.weights[0] for layer in stack.layers]).numpy()  # (L, H, T, T)
+    weights = torch.stack([layer.self_attn.weights[0] for layer in stack.layers]).cpu().numpy()  # (L, H, T, T)
     tokens = tuple(loaded.tokenizer.id_to_token(i) for i in ids)
     return Repeat(
         tokens, tuple(ids), weights, induction.induction_scores(weights, ids), induction.previous_token_scores(weights)

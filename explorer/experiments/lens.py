@@ -88,14 +88,14 @@ def _trace_reads(run: Trace, rows: range) -> list[tuple[str, Tensor]]:
     rows only (StackLayers.rows: every earlier row's keys and values, not the whole layer)."""
     states = forward.states(run, "decoder")
     source = run.attention("decoder_self").source
-    rows_of = lambda array: torch.from_numpy(np.array(array[rows.start : rows.stop]))[None]  # noqa: E731
+    rows_of = lambda array: torch.from_numpy(np.array(array[rows.start : rows.stop]))[None].to(source.device)  # noqa: E731
     found = [("embedding", rows_of(states["embeddings"]))]
     for i in range(source.n_layers):
         window = source.rows(i, rows.start, rows.stop)
         found.append(
             (
                 f"layer {i + 1}: {READ_NAMES['after_self_attn']}",
-                torch.from_numpy(window.states["after_self_attn"])[None],
+                torch.from_numpy(window.states["after_self_attn"])[None].to(source.device),
             )
         )
         found.append((f"layer {i + 1}: {READ_NAMES['after_ffn']}", rows_of(states["after_ffn"][i])))
@@ -180,7 +180,7 @@ def lens(
             for name, state in reads(run_on(loaded, answer, ablation, drop_attention))
         ]
     vocabulary = loaded.target_vocabulary
-    targets = torch.tensor(answer.targets[rows.start : rows.stop])
+    targets = torch.tensor(answer.targets[rows.start : rows.stop], device=loaded.device)
     k = min(TOP, model.config.target_vocab_size)
     states = torch.cat([state for _, state in found])  # (R, n, D)
     # a product of 16 rows or more gives each row the numbers of the model's own forward of 16 rows or more (MKL's
@@ -199,10 +199,10 @@ def lens(
         tuple(vocabulary.id_to_token(i) for i in answer.decoder_input),
         rows.start,
         tuple(tops),
-        top_p.numpy(),
+        top_p.cpu().numpy(),
         tuple(vocabulary.id_to_token(i) for i in answer.targets),
-        target_p.numpy(),
-        rank.numpy(),
+        target_p.cpu().numpy(),
+        rank.cpu().numpy(),
         model.decoder.final_norm is not None,
     )
 
@@ -214,10 +214,10 @@ def run_on(
     """The model's full forward on the answer's input: the decoder teacher-forced on its rows; `keep`: what is kept
     of each layer (the lens reads states only: explorer.run.layers.drop_attention)."""
     model = loaded.model
-    decoder_input = torch.tensor([answer.decoder_input])
+    decoder_input = torch.tensor([answer.decoder_input], device=loaded.device)
     if model.encoder is None:
         return model(decoder_input, ablation=ablation, keep=keep)
-    return model(torch.tensor([answer.source_ids]), decoder_input, ablation=ablation, keep=keep)
+    return model(torch.tensor([answer.source_ids], device=loaded.device), decoder_input, ablation=ablation, keep=keep)
 
 
 def for_trace(loaded: LoadedModel, run: Trace, ablation: Ablation | None = None, rows: range | None = None) -> Lens:

@@ -179,7 +179,7 @@ def read(loaded: LoadedModel, ids: Sequence[int], setup: Setup) -> Run:
         return Run(states, heads, float(_difference(loaded, last, setup)[0]))
     decoder = loaded.model.decoder
     assert decoder is not None
-    tokens = torch.tensor([list(ids)])  # (1, T)
+    tokens = torch.tensor([list(ids)], device=loaded.device)  # (1, T)
     x = decoder.embeddings(tokens)  # (1, T, D)
     mask = loaded.model.decoder_mask(tokens)  # (1, 1, T, T)
     states, heads = [x[0]], []
@@ -254,7 +254,7 @@ def _patched(loaded: LoadedModel, setup: Setup, clean: Run, corrupt: Run, patche
             continue
         head_patch = None
         if any(patches[i].head is not None for i in new):
-            off = torch.zeros(x.size(0), model.config.n_heads, tokens, dtype=torch.bool)  # (B, H, T)
+            off = torch.zeros(x.size(0), model.config.n_heads, tokens, dtype=torch.bool, device=x.device)  # (B, H, T)
             for row, i in enumerate(new, start=joined):
                 patch = patches[i]
                 if patch.head is not None:
@@ -262,7 +262,7 @@ def _patched(loaded: LoadedModel, setup: Setup, clean: Run, corrupt: Run, patche
             head_patch = {"self_attn": HeadPatch(off, clean.heads["decoder_self"][index])}
         joined += len(new)
         window = tokens - 1 if index == n_layers - 1 else setup.start  # the last layer: the measured row only
-        mask = causal_mask(tokens)[:, :, window:]  # (1, 1, T - window, T)
+        mask = causal_mask(tokens, x.device)[:, :, window:]  # (1, 1, T - window, T)
         out = layers[index](x, None, mask, None, head_patch, window).after_ffn  # (B, T - window, D)
         if window == 0:
             x = out
@@ -270,7 +270,7 @@ def _patched(loaded: LoadedModel, setup: Setup, clean: Run, corrupt: Run, patche
             x = torch.cat([corrupt.states[index + 1, :window].expand(x.size(0), -1, -1), out], dim=1)
     assert x is not None
     values = np.empty(len(patches))
-    values[order] = _difference(loaded, x[:, -1], setup).numpy()
+    values[order] = _difference(loaded, x[:, -1], setup).cpu().numpy()
     return values
 
 
@@ -290,7 +290,7 @@ def _run(loaded: LoadedModel, setup: Setup, clean: Run, corrupt: Run, patches: S
     """(N,) the logit difference of each patched run."""
     if loaded.is_encoder_decoder:
         last = patching_encdec.patched_last(loaded, setup, clean, corrupt, patches)
-        return _difference(loaded, last, setup).numpy()
+        return _difference(loaded, last, setup).cpu().numpy()
     return _patched(loaded, setup, clean, corrupt, patches)
 
 

@@ -33,7 +33,9 @@ def target_row(loaded: LoadedModel, clean_ids: Sequence[int], corrupt_ids: Seque
     model = loaded.model
     budget = min(len(clean_ids) + 2, model.config.max_len - 1)
     written = [
-        greedy.greedy_decode(model, torch.tensor([list(ids)]), loaded.bos_id, loaded.eos_id, budget)
+        greedy.greedy_decode(
+            model, torch.tensor([list(ids)], device=loaded.device), loaded.bos_id, loaded.eos_id, budget
+        )
         for ids in (clean_ids, corrupt_ids)
     ]
     clean, corrupt = written
@@ -41,6 +43,11 @@ def target_row(loaded: LoadedModel, clean_ids: Sequence[int], corrupt_ids: Seque
         if a != b:
             return (loaded.bos_id, *clean[:row]), a, b
     return (loaded.bos_id, *clean[:-1]), clean[-1], clean[-1]
+
+
+def _ids(loaded: LoadedModel, ids: Sequence[int], target: Sequence[int]) -> tuple[Tensor, Tensor]:
+    """(src (1, S), tgt (1, T)) on the model's device."""
+    return (torch.tensor([list(ids)], device=loaded.device), torch.tensor([list(target)], device=loaded.device))
 
 
 def _layers(loaded: LoadedModel, src: Tensor, tgt: Tensor, patch_at=None, keep_weights=None):
@@ -81,7 +88,7 @@ def _layers(loaded: LoadedModel, src: Tensor, tgt: Tensor, patch_at=None, keep_w
 def tensors(loaded: LoadedModel, ids: Sequence[int], target: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
     """(the encoder's states (L + 1, S, D), each kind's heads as one dict of (L, H, T, Dh), the last decoder state
     (1, D)) of one source's run."""
-    found = _layers(loaded, torch.tensor([list(ids)]), torch.tensor([list(target)]))
+    found = _layers(loaded, *_ids(loaded, ids, target))
     heads = {kind: torch.stack([h[0] for h in found.heads[kind]]) for kind in found.heads}
     return torch.stack([s[0] for s in found.states]), heads, found.last
 
@@ -92,8 +99,8 @@ def patched_last(loaded: LoadedModel, setup, clean, corrupt, patches: Sequence) 
     at one position, or one head's output (at every position, or at one) copied from the clean run."""
     config = loaded.model.config
     n = len(patches)
-    src = torch.tensor([list(setup.corrupt_ids)]).expand(n, -1)  # (B, S)
-    tgt = torch.tensor([list(setup.decoder_input)])  # (1, T)
+    src = torch.tensor([list(setup.corrupt_ids)], device=loaded.device).expand(n, -1)  # (B, S)
+    tgt = torch.tensor([list(setup.decoder_input)], device=loaded.device)  # (1, T)
 
     def patch_at(stack: str, index: int, x: Tensor):
         if stack == "encoder":
@@ -108,7 +115,7 @@ def patched_last(loaded: LoadedModel, setup, clean, corrupt, patches: Sequence) 
             rows = [r for r, p in enumerate(patches) if p.head is not None and p.kind == kind and p.layer == index]
             if rows:
                 tokens = clean.heads[kind].size(2)
-                off = torch.zeros(n, config.n_heads, tokens, dtype=torch.bool)  # (B, H, T)
+                off = torch.zeros(n, config.n_heads, tokens, dtype=torch.bool, device=src.device)  # (B, H, T)
                 for r in rows:
                     position = patches[r].position
                     off[r, patches[r].head, slice(None) if position is None else position] = True
@@ -123,5 +130,5 @@ def patched_last(loaded: LoadedModel, setup, clean, corrupt, patches: Sequence) 
 @torch.inference_mode()
 def weights(loaded: LoadedModel, ids: Sequence[int], target: Sequence[int], kind: str, layer: int) -> np.ndarray:
     """(H, Tq, Tk) one layer's attention weights of one kind in one source's run, the decoder reading `target`."""
-    found = _layers(loaded, torch.tensor([list(ids)]), torch.tensor([list(target)]), keep_weights=(kind, layer))
-    return found.weights[0].numpy()
+    found = _layers(loaded, *_ids(loaded, ids, target), keep_weights=(kind, layer))
+    return found.weights[0].cpu().numpy()

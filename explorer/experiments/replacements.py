@@ -147,13 +147,13 @@ def mean(loaded: LoadedModel) -> Replacement:
     for rows in groups.values():
         for start in range(0, len(rows), BATCH_ROWS):
             chunk = rows[start : start + BATCH_ROWS]
-            src = torch.tensor([s for s, _ in chunk])  # (B, S)
-            tgt = None if chunk[0][1] is None else torch.tensor([t for _, t in chunk])  # (B, T)
+            src = torch.tensor([s for s, _ in chunk], device=loaded.device)  # (B, S)
+            tgt = None if chunk[0][1] is None else torch.tensor([t for _, t in chunk], device=loaded.device)  # (B, T)
             for kind, heads in head_outputs(loaded, src, tgt).items():  # (B, L, H, T, Dh)
                 total = heads.double().sum(dim=(0, 3))  # (L, H, Dh)
                 sums[kind] = sums[kind] + total if kind in sums else total
                 counts[kind] = counts.get(kind, 0) + heads.size(0) * heads.size(3)
-    values = {kind: (sums[kind] / counts[kind]).float().numpy() for kind in sums}
+    values = {kind: (sums[kind] / counts[kind]).float().cpu().numpy() for kind in sums}
     tokens = next(iter(counts.values()))  # the source's positions (the encoder's, or a decoder-only model's text)
     convention = (
         f"mean ablation: each head turned off writes its mean output over all {tokens:,} token positions of "
@@ -196,9 +196,11 @@ def resample(
     src = _repeated(list(ids), length)
     tgt = None
     if loaded.is_encoder_decoder:
-        tgt = torch.tensor([_repeated(_decoder_input(loaded, text, ids), loaded.model.config.max_len)])  # (1, T)
-    found = head_outputs(loaded, torch.tensor([src]), tgt)
-    values = {kind: heads[0].numpy() for kind, heads in found.items()}  # (L, H, T, Dh)
+        tgt = torch.tensor(
+            [_repeated(_decoder_input(loaded, text, ids), loaded.model.config.max_len)], device=loaded.device
+        )
+    found = head_outputs(loaded, torch.tensor([src], device=loaded.device), tgt)
+    values = {kind: heads[0].cpu().numpy() for kind, heads in found.items()}  # (L, H, T, Dh)
     fitted = "" if len(ids) == length else f", cut to {length}" if len(ids) > length else f", repeated to {length}"
     shown = text if len(text) <= 80 else text[:77] + "..."
     convention = (

@@ -142,8 +142,9 @@ def each_layer(
     self-attention)` while the layer is held (it may raise to stop early). No output layer, no final norm."""
     stack = reading_stack(loaded)
     length = ids.size(1)
-    keys = (torch.arange(length)[None] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, Tk) real keys
-    context = (None, causal_mask(length) & keys, None) if loaded.is_decoder_only else (keys,)
+    # (B, 1, 1, Tk) real keys
+    keys = (torch.arange(length, device=ids.device)[None] < lengths[:, None])[:, None, None, :]
+    context = (None, causal_mask(length, ids.device) & keys, None) if loaded.is_decoder_only else (keys,)
     x = stack.embeddings(ids)  # (B, T, D)
     with raw_scores_dropped():  # no second (B, H, T, T) array of scores: the weights are the same, bit for bit
         for i, layer in enumerate(stack.layers):
@@ -171,7 +172,7 @@ def layer_sums(
     per_row = torch.cat(
         [_row_terms(weights, start, min(n, start + ROWS), targets, causal) for start in range(0, n, ROWS)], dim=-1
     )  # (B, S, H, T)
-    t = torch.arange(n)
+    t = torch.arange(n, device=weights.device)
     real = t[None, :] < lengths[:, None]  # (B, T)
     rows = torch.stack([real & (t >= 1), real, real, real, real, real & targets.any(-1)], dim=1)  # (B, S, T)
     sums = torch.where(rows[:, :, None, :], per_row, 0.0).sum(-1)  # (B, S, H)
@@ -184,7 +185,7 @@ def _row_terms(weights: torch.Tensor, start: int, stop: int, targets: torch.Tens
     """Query rows start..stop-1's term of every statistic (B, S, H, stop - start) float64 (row 0's previous_token is
     0): a long text's float64 copy is of ROWS rows at a time, never of its whole (B, H, T, T)."""
     w = weights[:, :, start:stop].double()  # float64 sums: the pooled means carry no rounding of their own to speak of
-    t, k = torch.arange(start, stop), torch.arange(weights.size(-1))
+    t, k = torch.arange(start, stop, device=weights.device), torch.arange(weights.size(-1), device=weights.device)
     offsets = (t[:, None] - k[None, :]).double()  # (rows, Tk) t - k
     distance = offsets if causal else offsets.abs()
     previous = w.diagonal(offset=start - 1, dim1=-2, dim2=-1)  # (B, H, rows): A[t, t-1]; from row 1 when start is 0
@@ -205,13 +206,14 @@ def _row_terms(weights: torch.Tensor, start: int, stop: int, targets: torch.Tens
 
 def batch_sums(loaded: LoadedModel, batch: Batch) -> HeadSums:
     """The map: one batch of texts -> its HeadSums (every layer's weights reduced as the layer is held)."""
-    ids, lengths = padded(batch)
-    targets = _targets(batch, ids.size(1))
+    # the batch, its masks and its sums where the model is: only the (B, S, L, H) sums come back to the CPU
+    ids, lengths = (t.to(loaded.device) for t in padded(batch))
+    targets = _targets(batch, ids.size(1)).to(loaded.device)
     stack = reading_stack(loaded)
     n_layers, n_heads = len(stack.layers), stack.layers[0].self_attn.n_heads
-    sums = torch.zeros(len(batch), len(STATISTICS), n_layers, n_heads, dtype=torch.float64)  # (B, S, L, H)
-    counts = torch.zeros(len(batch), len(STATISTICS), dtype=torch.long)
-    strongest = torch.zeros(len(batch), len(STATISTICS), n_layers, n_heads, dtype=torch.int16)  # (B, S, L, H)
+    sums = torch.zeros(len(batch), len(STATISTICS), n_layers, n_heads, dtype=torch.float64, device=ids.device)
+    counts = torch.zeros(len(batch), len(STATISTICS), dtype=torch.long, device=ids.device)
+    strongest = torch.zeros(len(batch), len(STATISTICS), n_layers, n_heads, dtype=torch.int16, device=ids.device)
 
     def read(layer: int, attention: AttentionInternals) -> None:
         found, counted, best = layer_sums(attention.weights, lengths, targets, loaded.is_decoder_only)
@@ -221,9 +223,9 @@ def batch_sums(loaded: LoadedModel, batch: Batch) -> HeadSums:
 
     each_layer(loaded, ids, lengths, read)
     with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0: a text that pools no position for a statistic
-        per_text = (sums / counts[:, :, None, None]).float().numpy()
+        per_text = (sums / counts[:, :, None, None]).float().cpu().numpy()
     index = np.array(batch.index, dtype=np.int64)
-    return HeadSums(sums.sum(0).numpy(), counts.sum(0).numpy(), index, per_text, strongest.numpy())
+    return HeadSums(sums.sum(0).cpu().numpy(), counts.sum(0).cpu().numpy(), index, per_text, strongest.cpu().numpy())
 
 
 def finish(loaded: LoadedModel, prepared: Prepared, total: HeadSums) -> CorpusStats:

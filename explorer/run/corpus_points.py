@@ -69,13 +69,13 @@ def query_key_points(
         raise ValueError(f"head {head} of {stack.layers[0].self_attn.n_heads} (counted from 0)")
 
     def work(batch: corpus.Batch) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        ids, lengths = corpus.padded(batch)
+        ids, lengths = (t.to(loaded.device) for t in corpus.padded(batch))
         found: list[tuple[int, np.ndarray, np.ndarray]] = []
 
         def read(i: int, attention: AttentionInternals) -> None:
             if i < layer:
                 return
-            q, k = attention.q[:, head].numpy(), attention.k[:, head].numpy()  # (B, T, Dh)
+            q, k = attention.q[:, head].cpu().numpy(), attention.k[:, head].cpu().numpy()  # (B, T, Dh)
             for row, n in enumerate(lengths.tolist()):
                 found.append((batch.index[row], q[row, :n].copy(), k[row, :n].copy()))
             raise _Stop

@@ -14,6 +14,7 @@ import torch
 from attention_explorer.explorer.run.trace import Trace
 from attention_explorer.models import anatomy
 from attention_explorer.models.blocks import RMSNorm
+from attention_explorer.models.device import model_device
 from attention_explorer.models.registry import LoadedModel
 
 STACKS = ("encoder", "decoder")
@@ -51,6 +52,12 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 
 
+def _row(x: np.ndarray, module: torch.nn.Module) -> torch.Tensor:
+    """x as a float32 tensor where `module`'s weights are (a copy: a read-only array, a cached trace's, warns in
+    torch)."""
+    return torch.from_numpy(np.array(x, np.float32)).to(model_device(module))
+
+
 @dataclass(frozen=True)
 class Norm:
     """LayerNorm of one row: gamma * (x - mean) / sqrt(variance + eps) + beta (the variance divides by D); RMSNorm:
@@ -74,7 +81,7 @@ class Norm:
 def layer_norm(x: np.ndarray, module: torch.nn.Module) -> Norm:
     """The module's norm written out with its own gamma (and beta) and eps: LayerNorm, or RMSNorm where the module
     has no bias."""
-    row = torch.from_numpy(np.array(x, np.float32))  # a copy: a read-only array (a cached trace's) warns in torch
+    row = _row(x, module)
     if isinstance(module, RMSNorm):
         mean_square = row.pow(2).mean()
         normalized = row * torch.rsqrt(mean_square + module.eps)  # as models.blocks.RMSNorm computes it
@@ -268,7 +275,7 @@ def embedding(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> E
     token_id = token_ids(loaded, trace, stack)[position]
     row = _np(module.token.weight[token_id])
     scaled = row * np.float32(module.scale) if module.scale != 1.0 else row
-    summed = torch.from_numpy(scaled.copy())
+    summed = torch.from_numpy(scaled.copy()).to(module.token.weight.device)
     token_type = None
     if module.token_type is not None:
         token_type = _np(module.token_type.weight[0])
@@ -298,7 +305,7 @@ def embedding(loaded: LoadedModel, trace: Trace, stack: str, position: int) -> E
 @torch.inference_mode()
 def feed_forward(module, x: np.ndarray) -> FeedForwardWalkthrough:
     """Eq. (2) for one row with the layer's own W_1, b_1, W_2, b_2; gated (SwiGLU): W_2 (act(x W_gate) * x W_up)."""
-    row = torch.from_numpy(np.array(x, np.float32))  # a copy: a read-only array (a cached trace's) warns in torch
+    row = _row(x, module)
     up = None
     if module.gate is None:
         hidden = affine(row, module.linear1)  # (F,)
@@ -335,7 +342,7 @@ def attention_output(trace: Trace, kind: str, layer: int, position: int, w_o) ->
     """Concat_h(weights_h @ V_h) W_O + b_O for one query row, from the traced weights and values."""
     a = trace.attention(kind)
     heads = np.einsum("hk,hkd->hd", a.weights[layer, :, position], a.v[layer])  # (H, Dh)
-    concat = torch.from_numpy(np.ascontiguousarray(heads.reshape(-1)))
+    concat = torch.from_numpy(np.ascontiguousarray(heads.reshape(-1))).to(w_o.weight.device)
     with torch.inference_mode():
         return _np(affine(concat, w_o))
 
@@ -402,7 +409,7 @@ def ffn_outputs(loaded: LoadedModel, trace: Trace, stack: str) -> np.ndarray:
         reads = (
             (found["embeddings"] if index == 0 else found["after_ffn"][index - 1]) if sub.reads_layer_input else None
         )
-        x = torch.from_numpy(np.array(before[index] if reads is None else reads))[None]  # (1, T, D)
+        x = _row(before[index] if reads is None else reads, layer_module)[None]  # (1, T, D)
         outputs.append(_np(layer_module.ffn(norm(x) if sub.reads_normed else x)[0]))
     return np.stack(outputs)
 

@@ -26,6 +26,8 @@ from attention_explorer.explorer.run import cost, memo
 from attention_explorer.models import registry
 from attention_explorer.models.ablation import Ablation
 from attention_explorer.models.attention import AttentionInternals
+from attention_explorer.models.device import numpy as host
+from attention_explorer.models.device import place
 from attention_explorer.models.registry import LoadedModel
 
 # about one SmolLM2 layer at 2,048 tokens (weights and scores 151 MB each), or every layer of a 512-token MiniLM run
@@ -57,7 +59,7 @@ class AttentionLayer:
     def of(cls, internals: AttentionInternals) -> AttentionLayer:
         """Batch row 0 of a layer's internals, as numpy."""
         return cls(
-            *(None if getattr(internals, f) is None else getattr(internals, f)[0].numpy() for f in ATTENTION_FIELDS)
+            *(None if getattr(internals, f) is None else host(getattr(internals, f)[0]) for f in ATTENTION_FIELDS)
         )
 
 
@@ -78,7 +80,7 @@ class Layer:
             if (found := getattr(internals, name, None)) is not None
         }
         states = {
-            name: found[0].numpy()
+            name: host(found[0])
             for name in ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn")
             if (found := getattr(internals, name, None)) is not None
         }
@@ -137,7 +139,7 @@ class Reductions:
                 attention = getattr(internals, module, None)
                 if attention is None:
                     continue
-                weights = attention.weights[0].numpy()  # (H, Tq, Tk)
+                weights = host(attention.weights[0])  # (H, Tq, Tk)
                 for name, reduce in self.reducers.items():
                     self.found[name].setdefault(kind, []).append(reduce(kind, weights, *self.tokens[kind]))
         finally:
@@ -149,7 +151,7 @@ class Reductions:
         return drop_attention(internals) if self.drop else internals
 
     def _states(self, stack: str, internals) -> None:
-        after = np.stack([found[0].numpy() for n in STATE_FIELDS if (found := getattr(internals, n, None)) is not None])
+        after = np.stack([host(found[0]) for n in STATE_FIELDS if (found := getattr(internals, n, None)) is not None])
         entering = self.entering.get(stack)
         self.entering[stack] = after[-1]
         if entering is None:  # the stack's first layer: its input (the embeddings) is the run's, known at its end
@@ -203,8 +205,8 @@ class StackLayers:
         # app's shelf; registry.load by default) when the model was let go in the meantime
         # (a model trained in a session is not in the registry: held as long as its traces)
         self._loaded = weakref.ref(loaded) if loaded.key in registry.MODELS else lambda: loaded
-        self.key, self.revision = loaded.key, loaded.revision
-        self.reload = reload or (lambda: registry.load(self.key))
+        self.key, self.revision, self.device = loaded.key, loaded.revision, loaded.device
+        self.reload = reload or (lambda: place(registry.load(self.key), self.device))
         self.token = next(_tokens)  # names this run's layers in the shared cache
 
     def kept_arrays(self) -> Iterator[np.ndarray]:
@@ -257,7 +259,7 @@ class StackLayers:
         """Layer i run again on the state that entered it, as Stack.stack ran it."""
         layers = self._stack.layers
         patches = self.ablation.stack_patches(self.stack, len(layers))[i] if self.ablation is not None else None
-        x = torch.from_numpy(np.array(self.inputs(i)))[None]  # (1, T, D)
+        x = torch.from_numpy(np.array(self.inputs(i)))[None].to(self.device)  # (1, T, D)
         return Layer.of(layers[i](x, *self.context, patches))
 
     def rows(self, i: int, start: int, stop: int) -> Layer:
@@ -275,7 +277,7 @@ class StackLayers:
             raise IndexError(f"rows {start}..{stop - 1} of {len(self.inputs(0))}")
         layers = self._stack.layers
         patches = self.ablation.stack_patches(self.stack, len(layers))[i] if self.ablation is not None else None
-        x = torch.from_numpy(np.array(self.inputs(i)[:stop]))[None]  # (1, stop, D)
+        x = torch.from_numpy(np.array(self.inputs(i)[:stop]))[None].to(self.device)  # (1, stop, D)
         memory, mask, memory_mask = self.context
         assert mask is not None
         return layers[i](x, memory, mask[:, :, start:stop, :stop], memory_mask, patches, start)

@@ -57,7 +57,9 @@ def text_target(loaded: LoadedModel) -> str:
 @torch.inference_mode()
 def logits_from_state(loaded: LoadedModel, final_states: np.ndarray) -> np.ndarray:
     """(T, V): the final linear layer (figure 1, top) on the decoder's last states (final LayerNorm when pre-LN)."""
-    return _logits(_decoder(loaded), torch.from_numpy(np.array(final_states, np.float32))).numpy()
+    return (
+        _logits(_decoder(loaded), torch.from_numpy(np.array(final_states, np.float32)).to(loaded.device)).cpu().numpy()
+    )
 
 
 def _logits(model, x: torch.Tensor) -> torch.Tensor:
@@ -131,7 +133,7 @@ def final_norm(loaded: LoadedModel, state: np.ndarray) -> FinalNorm | None:
     module = _decoder(loaded).decoder.final_norm
     if module is None:
         return None
-    row = torch.from_numpy(np.array(state, np.float32))
+    row = torch.from_numpy(np.array(state, np.float32)).to(loaded.device)
     after = module(row)
     return FinalNorm(
         loaded.family.block.norm_name, float(row.norm()), float(after.norm()), float(module.weight.double().mean())
@@ -203,7 +205,7 @@ def sample(
     give the key/value caches and the first next-token logits without a forward."""
     model = _decoder(loaded)
     rng = np.random.default_rng(seed)
-    src = torch.tensor([source_ids])
+    src = torch.tensor([source_ids], device=loaded.device)
     written: list[int] = []
     probabilities, kept_p, counts = [], [], []
     if model.encoder is None:  # decoder-only: continue the text, each step on its newest position (a key/value cache)
@@ -211,14 +213,17 @@ def sample(
         if run is None:
             run_states = model(src, keep=drop_attention).decoder
             inputs = [run_states.embeddings, *(layer.after_ffn for layer in run_states.layers[:-1])]
-            final = run_states.layers[-1].after_ffn[0].numpy()
+            final = run_states.layers[-1].after_ffn[0].cpu().numpy()
         else:
             kept = forward.states(run, "decoder")
             assert forward.token_ids(loaded, run, "decoder") == list(source_ids), "the trace was made from another text"
-            inputs = [torch.from_numpy(np.array(x))[None] for x in (kept["embeddings"], *kept["after_ffn"][:-1])]
+            inputs = [
+                torch.from_numpy(np.array(x))[None].to(loaded.device)
+                for x in (kept["embeddings"], *kept["after_ffn"][:-1])
+            ]
             final = kept["after_ffn"][-1]
         caches = greedy.prefix_caches(model, inputs)
-        next_logits = torch.from_numpy(row_logits(loaded, final, len(source_ids) - 1))
+        next_logits = torch.from_numpy(row_logits(loaded, final, len(source_ids) - 1)).to(loaded.device)
         steps = min(max_new, model.config.max_len - len(source_ids))
     else:
         memory = model.encode(src).output
@@ -227,12 +232,12 @@ def sample(
     for _ in range(steps):
         if model.encoder is None:
             if written:
-                next_logits = greedy.next_logits(model, torch.tensor([[*source_ids, *written]]), caches, None)[0]
+                next_logits = greedy.next_logits(model, src.new_tensor([[*source_ids, *written]]), caches, None)[0]
             logits_row = next_logits
         else:
-            _, logits = model.decode(torch.tensor([[loaded.bos_id, *written]]), memory, src_mask)
+            _, logits = model.decode(src.new_tensor([[loaded.bos_id, *written]]), memory, src_mask)
             logits_row = logits[0, -1]
-        p = softmax(logits_row.numpy(), temperature)
+        p = softmax(logits_row.cpu().numpy(), temperature)
         cut = keep(p, method, top_k, top_p)
         chosen = int(np.argmax(cut)) if method == "greedy" else int(rng.choice(cut.size, p=cut))
         written.append(chosen)
@@ -378,10 +383,11 @@ def _score_rows(
     n = len(targets)
     nll, per_token, predicted = np.empty(n), np.empty(n), np.empty(n, np.int64)
     for block in row_blocks(n, SCORE_ROWS):
-        logits = _logits(model, torch.from_numpy(np.array(final_states[block], np.float32)))  # (n, V)
-        right = logits.gather(-1, torch.tensor(targets[block])[:, None])[:, 0]
-        nll[block], per_token[block] = _losses(logits.logsumexp(-1), logits.mean(-1), right, epsilon)
-        predicted[block] = logits.argmax(-1).numpy()
+        logits = _logits(model, torch.from_numpy(np.array(final_states[block], np.float32)).to(loaded.device))  # (n, V)
+        right = logits.gather(-1, torch.tensor(targets[block], device=logits.device)[:, None])[:, 0]
+        sums = (logits.logsumexp(-1).cpu(), logits.mean(-1).cpu(), right.cpu())  # (n,) each, back from the device
+        nll[block], per_token[block] = _losses(*sums, epsilon)
+        predicted[block] = logits.argmax(-1).cpu().numpy()
     vocabulary = loaded.target_vocabulary
     return Scored(
         tuple(vocabulary.id_to_token(i) for i in decoder_input),
@@ -412,14 +418,15 @@ def score(
     if model.encoder is None:
         if len(targets) < 2:
             raise ValueError("a text of one token has no next token to score")
-        out = model(torch.tensor([targets]), ablation=ablation, keep=drop_attention)
+        out = model(torch.tensor([targets], device=loaded.device), ablation=ablation, keep=drop_attention)
         decoder_input, targets = list(targets[:-1]), list(targets[1:])
     else:
         targets = targets[: model.config.max_len]
         decoder_input = [loaded.bos_id, *targets[:-1]]
-        out = model(torch.tensor([source_ids]), torch.tensor([decoder_input]), ablation=ablation, keep=drop_attention)
+        src, tgt = (torch.tensor([ids], device=loaded.device) for ids in (source_ids, decoder_input))
+        out = model(src, tgt, ablation=ablation, keep=drop_attention)
     assert out.decoder is not None
-    return _score_rows(loaded, out.decoder.layers[-1].after_ffn[0].numpy(), decoder_input, targets, epsilon)
+    return _score_rows(loaded, out.decoder.layers[-1].after_ffn[0].cpu().numpy(), decoder_input, targets, epsilon)
 
 
 def score_text(loaded: LoadedModel, run: Trace, epsilon: float | None = None) -> Scored:

@@ -22,7 +22,7 @@ def tables(loaded: LoadedModel) -> dict[str, np.ndarray]:
     config = loaded.model.config
     found = {"sinusoidal": sinusoidal_table(config.max_len, config.d_model).numpy()}
     if loaded.family.block.positions.kind == "learned":
-        found["learned"] = text_embeddings(loaded).position.table.detach().numpy().copy()
+        found["learned"] = text_embeddings(loaded).position.table.detach().cpu().numpy().copy()
     return found
 
 
@@ -62,8 +62,8 @@ def input_cosine(loaded: LoadedModel) -> float:
     embeddings = text_embeddings(loaded)
     n = min(INPUT_SAMPLE, embeddings.max_len, embeddings.token.num_embeddings)
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(embeddings.token.num_embeddings, (1, n), generator=generator)
-    x = embeddings(ids)[0]  # (T, D)
+    ids = torch.randint(embeddings.token.num_embeddings, (1, n), generator=generator)  # drawn on the CPU: any device's
+    x = embeddings(ids.to(embeddings.token.weight.device))[0]  # (T, D)
     unit = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     cosines = unit @ unit.T
     return float((cosines.sum() - cosines.diagonal().sum()) / (n * (n - 1)))
@@ -105,7 +105,7 @@ def rotary_frequencies(loaded: LoadedModel) -> np.ndarray:
     and head width, recovered from the model's own table (the angle at position 1)."""
     table = rotary(loaded)
     assert table is not None, "this model has no rotary positions"
-    return np.arctan2(table.sin[1].numpy(), table.cos[1].numpy()).astype(np.float64)
+    return np.arctan2(table.sin[1].cpu().numpy(), table.cos[1].cpu().numpy()).astype(np.float64)
 
 
 def turned_dims(loaded: LoadedModel) -> int:
@@ -125,10 +125,10 @@ def score_by_distance(
     attention = result.attention(kind)
     assert table is not None and attention.q_unrotated is not None and attention.k_unrotated is not None
     distances = min(distances, table.cos.shape[0])
-    q = torch.from_numpy(attention.q_unrotated[layer, head, query].copy())  # (Dh,)
-    k = torch.from_numpy(attention.k_unrotated[layer, head, key].copy())  # (Dh,)
+    q = torch.from_numpy(attention.q_unrotated[layer, head, query].copy()).to(table.cos.device)  # (Dh,)
+    k = torch.from_numpy(attention.k_unrotated[layer, head, key].copy()).to(table.cos.device)  # (Dh,)
     turned_q = table(q.expand(1, 1, distances, -1))[0, 0]  # (N, Dh): q at positions 0 .. N-1
     turned_k = table(k[None, None, None, :])[0, 0, 0]  # k at position 0: not turned
     scores = (turned_q @ turned_k) * q.numel() ** -0.5  # (N,)
     own = float(attention.scaled_scores[layer, head, query, key])
-    return np.arange(distances), scores.numpy().astype(np.float64), own
+    return np.arange(distances), scores.cpu().numpy().astype(np.float64), own

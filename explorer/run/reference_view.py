@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from attention_explorer.models import registry
+from attention_explorer.models.device import model_device
 from attention_explorer.models.gguf import package_file
 from attention_explorer.models.pretrained import minilm_folder
 from attention_explorer.models.reference import each_attention, load_reference, reference_class, run_reference
@@ -35,12 +36,17 @@ def class_name(folder: str = "") -> str:
     return reference_class(folder or minilm_folder())
 
 
+def _ids(reference, loaded: LoadedModel, text: str, max_tokens: int) -> torch.Tensor:
+    """(1, T) the text's token ids where the reference's weights are (the page runs both models on one device)."""
+    return torch.tensor([loaded.tokenizer.encode(text, max_tokens).ids], device=model_device(reference))
+
+
 def attention(reference, loaded: LoadedModel, text: str, max_tokens: int) -> np.ndarray:
     """The reference's attention weights on the same token ids: (L, H, T, T) (neither its hidden states nor its
     logits are asked for: the page shows none)."""
-    ids = torch.tensor([loaded.tokenizer.encode(text, max_tokens).ids])
+    ids = _ids(reference, loaded, text, max_tokens)
     ran = run_reference(reference, ids, hidden_states=False, logits=False)
-    return torch.stack([a[0] for a in ran.attentions]).numpy()
+    return torch.stack([a[0] for a in ran.attentions]).cpu().numpy()
 
 
 def max_abs_difference(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
@@ -69,14 +75,14 @@ def compare(
     reference's weights of one head (T, T)). Each of the reference's layers is set against ours (`ours[i]`: a kept
     array, or a long text's layer recomputed) as it finishes and let go, so neither model's every head is ever held
     at once; without `every` the reference stops after `layer`. `step(done, total)` after each layer."""
-    ids = torch.tensor([loaded.tokenizer.encode(text, max_tokens).ids])
+    ids = _ids(reference, loaded, text, max_tokens)
     n_layers, n_heads = ours.shape[:2]
     last = n_layers - 1 if every else layer
     differences = np.zeros((n_layers, n_heads)) if every else None
     found: list[np.ndarray] = []
 
     def read(i: int, weights: torch.Tensor) -> bool:  # weights (1, H, T, T)
-        theirs = weights[0].numpy()
+        theirs = weights[0].cpu().numpy()
         if differences is not None:
             differences[i] = max_abs_difference(ours[i], theirs)
         if i == layer:

@@ -47,13 +47,12 @@ def _row(attention: AttentionTrace, i: int, query: int) -> np.ndarray:
     position's query turned by its own position, the keys of every position, and the row of the run's mask."""
     source = attention.source
     layer = _stack(source)[i]
-    x = torch.from_numpy(np.array(source.inputs(i)))[None]  # (1, T, D)
+    x = torch.from_numpy(np.array(source.inputs(i)))[None].to(source.device)  # (1, T, D)
     h = getattr(layer, layer.sublayers[0].norm).normed_input(x)  # (1, T, D)
     module = getattr(layer, attention.module)
     q, _ = module.queries(h[:, query : query + 1], query)  # (1, H, 1, Dh)
     k, v, _ = module.keys_values(h)  # (1, H, T, Dh)
-    mask = torch.tensor(attention.mask[query : query + 1])[
-        None, None
-    ]  # (1, 1, 1, Tk), a copy: the trace's is read-only
+    # (1, 1, 1, Tk), a copy (the trace's is read-only), where the model is
+    mask = torch.tensor(attention.mask[query : query + 1], device=source.device)[None, None]
     _, _, weights = scaled_dot_product_attention(q, k, v, mask)  # (1, H, 1, Tk)
-    return weights[0, :, 0].numpy()
+    return weights[0, :, 0].cpu().numpy()

@@ -23,6 +23,7 @@ from attention_explorer.explorer.run.layers import (
 )
 from attention_explorer.models import greedy
 from attention_explorer.models.attention import raw_scores_dropped
+from attention_explorer.models.device import numpy as host
 from attention_explorer.models.registry import LoadedModel
 from attention_explorer.models.tokenize import Spelling, TokenizeError
 from attention_explorer.models.transformer import Ablation, padding_mask
@@ -203,7 +204,7 @@ def unknown_pieces(result: Trace) -> list[str]:
 def _attention(source: StackLayers, module: str, mask: torch.Tensor | None, tq: int, tk: int) -> AttentionTrace:
     """A stack's `module` attention ("self_attn", "cross_attn") over every layer, each recomputed when read."""
     found = source.module(module)
-    full_mask = np.ones((tq, tk), bool) if mask is None else mask[0, 0].expand(tq, tk).numpy().copy()
+    full_mask = np.ones((tq, tk), bool) if mask is None else host(mask[0, 0].expand(tq, tk)).copy()
     return AttentionTrace(
         source,
         module,
@@ -286,7 +287,7 @@ def _run(
             return Reductions(reduce or {}, tokens, drop=not keep_every, progress=told)
         return None if keep_every else drop_attention
 
-    src = torch.tensor([enc.ids])
+    src = torch.tensor([enc.ids], device=loaded.device)  # the run happens where the model is (models.device)
     model = loaded.model
     common = dict(
         model_key=loaded.key,
@@ -336,7 +337,7 @@ def _run(
         decoder_input = [loaded.bos_id, *ending]
     else:
         decoder_input = list(forced)
-    tgt = torch.tensor([decoder_input])
+    tgt = torch.tensor([decoder_input], device=src.device)
     vocabulary = loaded.target_vocabulary
     target_tokens = tuple(vocabulary.id_to_token(i) for i in decoder_input)
     keep = keeper(
@@ -371,7 +372,7 @@ def _results(keep, out) -> dict[str, dict[str, np.ndarray]] | None:
     if not isinstance(keep, Reductions):
         return None
     stacks = {"encoder": out.encoder, "decoder": out.decoder}
-    return keep.results({name: found.embeddings[0].numpy() for name, found in stacks.items() if found is not None})
+    return keep.results({name: host(found.embeddings[0]) for name, found in stacks.items() if found is not None})
 
 
 def target_budget(n_source: int) -> int:
@@ -398,15 +399,16 @@ def _top(rows: Callable[[int, int], torch.Tensor], n: int, vocabulary, ids: list
         if ids is not None:
             normaliser.append(lse)
             mean.append(logits.mean(-1))
-            after = torch.tensor(ids[start + 1 : stop + 1])  # each row's next token (the last row has none)
+            # each row's next token (the last row has none)
+            after = torch.tensor(ids[start + 1 : stop + 1], device=logits.device)
             following.append(logits[: len(after)].gather(-1, after[:, None])[:, 0])
     found = {
         "top_tokens": tuple(tuple(vocabulary.id_to_token(i) for i in row) for row in torch.cat(indices).tolist()),
-        "top_probabilities": torch.cat(values).numpy(),
+        "top_probabilities": host(torch.cat(values)),
     }
     if ids is None:
         return found, None
-    return found, TextLogits(*(torch.cat(parts).numpy() for parts in (normaliser, mean, following)))
+    return found, TextLogits(*(host(torch.cat(parts)) for parts in (normaliser, mean, following)))
 
 
 def _stack(
@@ -421,8 +423,8 @@ def _stack(
     """A stack's attention kinds (by module name) and states from a run that kept no attention: the stack's input
     and every layer's output are kept as numpy, the states between sub-layers and the attention are recomputed a
     layer at a time. States: "embeddings" (T, D), then per sub-layer field ("after_attn", ...) (L, T, D)."""
-    embeddings = internals.embeddings[0].numpy()  # (T, D)
-    after_ffn = torch.stack([layer.after_ffn[0] for layer in internals.layers]).numpy()  # (L, T, D)
+    embeddings = host(internals.embeddings[0])  # (T, D)
+    after_ffn = host(torch.stack([layer.after_ffn[0] for layer in internals.layers]))  # (L, T, D): one copy back
     kept = None if internals.layers[0].self_attn is None else tuple(Layer.of(layer) for layer in internals.layers)
     inputs = lambda i: embeddings if i == 0 else after_ffn[i - 1]  # noqa: E731
     source = StackLayers(loaded, stack, inputs, context, ablation, reload, kept, admit)
