@@ -285,15 +285,17 @@ def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
         if outcome.answer.text_end:  # a decoder-only text: what the model answers after it, before and after
             st.markdown(markdown_literal(text_end_line(run, outcome)))
         labels = run.readable(outcome.before.decoder_input)
+        last = ""
         if outcome.answer.text_end:  # the last row names the answer it scores: '10: ␣to → ␣Anna'
             labels = (*labels[:-1], f"{labels[-1]} \u2192 {run.readable(outcome.before.targets[-1:])[0]}")
+            last = " (the last: the model's own answer)"
         chart(
             figures.before_after(
                 labels,
                 outcome.before.right_probabilities(),
                 outcome.after.right_probabilities(),
                 f"p({token} token)",
-                f"The {token} token's probability at each row",
+                f"The {token} token's probability at each row{last}",
             ),
             f"{key}_probability",
         )
@@ -303,7 +305,7 @@ def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
                 outcome.before.nll,
                 outcome.after.nll,
                 f"-log p({token} token), nats",
-                f"-log p({token} token) at each row",
+                f"-log p({token} token) at each row{last}",
                 percent=False,
             ),
             f"{key}_loss",
