@@ -4,8 +4,8 @@ layers and heads counted from 0 as numpy and TransformerLens count them. A thin 
 
     import attention_explorer as ae
     run = ae.run("minilm", "The cat sat on the mat")
-    run.tokens                      # ['[CLS]', 'the', 'cat', ..., '[SEP]']: T tokens as the model reads them
-    run.readable_tokens             # the same as the pages show them: 'Ġcat' is '␣cat', 'Ċ' is '↵'
+    run.tokens                      # ['[CLS]', 'the', 'cat', ..., '[SEP]']: T tokens as the pages show them
+    run.raw_tokens                  # the same as the tokenizer writes them: '␣cat' is 'Ġcat', '↵' is 'Ċ'
     run.attention(0, 3)             # (T, T) float32: layer 0, head 3, rows are queries, columns keys
     run.figure("heatmap", layer=0, head=3)   # titled "Layer 1, head 4", as the app counts
     stats = ae.corpus("minilm", ["The cat sat.", "A dog ran."])   # every head's statistics over many texts
@@ -146,21 +146,28 @@ class Run:
 
     @property
     def tokens(self) -> list[str]:
-        """(T,) the text's tokens as the model reads them (its tokenizer's spelling: 'Ġcat', '##s', '[CLS]')."""
+        """(T,) the text's tokens as the pages show them (models.tokenize.Spelling.readable): 'Ġcat' is '␣cat' (a
+        leading space), 'Ċ' is '↵', bytes decoded ('âĢĵ' is '–'); WordPiece ('##s') and markers ('[CLS]') as
+        written. `raw_tokens`: as the tokenizer writes them."""
+        return list(self.trace.readable(self.trace.source_tokens))
+
+    @property
+    def raw_tokens(self) -> list[str]:
+        """(T,) the text's tokens as the tokenizer writes them ('Ġcat', '##s', '[CLS]'): its vocabulary's keys."""
         return list(self.trace.source_tokens)
 
     @property
     def readable_tokens(self) -> list[str]:
-        """(T,) the text's tokens as the pages show them: 'Ġcat' is '␣cat' (a leading space), 'Ċ' is '↵', bytes
-        decoded ('âĢĵ' is '–'); WordPiece ('##s') and marker tokens ('[CLS]') as written."""
-        return list(self.trace.readable(self.trace.source_tokens))
+        """(T,) the same as `tokens` (the name of earlier versions)."""
+        return self.tokens
 
     @property
     def target_tokens(self) -> list[str] | None:
-        """An encoder-decoder's decoder input (T_out,): [BOS] and what greedy decoding wrote; None otherwise."""
+        """An encoder-decoder's decoder input (T_out,), as the pages show it: [BOS] and what greedy decoding wrote;
+        None otherwise."""
         if self.trace.decoder_only or self.trace.target_tokens is None:
             return None
-        return list(self.trace.target_tokens)
+        return list(self.trace.readable(self.trace.target_tokens))
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -179,8 +186,14 @@ class Run:
 
     @property
     def next_tokens(self) -> list[str] | None:
-        """(T,) the most likely next token at every decoder row, as the export's "next_tokens" (an encoder-decoder:
-        (T_out,)); None for a model with no output layer (MiniLM)."""
+        """(T,) the most likely next token at every decoder row as the pages show it ('␣Paris'), the export's
+        "readable_next_tokens" (an encoder-decoder: (T_out,)); None for a model with no output layer (MiniLM)."""
+        raw = self.raw_next_tokens
+        return None if raw is None else list(self.trace.readable(raw))
+
+    @property
+    def raw_next_tokens(self) -> list[str] | None:
+        """`next_tokens` as the tokenizer writes them ('ĠParis'), the export's "next_tokens"."""
         if self.trace.top_tokens is None:
             return None
         return [row[0] for row in self.trace.top_tokens]
@@ -200,8 +213,9 @@ class Run:
             raise IndexError(f"head {head}: {self.model}'s {kind} has heads 0-{found.n_heads - 1} (from 0)")
 
     def queries_keys(self, kind: str | None = None) -> tuple[list[str], list[str]]:
-        """(query tokens (Tq,), key tokens (Tk,)) of an attention kind: cross-attention's queries are the target's."""
-        queries, keys = self.trace.tokens_for(self._kind(kind))
+        """(query tokens (Tq,), key tokens (Tk,)) of an attention kind, as the pages show them: cross-attention's
+        queries are the target's."""
+        queries, keys = self.trace.labels_for(self._kind(kind))
         return list(queries), list(keys)
 
     def attention(self, layer: int, head: int, kind: str | None = None) -> np.ndarray:

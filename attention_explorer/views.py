@@ -98,7 +98,7 @@ def rotary(run: Run, show: str, positions: int, layer: int = 0, head: int = 0, q
         return figure, "How far each pair has turned: cos(position x theta_i)", ("rotary",)
     if show != "distance":
         raise ValueError(f"rotary positions: show={show!r}: choose curves or distance")
-    kind, tokens = run.kinds[0], run.readable_tokens
+    kind, tokens = run.kinds[0], run.tokens
     query = len(tokens) - 1 if query is None else query
     key = max(0, query - 1) if key is None else key
     run._check(kind, layer, head)
@@ -239,7 +239,8 @@ def patching(
     if show != "residual":
         raise ValueError(f"patching show={show!r}: choose heads or residual")
     setup = patching.setup(run.loaded, run.text, corrupted, answer, wrong, run.max_tokens)
-    tokens = [run.loaded.tokenizer.id_to_token(i) for i in setup.clean_ids]
+    # as the pages show them ('␣Mary', not 'ĠMary')
+    tokens = list(run.loaded.family.spelling.labels([run.loaded.tokenizer.id_to_token(i) for i in setup.clean_ids]))
     title = "Copy the encoder's residual stream" if encoder else "Copy the residual stream"
     figure = figures.residual_grid(np.array(found["residual"]), tokens, found["changed"], title)
     return figure, title, ("patching",)

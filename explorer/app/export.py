@@ -88,12 +88,14 @@ def to_document(trace: Trace, chosen: Selection = Selection()) -> dict:
     """{"model", "tokens": {"source", "target"?}, "readable_tokens" (the same, as the pages show them: '␣capital'
     for 'Ġcapital'), "attention": {kind: [layer][head][query][key]}, "attention_layers" and "attention_heads":
     {kind: [numbers counted from 1]}}, the layers and heads `chosen` in the order written; a model with an output
-    matrix adds "next_tokens" (at every decoder row, its most likely next token as the tokenizer writes it), an
+    matrix adds "next_tokens" (at every decoder row, its most likely next token as the tokenizer writes it) and
+    "readable_next_tokens" (the same as the pages show them), an
     encoder-decoder also "output" (what greedy decoding wrote); a decoder-only model's attention is
     "decoder_self"."""
     doc: dict = {"model": trace.model_key, "tokens": token_lists(trace), "readable_tokens": readable_token_lists(trace)}
     if trace.top_tokens is not None:
         doc["next_tokens"] = [row[0] for row in trace.top_tokens]
+        doc["readable_next_tokens"] = list(trace.readable(doc["next_tokens"]))  # beside them, as the pages show them
     if trace.output_tokens is not None and not trace.decoder_only:
         doc["output"] = list(trace.output_tokens)
     if trace.truncated:
@@ -110,13 +112,28 @@ def to_document(trace: Trace, chosen: Selection = Selection()) -> dict:
     return {**doc, "attention": attention, **written}
 
 
-CSV_HEADER = ("kind", "layer", "head", "query_index", "query_token", "key_index", "key_token", "weight")
+# each token as the tokenizer writes it ('Ġcapital') and, beside it, as the pages show it ('␣capital')
+CSV_HEADER = (
+    "kind",
+    "layer",
+    "head",
+    "query_index",
+    "query_token",
+    "query_readable",
+    "key_index",
+    "key_token",
+    "key_readable",
+    "weight",
+)
 
 
 def csv_rows(trace: Trace, chosen: Selection = Selection()) -> Iterator[tuple]:
-    """One row per (kind, layer, head, query, key) with both tokens spelled out; layer and head count from 0."""
+    """One row per (kind, layer, head, query, key) with both tokens spelled out, raw and readable; layer and head
+    count from 0."""
     for kind in trace.kinds:
         queries, keys = trace.tokens_for(kind)
+        queries = list(zip(queries, trace.readable(queries), strict=True))
+        keys = list(zip(keys, trace.readable(keys), strict=True))
         found = trace.attention(kind)
         layers, heads = chosen.of(found)
         for layer in layers:
@@ -126,10 +143,10 @@ def csv_rows(trace: Trace, chosen: Selection = Selection()) -> Iterator[tuple]:
 
 def _layer_rows(kind: str, layer: int, weights: np.ndarray, heads, queries, keys) -> Iterator[tuple]:
     for head in heads:
-        for qi, query in enumerate(queries):
+        for qi, (query, query_readable) in enumerate(queries):
             row = weights[head, qi].tolist()
-            for ki, key in enumerate(keys):
-                yield kind, layer, head, qi, query, ki, key, row[ki]
+            for ki, (key, key_readable) in enumerate(keys):
+                yield kind, layer, head, qi, query, query_readable, ki, key, key_readable, row[ki]
 
 
 def write_csv(trace: Trace, out: io.TextIOBase, chosen: Selection = Selection()) -> None:
@@ -182,14 +199,17 @@ def write_npz(
     extra: Mapping[str, object] | None = None,
 ) -> None:
     """A .npz that plain numpy.load reads, written entry by entry so at most one layer is in memory: "model",
-    "tokens/source" (and "tokens/target"), per kind "{kind}/layers" and "{kind}/heads" (counted from 1) and per chosen
-    layer "{kind}/layer{n}/weights" etc. (layer_arrays); `extra`: more entries, such as the ablated heads."""
+    "tokens/source" (and "tokens/target"), "readable_tokens/source" (...) as the pages show them, per kind
+    "{kind}/layers" and "{kind}/heads" (counted from 1) and per chosen layer "{kind}/layer{n}/weights" etc.
+    (layer_arrays); `extra`: more entries, such as the ablated heads."""
     partial = path.with_name(path.name + ".partial")  # a failed export leaves no half-written file behind
     try:
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
             _put(archive, "model", np.array(trace.model_key))
             for name, tokens in token_lists(trace).items():
                 _put(archive, f"tokens/{name}", np.array(tokens, dtype=str))
+            for name, tokens in readable_token_lists(trace).items():  # beside them, as the pages show them
+                _put(archive, f"readable_tokens/{name}", np.array(tokens, dtype=str))
             for name, value in (extra or {}).items():
                 _put(archive, name, np.array(value, dtype=str))
             for kind in trace.kinds:

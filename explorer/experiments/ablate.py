@@ -379,6 +379,10 @@ def outcome(
         return Outcome(before=None, after=None, cosine=cosine(loaded, found, ablated_by), **common)
     targets = list(found.targets or ()) if loaded.is_encoder_decoder else list(found.source_ids)
     source = list(found.source_ids)
-    before = output.score(loaded, source, targets)
-    after = output.score(loaded, source, targets, ablation=ablated_by)
+    end = None
+    if loaded.is_decoder_only:  # its last row too: the model's own answer after the text, before and after
+        common["answer"] = with_text_end(loaded, found, clean)
+        end = common["answer"].targets[-1]
+    before = output.score(loaded, source, targets, end=end)
+    after = output.score(loaded, source, targets, ablation=ablated_by, end=end)
     return Outcome(before=before, after=after, cosine=None, **common)

@@ -59,12 +59,12 @@ class Attribution:
     def total(self) -> float:
         return float(self.values.sum())
 
-    @property
-    def split(self) -> str:
-        """What the parts share, as a sentence says it: "the logit of X" or "the logit difference X - Y"."""
+    def split(self, readable: Callable[[str], str]) -> str:
+        """What the parts share, as a sentence says it: "the logit of X" or "the logit difference X - Y", each token
+        as `readable` writes it (the pages' Spelling.readable: '␣Anna', not 'ĠAnna')."""
         if self.against is None:
-            return f"the logit of {self.token}"
-        return f"the logit difference {self.token} \u2212 {self.against}"
+            return f"the logit of {readable(self.token)}"
+        return f"the logit difference {readable(self.token)} \u2212 {readable(self.against)}"
 
 
 def _head_parts(attention: MultiHeadAttention, heads: Tensor) -> Tensor:

@@ -203,14 +203,26 @@ def lens_map(
 MOST_READS = 14  # reads named under each line chart; a 30-layer stack's 61 reads are named every fifth
 
 
+# the rank axis's plot area at its smallest (presenter mode's 360 px figure less its margins, subplot titles and the
+# reads named under it) and the room a tick label needs there (16 px text and a gap)
+RANK_PLOT_PX = 200
+RANK_LABEL_PX = 24
+
+
 def rank_ticks(worst: int) -> list[int]:
-    """Ranks to mark on a log axis from 1 to `worst`: 1, 2, 5, 10, 20, 50, ... and `worst` itself (a 1-2-5 tick
-    too close to it to read beside it is left out); past 1,000 only the powers of ten, so a real vocabulary's
-    tens of thousands of ranks keep their labels apart."""
-    steps = (1, 2, 5) if worst <= 1000 else (1,)
-    ticks = [m * 10**e for e in range(len(str(worst)) + 1) for m in steps if m * 10**e <= worst]
-    ticks = [t for t in ticks if t == worst or t * 1.4 < worst]
-    return sorted({*ticks, worst})
+    """Ranks to mark on a log axis from 1 to `worst`: 1, 2, 5, 10, 20, 50, ... and `worst` itself, or only the powers
+    of ten where 1, 2, 5 do not fit; a tick less than RANK_LABEL_PX from the one below it, or from `worst`, on a
+    RANK_PLOT_PX axis left out, so even in presenter mode's 16 px text a real vocabulary's tens of thousands of ranks
+    keep their labels apart (10000 beside 14221 overlapped)."""
+    decades = np.log10(worst * 1.25 / 0.8)  # the axis's range (rank_lines)
+    closest = 10 ** (RANK_LABEL_PX * decades / RANK_PLOT_PX)  # the ratio of two ranks RANK_LABEL_PX apart
+    steps = (1, 2, 5) if closest <= 2 else (1,)  # 1, 2, 5 are at most 2.5 apart: each kept where that fits
+    ticks = sorted(m * 10**e for e in range(len(str(worst)) + 1) for m in steps if m * 10**e < worst)
+    kept = [1]
+    for t in ticks[1:]:
+        if t >= kept[-1] * closest:
+            kept.append(t)
+    return [*(t for t in kept if t * closest <= worst), worst] if worst > 1 else [1]
 
 
 def rank_lines(

@@ -35,6 +35,13 @@ def position_label(i: int, token: str) -> str:
     return f"{i}: {token}"
 
 
+def row_reads(i: int, read: str, verb: str, written: str) -> str:
+    """ "position 7: reads '7: ␣of', predicts '8: ␣the'": a row named by the position it reads, numbered as the
+    heatmaps' ticks are (position_label), the one numbering every sentence and chart uses; what it writes is the
+    next position's token."""
+    return f"position {i}: reads {position_label(i, read)!r}, {verb} {position_label(i + 1, written)!r}"
+
+
 def position_labels(labels: Sequence[str], start: int = 0) -> list[str]:
     """'3: the' for each label, counting from `start` (a region of a long map keeps the positions of the text)."""
     return [position_label(i, label) for i, label in enumerate(labels, start)]

@@ -107,7 +107,12 @@ def styled(figure: go.Figure, present: bool = False) -> go.Figure:
                 trace.colorbar.tickfont = at_least(trace.colorbar.tickfont.to_plotly_json(), tick_font)
         if present and "textfont" in trace and trace.textfont.size is not None:
             trace.textfont.size = max(trace.textfont.size, PRESENT_TICK_FONT["size"])
-    if present:  # Streamlit's chart theme draws legends at 12 px unless a figure says otherwise
+        elif present and trace.type == "bar" and trace.text is not None:  # a bar's own number, 16 px too
+            trace.textfont.size = PRESENT_TICK_FONT["size"]
+    if present:
+        # Plotly shrinks a bar's number to fit inside it ("0.816" at 9 px): never below 16 px, shown whole
+        figure.update_layout(uniformtext={"minsize": PRESENT_TICK_FONT["size"], "mode": "show"})
+        # Streamlit's chart theme draws legends at 12 px unless a figure says otherwise
         legend = figure.layout.legend
         legend.font = at_least(legend.font.to_plotly_json(), tick_font)
         legend.title.font = at_least(legend.title.font.to_plotly_json(), tick_font)

@@ -17,7 +17,7 @@ from attention_explorer.explorer.run import decoding, walkthrough
 from attention_explorer.explorer.run.heads import head_or_mean, head_title
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace, token_legend
-from attention_explorer.explorer.views.frame import intro, page_footer, page_header, predict
+from attention_explorer.explorer.views.frame import answer_box, intro, page_footer, page_header, predict
 from attention_explorer.explorer.views.offers import needs_decoder
 from attention_explorer.explorer.views.pickers import pick_head, pick_layer
 from attention_explorer.explorer.views.zoom import head_map
@@ -87,7 +87,14 @@ forward.button(
     disabled=st.session_state[state.DECODING_POSITION] >= total,
     key="decoding_next",
 )
-if total > 1:
+if total > 1 and only:  # each step is a position of the text: numbered from 0, as the heatmaps' ticks
+    slider.select_slider(
+        "Position",
+        range(1, total + 1),
+        format_func=[str(i) for i in range(-1, total)].__getitem__,  # stored from 1, shown as the position it reads
+        key=state.DECODING_POSITION,
+    )
+elif total > 1:
     slider.slider("Output position", 1, total, key=state.DECODING_POSITION)
 else:
     slider.caption("One output position: the model ended at once.")
@@ -106,6 +113,7 @@ reads = position_label(index, current.target_tokens[index])
 ask = ask_col.toggle(
     "Ask the class first",  # short: it shares a row with the pickers
     key="decoding_ask",
+    value=True,  # on, as every step asks its question first: a teacher turns it off to step through freely
     help="Hide each word the decoder writes until it is revealed: before every word the class picks among the "
     "model's most probable words, then reveals.",
 )
@@ -121,13 +129,16 @@ if ask:
     )
     revealed = guess is not None
     if revealed:
-        said = f" Your class said {options[guess]!r}." if guess >= 0 else ""
-        st.success(
+        right = guess >= 0 and options[guess] == current.chosen
+        said = f" Your class said {options[guess]!r}: {'right' if right else 'not so'}." if guess >= 0 else ""
+        answer_box(
             markdown_literal(
                 f"The {'model' if only else 'decoder'} writes {current.chosen!r}: probability "
                 f"{float(current.top_probabilities[0]):.4f}, the highest of its {len(current.top_tokens)} most "
                 f"probable words (greedy decoding).{said}"
-            )
+            ),
+            guess,
+            right,
         )
 writes = position_label(index + 1, current.chosen) if revealed else "?"
 if only:
@@ -139,7 +150,7 @@ if only:
         actual = f"   ({ends} here: no next token {inside}, only the model's own prediction)"
     st.subheader(
         markdown_literal(
-            f"Position {index + 1} of {total}: reads {reads!r} (and the tokens before it), predicts {writes!r}"
+            f"Position {index} (0 to {total - 1}): reads {reads!r} (and the tokens before it), predicts {writes!r}"
         )
     )
     shown, so_far = st.columns([1, 2])  # one line

@@ -13,7 +13,7 @@ from attention_explorer.explorer.lesson.model_words import lens_intro, question_
 from attention_explorer.explorer.run import output
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace, sidebar_loaded, token_legend
-from attention_explorer.explorer.views.frame import intro, page_footer, page_header, predict, stop
+from attention_explorer.explorer.views.frame import answer_box, intro, page_footer, page_header, predict, stop
 from attention_explorer.explorer.views.offers import needs_decoder
 from attention_explorer.explorer.views.readouts import lens_chart, rank_chart
 
@@ -45,15 +45,16 @@ guess = predict(question, options, (sidebar, "layer_predictions"), "layer_predic
 if guess is None:
     stop()
 first = next((i for i, r in enumerate(found.target_rank[:, found.index(position)]) if r == 1), len(found.reads))
+said = f" Your class said {options[guess]}: {'right' if guess == first else 'not so'}." if guess >= 0 else ""
 if first < len(found.reads):
-    st.success(markdown_literal(f"It first ranks first in the row {options[first]}."))
+    answer_box(markdown_literal(f"It first ranks first in the row {options[first]}.{said}"), guess, guess == first)
 else:
     last_rank = int(found.target_rank[-1, found.index(position)])
     st.warning(
         markdown_literal(
             f"It never ranks first, not even at the output (rank {last_rank} there): the model gets this position "
-            "wrong."
-        )
+            f"wrong.{said}"
+        ),
     )
 rank_chart(found, position, answer, "layer_predictions_rank", present_height=360)
 lens_chart(found, answer, "layer_predictions")

@@ -11,7 +11,15 @@ from attention_explorer.explorer.figures.tokens import SHOWN, token_boxes
 from attention_explorer.explorer.run import forward, tokens_view
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace
-from attention_explorer.explorer.views.frame import intro, page_footer, page_header, predict, presenting, stop
+from attention_explorer.explorer.views.frame import (
+    answer_box,
+    intro,
+    page_footer,
+    page_header,
+    predict,
+    presenting,
+    stop,
+)
 from attention_explorer.models.families.descriptor import WORDPIECE
 
 SHOWN_CHARACTERS = 1000  # a pasted page of text is cut here (as on the Overview); the boxes show every token read
@@ -63,10 +71,10 @@ else:
         stop()
     else:
         said = ""
+        right = guess >= 0 and options[guess] == counts.tokens
         if guess >= 0:
-            right = options[guess] == counts.tokens
             said = f" Your class said {options[guess]}: {'right' if right else 'not so'}."
-        st.success(markdown_literal(f"The model reads {counts.tokens} tokens.{said} {counts.why}"))
+        answer_box(markdown_literal(f"The model reads {counts.tokens} tokens.{said} {counts.why}"), guess, right)
 
 st.subheader("The tokens and their ids")
 chart(token_boxes(readable, ids, [r.kind for r in rows], focus, raw=tokens), "tokens_boxes")

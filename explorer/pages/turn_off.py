@@ -26,6 +26,7 @@ from attention_explorer.explorer.views.experiments import (
 )
 from attention_explorer.explorer.views.frame import (
     PRESENT_LAYERS,
+    answer_box,
     intro,
     page_footer,
     page_header,
@@ -118,36 +119,43 @@ if not ask_first(what, experiment_runs.layer_effects_seconds(sidebar), "Turn off
 found = experiment_runs.get_layer_effects(sidebar)
 ranked = found.ranked()
 (kind, layer), change = ranked[0]
-said = ""
+said, right = "", False
 if guess >= 0:
     place = [where for where, _ in ranked].index(layers[guess]) + 1
+    right = place == 1
     said = f" Your class picked {options[guess]}: it ranks {place} of {len(layers)}."
 top = tuple(Head(kind, layer, h) for h in range(shapes[kind][1]))
 outcome = experiment_runs.get_outcome(sidebar, top, "zero")
 name = layer_name(kind, layer, kinds)
 if not loaded.family.learned:  # random weights: nothing was learned, so no layer or head has a job to lose
     measure = "log-probability" if outcome.cosine is None else "cosine to the clean embedding"
-    st.success(
+    answer_box(
         markdown_literal(
             f"Turning off {name} moves the {measure} most (by {change:+.3f}). These weights are random: no layer "
             "has learned a job, so this measures only how much each layer's random mixing changes the output." + said
-        )
+        ),
+        guess,
+        right,
     )
 elif outcome.cosine is None:
     before, after = right_means(outcome)
-    st.success(
+    answer_box(
         markdown_literal(
             f"The model needs {name} most: with its {len(top)} heads off, the right answer's log-probability falls "
             f"by {-change:.3f} (summed over its rows), and its mean probability from {before:.1%} to {after:.1%}."
             + said
-        )
+        ),
+        guess,
+        right,
     )
 else:
-    st.success(
+    answer_box(
         markdown_literal(
             f"The model needs {name} most: with its {len(top)} heads off, the sentence embedding's cosine to the "
             f"clean one falls to {outcome.cosine:.4f}." + said
-        )
+        ),
+        guess,
+        right,
     )
 column = "change in log p (summed)" if found.measure == "log_probability" else "change in cosine"
 drawn = ranked[: PRESENT_BARS if presenting() else MOST_BARS]

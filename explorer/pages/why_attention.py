@@ -11,7 +11,7 @@ from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.run import complexity
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace
-from attention_explorer.explorer.views.frame import intro, page_footer, page_header, predict, stop
+from attention_explorer.explorer.views.frame import answer_box, intro, page_footer, page_header, predict, stop
 
 page_header()
 loaded = cached.model(st.session_state[state.MODEL])
@@ -46,11 +46,13 @@ else:
     ratio = max(ops_self, ops_recurrent) / min(ops_self, ops_recurrent)
     winner = "self-attention" if answer == 0 else "the recurrent layer"
     verdict = f"{winner} does {ratio:.3g} times fewer (n/d = {n}/{d})"
-st.success(
+answer_box(
     markdown_literal(
         f"Self-attention: n²·d = {n}²·{d} = {ops_self:,} operations. Recurrent: n·d² = {n}·{d}² = "
         f"{ops_recurrent:,}. So {verdict}.{said}"
-    )
+    ),
+    guess,
+    guess == answer,
 )
 
 st.subheader("Table 1 for this sentence")

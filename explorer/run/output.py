@@ -409,17 +409,22 @@ def score(
     targets: list[int],
     epsilon: float | None = None,
     ablation: Ablation | None = None,
+    end: int | None = None,
 ) -> Scored:
     """Teacher forcing on `targets` (ending with EOS), exactly as models.train feeds a batch of one; a decoder-only
-    model reads its text (`targets`: the same ids) and each position is scored on the next token. `epsilon`: the
-    label smoothing, by default the one the model trains with (epsilon_for); `ablation`: heads turned off."""
+    model reads its text (`targets`: the same ids) and each position is scored on the next token, and with `end` its
+    last position too, on that token (what comes after the text: the model's own answer). `epsilon`: the label
+    smoothing, by default the one the model trains with (epsilon_for); `ablation`: heads turned off."""
     model = _decoder(loaded)
     epsilon = epsilon_for(loaded) if epsilon is None else epsilon
     if model.encoder is None:
         if len(targets) < 2:
             raise ValueError("a text of one token has no next token to score")
         out = model(torch.tensor([targets], device=loaded.device), ablation=ablation, keep=drop_attention)
-        decoder_input, targets = list(targets[:-1]), list(targets[1:])
+        if end is None:
+            decoder_input, targets = list(targets[:-1]), list(targets[1:])
+        else:  # the same forward: its last row, which reads the whole text, scored on `end`
+            decoder_input, targets = list(targets), [*targets[1:], end]
     else:
         targets = targets[: model.config.max_len]
         decoder_input = [loaded.bos_id, *targets[:-1]]

@@ -245,6 +245,19 @@ def right_means(outcome: ablate.Outcome) -> tuple[float, float]:
     )
 
 
+def text_end_line(run, outcome: ablate.Outcome) -> str:
+    """The model's own answer after a decoder-only text (its last row), with every head on and with the heads off."""
+    assert outcome.before is not None and outcome.after is not None and outcome.predicted is not None
+    answer = run.readable(outcome.before.targets[-1:])[0]
+    before, after = outcome.before.right_probabilities()[-1], outcome.after.right_probabilities()[-1]
+    now = run.readable(outcome.predicted[-1:])[0]
+    top = "still its top token" if now == answer else f"its top token now: {now}"
+    return (
+        f"After the text the model answers {answer}: probability {before:.1%} with every head on, {after:.1%} with "
+        f"these heads off ({top}). The last row of the charts below is that answer."
+    )
+
+
 def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
     """Before and after: the output, the right answer's probability and loss per row, and the maps that moved."""
     st.subheader(f"With {named_heads(outcome.heads, ablate.model_shapes(loaded))} off")
@@ -269,14 +282,20 @@ def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
             assert run.output_tokens is not None
             st.markdown("**Every head on:** " + markdown_literal(" ".join(run.readable(run.output_tokens))))
             st.markdown("**Heads off:** " + markdown_literal(" ".join(run.readable(outcome.written))))
+        if outcome.answer.text_end:  # a decoder-only text: what the model answers after it, before and after
+            st.markdown(markdown_literal(text_end_line(run, outcome)))
         labels = run.readable(outcome.before.decoder_input)
+        last = ""
+        if outcome.answer.text_end:  # the last row names the answer it scores: '10: ␣to → ␣Anna'
+            labels = (*labels[:-1], f"{labels[-1]} \u2192 {run.readable(outcome.before.targets[-1:])[0]}")
+            last = " (the last: the model's own answer)"
         chart(
             figures.before_after(
                 labels,
                 outcome.before.right_probabilities(),
                 outcome.after.right_probabilities(),
                 f"p({token} token)",
-                f"The {token} token's probability at each row",
+                f"The {token} token's probability at each row{last}",
             ),
             f"{key}_probability",
         )
@@ -286,7 +305,7 @@ def show_outcome(loaded, run, outcome: ablate.Outcome, key: str) -> None:
                 outcome.before.nll,
                 outcome.after.nll,
                 f"-log p({token} token), nats",
-                f"-log p({token} token) at each row",
+                f"-log p({token} token) at each row{last}",
                 percent=False,
             ),
             f"{key}_loss",

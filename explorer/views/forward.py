@@ -90,7 +90,9 @@ def embedding(f: Focus, number: int = 1) -> None:
     e = forward.embedding(loaded, trace, stack, position)
     st.subheader(f"{number}. Token, id, embedding" + ("" if e.position is None else " and position"))
     st.markdown(
-        f"Token {markdown_literal(repr(e.token))} at position {position} has id **{e.token_id}**: row {e.token_id} of "
+        # the token as every page shows it ('␣Ben', not the tokenizer's 'ĠBen')
+        f"Token {markdown_literal(repr(f.tokens[position]))} at position {position} has id **{e.token_id}**: row "
+        f"{e.token_id} of "
         f"the {stack}'s embedding table ({config.d_model} values)."
     )
     if e.norm is not None:  # the BERT family

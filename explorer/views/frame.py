@@ -56,6 +56,22 @@ def page_header(title: str | None = None) -> None:
     thread = then_and_now_line()
     if thread:  # the lesson's thread, in view on every step before anything is opened
         box.caption(markdown_literal(thread))
+    if presenting() and page.stem != "tokens":  # the sidebar is folded: the class sees the sentence here (step 1
+        # shows it whole)
+        box.markdown("**The sentence:** " + markdown_literal(in_view(st.session_state[state.TEXT])))
+
+
+SENTENCE_CHARS = 160  # a presenter's line: a longer text keeps its start and its end (where a decoder answers)
+
+
+def in_view(text: str, chars: int = SENTENCE_CHARS) -> str:
+    """The sentence on one line (line breaks and tabs as spaces, as the tokenizer reads them); past `chars`
+    characters its start and its end with an ellipsis between."""
+    words = " ".join(text.split())
+    if len(words) <= chars:
+        return words
+    half = chars // 2
+    return f"{words[:half].rstrip()} \u2026 {words[-half:].lstrip()}"
 
 
 def then_and_now_line() -> str:
@@ -134,3 +150,15 @@ def predict(
 
 def _reveal(key: str, asked: int) -> None:
     st.session_state[key] = asked
+
+
+def answer_box(text: str, guess: int, right: bool, box=st) -> None:
+    """A revealed answer in the box its verdict earns: success (green) only where the class was right, a warning where
+    it was not (a wrong guess is no success), plain info where it revealed without a guess (`guess` -1). `box`: the
+    container to write in (a column)."""
+    if guess < 0:
+        box.info(text)
+    elif right:
+        box.success(text)
+    else:
+        box.warning(text)

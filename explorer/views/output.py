@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from attention_explorer.explorer.app import cached, state
-from attention_explorer.explorer.figures.labels import markdown_literal, position_label
+from attention_explorer.explorer.figures.labels import abbreviated, markdown_literal, position_label, row_reads
 from attention_explorer.explorer.figures.output import distribution_bars, loss_bars
 from attention_explorer.explorer.lesson import model_words
 from attention_explorer.explorer.lesson.model_words import TEXT_END
@@ -19,7 +19,7 @@ from attention_explorer.explorer.run import decoding, output
 from attention_explorer.explorer.run.trace import Trace
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace
-from attention_explorer.explorer.views.frame import predict, stop
+from attention_explorer.explorer.views.frame import answer_box, predict, stop
 from attention_explorer.explorer.views.offers import needs_decoder
 from attention_explorer.models.registry import LoadedModel
 from attention_explorer.models.tokenize import TokenizeError
@@ -121,7 +121,7 @@ def loss(s: Scored, number: int = 1) -> None:
     right_p = scored.right_probabilities()
     st.dataframe(
         {
-            "position": list(range(1, len(scored.targets) + 1)),
+            "position": list(range(len(scored.targets))),  # the position each row reads, as the heatmaps number it
             "reads": [position_label(i, t) for i, t in enumerate(readable(scored.decoder_input))],
             "should write" if s.right == "right" else "greedy wrote": [
                 position_label(i + 1, t) for i, t in enumerate(readable(scored.targets))
@@ -135,16 +135,15 @@ def loss(s: Scored, number: int = 1) -> None:
     )
     if trace.decoder_only:
         text = (
-            f"The {name} of the text itself, as in training: output position i reads the text's tokens 0 .. i - 1 "
-            "(the causal mask hides the rest) and should write its token i. Every position is scored in one forward "
-            "pass."
+            f"The {name} of the text itself, as in training: position i reads the text's tokens 0 .. i (the causal "
+            "mask hides the rest) and should write its token i + 1. Every position is scored in one forward pass."
         )
     else:
         text = (
-            f"Teacher forcing, as in training: output position i reads {scored.decoder_input[0]!r} and the target's "
-            "first i - 1 tokens, whatever the model would have written, and should write the target's token i. "
-            f"Positions are numbered as on the Decoding page: {scored.decoder_input[0]!r} is 0, so output position i "
-            "writes token i."
+            f"Teacher forcing, as in training: position i reads {scored.decoder_input[0]!r} and the target's "
+            "first i tokens, whatever the model would have written, and should write the target's token i + 1. "
+            f"Positions are numbered as on the heatmaps: {scored.decoder_input[0]!r} is 0, so position i "
+            "writes token i + 1."
         )
     st.caption(markdown_literal(text))
 
@@ -162,12 +161,11 @@ def one_position(s: Scored, number: int = 2) -> None:
     steps = list(range(len(scored.targets) + (end is not None)))
     reads, writes = s.trace.readable(scored.decoder_input), s.trace.readable(scored.targets)
     labels = [  # a list's own lookup: a function defined here would keep this page's globals with the session
-        f"position {i + 1}: reads {position_label(i, read)!r}, {wrote} {position_label(i + 1, right)!r}"
-        for i, (read, right) in enumerate(zip(reads, writes, strict=False))
+        row_reads(i, read, wrote, right) for i, (read, right) in enumerate(zip(reads, writes, strict=False))
     ]
     if end is not None:
         last = s.trace.readable(s.trace.source_tokens[end : end + 1])[0]
-        labels.append(f"position {end + 1}: reads {position_label(end, last)!r}, {TEXT_END}")
+        labels.append(f"position {end}: reads {position_label(end, last)!r}, {TEXT_END}")
     index = position_col.selectbox(
         "Output position",
         steps,
@@ -199,7 +197,7 @@ def one_position(s: Scored, number: int = 2) -> None:
             names,
             p[order],
             None if q is None else q[order],
-            f"Position {index + 1}: softmax(logits / {temperature})",
+            f"Position {index}: softmax(logits / {temperature})",  # the row it reads, as the heatmaps number it
             f"model, T = {temperature}",
             scored.epsilon > 0,
         ),
@@ -284,17 +282,18 @@ def sampling(s: Scored, number: int = 3) -> None:
 
 def wrong_answer(s: Scored) -> None:
     """Predict, then reveal: will the loss go up or down when the model is scored against a wrong answer (the
-    target's words in another order)?"""
-    # a word-piece output would not read back as the same words in another order; a decoder-only model's target is
-    # its own text
-    if s.loaded.task is None or not s.loaded.family.has_source:
+    target's words in another order), or, for a decoder-only model, on its text's words in reverse order?"""
+    if not s.loaded.family.has_source:  # a decoder-only model's target is its own text
+        _reversed_text(s)
+        return
+    # a word-piece output would not read back as the same words in another order
+    if s.loaded.task is None:
         return
     words = list(s.scored.targets[:-1])  # the last is the end token
     wrong = words[::-1] if words[::-1] != words else words[1:] + words[:1]
     if wrong == words:  # one word, or every word the same: no other order
         return
     sidebar = state.sidebar(st.session_state)
-    options = ["It goes up", "It goes down", "It stays about the same (within 1%)"]
     name = model_words.loss_name(s.scored.epsilon)
     # a reordering of the model's own greedy output is no more wrong than that output is right
     known = s.right == "right"
@@ -302,7 +301,7 @@ def wrong_answer(s: Scored) -> None:
     guess = predict(
         f"The mean {name} against {s.where} is {s.scored.mean:.4f}. Score the same model against {other_order} in "
         f"another order: {' '.join(wrong)!r}. Will the {name} go up or down?",
-        options,
+        LOSS_OPTIONS,
         (sidebar, s.where, s.scored.mean),
         "loss_predict",
     )
@@ -313,15 +312,54 @@ def wrong_answer(s: Scored) -> None:
     except TokenizeError as e:
         st.info(markdown_literal(str(e)))
         return
-    change = other.mean - s.scored.mean
+    there = f"Against {'the wrong answer' if known else 'the reordered words'}"
+    _loss_answer(s, other.mean, guess, there, f"against {s.where}")
+
+
+LOSS_OPTIONS = ["It goes up", "It goes down", "It stays about the same (within 1%)"]
+
+
+def _reversed_text(s: Scored) -> None:
+    """A decoder-only model's question: its own text's words in reverse order, scored the same way (next-token loss
+    of the text itself): does the loss go up or down?"""
+    words = s.trace.text.split()
+    reversed_text = " ".join(words[::-1])
+    if reversed_text == " ".join(words):  # one word, or a palindrome of words: no other order
+        return
+    sidebar = state.sidebar(st.session_state)
+    name = model_words.loss_name(s.scored.epsilon)
+    guess = predict(
+        f"The mean {name} of this text is {s.scored.mean:.4f}. Score the same model on the text's words in reverse "
+        f"order: {abbreviated(reversed_text, 200)!r}. Will the mean {name} go up or down?",
+        LOSS_OPTIONS,
+        (sidebar, s.scored.mean),
+        "loss_predict",
+    )
+    if guess is None:
+        return
+    try:
+        other, _ = cached.get_scored(sidebar.with_text(reversed_text), "")
+    except TokenizeError as e:
+        st.info(markdown_literal(str(e)))
+        return
+    _loss_answer(s, other.mean, guess, "On the words in reverse order", "on the text")
+
+
+def _loss_answer(s: Scored, other: float, guess: int, there: str, here: str) -> None:
+    """The revealed answer to a loss question: the other mean loss against this one, and the class's verdict."""
+    name = model_words.loss_name(s.scored.epsilon)
+    change = other - s.scored.mean
     answer = 2 if abs(change) <= 0.01 * s.scored.mean else (0 if change > 0 else 1)
     said = (
-        f" Your class said: {options[guess].lower()}: {'right' if guess == answer else 'not so'}." if guess >= 0 else ""
+        f" Your class said: {LOSS_OPTIONS[guess].lower()}: {'right' if guess == answer else 'not so'}."
+        if guess >= 0
+        else ""
     )
-    st.success(
+    answer_box(
         markdown_literal(
-            f"Against {'the wrong answer' if known else 'the reordered words'} the mean {name} is {other.mean:.4f}, "
-            f"against {s.where} {s.scored.mean:.4f}: "
-            f"{options[answer].lower().removeprefix('it ')} ({change:+.4f}).{said}"
-        )
+            f"{there} the mean {name} is {other:.4f}, {here} {s.scored.mean:.4f}: "
+            f"{LOSS_OPTIONS[answer].lower().removeprefix('it ')} ({change:+.4f}).{said}"
+        ),
+        guess,
+        guess == answer,
     )

@@ -24,7 +24,7 @@ from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.navigation import BY_STEM, script
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace, sidebar_loaded
-from attention_explorer.explorer.views.frame import predict, stop
+from attention_explorer.explorer.views.frame import answer_box, predict, stop
 from attention_explorer.explorer.views.offers import offered
 from attention_explorer.models import ablation
 from attention_explorer.models.tokenize import SPACE_MARK
@@ -312,7 +312,7 @@ def _heads(loaded, model_name: str, setup, guess: int | None, key: str) -> tuple
             f"; your class picked {names[guess]}: {'right' if guess == found_depth else 'not so'}" if guess >= 0 else ""
         )
         verdict = f"The head that restores most, {_name(best_kind, best_layer, best_head, several)} ({best:.2f}), sits "
-        st.success(markdown_literal(f"{verdict}in {names[found_depth]}{said}."))
+        answer_box(markdown_literal(f"{verdict}in {names[found_depth]}{said}."), guess, guess == found_depth)
     st.markdown(markdown_literal(f"The heads that restore most: {named}. Click a head to see what it looks at."))
     chart(
         experiment_figures.head_grids(grids, figures.SHARE, "Copy one head's output", number=".2f"),

@@ -23,7 +23,7 @@ from attention_explorer.explorer.lesson.wording import scaling_note
 from attention_explorer.explorer.run import forward, positions, walkthrough
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import Chosen, focus_start
-from attention_explorer.explorer.views.frame import predict, presenting
+from attention_explorer.explorer.views.frame import answer_box, predict, presenting
 from attention_explorer.explorer.views.pickers import (
     SEARCH,
     SEARCH_HELP,
@@ -282,7 +282,7 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
         verdict = "right" if said == best else "not the model's choice"
         answer, equation = st.columns([3, 2], vertical_alignment="center")  # one row: the bars on the first screen
         equation.latex(formula)
-        answer.success(
+        answer_box(
             markdown_literal(
                 f"The model gives {position_label(best, keys[best])!r} the most weight: {s.weights[best]:.4f}."
                 + (
@@ -290,7 +290,10 @@ def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
                     if said is not None
                     else ""
                 )
-            )
+            ),
+            guess,
+            said == best,
+            answer,
         )
     raw = per_key_bars(s.raw_scores, keys, "q . k_j", s.mask, shown=shown)
     raw.update_layout(height=min(raw.layout.height, RAW_PX))  # under the class's answer on the first screen

@@ -228,7 +228,7 @@ def attribution_view(key: str = "attribution") -> None:
     st.metric(f"{named} at position {position}", f"{split.logit:.3f}")
     st.caption(
         markdown_literal(
-            f"Each part below is its share of {split.split}; the parts add up to {split.total:.4f}"
+            f"Each part below is its share of {split.split(readable)}; the parts add up to {split.total:.4f}"
             + ("." if split.against is None else f" (each part's share of {one}'s logit minus its share of {other}'s).")
         )
     )

@@ -90,8 +90,10 @@ def test_an_encoder_decoder_has_its_target_and_cross_attention():
 
 
 def test_tokens_next_tokens_and_patching_are_the_exports(induction_run, exported):
-    assert induction_run.tokens == exported["tokens"]["source"]
-    assert induction_run.next_tokens == exported["next_tokens"]
+    assert induction_run.raw_tokens == exported["tokens"]["source"]
+    assert induction_run.tokens == exported["readable_tokens"]["source"]
+    assert induction_run.raw_next_tokens == exported["next_tokens"]
+    assert induction_run.next_tokens == exported["readable_next_tokens"]
     assert induction_run.next_tokens[-1] == "kilo"
     found = induction_run.patch(CORRUPT, "kilo", "lima")
     assert found == exported["patching"]  # the same numbers, through JSON and back
@@ -310,7 +312,10 @@ def test_save_writes_images(minilm_run, tmp_path, suffix, magic):
 
 def test_a_rotary_model_draws_its_turns_and_says_paris():
     run = ae.run("smollm2", "The capital of France is")
-    assert run.tokens[-1] == "Ġis" and run.next_tokens[-1] == "ĠParis"
+    # as the pages show them; raw_: as the tokenizer writes them
+    assert run.tokens[-1] == "\u2423is" and run.next_tokens[-1] == "\u2423Paris"
+    assert run.raw_tokens[-1] == "Ġis" and run.raw_next_tokens[-1] == "ĠParis"
+    assert run.queries_keys() == (run.tokens, run.tokens)
     curves = run.figure("positional")  # nothing added to the embedding: how far each pair of q and k turns
     assert curves.layout.title.text == "How far each pair has turned: cos(position x theta_i)"
     distance = run.figure("positional", show="distance", layer=2, head=3)

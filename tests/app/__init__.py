@@ -29,3 +29,9 @@ def reveal(at: AppTest, key: str, choice: int = 0) -> AppTest:
     (box,) = [s for s in at.selectbox if s.key.startswith(f"{key}_guess_")]
     box.set_value(choice).run()
     return at.button(key=f"{key}_reveal").click().run()
+
+
+def stepping(at: AppTest) -> AppTest:
+    """Step 12 (decoding) with its "Ask the class first" turned off, as a teacher steps through freely: every word
+    the model writes shown at once (the step asks first by default)."""
+    return at.toggle(key="decoding_ask").set_value(False).run()

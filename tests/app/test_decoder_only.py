@@ -12,7 +12,7 @@ from attention_explorer.explorer.experiments import induction as explorer_induct
 from attention_explorer.explorer.run import output, trace, walkthrough
 from attention_explorer.models import induction, registry, train
 from tests import tolerance
-from tests.app import new_app, reveal
+from tests.app import new_app, reveal, stepping
 from tests.figdata import array, plain, spec
 
 pytestmark = pytest.mark.slow
@@ -111,12 +111,15 @@ def test_final_linear_step_continues_the_text_and_samples(gpt2):
 
 
 def test_decoding_step_walks_the_texts_positions(gpt2):
-    at = opened("decoding")
+    at = stepping(opened("decoding"))
     result = trace.run(gpt2, TEXT, gpt2.max_tokens)
     words = text_of(at)
     n = len(result.source_tokens)
     # it opens on the text's last position, the one that answers it: nothing in the text follows
-    assert f"Position {n} of {n}" in words and f"predicts '{n}: {result.readable(result.output_tokens)[-1]}'" in words
+    assert (
+        f"Position {n - 1} (0 to {n - 1})" in words
+        and f"predicts '{n}: {result.readable(result.output_tokens)[-1]}'" in words
+    )
     assert "the text ends here: no next token in the text, only the model's own prediction" in words
     assert "Cross-attention" not in words
     at.button(key="decoding_back").click().run()

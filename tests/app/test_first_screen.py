@@ -72,11 +72,12 @@ def test_step_5_on_a_causal_model_opens_where_the_mask_hides_something(model, te
     assert f"The mask hides {hidden} key(s)" in text_of(at)
 
 
-def test_step_10_gives_its_verdict_in_a_success_box_as_every_step_does():
+def test_step_10_gives_its_verdict_in_the_box_every_step_gives_it_in():
     at = opened("patch", "induction", INDUCTION)
     at = reveal(at, "patch_predict", 1)
     assert not at.exception
-    (verdict,) = [plain(s.value) for s in at.success]
+    (verdict,) = [plain(s.value) for s in [*at.success, *at.warning]]
     assert verdict.startswith("The head that restores most, ") and "your class picked the last layer: " in verdict
     right = verdict.endswith("right.")
     assert right == (", sits in the last layer;" in verdict)  # right exactly when the head is where the class said
+    assert bool(at.success) == right  # green only for a right answer, a warning for a wrong one

@@ -15,7 +15,7 @@ from attention_explorer.explorer.experiments import ablate, attribution, lens, p
 from attention_explorer.explorer.run import positions, trace
 from attention_explorer.models import registry
 from tests import tolerance
-from tests.app import new_app, reveal
+from tests.app import new_app, reveal, stepping
 from tests.app.test_decoder_only import text_of
 from tests.explorer.test_overview_figure import boxes
 from tests.figdata import array, spec
@@ -242,5 +242,8 @@ def test_tokens_lens_turn_off_patching_and_decoding_show_the_models_own_numbers(
     grid = array(charts(at)["patching_residual"]["data"][0]["z"])
     np.testing.assert_allclose(grid.ravel(), np.asarray(residual).ravel(), atol=1e-6)
     # decoding: the text's last position predicts the model's own top token
-    words = text_of(opened("decoding"))
-    assert f"Position {n} of {n}" in words and f"predicts '{n}: {run.readable(run.output_tokens)[-1]}'" in words
+    words = text_of(stepping(opened("decoding")))
+    assert (
+        f"Position {n - 1} (0 to {n - 1})" in words
+        and f"predicts '{n}: {run.readable(run.output_tokens)[-1]}'" in words
+    )

@@ -92,7 +92,8 @@ def test_scores_step_asks_first_then_reveals_the_models_strongest_key():
     row = expected.attention(kind).weights[layer, head, query]
     keys = expected.tokens_for(kind)[1]
     best = int(row.argmax())
-    said = plain(at.success[0].value)
+    # green where the class was right, else a warning
+    (said,) = [plain(b.value) for b in [*at.success, *at.warning] if "Your class" in b.value]
     assert position_label(best, keys[best]) in said and f"{row[best]:.4f}" in said
     np.testing.assert_allclose(weights, row, rtol=1e-6)  # the drawn weights are the model's
 
@@ -117,7 +118,9 @@ def test_decoding_can_ask_the_class_for_each_word_before_it_is_written():
     from attention_explorer.models import registry
 
     at = opened("decoding", model="translate", text=SENTENCE)
-    assert "decoding_next_token" in [c.key for c in at.get("plotly_chart")]  # off by default: every chart drawn
+    assert "decoding_next_token" not in [c.key for c in at.get("plotly_chart")]  # on by default, as every step asks
+    at.toggle(key="decoding_ask").set_value(False).run()
+    assert "decoding_next_token" in [c.key for c in at.get("plotly_chart")]  # off: every chart drawn
     at.toggle(key="decoding_ask").set_value(True).run()
     assert "decoding_next_token" not in [c.key for c in at.get("plotly_chart")]
     assert plain(at.subheader[0].value).endswith("writes '?'")
@@ -126,8 +129,9 @@ def test_decoding_can_ask_the_class_for_each_word_before_it_is_written():
     at.button(key="decoding_predict_reveal").click().run()
     loaded = registry.load("translate")
     step = decoding.step(trace.run(loaded, SENTENCE, loaded.max_tokens), 0, 1)  # the mean over heads
-    assert f"The decoder writes {step.chosen!r}" in plain(at.success[0].value)
-    assert f"{float(step.top_probabilities[0]):.4f}" in plain(at.success[0].value)
+    said = plain(" ".join(b.value for b in [*at.success, *at.warning]))  # green only where the class was right
+    assert f"The decoder writes {step.chosen!r}" in said
+    assert f"{float(step.top_probabilities[0]):.4f}" in said
     assert "decoding_next_token" in [c.key for c in at.get("plotly_chart")]
     at.button(key="decoding_next").click().run()  # the next word is a new question
     assert plain(at.subheader[0].value).endswith("writes '?'")
@@ -152,7 +156,7 @@ def test_decoding_hides_the_asked_word_in_every_chart_until_it_is_revealed(model
     escaped = [html.escape(t) for t in result.target_tokens]
 
     def shown() -> str:
-        parts = [*at.markdown, *at.caption, *at.info, *at.success, *at.subheader, *at.text]
+        parts = [*at.markdown, *at.caption, *at.info, *at.success, *at.warning, *at.subheader, *at.text]
         return plain(" ".join(str(p.value) for p in parts)) + " ".join(c.proto.spec for c in at.get("plotly_chart"))
 
     def self_attention_keys() -> list[str]:

@@ -140,8 +140,8 @@ def test_final_linear_shows_what_comes_after_the_text(smollm2):
     # it opens on the text's last position, which answers it: no next token in the text, the model's own prediction
     assert at.selectbox(key="output_position").value == n - 1
     assert at.selectbox(key="output_position").options[-1] == (
-        f"position {n}: reads '{n - 1}: {result.readable(result.source_tokens)[-1]}', no next token in the text: the "
-        "model's own top prediction"
+        f"position {n - 1}: reads '{n - 1}: {result.readable(result.source_tokens)[-1]}', no next token in the "
+        "text: the model's own top prediction"
     )
     first = spec(at.get("plotly_chart")[0])
     bars = first["data"][0]

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_explorer.explorer.run import trace
 from attention_explorer.models import registry, tasks, train
-from tests.app import KIND_KEYS, new_app
+from tests.app import KIND_KEYS, new_app, stepping
 from tests.figdata import array, plain, spec
 
 SENTENCE = "the small red cat sees a big dog"  # translate writes le chat rouge petit voit un chien grand <eos>
@@ -83,13 +83,13 @@ def test_output_page_says_what_w_is_and_names_beam_search(paper_random, translat
 
 
 def test_decoding_and_output_number_the_same_position_the_same_way():
-    at = opened("decoding", model="translate", text=SENTENCE)
+    at = stepping(opened("decoding", model="translate", text=SENTENCE))
     at.slider(key="decoding_position").set_value(5).run()
     heading = plain(at.subheader[0].value)
     assert heading.startswith("Output word 5 of 9: reads '4: petit'") and heading.endswith("writes '5: voit'")
     at = opened("output", model="translate", text=SENTENCE)
     position = at.selectbox(key="output_position")
-    assert position.options[4] == "position 5: reads '4: petit', should write '5: voit'"
+    assert position.options[4] == "position 4: reads '4: petit', should write '5: voit'"  # the row read, as ticked
     assert list(charts(at)["output_loss"]["layout"]["xaxis"]["ticktext"])[4] == "5: voit"
 
 
@@ -98,14 +98,14 @@ def test_decoding_and_output_name_the_models_own_start_token(model, start):
     decoding_text = words(opened("decoding", model=model))
     assert f"reads '{start}' (its start token)" in decoding_text and "[BOS]" not in decoding_text
     output_text = words(opened("output", model=model))
-    assert f"output position i reads '{start}'" in output_text and "[BOS]" not in output_text
+    assert f"position i reads '{start}'" in output_text and "[BOS]" not in output_text
 
 
 def test_paper_random_self_attention_counts_only_the_keys_a_step_sees(paper_random):
     expected = trace.run(paper_random, paper_random.example, 128)
     n = len(expected.target_tokens)
     assert n > 16  # longer than a column chart's 16 bars: the masked keys are left out
-    at = opened("decoding", model="paper-random")
+    at = stepping(opened("decoding", model="paper-random"))
     self_chart = charts(at)["decoding_self"]
     assert "of" not in self_chart["layout"]["title"]["text"]  # step 1 sees one key: nothing to count out of
     assert len(array(self_chart["data"][0]["y"])) == 1

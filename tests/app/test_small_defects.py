@@ -10,7 +10,7 @@ from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.experiments import training
 from attention_explorer.models import registry, tasks
-from tests.app import new_app
+from tests.app import new_app, stepping
 from tests.figdata import plain, spec
 
 
@@ -45,7 +45,7 @@ def opened(page: str, **params: str) -> AppTest:
 
 
 def test_an_address_naming_a_model_but_no_sentence_opens_on_that_models_example():
-    at = opened("decoding", model="translate")
+    at = stepping(opened("decoding", model="translate"))
     assert not at.exception and not at.info  # no unknown-word message
     assert at.sidebar.text_area[0].value == tasks.get("translate").example
     assert at.query_params["text"] == tasks.get("translate").example

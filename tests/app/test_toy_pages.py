@@ -10,7 +10,7 @@ from attention_explorer.explorer.app import state
 from attention_explorer.explorer.run import decoding, trace
 from attention_explorer.explorer.run.heads import MEAN
 from attention_explorer.models import registry, tasks
-from tests.app import KIND_KEYS, new_app
+from tests.app import KIND_KEYS, new_app, stepping
 from tests.figdata import array, plain, spec
 
 
@@ -41,7 +41,7 @@ def test_switching_to_a_toy_model_brings_its_example_and_a_fitting_limit():
 def test_decoding_page_steps_through_the_greedy_translation(translate):
     text = "the small red cat sees a big dog"
     at = with_model("translate", text)
-    at.switch_page("explorer/pages/decoding.py").run()
+    stepping(at.switch_page("explorer/pages/decoding.py").run())
     expected = trace.run(translate, text, 32)
     assert at.success[0].value == "The model's output is right: le chat rouge petit voit un chien grand"
     assert at.slider(key="decoding_position").value == 1
@@ -117,7 +117,7 @@ def test_train_page_trains_snapshots_and_publishes_a_model():
     assert at.session_state[state.MODEL] == at.session_state[state.widget(state.MODEL)] == "yours-reverse"
     model_box = at.sidebar.selectbox(key=state.widget(state.MODEL))
     assert model_box.options[-1] == "Your reverse model (trained here, step 30)"
-    at.switch_page("explorer/pages/decoding.py").run()
+    stepping(at.switch_page("explorer/pages/decoding.py").run())
     assert not at.exception
     np.testing.assert_array_equal(array(charts(at)[3]["data"][0]["z"]), expected.cross.weights[-1].mean(0))
 
@@ -133,5 +133,5 @@ def test_train_page_refuses_a_probe_outside_the_vocabulary():
 
 def test_decoding_page_says_when_there_is_no_right_answer():
     at = with_model("translate", "dog the sees")
-    at.switch_page("explorer/pages/decoding.py").run()
+    stepping(at.switch_page("explorer/pages/decoding.py").run())
     assert any("outside the task's grammar" in c.value for c in at.caption) and not at.success

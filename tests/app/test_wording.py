@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from attention_explorer.explorer.app import state
 from attention_explorer.explorer.lesson import model_words, wording
 from attention_explorer.models import registry, train
-from tests.app import new_app
+from tests.app import new_app, stepping
 from tests.figdata import array, plain, spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_decoding_rows_say_what_they_read_and_write():
     at = new_app().run()
     at.sidebar.selectbox(key=state.widget(state.MODEL)).set_value("reverse").run()
     at.sidebar.text_area[0].set_value("one two three").run()
-    at.switch_page("explorer/pages/decoding.py").run()
+    stepping(at.switch_page("explorer/pages/decoding.py").run())
     assert "reads '0: <bos>' (and the tokens before it), writes '1: three'" in plain(at.subheader[0].value)
 
 

@@ -13,7 +13,7 @@ from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.figures.model_view import grid, layer_window, thumbnail_px
 from attention_explorer.explorer.run import blocks, starting, trace
 from tests import tolerance
-from tests.app import new_app
+from tests.app import new_app, stepping
 from tests.figdata import array, spec
 
 
@@ -177,8 +177,8 @@ def test_a_long_moved_map_draws_its_pair_as_block_means_and_zooms_its_difference
 def test_decoding_a_long_text_outlines_the_step_on_the_overview_and_in_the_region(small):
     from attention_explorer.models import registry  # noqa: PLC0415
 
-    at = opened("decoding", "induction", INDUCTION)
-    at.slider(key="decoding_position").set_value(1).run()  # a decoder-only text opens on its end
+    at = stepping(opened("decoding", "induction", INDUCTION))
+    at.select_slider(key="decoding_position").set_value(1).run()  # a decoder-only text opens on its end
     for _ in range(5):
         at.button(key="decoding_next").click().run()
     assert not at.exception

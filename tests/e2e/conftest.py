@@ -47,3 +47,9 @@ def heading(stem: str) -> str:
     """A lesson step's heading as the page writes it: "Step 8 of 16: The stack: every layer and head"."""
     page = navigation.BY_STEM[stem]
     return f"Step {page.step} of {navigation.N_STEPS}: {page.title}"
+
+
+def step_freely(page) -> None:
+    """Step 12 with "Ask the class first" turned off (it asks by default): every word shown as the page opens."""
+    with harness.rerun(page):
+        page.get_by_text("Ask the class first").click()

@@ -9,7 +9,7 @@ import pytest
 from attention_explorer.explorer.navigation import BY_STEM
 from bench import harness
 from bench.harness import TIMEOUT_MS, open_app, rerun, tick_labels, type_sentence, wait_for_tokens
-from tests.e2e.conftest import TOKEN_MAPS, heading, screenshot
+from tests.e2e.conftest import TOKEN_MAPS, heading, screenshot, step_freely
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -65,6 +65,7 @@ def test_decoding_a_toy_translation_step_by_step(server, page):
     type_sentence(page, "the small red cat sees a big dog")
     harness.open_page(page, BY_STEM["decoding"].label)
     page.get_by_role("heading", name=heading("decoding")).wait_for(timeout=TIMEOUT_MS)
+    step_freely(page)  # it asks the class before each word by default
     page.get_by_text("Output word 1 of 9: reads '0: <bos>' (and the tokens before it), writes '1: le'").wait_for(
         timeout=TIMEOUT_MS
     )

@@ -86,14 +86,16 @@ def test_csv_export(capsys, minilm):
         "head",
         "query_index",
         "query_token",
+        "query_readable",
         "key_index",
         "key_token",
+        "key_readable",
         "weight",
     ]
     assert len(rows) == 1 + 6 * 12 * 5 * 5
     weights = trace.run(minilm, "a, b").encoder_self.weights
-    kind, layer, head, qi, qt, ki, kt, w = rows[1 + 3 * 12 * 25 + 4 * 25 + 2 * 5 + 1]
-    assert (kind, layer, head, qi, qt, ki, kt) == ("encoder_self", "3", "4", "2", ",", "1", "a")
+    kind, layer, head, qi, qt, qr, ki, kt, kr, w = rows[1 + 3 * 12 * 25 + 4 * 25 + 2 * 5 + 1]
+    assert (kind, layer, head, qi, qt, qr, ki, kt, kr) == ("encoder_self", "3", "4", "2", ",", ",", "1", "a", "a")
     assert np.float32(float(w)) == weights[3, 4, 2, 1]
 
 
@@ -332,6 +334,7 @@ def test_smollm2_export_completes_the_capital_of_france(capsys, smollm2):
     assert doc["tokens"] == {"source": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]}  # as the tokenizer spells them
     assert doc["readable_tokens"] == {"source": ["The", "␣capital", "␣of", "␣France", "␣is"]}  # as the pages show them
     assert doc["next_tokens"][-1] == "ĠParis" and doc["logit_lens"][-1] == doc["next_tokens"]
+    assert doc["readable_next_tokens"][-1] == "␣Paris"  # beside the raw one, as the pages show it
     expected = trace.run(smollm2, text).decoder_self.weights
     drawn = np.array(doc["attention"]["decoder_self"])
     assert drawn.shape == (30, 9, 5, 5)

@@ -411,7 +411,7 @@ def test_each_layers_effect_equals_that_layer_turned_off_alone():
     assert found.layers == (("decoder_self", 0), ("decoder_self", 1)) and found.measure == "log_probability"
     for (kind, layer), change in zip(found.layers, found.change, strict=True):
         outcome = ablate.outcome(loaded, run, [Head(kind, layer, h) for h in range(shapes[kind][1])], "zero")
-        counted = np.array(answer.counted)
+        counted = np.array(outcome.answer.counted)  # its rows: the text end too, not counted
         alone = np.log(outcome.after.right_probabilities()[counted]).sum()
         clean = np.log(outcome.before.right_probabilities()[counted]).sum()
         # batched rows against forwards of one, the clean run's and the ablated run's each (log_p_bound)

@@ -36,7 +36,7 @@ def folders(monkeypatch, gpt2_folder, llama_folder):
 
 
 def expected_files(kinds, layers, what=("weights",), extra=()) -> set[str]:
-    names = {"model", "tokens/source", *extra}
+    names = {"model", "tokens/source", "readable_tokens/source", *extra}
     for kind in kinds:
         names |= {f"{kind}/layers", f"{kind}/heads"}
         names |= {f"{kind}/layer{n}/{name}" for n in layers for name in what}
@@ -63,11 +63,17 @@ def test_npz_holds_the_traces_numbers(capsys, tmp_path, folders, key, text, laye
     layer_numbers = [1, 2] if layers is None else sorted({int(n) for n in layers.split(",")})
     head_numbers = [1, 2, 3, 4] if heads is None else {"1,3-4": [1, 3, 4], "4,2-2": [2, 4]}[heads]
     with np.load(out) as npz:  # plain numpy.load: no pickles
-        extra = ["tokens/target"] if expected.target_tokens is not None and not expected.decoder_only else []
+        with_target = expected.target_tokens is not None and not expected.decoder_only
+        extra = ["tokens/target", "readable_tokens/target"] if with_target else []
         assert set(npz.files) == expected_files(expected.kinds, layer_numbers, extra=extra)
         assert npz["model"] == key and npz["tokens/source"].tolist() == list(expected.source_tokens)
+        # beside the raw tokens ('Ġcat' in the GPT-2 folder), the readable ones the pages show ('␣cat')
+        assert npz["readable_tokens/source"].tolist() == list(expected.readable(expected.source_tokens))
+        if key == "folder:tiny-gpt2":  # byte-level BPE: the two spellings differ
+            assert npz["readable_tokens/source"].tolist() != npz["tokens/source"].tolist()
         if extra:
             assert npz["tokens/target"].tolist() == list(expected.target_tokens)
+            assert npz["readable_tokens/target"].tolist() == list(expected.readable(expected.target_tokens))
         for kind in expected.kinds:
             assert npz[f"{kind}/layers"].tolist() == layer_numbers and npz[f"{kind}/heads"].tolist() == head_numbers
             for n in layer_numbers:
