@@ -177,6 +177,8 @@ def connected(scheduler: str | None = None, workers: int | None = None) -> Itera
                 processes=True,
                 host="127.0.0.1",
                 dashboard_address=None,
+                # no dashboard; the scheduler's own HTTP routes (health) on a free loopback port, not 8787
+                scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                 silence_logs=logging.ERROR,
             ) as cluster,
             Client(cluster, set_as_default=False) as client,

@@ -80,7 +80,7 @@ def _jsonl(path: Path, field: str) -> Iterator[tuple[int, str]]:
                 if text is None:
                     continue
                 if not isinstance(text, str):
-                    raise CorpusError(f"{path.name} line {n}: {field!r} is a {type(text).__name__}, not a text")
+                    raise CorpusError(f"{path.name} line {n}: {field!r} is {type(text).__name__}, not a text")
                 if text.strip():
                     yield n, text
     except UnicodeDecodeError as e:

@@ -145,6 +145,51 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(client, 
     assert_same_statistics(found, in_process(minilm, prepared, 2), n_batches)
 
 
+def test_the_api_takes_a_client(client, minilm):
+    import attention_explorer as ae
+
+    lines = texts(10, seed=5)
+    found = ae.corpus("minilm", lines, max_tokens=32, batch_size=4, client=client)
+    prepared = corpus_input.prepare(minilm, corpus_input.from_texts(lines), 32)
+    assert_same_statistics(found, in_process(minilm, prepared, 4), len(corpus.batches(prepared, 4, 12)))
+
+
+@pytest.mark.slow
+def test_attention_explorer_corpus_with_workers_starts_and_stops_its_own_local_cluster(minilm, tmp_path, capsys):
+    from attention_explorer import cli
+
+    lines = texts(12, seed=6)
+    (tmp_path / "texts.txt").write_text("\n".join(lines), encoding="utf-8")
+    argv = ["corpus", "--model", "minilm", "--file", str(tmp_path / "texts.txt"), "--max-tokens", "32"]
+    argv += ["--batch-size", "4", "--format", "json", "--workers", "2"]
+    before = children()
+    assert cli.main(argv) == 0
+    assert children() <= before  # its worker processes (and their nannies) are gone once it returns
+    document = json.loads(capsys.readouterr().out)
+    prepared = corpus_input.prepare(minilm, corpus_input.from_texts(lines), 32)
+    expected = {(r["layer"], r["head"]): r["entropy"] for r in in_process(minilm, prepared, 4).rows()}
+    bound = tolerance.pooled_means_bound(len(corpus.batches(prepared, 4, 12)), np.array(list(expected.values())))
+    found = [r["entropy"] for r in document["rows"]]
+    tolerance.assert_within(found, [expected[(r["layer"], r["head"])] for r in document["rows"]], bound, "entropy")
+    assert main_error(["corpus", "--model", "minilm", "--sample", "--workers", "0"], capsys) == (
+        2,
+        "error: --workers must be at least 1, not 0",
+    )
+
+
+def children() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()}
+
+
+def main_error(argv, capsys):
+    from attention_explorer.explorer.__main__ import main
+
+    code = main(argv)
+    return code, capsys.readouterr().err.strip()
+
+
 @pytest.mark.slow
 def test_smollm2_on_the_cluster_equals_the_in_process_run(client, smollm2):
     prepared = corpus_input.prepare(smollm2, corpus_input.from_texts(texts(6, seed=3)), 24)
@@ -161,16 +206,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+NO_DASHBOARD = ("--no-dashboard", "--dashboard-address", "127.0.0.1:0")  # its HTTP routes on loopback, any free port
+
+
 def dask_command(*argv: str) -> list[str]:
     """The `dask` command of this environment (its console script beside the interpreter, else `python -m dask`)."""
     script = Path(sys.executable).with_name("dask")
     return [str(script), *argv] if script.exists() else [sys.executable, "-m", "dask", *argv]
 
 
-def stop(process: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL if it has not gone within 30 s."""
-    if process.poll() is None:
-        process.terminate()
+def stop(processes: list[subprocess.Popen]) -> None:
+    """SIGTERM to every one at once, then SIGKILL to any not gone within 30 s."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
         try:
             process.wait(30)
         except subprocess.TimeoutExpired:
@@ -190,7 +240,7 @@ def command_line_cluster(tmp_path):
         port = address.rsplit(":", 1)[1]
         started.append(
             subprocess.Popen(
-                dask_command("scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"),
+                dask_command("scheduler", "--host", "127.0.0.1", "--port", port, *NO_DASHBOARD),
                 cwd=tmp_path,
                 env=env,
                 stdout=logs[0],
@@ -198,7 +248,7 @@ def command_line_cluster(tmp_path):
             )
         )
         for log in logs[1:]:
-            worker = ("worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard")
+            worker = ("worker", address, "--host", "127.0.0.1", "--nthreads", "1", *NO_DASHBOARD)
             started.append(
                 subprocess.Popen(dask_command(*worker), cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
             )
@@ -206,12 +256,12 @@ def command_line_cluster(tmp_path):
             probe.wait_for_workers(2, timeout=START_SECONDS)
         yield address
     finally:
-        for process in reversed(started):
-            stop(process)
+        stop(started)
         for log in logs:
             log.close()
 
 
+@pytest.mark.slow
 def test_the_cli_runs_on_a_scheduler_and_workers_started_from_the_command_line(command_line_cluster, minilm, tmp_path):
     lines = texts(20, seed=4)
     corpus_file = tmp_path / "texts.jsonl"
