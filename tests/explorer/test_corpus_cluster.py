@@ -138,6 +138,8 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(client, 
     found = corpus_cluster.run(minilm, prepared, client, "minilm", 2, progress=progress)
     assert not alive(victim)
     assert victim_address not in client.scheduler_info()["workers"]  # the scheduler let the dead worker go
+    client.wait_for_workers(2, timeout=START_SECONDS)  # and its nanny started a fresh worker process in its place
+    assert victim not in client.run(os.getpid).values()
     # some batch was on the dead worker when it died and was sent back to be run again ("processing" -> "released")
     lost = [e for e in list(scheduler.transition_log)[logged:] if str(e[0]).startswith("corpus-batch-")]
     assert any(e[1] == "processing" and e[2] == "released" for e in lost), "no batch was lost with the worker"
