@@ -93,7 +93,9 @@ def run(
     from attention_explorer.explorer.run import corpus
     from attention_explorer.explorer.run.corpus import HeadSums
 
-    parts = corpus.batches(prepared, batch_size, corpus.reading_stack(loaded).layers[0].self_attn.n_heads)
+    layers = corpus.reading_stack(loaded).layers
+    shape = (len(layers), layers[0].self_attn.n_heads)  # (L, H): the workers' model must be this one
+    parts = corpus.batches(prepared, batch_size, shape[1])
     run_id = uuid.uuid4().hex[:12]  # keys of this run alone: two runs on one scheduler never share a result
     keys = [f"corpus-batch-{run_id}-{i}" for i in range(len(parts))]
     batch_of = {key: i for i, key in enumerate(keys)}
@@ -108,6 +110,8 @@ def run(
             future.release()  # the worker may forget it now
             if i in texts:  # already counted (Dask ran it again): once only
                 continue
+            if part.sums.shape[1:] != shape:
+                raise ClusterError(f"the workers' model {model!r} has another shape than {loaded.key} here")
             sums = part.sums.copy() if sums is None else sums + part.sums  # float64, in the order they finish
             counts = part.counts.copy() if counts is None else counts + part.counts
             texts[i] = (part.index, part.per_text, part.strongest)
@@ -118,9 +122,6 @@ def run(
         client.cancel([f for f in futures if not f.done()])  # a failed or interrupted run leaves nothing queued
     ordered = [texts[i] for i in range(len(parts))]
     pooled = HeadSums(sums, counts, *(np.concatenate([t[j] for t in ordered]) for j in range(3)))
-    layers = corpus.reading_stack(loaded).layers
-    if pooled.sums.shape[1:] != (len(layers), layers[0].self_attn.n_heads):
-        raise ClusterError(f"the workers' model {model!r} has another shape than {loaded.key} here")
     return corpus.finish(loaded, prepared, pooled)
 
 
