@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from attention_explorer import api
 
 if TYPE_CHECKING:
+    from distributed import Client
+
     from attention_explorer.explorer.run.corpus_input import Prepared
     from attention_explorer.explorer.run.corpus_points import QueryKeyPoints
     from attention_explorer.explorer.run.corpus_stats import CorpusStats
@@ -20,17 +22,23 @@ if TYPE_CHECKING:
 __all__ = ["corpus", "corpus_points"]
 
 
-def _corpus_of(loaded: LoadedModel, texts: Sequence[str] | os.PathLike | str, max_tokens: int) -> Prepared:
-    """The texts prepared for the model: a list of texts, a .txt / .csv file's path (a Path), or "sample"."""
+def _corpus_of(
+    loaded: LoadedModel, texts: Sequence[str] | os.PathLike | str, max_tokens: int, field: str = "text"
+) -> Prepared:
+    """The texts prepared for the model: a list of texts, a .txt / .csv / .jsonl / .parquet file's path or a glob of
+    many (a Path), or "sample"."""
     from attention_explorer.explorer.experiments import sample
-    from attention_explorer.explorer.run import corpus_input
+    from attention_explorer.explorer.run import corpus_files, corpus_input
 
     if isinstance(texts, os.PathLike):
-        found = corpus_input.from_file(texts)
+        found = corpus_files.read(texts, field)
     elif isinstance(texts, str) and texts == "sample":
         found = sample.corpus(loaded)
     elif isinstance(texts, str):
-        raise ValueError('give a list of texts, a pathlib.Path of a .txt or .csv file, or "sample"; not one string')
+        raise ValueError(
+            'give a list of texts, a pathlib.Path of a .txt, .csv, .jsonl or .parquet file (or a glob), or "sample"; '
+            "not one string"
+        )
     else:
         found = corpus_input.from_texts(list(texts))
     prepared = corpus_input.prepare(loaded, found, min(max_tokens, loaded.max_tokens))
@@ -46,17 +54,28 @@ def corpus(
     batch_size: int = 32,
     progress: Callable[[int, int], None] | None = None,
     device: str = "cpu",
+    client: Client | None = None,
+    field: str = "text",
 ) -> CorpusStats:
     """Every head's statistics over many texts (explorer.run.corpus): `texts` a list of texts, the Path of a .txt
-    (one text a line) or .csv (a 'text' column) file, or "sample" (the app's sample texts for this model); each cut
-    at `max_tokens` (a warning counts the cut ones). Returns a CorpusStats: `.rows()` one dict a (layer, head) with
-    the columns of `python -m explorer corpus`; `.statistic(name)` (L, H) pooled over every query position;
-    `.text_values(name)` (N, L, H) each text's own; `.tokens` (N,) each text's tokens. `device` as ae.run takes it:
-    the forward and every layer's reductions run there, only the (L, H) sums come back. ValueError for bad input."""
+    (one text a line), .csv (a 'text' column), .jsonl (a 'text' field) or .parquet (a 'text' column) file or a glob
+    of many (`field` names another column or field), or "sample" (the app's sample texts for this model); each cut
+    at `max_tokens` (a warning counts the cut ones). `device` as ae.run takes it: the forward and every layer's
+    reductions run there, only the (L, H) sums come back. `client`: a dask.distributed Client whose workers run the
+    batches (explorer.run.corpus_cluster, on the workers' CPUs; a model path must exist on the workers too). Returns
+    a CorpusStats: `.rows()` one dict a (layer, head) with the columns of `python -m explorer corpus`;
+    `.statistic(name)` (L, H) pooled over every query position; `.text_values(name)` (N, L, H) each text's own;
+    `.tokens` (N,) each text's tokens. ValueError for bad input; corpus_cluster.ClusterError when a batch fails on
+    the cluster."""
     from attention_explorer.explorer.run import corpus as run_corpus
+    from attention_explorer.explorer.run import corpus_cluster
 
     loaded = api.loaded_model(model, device)
-    return run_corpus.run(loaded, _corpus_of(loaded, texts, max_tokens), batch_size, progress)
+    prepared = _corpus_of(loaded, texts, max_tokens, field)
+    if client is None:
+        return run_corpus.run(loaded, prepared, batch_size, progress)
+    # the workers load the model by the same key, or the same resolved path
+    return corpus_cluster.run(loaded, prepared, client, api._resolve(model), batch_size, progress)
 
 
 def corpus_points(

@@ -1,6 +1,6 @@
 """`python -m bench forward|startup|figures|browser|load|memory|cost|patching|package|corpus|faults|gpu [--json]`:
-benchmarks, never run as tests. A model key folder:gpt2-small (bench.folders) is built on first use and offered to the
-app."""
+benchmarks, never run as tests (`corpus --cluster`: a Dask LocalCluster against the in-process run). A model key
+folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
 
 from __future__ import annotations
 
@@ -97,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     corpus.add_argument("--repeats", type=int, default=3, help="timed pairs per model")
     corpus.add_argument("--batch-size", type=int, default=32)
+    corpus.add_argument(
+        "--cluster",
+        action="store_true",
+        help="instead: a Dask LocalCluster against the in-process run on the same cores (minilm:1000 by default)",
+    )
+    corpus.add_argument("--workers", type=int, default=None, help="with --cluster: worker processes (default: cores)")
     faults = commands.add_parser("faults", help="the fault suite: each fault beside other visitors, the gate's books")
     faults.add_argument("--json", action="store_true")
     faults.add_argument("--gguf", type=Path, default=None, help="the GGUF file whose cache fills the disk (SmolLM2's)")
@@ -129,7 +135,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_gpu.main(args)
 
-    if args.command == "corpus":
+    if args.command == "corpus" and args.cluster:
+        from bench import corpus_cluster as bench_cluster
+
+        key, n = (args.runs[0].split(":")[0], int(args.runs[0].split(":")[1])) if args.runs else ("minilm", 1000)
+        row = bench_cluster.measure(key, n, args.workers, args.repeats, args.batch_size)
+        print(json.dumps(row) if args.json else bench_cluster.table(row))
+    elif args.command == "corpus":
         from bench import corpus as bench_corpus
 
         runs = [(r.split(":")[0], int(r.split(":")[1])) for r in args.runs] if args.runs else bench_corpus.RUNS

@@ -4,9 +4,10 @@
 attention of every layer and head (or the chosen ones), from the clean model or with some heads turned off (their
 output replaced before W_O, models.ablation).
 
-`python -m explorer corpus --model M (--file F | --sample) [--max-tokens N] [--format csv|json] [--out FILE]
-[--device D]`: every
-head's statistics over many texts (explorer.run.corpus), one row a layer and head."""
+`python -m explorer corpus --model M (--file F | --sample) [--field NAME] [--max-tokens N] [--format csv|json]
+[--out FILE] [--scheduler tcp://HOST:8786 | --workers N] [--device D]`: every head's statistics over many texts
+(explorer.run.corpus), one row a layer and head; in this process (on --device), or on a Dask cluster's CPUs
+(explorer.run.corpus_cluster)."""
 
 from __future__ import annotations
 
@@ -81,8 +82,21 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     corpus = commands.add_parser("corpus", help="every head's statistics over many texts, as CSV or JSON")
     corpus.add_argument("--model", required=True, help="model key (see export --list-models), or a folder or .gguf")
     texts = corpus.add_mutually_exclusive_group(required=True)
-    texts.add_argument("--file", metavar="F", help="a .txt file (one text a line) or a .csv file (a 'text' column)")
+    texts.add_argument(
+        "--file",
+        metavar="F",
+        help="a .txt (one text a line), .csv (a 'text' column), .jsonl (a 'text' field) or .parquet (a 'text' "
+        "column) file, or a quoted glob of many ('corpus/*.parquet')",
+    )
     texts.add_argument("--sample", action="store_true", help="the app's own sample texts for this model")
+    corpus.add_argument("--field", help="with --file: the column or field that holds the texts (default 'text')")
+    where = corpus.add_mutually_exclusive_group()
+    where.add_argument(
+        "--scheduler", metavar="tcp://HOST:8786", help="run the batches on this Dask scheduler's workers"
+    )
+    where.add_argument(
+        "--workers", type=int, metavar="N", help="run the batches on N Dask worker processes on this machine"
+    )
     corpus.add_argument("--max-tokens", type=int, help="cut each text at this many tokens (default: model maximum)")
     corpus.add_argument("--batch-size", type=int, default=32, help="texts run together (default 32)")
     corpus.add_argument("--format", choices=("csv", "json"), default="csv")
@@ -190,19 +204,28 @@ def corpus(args: argparse.Namespace) -> None:
     """Per-head statistics over a corpus (explorer.run.corpus): one row a layer and head, counted from 0."""
     from attention_explorer.explorer.experiments import sample
     from attention_explorer.explorer.run import corpus as run_corpus
-    from attention_explorer.explorer.run import corpus_input, corpus_stats
+    from attention_explorer.explorer.run import corpus_cluster, corpus_files, corpus_input, corpus_stats
     from attention_explorer.models import registry
 
     if args.model not in registry.MODELS and not Path(args.model).expanduser().exists():
         raise CliError(f"unknown model {args.model!r}; choose from {', '.join(registry.MODELS)}, or give a path")
     if args.batch_size < 1:
         raise CliError(f"--batch-size must be at least 1, not {args.batch_size}")
+    if args.field is not None and not args.file:
+        raise CliError("--field names a column or field of --file's texts; give --file too")
     out = _out_path(args.out, args.format)
     where = _device(args)
-    found = corpus_input.from_file(args.file) if args.file else None  # a bad file is refused before the model loads
-    loaded = _load(args.model, where)
-    found = found or sample.corpus(loaded)
-    stats = run_corpus.run(loaded, corpus_input.prepare(loaded, found, args.max_tokens), args.batch_size)
+    # a bad file is refused before the model loads, an unreachable scheduler before too
+    found = corpus_files.read(args.file, args.field or corpus_input.TEXT_COLUMN) if args.file else None
+    with _cluster(args) as client:
+        loaded = _load(args.model, where)
+        prepared = corpus_input.prepare(loaded, found or sample.corpus(loaded), args.max_tokens)
+        with _bar(len(prepared.encodings)) as progress:
+            if client is None:
+                stats = run_corpus.run(loaded, prepared, args.batch_size, progress)
+            else:
+                model = args.model if args.model in registry.MODELS else str(Path(args.model).expanduser().resolve())
+                stats = corpus_cluster.run(loaded, prepared, client, model, args.batch_size, progress)
     for note in stats.notes:
         print(f"warning: {note}", file=sys.stderr)
     with _opened(out) as stream:
@@ -211,6 +234,29 @@ def corpus(args: argparse.Namespace) -> None:
             stream.write("\n")
         else:
             stream.write(corpus_stats.to_csv(stats))
+
+
+def _cluster(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """--scheduler's or --workers' Dask client (explorer.run.corpus_cluster), or None: the run stays in this process."""
+    from attention_explorer.explorer.run import corpus_cluster
+
+    if args.workers is not None and args.workers < 1:
+        raise CliError(f"--workers must be at least 1, not {args.workers}")
+    if args.scheduler is None and args.workers is None:
+        return contextlib.nullcontext(None)
+    return corpus_cluster.connected(args.scheduler, args.workers)
+
+
+@contextlib.contextmanager
+def _bar(total: int) -> Iterator:
+    """A progress bar on a terminal's stderr, fed progress(texts done, texts); nothing when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit="text", file=sys.stderr, leave=False) as bar:
+        yield lambda done, _: bar.update(done - bar.n)
 
 
 def _out_path(out: str | None, file_format: str) -> Path | None:
@@ -237,24 +283,37 @@ def _opened(out: Path | None) -> Iterator[TextIO]:
         yield stream
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m explorer") -> int:
+def _expected() -> tuple[type[Exception], ...]:
+    """The errors that are the input's, said in one line with exit status 2."""
+    from attention_explorer.explorer.run.corpus_cluster import ClusterError
     from attention_explorer.models.pretrained import ModelFolderError
     from attention_explorer.models.registry import ModelLoadError
     from attention_explorer.models.tokenize import TokenizeError
+
+    return (CliError, TokenizeError, ModelFolderError, ModelLoadError, ClusterError, ValueError)
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m explorer") -> int:
+    from attention_explorer.explorer.run import corpus_cluster
 
     try:
         args = build_parser(prog).parse_args(argv)
         if args.command not in ("export", "corpus"):
             raise CliError("choose a command: export or corpus")
+        if args.command == "corpus" and args.scheduler:  # before torch is imported: said at once when unreachable
+            corpus_cluster.probe(args.scheduler)
         (export if args.command == "export" else corpus)(args)
         return 0
-    except (CliError, TokenizeError, ModelFolderError, ModelLoadError, ValueError) as e:
+    except (CliError, corpus_cluster.ClusterError) as e:  # caught before _expected() imports torch
         print(f"error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `| head` closed the pipe: not an error of ours
         return 0
-    except Exception as e:  # anything else still gets one line, never a traceback
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+    except Exception as e:
+        if isinstance(e, _expected()):
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)  # anything else still one line, never a traceback
         return 1
 
 

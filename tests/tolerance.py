@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 EPS32 = float(np.finfo(np.float32).eps)  # 2**-23: one float32 rounding moves a value by at most EPS32 / 2 of it
+EPS64 = float(np.finfo(np.float64).eps)
 LAMBDA = 8.0  # `probable`'s confidence: how many standard deviations of independent roundings
 
 
@@ -36,6 +37,20 @@ def reordered(n_terms: int, total) -> np.ndarray:
     """How far two float32 sums of the same n_terms terms, added in different orders, can land apart: n * eps * total,
     total = sum of the terms' magnitudes (Higham 2002, eq. 3.4, for each order)."""
     return n_terms * EPS32 * _numpy(total)
+
+
+def reordered64(n_terms: int, total) -> np.ndarray:
+    """`reordered` for float64 sums: n * eps64 * total. The pooled corpus statistics add each batch's float64 sums in
+    whatever order a cluster's tasks finish; the batches' own sums are the same numbers either way."""
+    return n_terms * EPS64 * _numpy(total)
+
+
+def pooled_means_bound(n_parts: int, means) -> np.ndarray:
+    """How far means = (sum of n_parts float64 partial sums) / count may move when the parts are added in another
+    order: reordered64 of the parts' magnitudes over the count (the terms are non-negative, so sum|s_b| / count is
+    the mean itself), plus the division's own rounding on each side (eps64 / 2 of the mean, twice)."""
+    means = np.abs(_numpy(means))
+    return reordered64(n_parts, means) + EPS64 * means
 
 
 def probable(n_terms: int, total) -> np.ndarray:

@@ -5,14 +5,9 @@ The computation is a map and a reduce, so a corpus too large for one machine can
 unchanged: `batches(prepared)` cuts the tokenized corpus into `Batch`es of plain tuples; `batch_sums(loaded, batch)`
 (the map) runs one batch, right-padded with the padding masked, layer by layer, reducing each layer's (B, H, T, T)
 weights into sums before the next layer runs; `HeadSums` (the reduce) adds with `+`, in any grouping. Batches and
-sums are plain values that pickle (tests/explorer/test_corpus.py). With Dask, say (not a dependency; on workers
-elsewhere, map a function that loads the model by its key there rather than sending it):
-
-    import dask.bag as db, functools, operator
-    parts = db.from_sequence(batches(prepared)).map(functools.partial(batch_sums, loaded))
-    stats = finish(loaded, prepared, parts.fold(operator.add).compute())
-
-`run` does the same in this process, with a progress callback and the app's admission around each batch.
+sums are plain values that pickle (tests/explorer/test_corpus.py). explorer.run.corpus_cluster runs the map on a Dask
+cluster's workers, each loading the model by its key or path once; `run` does the same in this process, with a
+progress callback and the app's admission around each batch.
 
 Statistics of one head on one text, A its (T, T) weights (rows are queries): previous_token = mean over t >= 1 of
 A[t, t-1]; first_token = mean over t of A[t, 0] (the start marker's column where the model has one: MiniLM's [CLS]);

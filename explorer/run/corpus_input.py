@@ -74,9 +74,9 @@ def from_csv(text: str, source: str = "the .csv file", column: str = TEXT_COLUMN
     return _corpus(kept, source)
 
 
-def from_bytes(data: bytes, name: str) -> Corpus:
-    """An uploaded file's contents: .csv by its name, else one text a line; refused when too large, binary or not
-    UTF-8."""
+def from_bytes(data: bytes, name: str, column: str = TEXT_COLUMN) -> Corpus:
+    """An uploaded file's contents: .csv by its name (its `column` column), else one text a line; refused when too
+    large, binary or not UTF-8."""
     if len(data) > MAX_BYTES:
         raise CorpusError(f"{name} is {_size(len(data))}; a corpus file may be at most {_size(MAX_BYTES)}")
     if b"\0" in data[:_SNIFF]:
@@ -85,12 +85,12 @@ def from_bytes(data: bytes, name: str) -> Corpus:
         text = data.decode("utf-8-sig")  # a byte-order mark, as spreadsheets write it, is no part of the first text
     except UnicodeDecodeError as e:
         raise CorpusError(f"{name} is not UTF-8 text (byte {e.start} cannot be read)") from None
-    return from_csv(text, name) if name.lower().endswith(".csv") else from_lines(text, name)
+    return from_csv(text, name, column) if name.lower().endswith(".csv") else from_lines(text, name)
 
 
-def from_file(path: str | Path) -> Corpus:
-    """A .txt (one text a line) or .csv (a 'text' column) named on the command line; its size checked before it is
-    read."""
+def from_file(path: str | Path, column: str = TEXT_COLUMN) -> Corpus:
+    """A .txt (one text a line) or .csv (a 'text' column, or `column`) named on the command line; its size checked
+    before it is read."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise CorpusError(f"{path}: no such file" if not path.exists() else f"{path}: is not a file")
@@ -101,7 +101,7 @@ def from_file(path: str | Path) -> Corpus:
         data = path.read_bytes()
     except OSError as e:
         raise CorpusError(f"{path}: cannot be read ({e.strerror})") from None
-    return from_bytes(data, path.name)
+    return from_bytes(data, path.name, column)
 
 
 def _size(n: int) -> str:
