@@ -40,6 +40,7 @@ LAYER_KEYS = {
     "ffn.linear2": "mlp.down_proj",
 }
 SLIDING_WINDOW_PATTERN = 6  # Gemma3TextConfig's default: five local layers, then a global one
+QUERY_PRE_ATTN_SCALAR = 256  # Gemma3TextConfig's default: the scores times 256^-1/2 (a GGUF file does not say)
 # Gemma3TextConfig's default rotary bases (rope_local_base_freq, rope_theta)
 LOCAL_BASE, GLOBAL_BASE = 10000.0, 1000000.0
 
@@ -108,7 +109,7 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
             sandwich_norm=True,
             norm_offset=1.0,
             scale_embeddings=True,
-            query_scale=float(hf.get("query_pre_attn_scalar", head_dim)) ** -0.5,
+            query_scale=float(hf.get("query_pre_attn_scalar", QUERY_PRE_ATTN_SCALAR)) ** -0.5,
             logit_softcap=None if cap is None else float(cap),
             tie_output=bool(hf.get("tie_word_embeddings", True)),
         )
