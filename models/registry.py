@@ -251,9 +251,9 @@ BUILT_IN = (
     ),
 )
 
-# Your own models of a family the engine has (BERT, GPT-2, GPT-NeoX, Llama, Qwen2): folders (config.json;
-# model.safetensors, its shards with model.safetensors.index.json, or pytorch_model.bin; the tokenizer: tokenizer.json,
-# vocab.txt (BERT) or vocab.json + merges.txt (GPT-2)) or .gguf files (Llama, Qwen2):
+# Your own models of a family the engine has (BERT, GPT-2, GPT-NeoX, Llama, Qwen2, Qwen3, Mistral, Gemma 3): folders
+# (config.json; model.safetensors, its shards with model.safetensors.index.json, or pytorch_model.bin; tokenizer.json,
+# vocab.txt (BERT) or vocab.json + merges.txt (GPT-2)) or .gguf files (Llama, Qwen2, Qwen3, Mistral, Gemma 3):
 # EXPLORER_MODEL_FOLDERS="name=/path/to/folder;other=/path/to/model.gguf" adds "folder:name" to the model list.
 FOLDERS_ENV = "EXPLORER_MODEL_FOLDERS"
 
