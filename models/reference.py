@@ -48,8 +48,9 @@ def import_code() -> None:
 
 def _model_type(path: Path) -> str:
     """config.json's model_type for a folder; the architecture a GGUF file names."""
-    if path.suffix == ".gguf":
-        return gguf.architecture(path)
+    if path.suffix == ".gguf":  # the family's model_type of the architecture it names (gemma3 -> gemma3_text)
+        arch = gguf.architecture(path)
+        return gguf.ARCHITECTURES.get(arch, arch)
     return read_hf_config(path).get("model_type", "bert")
 
 

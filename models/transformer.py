@@ -16,6 +16,7 @@ from attention_explorer.models.ablation import Ablation
 from attention_explorer.models.attention import AttentionInternals, HeadPatch, MultiHeadAttention
 from attention_explorer.models.blocks import (
     FeedForward,
+    OutputLayer,
     Residual,
     attention_layer,
     norm_layer,
@@ -164,6 +165,8 @@ def run_sublayers(layer: nn.Module, x: Float[Tensor, "B T D"], attend: Attend) -
             out = layer.ffn(h)
         else:
             out, attentions[sub.module] = attend(sub.module, getattr(layer, sub.module), h)
+        if sub.post_norm is not None:  # sandwich norms (Gemma 2/3): the sub-layer's output normed before it is added
+            out = getattr(layer, sub.post_norm)(out)
         x = norm.combine(x, out)
         states[sub.state] = x
     return states, attentions
@@ -195,15 +198,24 @@ class DecoderLayer(nn.Module):
     config.parallel_residual (decoder-only) both sub-layers read the layer's input x: x + Attn(Norm1(x)) + FFN(Norm3(x))
     (GPT-J, GPT-NeoX)."""
 
-    def __init__(self, config: TransformerConfig, cross: bool = True, rotary: RotaryPositions | None = None) -> None:
+    def __init__(
+        self,
+        config: TransformerConfig,
+        cross: bool = True,
+        rotary: RotaryPositions | None = None,
+        window: int | None = None,
+    ) -> None:
         super().__init__()
-        self.self_attn = attention_layer(config, rotary)
+        self.self_attn = attention_layer(config, rotary, window)  # `window`: a local layer's (models.anatomy.Span)
         self.cross_attn = attention_layer(config) if cross else None
         self.ffn = FeedForward(config)
         self.norm1 = residual_norm(config)
         self.norm2 = residual_norm(config) if cross else None
         self.norm3 = residual_norm(config)
         self.sublayers = anatomy.layer(config, "decoder", cross).sublayers
+        for sub in self.sublayers:  # sandwich norms: one more norm after each sub-layer (post_norm1, post_norm3)
+            if sub.post_norm is not None:
+                setattr(self, sub.post_norm, norm_layer(config))
 
     def forward(
         self,
@@ -297,8 +309,16 @@ class Decoder(Stack):
 
     def __init__(self, config: TransformerConfig) -> None:
         cross = not config.is_decoder_only
-        rotary = rotary_positions(config)  # one table for every layer (a buffer, not in the state dict)
-        layer = lambda: DecoderLayer(config, cross, rotary)  # noqa: E731
+        # one table a rotary base, shared by every layer that turns with it (buffers, not in the state dict); each
+        # layer's span (its window and base) as models.anatomy describes it
+        spans = anatomy.describe(config).spans or (anatomy.Span(None, config.rope_theta),) * config.n_decoder_layers
+        tables = {base: rotary_positions(config, base) for base in {span.rotary_base for span in spans}}
+        built = iter(spans)
+
+        def layer() -> DecoderLayer:
+            span = next(built)
+            return DecoderLayer(config, cross, tables[span.rotary_base], span.window)
+
         super().__init__(config, config.target_vocab_size, layer, config.n_decoder_layers)
 
     def forward(
@@ -324,7 +344,9 @@ class Transformer(nn.Module):
         self.decoder = Decoder(config) if config.n_decoder_layers else None
         self.generator: nn.Linear | None = None
         if self.decoder is not None:
-            self.generator = nn.Linear(config.d_model, config.target_vocab_size, bias=config.output_bias)
+            self.generator = OutputLayer(
+                config.d_model, config.target_vocab_size, config.output_bias, config.logit_softcap
+            )
         self.tie()
         self.reset_parameters()
 

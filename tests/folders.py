@@ -240,6 +240,8 @@ def make_llama_folder(
     LlamaConfig, LlamaForCausalLM = {  # noqa: N806 -- the classes, by family
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+        "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
     }[family]
 
     bpe, tokens = _byte_bpe()
@@ -272,6 +274,84 @@ def make_llama_folder(
 def make_qwen2_folder(path: Path, **settings) -> Path:
     """A Qwen2 folder at `path`: make_llama_folder's, with Qwen2's classes (biases on W_Q, W_K and W_V)."""
     return make_llama_folder(path, family="qwen2", **settings)
+
+
+def make_qwen3_folder(path: Path, *, head_dim: int = 16, window: int | None = None, **settings) -> Path:
+    """A Qwen3 folder at `path`: make_llama_folder's with Qwen3's classes (QK-norm, heads of `head_dim`); `window`:
+    a sliding window in the layers from max_window_layers on (overrides may give layer_types instead)."""
+    sliding = {} if window is None else {"use_sliding_window": True, "sliding_window": window}
+    return make_llama_folder(path, family="qwen3", head_dim=head_dim, **(sliding | settings))
+
+
+def make_mistral_folder(path: Path, *, window: int | None = 6, **settings) -> Path:
+    """A Mistral folder at `path`: make_llama_folder's with Mistral's classes, every layer's window `window` keys."""
+    return make_llama_folder(path, family="mistral", sliding_window=window, **settings)
+
+
+def make_gemma3_folder(
+    path: Path,
+    *,
+    hidden_size: int = 48,
+    heads: int = 4,
+    kv_heads: int = 2,
+    head_dim: int = 16,
+    layers: int = 3,
+    intermediate: int = 80,
+    positions: int = 64,
+    window: int = 5,
+    pattern: int = 3,
+    layer_types: list[str] | None = None,
+    query_pre_attn_scalar: float = 24,
+    local_base: float = 10000.0,
+    global_base: float = 1000000.0,
+    softcap: float | None = None,
+    tie: bool = True,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    shard_size: int | None = None,
+    **overrides,
+) -> Path:
+    """A Gemma 3 text folder at `path` (Gemma3ForCausalLM: config.json, model.safetensors, tokenizer.json): local
+    layers of a `window`-key sliding window, every `pattern`-th layer global (or `layer_types`), the two rotary bases,
+    heads of `head_dim`, QK-norm and sandwich norms whose (1 + w) gains are far from 1; overrides go to
+    Gemma3TextConfig."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    bpe, tokens = _byte_bpe()
+    types = layer_types or ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
+    config = Gemma3TextConfig(
+        **tokens,
+        pad_token_id=tokens["eos_token_id"],
+        hidden_size=hidden_size,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        num_hidden_layers=layers,
+        intermediate_size=intermediate,
+        max_position_embeddings=positions,
+        sliding_window=window,
+        layer_types=types,
+        query_pre_attn_scalar=query_pre_attn_scalar,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": local_base},
+            "full_attention": {"rope_type": "default", "rope_theta": global_base},
+        },
+        final_logit_softcapping=softcap,
+        tie_word_embeddings=tie,
+        attn_implementation="eager",
+        **overrides,
+    )
+    model = _perturbed(
+        Gemma3ForCausalLM,
+        config,
+        seed,
+        norms=("norm",),
+        embeddings=("embed_tokens.weight",),
+        gain=0.5,
+        shift=None,
+        rest=0.2,
+    )
+    return _saved(model, path, dtype, shard_size, bpe)
 
 
 def make_gptneox_folder(
@@ -335,4 +415,7 @@ BUILDERS = {
     "llama": make_llama_folder,
     "qwen2": make_qwen2_folder,
     "gpt_neox": make_gptneox_folder,
+    "qwen3": make_qwen3_folder,
+    "mistral": make_mistral_folder,
+    "gemma3_text": make_gemma3_folder,
 }

@@ -26,6 +26,14 @@ HF_TO_GGUF = {
     "mlp.gate_proj": "ffn_gate",
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+}
+# Gemma 3's layer names, as llama.cpp's converter writes them: its post_attention_layernorm is the norm after attention
+GEMMA3_TO_GGUF = HF_TO_GGUF | {
+    "post_attention_layernorm": "post_attention_norm",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
 }
 
 
@@ -35,13 +43,13 @@ def permute(weight: np.ndarray, n_heads: int) -> np.ndarray:
     return weight.reshape(n_heads, 2, rows // n_heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
-def gguf_name(hf_name: str) -> str:
+def gguf_name(hf_name: str, names: dict[str, str] = HF_TO_GGUF) -> str:
     """model.layers.3.self_attn.q_proj.bias -> blk.3.attn_q.bias."""
     module, _, suffix = hf_name.rpartition(".")
-    if module in HF_TO_GGUF:
-        return f"{HF_TO_GGUF[module]}.{suffix}"
+    if module in names:
+        return f"{names[module]}.{suffix}"
     _, _, layer, *rest = module.split(".")  # model.layers.{i}.<module>
-    return f"blk.{layer}.{HF_TO_GGUF['.'.join(rest)]}.{suffix}"
+    return f"blk.{layer}.{names['.'.join(rest)]}.{suffix}"
 
 
 # where a K-quant block (256 weights) keeps its float16 scales: (byte offset, count); gguf writes no K-quants, so
@@ -86,7 +94,7 @@ def write_gguf(
     import gguf
 
     config = json.loads((folder / "config.json").read_text())
-    architecture = architecture or config["model_type"]
+    architecture = architecture or {"gemma3_text": "gemma3"}.get(config["model_type"], config["model_type"])
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     writer = gguf.GGUFWriter(str(path), architecture)
     writer.add_block_count(config["num_hidden_layers"])
@@ -95,9 +103,16 @@ def write_gguf(
     writer.add_feed_forward_length(config["intermediate_size"])
     writer.add_head_count(heads)
     writer.add_head_count_kv(kv_heads)
-    theta = config.get("rope_parameters", {}).get("rope_theta", config.get("rope_theta", 10000.0))
+    rope = config.get("rope_parameters", {})
+    rope = rope.get("full_attention", rope)  # Gemma 3's global layers' base is the file's
+    theta = rope.get("rope_theta", config.get("rope_theta", 10000.0))
     writer.add_rope_freq_base(float(theta))
     writer.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
+    if config.get("head_dim") and config["head_dim"] * heads != config["hidden_size"]:  # Qwen3, Gemma 3
+        writer.add_key_length(config["head_dim"])
+        writer.add_value_length(config["head_dim"])
+    if config.get("sliding_window"):  # Gemma 3's local layers, Mistral's every layer, Qwen3 where it slides
+        writer.add_sliding_window(config["sliding_window"])
     if tokenizer:
         bpe = json.loads((folder / "tokenizer.json").read_text())
         vocab = bpe["model"]["vocab"]
@@ -124,7 +139,9 @@ def write_gguf(
             weight = permute(weight, heads)
         elif architecture == "llama" and name.endswith("k_proj.weight"):
             weight = permute(weight, kv_heads)
-        target = gguf_name(name)
+        target = gguf_name(name, GEMMA3_TO_GGUF if architecture == "gemma3" else HF_TO_GGUF)
+        if architecture == "gemma3" and "norm" in name:
+            weight = weight + np.float32(1.0)  # llama.cpp stores Gemma's gains as the (1 + w) the norm multiplies by
         data, raw_dtype = stored(weight, (kinds or {}).get(target, kind if weight.ndim == 2 else "F32"))
         writer.add_tensor(target, data, raw_dtype=raw_dtype)
     writer.write_header_to_file()

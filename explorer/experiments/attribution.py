@@ -28,7 +28,7 @@ from torch import Tensor
 
 from attention_explorer.explorer.experiments.lens import run_on
 from attention_explorer.explorer.run.answers import Answer
-from attention_explorer.models.attention import MultiHeadAttention, scaled_dot_product_attention
+from attention_explorer.models.attention import MultiHeadAttention
 from attention_explorer.models.blocks import RMSNorm
 from attention_explorer.models.registry import LoadedModel
 from attention_explorer.models.transformer import run_sublayers
@@ -112,7 +112,8 @@ def one_row(loaded: LoadedModel, entering: Callable[[int], np.ndarray], position
             keys = getattr(layer, sub.norm)(before) if sub.reads_normed else before
             k, v, _ = attention.keys_values(keys)  # (1, H, p + 1, Dh)
             q, _ = attention.queries(h, position)  # (1, H, 1, Dh), turned by its own position where rotary
-            heads[name], _, _ = scaled_dot_product_attention(q, k, v, None)  # row p sees every row up to it
+            # row p sees every row up to it (a local layer's last w of them: the layer's own window and scale)
+            heads[name], _, _, _ = attention.attend(q, k, v, None, position)
             return attention.combine_heads(heads[name]), None
 
         states, _ = run_sublayers(layer, before[:, position:], attend)

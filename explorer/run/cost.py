@@ -72,11 +72,13 @@ def forget_pace() -> None:
 
 
 def _fitted_layer_seconds(config: TransformerConfig, queries: int, keys: int | None, cross: bool) -> float:
-    """layer_seconds at the fitted rates."""
+    """layer_seconds at the fitted rates. A local layer's sliding window saves nothing here: the engine scores every
+    (query, key) pair and masks those outside the window, so that the band can be drawn."""
     keys = queries if keys is None else keys
     block = describe(config)
     d, kv = config.d_model, block.kv_heads * config.d_head
-    per_token = 2 * d * d + 2 * d * kv + (3 if block.ffn.gated else 2) * d * config.d_ff  # W_Q, W_O, W_K, W_V, FFN
+    # W_Q and W_O between d_model and the heads' width (H x Dh: d_model in the paper, 1,024 in Gemma 3 270M)
+    per_token = 2 * d * config.d_attention + 2 * d * kv + (3 if block.ffn.gated else 2) * d * config.d_ff
     attentions = 2 if cross else 1
     macs = queries * per_token + attentions * 2 * config.n_heads * queries * keys * config.d_head
     weights = attentions * config.n_heads * queries * keys

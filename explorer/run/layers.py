@@ -32,7 +32,10 @@ from attention_explorer.models.registry import LoadedModel
 
 # about one SmolLM2 layer at 2,048 tokens (weights and scores 151 MB each), or every layer of a 512-token MiniLM run
 LAYERS_BYTES = 384 * 2**20
-ATTENTION_FIELDS = ("q", "k", "v", "raw_scores", "weights", "heads", "output", "q_unrotated", "k_unrotated")
+ATTENTION_FIELDS = (
+    *("q", "k", "v", "raw_scores", "weights", "heads", "output"),
+    *("q_unrotated", "k_unrotated", "q_before_norm", "k_before_norm"),
+)
 _tokens = itertools.count()
 
 
@@ -49,17 +52,24 @@ class AttentionLayer:
     output: np.ndarray  # (Tq, D) after concat and W_O
     q_unrotated: np.ndarray | None = None
     k_unrotated: np.ndarray | None = None
+    q_before_norm: np.ndarray | None = None  # QK-norm (Gemma 3, Qwen3): q and k as W_Q, W_K wrote them, before the norm
+    k_before_norm: np.ndarray | None = None
+    scaling: float | None = None  # the scores' factor where it is not 1/sqrt(d_k) (Gemma's query_pre_attn_scalar)
+    window: int | None = None  # a local layer's sliding window of keys (AttentionTrace.mask_of draws it)
 
     @property
     def scaled_scores(self) -> np.ndarray:
-        """q k^T / sqrt(d_k), as models.attention.scale computes it."""
-        return self.raw_scores * np.float32(self.q.shape[-1] ** -0.5)
+        """q k^T / sqrt(d_k) (or the model's own factor), as models.attention.scale computes it."""
+        factor = self.q.shape[-1] ** -0.5 if self.scaling is None else self.scaling
+        return self.raw_scores * np.float32(factor)
 
     @classmethod
     def of(cls, internals: AttentionInternals) -> AttentionLayer:
         """Batch row 0 of a layer's internals, as numpy."""
         return cls(
-            *(None if getattr(internals, f) is None else host(getattr(internals, f)[0]) for f in ATTENTION_FIELDS)
+            *(None if getattr(internals, f) is None else host(getattr(internals, f)[0]) for f in ATTENTION_FIELDS),
+            internals.scaling,
+            internals.window,
         )
 
 
@@ -228,9 +238,10 @@ class StackLayers:
         model = self.loaded.model
         return model.encoder if self.stack == "encoder" else model.decoder
 
-    def module(self, name: str):
-        """The stack's first layer's sub-layer `name` (every layer's is alike): "self_attn", "cross_attn"."""
-        return getattr(self._stack.layers[0], name)
+    def module(self, name: str, layer: int = 0):
+        """The stack's layer's (the first's: every layer's is alike but for a local layer's window) sub-layer `name`:
+        "self_attn", "cross_attn"."""
+        return getattr(self._stack.layers[layer], name)
 
     @property
     def n_layers(self) -> int:

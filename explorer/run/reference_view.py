@@ -10,7 +10,7 @@ import torch
 
 from attention_explorer.models import registry
 from attention_explorer.models.device import model_device
-from attention_explorer.models.gguf import package_file
+from attention_explorer.models.gguf import package_gguf
 from attention_explorer.models.pretrained import minilm_folder
 from attention_explorer.models.reference import each_attention, load_reference, reference_class, run_reference
 from attention_explorer.models.registry import LoadedModel
@@ -21,7 +21,7 @@ def folder_of(key: str) -> str | None:
     transformers reads the same folder; None for a model with none (random weights, toy tasks, models trained here)."""
     spec = registry.MODELS.get(key)
     if spec is not None and spec.weights == "gguf":
-        return str(package_file(spec.source))
+        return str(package_gguf(spec.source))
     return spec.source if spec is not None and spec.weights == "folder" else None
 
 

@@ -15,7 +15,6 @@ import torch
 
 from attention_explorer.explorer.run import layers
 from attention_explorer.explorer.run.trace import AttentionTrace
-from attention_explorer.models.attention import scaled_dot_product_attention
 
 
 def query_rows(attention: AttentionTrace, query: int) -> np.ndarray:
@@ -54,5 +53,5 @@ def _row(attention: AttentionTrace, i: int, query: int) -> np.ndarray:
     k, v, _ = module.keys_values(h)  # (1, H, T, Dh)
     # (1, 1, 1, Tk), a copy (the trace's is read-only), where the model is
     mask = torch.tensor(attention.mask[query : query + 1], device=source.device)[None, None]
-    _, _, weights = scaled_dot_product_attention(q, k, v, mask)  # (1, H, 1, Tk)
+    _, _, weights, _ = module.attend(q, k, v, mask, query)  # (1, H, 1, Tk): the layer's own window and scale
     return weights[0, :, 0].cpu().numpy()

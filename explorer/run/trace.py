@@ -52,6 +52,19 @@ class AttentionTrace:
     d_model: int
     kv_heads: int = 0  # grouped-query attention: key/value heads, each shared by n_heads / kv_heads query heads
     rotary: bool = False  # rotary positions: q_unrotated and k_unrotated hold q and k before they were turned
+    # each layer's sliding window of keys (None: global; Gemma 3's local layers, Mistral): `mask` is the causal mask
+    # every layer shares, mask_of(i) a layer's own; () where no layer has one
+    windows: tuple[int | None, ...] = ()
+
+    def mask_of(self, layer: int) -> np.ndarray:
+        """(Tq, Tk) bool: what layer `layer`'s queries may see: `mask`, and within a local layer's window only (key j
+        visible to query i when i - w < j, as models.attention.window_mask)."""
+        window = self.windows[layer] if self.windows else None
+        if window is None:
+            return self.mask
+        tq, tk = self.mask.shape
+        queries, keys = np.arange(tk - tq, tk)[:, None], np.arange(tk)[None, :]  # queries are the last Tq positions
+        return self.mask & (keys > queries - window)
 
     def layer(self, layer: int) -> AttentionLayer:
         """Layer `layer` (from 0) alone: the way to read a long text's attention one layer at a time."""
@@ -214,7 +227,14 @@ def _attention(source: StackLayers, module: str, mask: torch.Tensor | None, tq: 
         found.n_heads * found.d_head,
         found.n_kv_heads,
         found.rotary is not None and module == "self_attn",
+        _windows(source, module),
     )
+
+
+def _windows(source: StackLayers, module: str) -> tuple[int | None, ...]:
+    """Each layer's sliding window for `module` (models.attention.MultiHeadAttention.window); () where none has one."""
+    found = tuple(source.module(module, i).window for i in range(source.n_layers))
+    return found if any(w is not None for w in found) else ()
 
 
 # a run whose attention weights come to at most this many bytes keeps every layer (a 128-token MiniLM run: 4.7 MB);

@@ -50,14 +50,23 @@ def _rope_theta(hf: Mapping[str, object]) -> float:
 
 def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
     """Our config from a Llama config.json (decoder-only, pre-norm RMSNorm, rotary, SwiGLU, grouped-query)."""
-    activation = checks.activation(hf, "hidden_act", "silu")
     with checks.config_fields("Llama"):
         d_model, n_heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
         head_dim = hf.get("head_dim")
         if head_dim is not None and int(head_dim) * n_heads != d_model:
             raise ConversionError(f"config.json's head_dim {head_dim} x {n_heads} heads is not hidden_size {d_model}")
+    return decoder_config(hf, "Llama")
+
+
+def decoder_config(hf: Mapping[str, object], name: str, **fields) -> TransformerConfig:
+    """Llama's block as config.json describes it, the families built on it (Qwen3, Mistral, Gemma 3) giving their
+    own `fields`: heads of config.json's head_dim where it is not hidden_size / heads."""
+    activation = fields.pop("activation", None) or checks.activation(hf, "hidden_act", "silu")
+    with checks.config_fields(name):
+        d_model, n_heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
+        head_dim = hf.get("head_dim")
         bias = bool(hf.get("attention_bias", False))
-        return TransformerConfig(
+        settings = dict(
             vocab_size=int(hf["vocab_size"]),
             d_model=d_model,
             n_heads=n_heads,
@@ -67,7 +76,6 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
             n_decoder_layers=int(hf["num_hidden_layers"]),
             max_len=int(hf.get("max_position_embeddings", 2048)),
             positional="rotary",
-            rope_theta=_rope_theta(hf),
             activation=activation,
             gated_ffn=True,
             norm="rms",
@@ -81,15 +89,44 @@ def config_from_hf(hf: Mapping[str, object]) -> TransformerConfig:
             qkv_bias=bias,
             out_bias=bias,
             ffn_bias=bool(hf.get("mlp_bias", False)),
+            head_dim=None if head_dim is None or int(head_dim) * n_heads == d_model else int(head_dim),
         )
+        if "rope_theta" not in fields:
+            settings["rope_theta"] = _rope_theta(hf)
+        return TransformerConfig(**(settings | fields))
 
 
-def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict[str, Tensor]:
+LAYER_TYPES = {"full_attention": "global", "sliding_attention": "local"}  # config.json's layer_types -> ours
+
+
+def layer_types(hf: Mapping[str, object], n_layers: int) -> tuple[str, ...] | None:
+    """config.json's layer_types as ours ("global", "local"); None where it gives none. Any other kind (chunked
+    attention, ...) is one ConversionError naming it."""
+    found = hf.get("layer_types")
+    if found is None:
+        return None
+    if not isinstance(found, list) or len(found) != n_layers:
+        raise ConversionError(f"config.json's layer_types is not a list of {n_layers} layer types")
+    unknown = sorted({kind for kind in found if kind not in LAYER_TYPES}, key=str)
+    if unknown:
+        raise ConversionError(
+            f"config.json's layer_types has {unknown[0]!r}: the engine runs {' and '.join(LAYER_TYPES)} only"
+        )
+    return tuple(LAYER_TYPES[kind] for kind in found)
+
+
+def convert(
+    checkpoint: Mapping[str, Tensor],
+    config: TransformerConfig,
+    layer_keys: Mapping[str, str] = LAYER_KEYS,
+    what: str = "Llama decoder",
+) -> dict[str, Tensor]:
     """Rename a Llama state dict into ours, checking every key and shape; raises ConversionError listing every
-    problem."""
+    problem. `layer_keys`: a family's own map of a layer's keys (Qwen3's QK-norm, Gemma 3's sandwich norms)."""
     checked = Checked(checkpoint)
     take = checked.take
-    d, f, kv = config.d_model, config.d_ff, config.key_value_heads * config.d_head
+    d, f, dh = config.d_model, config.d_ff, config.d_head
+    kv, qs = config.key_value_heads * dh, config.d_attention
     converted: dict[str, Tensor] = {}
 
     def put(ours: str, tensor: Tensor | None) -> None:
@@ -104,12 +141,12 @@ def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict
     else:
         put("generator.weight", take("lm_head.weight", (config.vocab_size, d)))
     shapes = {
-        "norm1": (d,),
-        "norm3": (d,),
-        "self_attn.w_q": (d, d),
+        "self_attn.w_q": (qs, d),
         "self_attn.w_k": (kv, d),
         "self_attn.w_v": (kv, d),
-        "self_attn.w_o": (d, d),
+        "self_attn.w_o": (d, qs),
+        "self_attn.q_norm": (dh,),  # QK-norm: one gain over a head's width, shared by every head
+        "self_attn.k_norm": (dh,),
         "ffn.gate": (f, d),
         "ffn.linear1": (f, d),
         "ffn.linear2": (d, f),
@@ -120,12 +157,12 @@ def convert(checkpoint: Mapping[str, Tensor], config: TransformerConfig) -> dict
     )
     for i in range(config.n_decoder_layers):
         ours, prefix = f"decoder.layers.{i}.", f"model.layers.{i}."
-        for mine, name in LAYER_KEYS.items():
-            put(f"{ours}{mine}.weight", take(f"{prefix}{name}.weight", shapes[mine]))
+        for mine, name in layer_keys.items():
+            put(f"{ours}{mine}.weight", take(f"{prefix}{name}.weight", shapes.get(mine, (d,))))  # (d,): a norm
             if has_bias.get(mine):
                 put(f"{ours}{mine}.bias", take(f"{prefix}{name}.bias", shapes[mine][:1]))
     put("decoder.final_norm.weight", take("model.norm.weight", (d,)))
-    checked.finish("Llama decoder", lambda k: k.endswith(IGNORED_SUFFIXES))
+    checked.finish(what, lambda k: k.endswith(IGNORED_SUFFIXES))
     return {k: v.to(torch.float32) for k, v in converted.items()}
 
 

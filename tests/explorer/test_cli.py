@@ -28,7 +28,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_list_models(capsys):
     code, out, _ = run_cli(capsys, "export", "--list-models")
-    keys = ["minilm", "smollm2", "minilm-random", "paper-random", "translate", "reverse", "induction"]
+    keys = ["minilm", "smollm2", "gemma3", "minilm-random", "paper-random", "translate", "reverse", "induction"]
     assert code == 0 and out.split() == keys
 
 

@@ -13,6 +13,7 @@ def test_the_catalogue_is_the_built_in_models_then_the_environments_folders():
     assert list(registry.catalogue({})) == [
         "minilm",
         "smollm2",
+        "gemma3",
         "minilm-random",
         "paper-random",
         "translate",
