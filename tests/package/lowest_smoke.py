@@ -1,13 +1,14 @@
 """The smoke run of tests/package/test_lower_bounds.py, inside an environment holding each dependency's lowest
-allowed version: import the package, export a run through the command line, run the notebook API, and draw one page
-through app.py with AppTest. Run from the clone's root: python tests/package/lowest_smoke.py. Prints what it checked;
-any failure is an exception."""
+allowed version: import the package, export a run through the command line, run the notebook API, let transformers
+read a tiny GGUF file (gguf, accelerate), and draw one page through app.py with AppTest. Run from the clone's root:
+python tests/package/lowest_smoke.py. Prints what it checked; any failure is an exception."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,22 @@ def main() -> None:
     weights = run.attention(0, 0)
     assert run.n_layers == 6 and abs(float(weights.sum(-1).max()) - 1) < 1e-5, weights
     print("api", run.n_layers, "layers", weights.shape)
+
+    # transformers' own reading of a GGUF file (it needs gguf and accelerate): the Ours vs transformers page's
+    import tempfile
+
+    from attention_explorer.models.pretrained import load_path
+    from attention_explorer.models.reference import load_reference
+    from tests.folders import make_llama_folder
+    from tests.gguf_file import write_gguf
+
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ["EXPLORER_CACHE"] = str(Path(folder) / "cache")  # the dequantized copy goes nowhere else
+        tiny = make_llama_folder(Path(folder) / "llama", hidden_size=32, heads=2, kv_heads=1, intermediate=32, layers=1)
+        path = write_gguf(tiny, Path(folder) / "tiny.gguf", kind="Q8_0")
+        ours, reference = load_path(path)[0], load_reference(path)
+        assert ours.config.n_decoder_layers == reference.config.num_hidden_layers == 1
+    print("reference", type(reference).__name__)
 
     from streamlit.testing.v1 import AppTest
 
