@@ -36,12 +36,6 @@ def forward_logits(loaded, ids: list[int]) -> torch.Tensor:
     return loaded.model(torch.tensor([ids])).logits[0]
 
 
-def logits_bound(loaded, ids: list[int]) -> np.ndarray:
-    """(T, V) each logit's bound from that forward (tolerance.logits_bound: its terms' magnitudes, the final norm's
-    1/sigma)."""
-    return tolerance.logits_bound(loaded.model, loaded.model(torch.tensor([ids])), len(ids))[0]
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_scoring_the_text_from_its_trace_is_the_forwards_loss(request, case):
     loaded, run = cases(request, case)
@@ -53,7 +47,8 @@ def test_scoring_the_text_from_its_trace_is_the_forwards_loss(request, case):
     nll = -log_p.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].numpy()
     # the trace's logits come from other products than this forward's (kept states, a window): within a forward's
     # chain of sums; a log-softmax moves by at most twice that, plus float32's own log-sum-exp over the vocabulary
-    dz = float(logits_bound(loaded, ids).max())
+    scale = float(logits.abs().max())
+    dz = tolerance.probable(tolerance.forward_terms(loaded.model.config, len(ids)), scale)
     bound = 2 * dz + tolerance.probable(logits.shape[-1], 1.0)
     tolerance.assert_within(scored.nll, nll, bound, "the loss at each token")
     uniform = -log_p.mean(-1).numpy()
@@ -98,8 +93,8 @@ def test_sampling_from_the_traces_caches_continues_as_the_model_does(request, ca
     logits = forward_logits(loaded, ids)[-1]
     p = logits.double().softmax(-1)
     # the trace's last logits come from other products (kept states, a window): within a whole forward's chain of
-    # sums (tolerance.logits_bound, of the last row), through the softmax
-    dz = float(logits_bound(loaded, ids)[-1].max())
+    # sums (probable, of the logits' size), through the softmax
+    dz = tolerance.probable(tolerance.forward_terms(loaded.model.config, len(ids)), float(logits.abs().max()))
     first = from_trace.ids[0]
     bound = tolerance.probabilities_bound(p.numpy()[None], dz)[0, first]
     tolerance.assert_within(from_trace.probabilities[0], float(p[first]), bound, "the first pick's probability")

@@ -34,13 +34,13 @@ def _difference(loaded, logits, setup) -> float:
 @torch.inference_mode()
 def _difference_bound(loaded, setup) -> float:
     """A logit difference from a forward in other products (batched patches, a layer at a time, a window) against a
-    plain one: two logits, each within a whole forward's chain of sums (tolerance.logits_bound, of the last row)."""
+    plain one: two logits, each within a whole forward's chain of sums (probable) of the logits' size."""
     args = [torch.tensor([setup.clean_ids])]
     if loaded.model.encoder is not None:
         args.append(torch.tensor([setup.decoder_input]))
-    out = loaded.model(*args)
+    scale = float(loaded.model(*args).logits[0, -1].abs().max())
     n_keys = len(setup.clean_ids)
-    return 2 * float(tolerance.logits_bound(loaded.model, out, n_keys)[0, -1].max())
+    return 2 * float(tolerance.probable(tolerance.forward_terms(loaded.model.config, n_keys), scale))
 
 
 def _share_bound(loaded, setup, clean, corrupt) -> float:
