@@ -16,7 +16,20 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attention_explorer.models.gguf_header import (
+    ARRAY,
+    BOOL,
+    INTS,
+    NUMBERS,
+    STRING,
+    Field,
+    GGUFError,
+    architecture,
+    header,
+)
 from attention_explorer.models.tokenize import ByteLevelTokenizer
+
+__all__ = ["GGUFError", "architecture", "header"]
 
 # GGUF's architecture -> config.json's model_type (the family that reads it)
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "mistral": "mistral", "gemma3": "gemma3_text"}
@@ -60,6 +73,7 @@ CONFIG_FIELDS = {
     "attention.head_count_kv": "num_key_value_heads",
     "attention.layer_norm_rms_epsilon": "rms_norm_eps",
 }
+FLOAT_FIELDS = {"attention.layer_norm_rms_epsilon"}
 # fields llama.cpp leaves out when they hold their default, as transformers reads the file too
 DEFAULTS = {"rope.freq_base": ("rope_theta", 10000.0)}
 # metadata read where the file has it (under "<architecture>."): a head's width (Qwen3, Gemma 3: not d_model / heads),
@@ -79,10 +93,6 @@ QWEN2_SPLIT = (
 # llama.cpp's names of the pre-tokenizers the engine reads -> the regex that splits words before the merges (None:
 # GPT-2's own byte-level split; SmolLM2's is "smollm"). Others (Llama 3's, ...) would give other tokens.
 PRE_TOKENIZERS = {None: None, "default": None, "gpt2": None, "smollm": None, "qwen2": QWEN2_SPLIT}
-
-
-class GGUFError(ValueError):
-    """A GGUF file that cannot be read or describes a model the engine does not run."""
 
 
 @dataclass(frozen=True)
@@ -166,170 +176,187 @@ def dequantizable() -> tuple[str, ...]:
     return tuple(found)
 
 
-def _field(reader, name: str):
-    field = reader.fields.get(name)
-    return None if field is None else field.contents()
+# what a metadata field must hold before it is used -> (its types, the words for it)
+WANTS = {
+    "int": (lambda f: f.kind in INTS, "an integer"),
+    "number": (lambda f: f.kind in NUMBERS, "a number"),
+    "str": (lambda f: f.kind == STRING, "a string"),
+    "bool": (lambda f: f.kind in INTS | {BOOL}, "a bool"),
+    "strs": (lambda f: f.kind == ARRAY and (f.inner == STRING or f.value == 0), "an array of strings"),
+    "ints": (lambda f: f.kind == ARRAY and (f.inner in INTS or f.value == 0), "an array of integers"),
+}
+# the largest context_length read (rotary tables are made up to it: a flipped bit must not ask for terabytes)
+MAX_CONTEXT = 2**24
 
 
-# the sizes of GGUF's fixed-size metadata value types (uint8 .. float64, bool), by type code; 8 is a string, 9 an array
-_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+@dataclass(frozen=True)
+class _Fields:
+    """The metadata gguf's reader parsed, each field's stored type checked (against the bounded header's) before its
+    value is used: a field of another type is one GGUFError naming the file and the field."""
+
+    reader: object
+    types: dict[str, Field]
+    path: Path
+
+    def get(self, name: str, want: str):
+        field = self.types.get(name)
+        if field is None or name not in self.reader.fields:
+            return None
+        fits, said = WANTS[want]
+        if not fits(field):
+            raise GGUFError(f"{self.path}'s {name} is not {said} (value type {field.kind})")
+        return self.reader.fields[name].contents()
+
+    def count(self, name: str, least: int = 1, most: int | None = None) -> int | None:
+        """An integer field that counts something: at least `least`, at most `most`."""
+        found = self.get(name, "int")
+        if found is not None and (found < least or (most is not None and found > most)):
+            raise GGUFError(f"{self.path}'s {name} is {found}, outside {least}..{most if most is not None else ''}")
+        return found
 
 
-def architecture(path: str | Path) -> str:
-    """The architecture the file's metadata names ("llama"), read from the metadata in order up to that key (llama.cpp
-    writes it first): GGUFReader parses every field, SmolLM2's 49,152-token vocabulary included (1-5 s)."""
-    try:
-        with open(path, "rb") as f:
-            magic, version = f.read(4), int.from_bytes(f.read(4), "little")
-            if magic != b"GGUF" or version not in (2, 3):
-                raise ValueError(f"not a GGUF file of version 2 or 3 (magic {magic!r}, version {version})")
-            f.read(8)  # the tensor count
-            fields = int.from_bytes(f.read(8), "little")
-
-            def number(size: int) -> int:
-                return int.from_bytes(f.read(size), "little")
-
-            def skip(kind: int) -> None:
-                if kind == 8:
-                    f.seek(number(8), 1)
-                elif kind == 9:
-                    inner, count = number(4), number(8)
-                    if inner in _SIZES:
-                        f.seek(_SIZES[inner] * count, 1)
-                    else:
-                        for _ in range(count):
-                            skip(inner)
-                elif kind in _SIZES:
-                    f.seek(_SIZES[kind], 1)
-                else:
-                    raise ValueError(f"unknown metadata value type {kind}")
-
-            for _ in range(fields):
-                key, kind = f.read(number(8)).decode(), number(4)
-                if key == "general.architecture" and kind == 8:
-                    return f.read(number(8)).decode()
-                skip(kind)
-        raise KeyError("general.architecture")
-    except (OSError, ValueError, KeyError, UnicodeDecodeError) as e:
-        raise GGUFError(f"cannot read {path} as GGUF: {e}") from None
-
-
-def _check_positions(reader, path: Path, arch: str, d_head: int) -> None:
+def _check_positions(fields: _Fields, arch: str, d_head: int) -> None:
     """Plain rotary positions over every dimension of a head, as the engine runs them; scaled ones (linear, YaRN,
     Llama 3.1's frequency table) are named."""
-    kind = _field(reader, f"{arch}.rope.scaling.type")
-    factor = _field(reader, f"{arch}.rope.scaling.factor") or _field(reader, f"{arch}.rope.scale_linear")
+    path = fields.path
+    kind = fields.get(f"{arch}.rope.scaling.type", "str")
+    factor = fields.get(f"{arch}.rope.scaling.factor", "number") or fields.get(f"{arch}.rope.scale_linear", "number")
     if kind not in (None, "none") or factor not in (None, 0.0, 1.0):
         raise GGUFError(
             f"{path} scales its rotary positions ({arch}.rope.scaling.type {kind!r}, factor {factor}); "
             "the engine runs plain rotary positions only"
         )
-    if "rope_freqs.weight" in {t.name for t in reader.tensors}:
+    if "rope_freqs.weight" in {t.name for t in fields.reader.tensors}:
         raise GGUFError(
             f"{path} scales its rotary positions (a rope_freqs.weight table, as Llama 3.1's files have); "
             "the engine runs plain rotary positions only"
         )
-    turned = _field(reader, f"{arch}.rope.dimension_count")
-    if turned is not None and int(turned) != d_head:
+    turned = fields.get(f"{arch}.rope.dimension_count", "int")
+    if turned is not None and turned != d_head:
         raise GGUFError(
             f"{path} turns {turned} of each head's {d_head} dimensions ({arch}.rope.dimension_count); "
             "the engine turns them all"
         )
     for length in ("key_length", "value_length"):
-        width = _field(reader, f"{arch}.attention.{length}")
-        if width is not None and int(width) != d_head:
+        width = fields.get(f"{arch}.attention.{length}", "int")
+        if width is not None and width != d_head:
             raise GGUFError(
                 f"{path}'s {length.replace('_', ' ')}s are {width} wide ({arch}.attention.{length}), not its heads' "
                 f"{d_head}: the engine's keys, values and queries are one width"
             )
 
 
-def _sentencepiece(reader, path: Path, arch: str) -> ByteLevelTokenizer:
+def _sentencepiece(fields: _Fields, arch: str) -> ByteLevelTokenizer:
     """Gemma's SentencePiece vocabulary as the file stores it ('llama': tokens and their types, no merges): the merges
     rebuilt from the tokens in file order, as transformers reads the same file (gemma_tokenizer)."""
+    path = fields.path
     if arch != "gemma3":
         raise GGUFError(
             f"{path}'s tokenizer is 'llama' (tokenizer.ggml.model); the engine reads SentencePiece in Gemma 3 files "
             f"only (this is a {arch!r} file), and byte-level BPE ('gpt2')"
         )
-    tokens = _field(reader, "tokenizer.ggml.tokens")
+    tokens = fields.get("tokenizer.ggml.tokens", "strs")
     if tokens is None:
         raise GGUFError(f"{path} lacks tokenizer.ggml.tokens")
-    kinds = list(_field(reader, "tokenizer.ggml.token_type") or [])
-    bos = _field(reader, "tokenizer.ggml.bos_token_id") if _field(reader, "tokenizer.ggml.add_bos_token") else None
-    return ByteLevelTokenizer.from_sentencepiece(list(tokens), kinds, None if bos is None else int(bos))
+    kinds = list(fields.get("tokenizer.ggml.token_type", "ints") or [])
+    if kinds and len(kinds) != len(tokens):
+        raise GGUFError(f"{path} has {len(kinds)} tokenizer.ggml.token_type for {len(tokens)} tokenizer.ggml.tokens")
+    bos = None
+    if fields.get("tokenizer.ggml.add_bos_token", "bool"):
+        bos = fields.count("tokenizer.ggml.bos_token_id", 0, len(tokens) - 1)
+    try:
+        return ByteLevelTokenizer.from_sentencepiece(list(tokens), kinds, bos)
+    except Exception as e:  # noqa: BLE001 -- tokenizers raises a bare Exception for a vocabulary it cannot build
+        raise GGUFError(f"{path}'s tokenizer.ggml.tokens are not a SentencePiece vocabulary: {e}") from None
 
 
-def _tokenizer(reader, path: Path, arch: str = "llama") -> ByteLevelTokenizer:
+def _tokenizer(fields: _Fields, arch: str = "llama") -> ByteLevelTokenizer:
     """The byte-level BPE the file stores (tokens, merges, marker tokens, the pre-tokenizer by name), or Gemma's
     SentencePiece."""
-    model = _field(reader, "tokenizer.ggml.model")
+    path = fields.path
+    model = fields.get("tokenizer.ggml.model", "str")
     if model is None:
         raise GGUFError(f"{path} has no tokenizer (no tokenizer.ggml.model); the engine needs the file's own")
     if model == "llama":
-        return _sentencepiece(reader, path, arch)
+        return _sentencepiece(fields, arch)
     if model != "gpt2":
         raise GGUFError(
             f"{path}'s tokenizer is {model!r} (tokenizer.ggml.model); the engine reads byte-level BPE ('gpt2') and "
             "Gemma 3's SentencePiece ('llama') only"
         )
-    pre = _field(reader, "tokenizer.ggml.pre")
+    pre = fields.get("tokenizer.ggml.pre", "str")
     if pre not in PRE_TOKENIZERS:
         known = ", ".join(sorted(p for p in PRE_TOKENIZERS if p))
         raise GGUFError(f"{path}'s pre-tokenizer {pre!r} (tokenizer.ggml.pre) is not supported ({known})")
-    if _field(reader, "tokenizer.ggml.add_bos_token"):
+    if fields.get("tokenizer.ggml.add_bos_token", "bool"):
         raise GGUFError(f"{path}'s tokenizer starts every text with a marker, which is not supported")
-    tokens, merges = _field(reader, "tokenizer.ggml.tokens"), _field(reader, "tokenizer.ggml.merges")
+    tokens, merges = fields.get("tokenizer.ggml.tokens", "strs"), fields.get("tokenizer.ggml.merges", "strs")
     if tokens is None or merges is None:
         raise GGUFError(f"{path} lacks {'tokenizer.ggml.tokens' if tokens is None else 'tokenizer.ggml.merges'}")
-    kinds = _field(reader, "tokenizer.ggml.token_type") or []
+    kinds = fields.get("tokenizer.ggml.token_type", "ints") or []
+    if kinds and len(kinds) != len(tokens):
+        raise GGUFError(f"{path} has {len(kinds)} tokenizer.ggml.token_type for {len(tokens)} tokenizer.ggml.tokens")
+    if bad := next((merge for merge in merges if " " not in merge), None):
+        raise GGUFError(f"{path}'s tokenizer.ggml.merges holds {bad!r}, not two tokens apart by a space")
     specials = [i for i, kind in enumerate(kinds) if kind == CONTROL]
-    return ByteLevelTokenizer.from_vocabulary(list(tokens), list(merges), specials, split=PRE_TOKENIZERS[pre])
+    try:
+        return ByteLevelTokenizer.from_vocabulary(list(tokens), list(merges), specials, split=PRE_TOKENIZERS[pre])
+    except Exception as e:  # noqa: BLE001 -- tokenizers raises a bare Exception for a merge of unknown tokens
+        raise GGUFError(f"{path}'s tokenizer.ggml.tokens and merges are not a byte-level BPE: {e}") from None
 
 
 def describe(path: str | Path) -> GGUFModel:
-    """Read and check a GGUF file's metadata and tensor table, dequantizing nothing. Everything the engine would read
-    wrongly (another architecture, scaled rotary positions, another tokenizer or pre-tokenizer, missing metadata, a
-    mixture of experts, a tensor it has no place for or a storage type `gguf` cannot dequantize) is one GGUFError
-    naming what the file holds and what is supported."""
+    """Read and check a GGUF file's metadata and tensor table, dequantizing nothing. The header is read with bounds
+    first (models.gguf_header), then by gguf's reader, each field's type checked before it is used. Everything the
+    engine would read wrongly (another architecture, scaled rotary positions, another tokenizer or pre-tokenizer,
+    missing metadata, a mixture of experts, a tensor it has no place for or a storage type `gguf` cannot dequantize)
+    is one GGUFError naming what the file holds and what is supported."""
     from gguf import GGUFReader
 
     path = Path(path)
+    types = header(path)
     try:
         reader = GGUFReader(str(path))
     except (OSError, ValueError, KeyError, IndexError) as e:
         raise GGUFError(f"cannot read {path} as GGUF: {e}") from None
-    arch = _field(reader, "general.architecture")
+    fields = _Fields(reader, types, path)
+    arch = fields.get("general.architecture", "str")
     if arch not in ARCHITECTURES:
         raise GGUFError(
             f"{path} holds a {arch!r} model; the engine reads GGUF files of the {' and '.join(ARCHITECTURES)} "
             "architectures"
         )
-    missing = [f"{arch}.{f}" for f in CONFIG_FIELDS if _field(reader, f"{arch}.{f}") is None]
+    missing = [f"{arch}.{f}" for f in CONFIG_FIELDS if f"{arch}.{f}" not in types]
     if missing:
         raise GGUFError(f"{path} lacks {', '.join(missing)}")
-    experts = _field(reader, f"{arch}.expert_count")
+    experts = fields.get(f"{arch}.expert_count", "int")
     if experts:
         raise GGUFError(
             f"{path} is a mixture of {experts} experts ({arch}.expert_count); the engine has one FFN a layer"
         )
     field, activation = ACTIVATIONS.get(arch, ("hidden_act", "silu"))
     config: dict = {"model_type": ARCHITECTURES[arch], field: activation}
-    config |= {name: _field(reader, f"{arch}.{field}") for field, name in CONFIG_FIELDS.items()}
-    config |= {name: _field(reader, f"{arch}.{f}") or default for f, (name, default) in DEFAULTS.items()}
-    config |= {name: int(found) for f, name in OPTIONAL_FIELDS.items() if (found := _field(reader, f"{arch}.{f}"))}
-    d_model, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    if "head_dim" not in config and (heads <= 0 or d_model % heads):
+    # each count at least 1; no more layers than tensors, a context no longer than MAX_CONTEXT
+    most = {"block_count": len(reader.tensors), "context_length": MAX_CONTEXT}
+    for field, name in CONFIG_FIELDS.items():
+        key = f"{arch}.{field}"
+        config[name] = fields.get(key, "number") if field in FLOAT_FIELDS else fields.count(key, 1, most.get(field))
+    config |= {name: fields.get(f"{arch}.{f}", "number") or default for f, (name, default) in DEFAULTS.items()}
+    config |= {name: found for f, name in OPTIONAL_FIELDS.items() if (found := fields.count(f"{arch}.{f}", 1))}
+    d_model, heads = config["hidden_size"], config["num_attention_heads"]
+    if "head_dim" not in config and d_model % heads:
         raise GGUFError(f"{path}'s {heads} heads do not divide its embedding_length {d_model}")
     if arch == "qwen3" and "sliding_window" in config:  # llama.cpp's qwen3 has no window, nor a list of its layers
         raise GGUFError(
             f"{path} sets {arch}.attention.sliding_window {config['sliding_window']} but not which layers slide; "
             "the engine reads a Qwen3 window from config.json's layer_types only"
         )
-    _check_positions(reader, path, arch, config.get("head_dim") or d_model // heads)
-    tokenizer = _tokenizer(reader, path, arch)
-    config["vocab_size"] = _field(reader, f"{arch}.vocab_size") or tokenizer.vocab_size
-    config |= {name: int(found) for field, name in ROLE_FIELDS.items() if (found := _field(reader, field)) is not None}
+    _check_positions(fields, arch, config.get("head_dim") or d_model // heads)
+    tokenizer = _tokenizer(fields, arch)
+    config["vocab_size"] = fields.count(f"{arch}.vocab_size") or tokenizer.vocab_size
+    for field, name in ROLE_FIELDS.items():
+        if (found := fields.count(field, 0, tokenizer.vocab_size - 1)) is not None:
+            config[name] = found
     config["tie_word_embeddings"] = "output.weight" not in {t.name for t in reader.tensors}
     readable, tensors = dequantizable(), []
     for tensor in reader.tensors:
@@ -343,8 +370,12 @@ def describe(path: str | Path) -> GGUFModel:
                 f"(it reads {', '.join(readable)})"
             )
         tensors.append((name, tensor))
-    heads = {part: int(_field(reader, f"{arch}.{field}")) for part, field in PERMUTED.get(arch, {}).items()}
-    return GGUFModel(path, config, tokenizer, tuple(tensors), heads, arch in NORM_PLUS_ONE)
+    permuted = {part: config[CONFIG_FIELDS[field]] for part, field in PERMUTED.get(arch, {}).items()}
+    for _, tensor in tensors:
+        part, rows = tensor.name.split(".")[-2], int(tensor.shape[-1]) if len(tensor.shape) else 0
+        if part in permuted and rows % (2 * permuted[part]):
+            raise GGUFError(f"{path}'s {tensor.name} has {rows} rows, not pairs for each of its {permuted[part]} heads")
+    return GGUFModel(path, config, tokenizer, tuple(tensors), permuted, arch in NORM_PLUS_ONE)
 
 
 # how a storage type's bits are said (the types llama.cpp writes for SmolLM2; any other is named as it is)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
+import os
+import pickle
 import pkgutil
 from pathlib import Path
 from types import ModuleType
@@ -86,15 +89,70 @@ def weight_files(folder: Path) -> dict[Path, set[str] | None]:
     )
 
 
+# safetensors' storage types -> bytes an element
+DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2}
+DTYPE_BYTES |= {"I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+HEADER_BYTES = 100 * 2**20  # safetensors' own limit on its JSON header
+
+
+def check_safetensors(path: Path) -> None:
+    """A safetensors file's header read with bounds before the file is loaded: its length inside the file, JSON of
+    tensors each with a known dtype, a shape of counts and data_offsets that hold exactly shape x dtype bytes inside
+    the file. One ModelFolderError names the file and the field."""
+
+    def fail(what: str) -> ModelFolderError:
+        return ModelFolderError(f"cannot read {path.name} in {path.parent}: {what}")
+
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            length = int.from_bytes(f.read(8), "little")
+            if size < 8 or length > min(size - 8, HEADER_BYTES):
+                raise fail(f"its header length {length} does not fit the file's {size} bytes")
+            raw = f.read(length)
+    except OSError as e:
+        raise fail(e.strerror or str(e)) from None
+    try:
+        header = json.loads(raw)
+    except ValueError as e:  # not UTF-8, or not JSON
+        raise fail(f"its header is not JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise fail("its header is not a JSON object")
+    data = size - 8 - length
+    for name, entry in header.items():
+        if name == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise fail("its __metadata__ is not an object of strings")
+            continue
+        if not isinstance(entry, dict) or entry.get("dtype") not in DTYPE_BYTES:
+            raise fail(f"tensor {name!r} has no dtype of {', '.join(DTYPE_BYTES)}")
+        shape, offsets = entry.get("shape"), entry.get("data_offsets")
+        if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+            raise fail(f"tensor {name!r}'s shape {shape!r} is not a list of counts")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(n) is int for n in offsets)):
+            raise fail(f"tensor {name!r}'s data_offsets {offsets!r} are not two offsets")
+        start, end = offsets
+        if not 0 <= start <= end <= data:
+            raise fail(f"tensor {name!r}'s data_offsets {offsets} fall outside the file's {data} bytes of data")
+        if end - start != math.prod(shape) * DTYPE_BYTES[entry["dtype"]]:
+            raise fail(f"tensor {name!r} holds {end - start} bytes, not its shape {shape} of {entry['dtype']}")
+
+
 def _read_file(path: Path) -> dict[str, torch.Tensor]:
     """One safetensors or PyTorch file (loaded with weights_only: no code from the file runs), as stored (float16 and
     bfloat16 too: models.pretrained.assemble makes them float32)."""
+    if path.suffix == ".safetensors":
+        check_safetensors(path)
     try:
         if path.suffix == ".safetensors":
             return load_file(str(path))
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except (SafetensorError, RuntimeError, OSError, EOFError, ValueError) as e:
+        found = torch.load(path, map_location="cpu", weights_only=True)
+    # weights_only refuses a pickle that would run code (or build anything but tensors) with an UnpicklingError
+    except (SafetensorError, RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as e:
         raise ModelFolderError(f"cannot read {path.name} in {path.parent}: {e}") from None
+    if not isinstance(found, dict) or not all(isinstance(v, torch.Tensor) for v in found.values()):
+        raise ModelFolderError(f"cannot read {path.name} in {path.parent}: it holds no dict of tensors")
+    return found
 
 
 def read_checkpoint(folder: Path) -> dict[str, torch.Tensor]:
@@ -152,17 +210,23 @@ def load_folder(folder: str | Path) -> tuple[Transformer, object, Family]:
         tokenizer = module.load_tokenizer(folder)
     except Exception as e:  # noqa: BLE001 -- tokenizers raises a bare Exception for a corrupt file
         raise ModelFolderError(f"cannot read the tokenizer in {folder}: {e}") from None
-    return assemble(module, config, state, tokenizer, hf)
+    return assemble(module, config, state, tokenizer, hf, folder)
 
 
 def assemble(
-    module: ModuleType, config: TransformerConfig, state: dict, tokenizer, hf: dict | None = None
+    module: ModuleType,
+    config: TransformerConfig,
+    state: dict,
+    tokenizer,
+    hf: dict | None = None,
+    source: Path | None = None,
 ) -> tuple[Transformer, object, Family]:
     """Our model filled with a converted state dict, beside its tokenizer and its family's descriptor (which reads
     config.json's fields `hf`: the ids of its start and end tokens), whichever reader (a folder, a GGUF file) gave
     them."""
     if tokenizer.vocab_size != config.vocab_size:
-        raise ModelFolderError(f"tokenizer has {tokenizer.vocab_size} tokens but config.json says {config.vocab_size}")
+        said = f"tokenizer has {tokenizer.vocab_size} tokens but config.json says {config.vocab_size}"
+        raise ModelFolderError(f"{source}: {said}" if source else said)
     model = Transformer(config)
     # assign: the model keeps the converted tensors instead of copying them into its own (no second copy in memory);
     # in float32, whatever the file stored (a half-precision folder would otherwise give a half-precision model)
@@ -197,7 +261,7 @@ def load_gguf(path: str | Path) -> tuple[Transformer, object, Family]:
     module = family_module(found.config, path)
     config = module.config_from_hf(found.config)
     state = gguf.dequantized(found)
-    loaded = assemble(module, config, module.convert(state, config), found.tokenizer, found.config)
+    loaded = assemble(module, config, module.convert(state, config), found.tokenizer, found.config, path)
     cache.write(cached, found.config, state, found.tokenizer)
     return loaded
 

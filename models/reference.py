@@ -78,6 +78,7 @@ def load_reference(folder: str | Path):
     # bfloat16 folder, or a GGUF file of half floats, in half precision and differ from it by about 1e-3
     options = dict(attn_implementation="eager", local_files_only=True, dtype=torch.float32)
     if path.suffix == ".gguf":  # transformers dequantizes the same file itself (it needs gguf and accelerate)
+        gguf.header(path)  # with gguf's reader, which trusts every count it reads: read with bounds first
         model = model_class.from_pretrained(str(path.parent), gguf_file=path.name, **options)
     else:
         model = model_class.from_pretrained(str(path), **options)

@@ -22,6 +22,8 @@ import os
 import numpy as np
 import torch
 
+from attention_explorer.models.blocks import RMSNorm
+
 EPS32 = float(np.finfo(np.float32).eps)  # 2**-23: one float32 rounding moves a value by at most EPS32 / 2 of it
 EPS64 = float(np.finfo(np.float64).eps)
 LAMBDA = 8.0  # `probable`'s confidence: how many standard deviations of independent roundings
@@ -88,6 +90,52 @@ def forward_terms(config, n_keys: int) -> int:
     per_layer = layer_terms(config, n_keys)
     decoder = config.n_decoder_layers * (per_layer + (n_keys + config.d_model if config.n_encoder_layers else 0))
     return config.n_encoder_layers * per_layer + decoder + config.d_model
+
+
+def stream_terms(stack) -> np.ndarray:
+    """(B, T, D) the magnitudes of the terms a pre-LN residual stream has summed by its last state: |embeddings| plus
+    each sub-layer's |output| (the difference of the states it went between), elementwise; a rounding anywhere in the
+    stream is relative to these, not to the last state (whose terms may cancel)."""
+    total = np.abs(_numpy(stack.embeddings))
+    before = _numpy(stack.embeddings)
+    for layer in stack.layers:
+        for name in ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn"):
+            state = getattr(layer, name, None)
+            if state is not None:
+                state = _numpy(state)
+                total += np.abs(state - before)
+                before = state
+    return total
+
+
+def norm_gain(x, weight, eps: float, rms: bool) -> np.ndarray:
+    """(..., D) how much a norm over the last axis multiplies a small error in its input x, per element, to first
+    order: |g_i| / sigma (sigma = sqrt(var + eps) for LayerNorm, sqrt(mean x^2 + eps) for RMSNorm); the Jacobian's
+    other terms (through the mean and sigma themselves) are 1 / D of it each."""
+    x = _numpy(x)
+    sigma = np.sqrt((x**2).mean(-1, keepdims=True) if rms else x.var(-1, keepdims=True) + eps)
+    return np.abs(_numpy(weight)) / sigma
+
+
+def logits_bound(model, out, n_keys: int) -> np.ndarray:
+    """(B, T, V) each logit's float32 error bound against the same forward in other products (probable): the output
+    product's own d_model sum, relative to its terms' magnitudes |y| @ |W|^T, plus the upstream chain's error carried
+    in through W. In a pre-LN stack the upstream error is relative to the stream's terms (stream_terms) and reaches the
+    logits through the final norm's 1/sigma (norm_gain); in a post-LN stack each layer's norm has already scaled it
+    to the last state's size."""
+    config, stack = model.config, out.decoder if out.decoder is not None else out.encoder
+    y, weight = _numpy(stack.output), _numpy(model.generator.weight)  # (B, T, D), (V, D)
+    own = probable(config.d_model, np.abs(y) @ np.abs(weight).T)
+    upstream = forward_terms(config, n_keys) - config.d_model
+    norm = (model.decoder or model.encoder).final_norm
+    if config.norm_first and norm is not None:
+        h = stack.layers[-1].after_ffn  # the last state, before the final norm
+        gain = norm_gain(h, norm.weight, norm.eps, rms=isinstance(norm, RMSNorm))
+        error = probable(upstream, stream_terms(stack).max(-1, keepdims=True))  # (B, T, 1)
+        carried = error * (gain @ np.abs(weight).T)  # (B, T, V): sum_i |W_vi| |g_i| / sigma * error
+    else:
+        carried = probable(upstream, np.abs(y).max(-1, keepdims=True)) * np.abs(weight).sum(-1)
+    return own + carried
 
 
 def scores_bound(q, k, n_upstream: int) -> np.ndarray:

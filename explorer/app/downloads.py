@@ -7,7 +7,6 @@ unescaped back to the literal text the model read (the figure holds them html-es
 
 from __future__ import annotations
 
-import csv
 import html
 import io
 import json
@@ -24,6 +23,7 @@ import plotly.graph_objects as go
 from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICKS
 from attention_explorer.explorer.figures.style import TEXT
+from attention_explorer.explorer.run import spreadsheet
 
 # Streamlit's chart theme, light (what the browser fills in for its "streamlit" template's placeholder colours):
 # white paper and plot, no vertical grid, a faint horizontal one, its fonts; the colours are the app's own
@@ -229,7 +229,7 @@ def to_csv(figure: go.Figure, about: About | None = None) -> str:
     """Long form: one row per drawn value, the columns named for what they hold (the axes' and the colour bar's
     titles: query, key, weight). Heatmaps give (series, row, column, value); others (series, x, y)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = spreadsheet.Writer(out)
     data = records(figure, about.title if about is not None else "")["traces"]
     heatmaps = [t for t in data if "z" in t]
     if heatmaps:

@@ -3,7 +3,6 @@ read one attention layer at a time (`AttentionTrace.layer`), so a long text's at
 
 from __future__ import annotations
 
-import csv
 import io
 import os
 import re
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from attention_explorer.explorer.experiments.replacements import Replacement
+from attention_explorer.explorer.run import spreadsheet
 from attention_explorer.explorer.run.trace import AttentionLayer, AttentionTrace, Trace
 from attention_explorer.models.ablation import Ablation, Head
 
@@ -150,7 +150,8 @@ def _layer_rows(kind: str, layer: int, weights: np.ndarray, heads, queries, keys
 
 
 def write_csv(trace: Trace, out: io.TextIOBase, chosen: Selection = Selection()) -> None:
-    writer = csv.writer(out, lineterminator="\n")
+    """CSV_HEADER, then csv_rows; a token a spreadsheet would run written as text (spreadsheet.Writer)."""
+    writer = spreadsheet.Writer(out)
     writer.writerow(CSV_HEADER)
     writer.writerows(csv_rows(trace, chosen))
 

@@ -51,7 +51,11 @@ def from_texts(texts: Sequence[str], source: str = "texts") -> Corpus:
 
 
 def from_lines(text: str, source: str = "pasted lines") -> Corpus:
-    """One text a line (pasted, or a .txt file's contents); blank lines left out."""
+    """One text a line (pasted, or a .txt file's contents); blank lines left out. At most MAX_BYTES characters: the
+    paste box's max_chars, held here on the server too (a browser's limit can be bypassed)."""
+    if len(text) > MAX_BYTES:
+        said = f"{source[:1].upper()}{source[1:]} are {len(text):,} characters long"
+        raise CorpusError(f"{said}; a corpus may be at most {MAX_BYTES:,} characters")
     return _corpus([(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip()], source)
 
 

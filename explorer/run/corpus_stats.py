@@ -4,11 +4,12 @@ torch)."""
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import dataclass
 
 import numpy as np
+
+from attention_explorer.explorer.run import spreadsheet
 
 STATISTICS = ("previous_token", "first_token", "self", "entropy", "mean_distance", "induction")
 PREVIOUS, FIRST, SELF, ENTROPY, DISTANCE, INDUCTION = range(len(STATISTICS))
@@ -120,7 +121,7 @@ def to_csv(stats: CorpusStats) -> str:
     """The table as CSV: COLUMNS, then one row a (layer, head), layers and heads from 0; an empty cell where a
     statistic pooled no position (python -m explorer corpus --out stats.csv writes this)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = spreadsheet.Writer(out)
     writer.writerow(COLUMNS)
     writer.writerows([("" if v is None else v) for v in row.values()] for row in stats.rows())
     return out.getvalue()

@@ -109,7 +109,9 @@ def chosen_corpus() -> Corpus:
                 key=state.CORPUS_PASTE,
                 height=160,
                 help=PASTE_HELP,
-                max_chars=corpus_input.MAX_BYTES,
+                # one past the limit: a longer paste (the browser and Streamlit's server both cut it there) is
+                # refused in words by corpus_input.from_lines, never cut silently mid-line
+                max_chars=corpus_input.MAX_BYTES + 1,
             )
             if not text.strip():
                 st.info("Paste some texts, one a line, to run them.", icon=":material/edit_note:")

@@ -33,11 +33,12 @@ def forward_bound(loaded, values, n_keys: int):
 @torch.inference_mode()
 def log_p_bound(loaded, answer: ablate.Answer, rows: int, ablated=None) -> float:
     """A sum over `rows` rows of the right answer's log-probability, a batch row against a forward of one: each logit
-    within a whole forward's chain of sums (probable, of the logits' size); a log-softmax moves by at most twice
-    that, plus float32's log-sum-exp over the vocabulary."""
-    logits = lens.run_on(loaded, answer, ablated).logits[0]
+    within a whole forward's chain of sums (tolerance.logits_bound: of its terms' magnitudes, through the final norm's
+    1/sigma); a log-softmax moves by at most twice that, plus float32's log-sum-exp over the vocabulary."""
+    out = lens.run_on(loaded, answer, ablated)
+    logits = out.logits[0]
     n_keys = max(len(answer.source_ids), len(answer.decoder_input))
-    dz = tolerance.probable(tolerance.forward_terms(loaded.model.config, n_keys), float(logits.abs().max()))
+    dz = float(tolerance.logits_bound(loaded.model, out, n_keys).max())
     return rows * float(2 * dz + tolerance.probable(logits.shape[-1], 1.0))
 
 

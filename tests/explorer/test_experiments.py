@@ -42,11 +42,12 @@ def right_answer_probability(outcome: ablate.Outcome) -> tuple[float, float]:
 def log_p_bound(loaded, answer: ablate.Answer, rows: int, ablated=None) -> float:
     """A sum over `rows` rows of the right answer's log-probability from forwards in other products (a batch row of
     many against a forward of one, a logit read in blocks of rows): each logit within a whole forward's chain of sums
-    (probable, of the logits' size); a log-softmax moves by at most twice that, plus float32's log-sum-exp over the
-    vocabulary (tests/tolerance.py)."""
-    logits = lens.run_on(loaded, answer, ablated).logits[0]
+    (tolerance.logits_bound: of its terms' magnitudes, through the final norm's 1/sigma); a log-softmax moves by at
+    most twice that, plus float32's log-sum-exp over the vocabulary (tests/tolerance.py)."""
+    out = lens.run_on(loaded, answer, ablated)
+    logits = out.logits[0]
     n_keys = max(len(answer.source_ids), len(answer.decoder_input))
-    dz = tolerance.probable(tolerance.forward_terms(loaded.model.config, n_keys), float(logits.abs().max()))
+    dz = float(tolerance.logits_bound(loaded.model, out, n_keys).max())
     return rows * float(2 * dz + tolerance.probable(logits.shape[-1], 1.0))
 
 
@@ -208,11 +209,12 @@ def assert_the_output_read_is(read: lens.Lens, loaded, out, answer: ablate.Answe
 def assert_same_reads(found: lens.Lens, expected: lens.Lens, loaded, answer: ablate.Answer) -> None:
     """Two lenses of the same rows, one read from the trace's kept states and one from a forward, hold the same
     numbers and tokens: to a whole forward's rounding (the two runs' products may add in other orders), each logit
-    within probable(forward_terms) of the logits' size; bit for bit where the BLAS adds them in one order."""
+    within tolerance.logits_bound (of its terms' magnitudes); bit for bit where the BLAS adds them in one order."""
     assert (found.reads, found.rows) == (expected.reads, expected.rows)
-    logits = lens.run_on(loaded, answer).logits[0]
+    out = lens.run_on(loaded, answer)
+    logits = out.logits[0]
     n_keys = max(len(answer.source_ids), len(answer.decoder_input))
-    dz = tolerance.probable(tolerance.forward_terms(loaded.model.config, n_keys), float(logits.abs().max()))
+    dz = float(tolerance.logits_bound(loaded.model, out, n_keys).max())
     for field in ("top_probabilities", "target_probability"):
         want = getattr(expected, field)
         tolerance.assert_within(getattr(found, field), want, 2 * want * dz + tolerance.probable(logits.shape[-1], want))

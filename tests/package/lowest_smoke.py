@@ -1,0 +1,66 @@
+"""The smoke run of tests/package/test_lower_bounds.py, inside an environment holding each dependency's lowest
+allowed version: import the package, export a run through the command line, run the notebook API, let transformers
+read a tiny GGUF file (gguf, accelerate), and draw one page through app.py with AppTest. Run from the clone's root:
+python tests/package/lowest_smoke.py. Prints what it checked; any failure is an exception."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "=The cat sat on the mat"
+
+
+def main() -> None:
+    sys.path.insert(0, str(ROOT))
+    import attention_explorer as ae
+
+    print("import", ae.__name__)
+    command = [sys.executable, "-m", "attention_explorer", "export", "--model", "minilm", "--text", TEXT]
+    done = subprocess.run([*command, "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["tokens"]["source"][0] == "[CLS]" and len(doc["attention"]["encoder_self"]) == 6, doc.keys()
+    done = subprocess.run([*command, "--format", "csv"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.reader(io.StringIO(done.stdout)))
+    assert "'=" in {row[6] for row in rows[1:]}, rows[:3]
+    print("export", len(rows) - 1, "csv rows")
+    run = ae.run("minilm", TEXT)
+    weights = run.attention(0, 0)
+    assert run.n_layers == 6 and abs(float(weights.sum(-1).max()) - 1) < 1e-5, weights
+    print("api", run.n_layers, "layers", weights.shape)
+
+    # transformers' own reading of a GGUF file (it needs gguf and accelerate): the Ours vs transformers page's
+    import tempfile
+
+    from attention_explorer.models.pretrained import load_path
+    from attention_explorer.models.reference import load_reference
+    from tests.folders import make_llama_folder
+    from tests.gguf_file import write_gguf
+
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ["EXPLORER_CACHE"] = str(Path(folder) / "cache")  # the dequantized copy goes nowhere else
+        tiny = make_llama_folder(Path(folder) / "llama", hidden_size=32, heads=2, kv_heads=1, intermediate=32, layers=1)
+        path = write_gguf(tiny, Path(folder) / "tiny.gguf", kind="Q8_0")
+        ours, reference = load_path(path)[0], load_reference(path)
+        assert ours.config.n_decoder_layers == reference.config.num_hidden_layers == 1
+    print("reference", type(reference).__name__)
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600).run()
+    assert not at.exception, [e.value for e in at.exception]
+    charts = at.get("plotly_chart")
+    assert charts, "no figure on the first page"
+    print("page", len(charts), "figures")
+
+
+if __name__ == "__main__":
+    main()
