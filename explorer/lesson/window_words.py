@@ -1,0 +1,60 @@
+"""What a model's layer spans say in words (models.anatomy.Span, AttentionTrace.windows): which layers are local, with
+a sliding window of keys, and which are global; what that makes of a layer's heatmap on the text shown."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def ranges(numbers: Sequence[int]) -> str:
+    """1-based layer numbers as runs: [1, 2, 3, 5] -> '1-3, 5'."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+
+
+def span_name(window: int | None) -> str:
+    """'local (a window of 512 keys)' or 'global'."""
+    return "global" if window is None else f"local (a window of {window:,} keys)"
+
+
+def layers_summary(windows: Sequence[int | None]) -> str:
+    """Which layers are local and which global, in one sentence; '' when every layer is global (no window)."""
+    local = [i + 1 for i, w in enumerate(windows) if w is not None]
+    if not local:
+        return ""
+    whole = [i + 1 for i, w in enumerate(windows) if w is None]
+    sizes = sorted({w for w in windows if w is not None})
+    size = " or ".join(f"{w:,}" for w in sizes)
+    said = f"Layer{'s' if len(local) > 1 else ''} {ranges(local)} {'are' if len(local) > 1 else 'is'} local: each "
+    said += f"token sees at most the {size} keys before it, itself included (a sliding window)."
+    if whole:
+        said += f" Layer{'s' if len(whole) > 1 else ''} {ranges(whole)} {'are' if len(whole) > 1 else 'is'} global: "
+        said += "each token sees every key before it, as in the paper."
+    return said
+
+
+def layer_span(layer: int, window: int | None, n_tokens: int, any_local: bool = True) -> str:
+    """What layer `layer` (from 0) sees and what its map looks like on `n_tokens` tokens; '' for a model without
+    local layers (its every layer is global, as in the paper: nothing to tell apart)."""
+    if not any_local:
+        return ""
+    if window is None:
+        return (
+            f"Layer {layer + 1} is global: each token sees every key before it, itself included, so its map is the "
+            f"causal triangle however long the text ({n_tokens:,} tokens here)."
+        )
+    said = f"Layer {layer + 1} is local: each token sees at most the {window:,} keys before it, itself included"
+    if n_tokens > window:
+        return (
+            f"{said}, so on these {n_tokens:,} tokens its map is a band {window:,} keys wide: the keys further back "
+            "are drawn grey (weight 0, hidden by the window, not by the causal mask) and the window's edge dashed."
+        )
+    return (
+        f"{said}. These {n_tokens:,} tokens fit in the window, so its map is the same triangle a global layer draws; "
+        f"a text over {window:,} tokens shows the band."
+    )
