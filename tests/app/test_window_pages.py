@@ -1,0 +1,89 @@
+"""The window in words and on the map, per family (tiny Gemma 3, Qwen3 and Mistral folders, text longer than their
+5-key windows): the Overview and the model view name which layers are local and which global with the model's own
+window; the attention heatmap says what the picked layer sees and greys what its window hides, and a model without
+local layers says none of it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from attention_explorer.models import registry
+from tests.app import new_app
+from tests.folders import make_gemma3_folder, make_mistral_folder, make_qwen3_folder
+
+TEXT = "the cat sat on the mat because it was tired and the dog sat on the rug"  # longer than every window
+BUILDERS = {  # each folder and its layers' windows (None: global)
+    "gemma3": (lambda path: make_gemma3_folder(path, window=5, layers=3, pattern=3), (5, 5, None)),
+    "qwen3": (
+        lambda path: make_qwen3_folder(path, window=5, layer_types=["sliding_attention", "full_attention"]),
+        (5, None),
+    ),
+    "qwen3-global": (lambda path: make_qwen3_folder(path), (None, None)),
+    "mistral": (lambda path: make_mistral_folder(path, window=5), (5, 5)),
+}
+SUMMARY = {
+    "gemma3": "Layers 1-2 are local: each token sees at most the 5 keys before it, itself included (a sliding window)."
+    " Layer 3 is global: each token sees every key before it, as in the paper.",
+    "qwen3": "Layer 1 is local: each token sees at most the 5 keys before it, itself included (a sliding window). "
+    "Layer 2 is global: each token sees every key before it, as in the paper.",
+    "mistral": "Layers 1-2 are local: each token sees at most the 5 keys before it, itself included (a sliding "
+    "window).",
+}
+
+
+def _open(tmp_path, monkeypatch, family: str, page: str):
+    build, _ = BUILDERS[family]
+    folder = build(tmp_path / family)
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: f"tiny-{family}={folder}"}))
+    at = new_app(page)
+    at.query_params["model"] = f"folder:tiny-{family}"  # one key a family: the app caches models by key
+    at.query_params["text"] = TEXT
+    at.run()
+    assert not at.exception and not at.error, (family, page, at.exception, [e.value for e in at.error])
+    return at
+
+
+def _said(at) -> str:
+    return " ".join(c.value for c in at.caption) + " ".join(m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("family", sorted(BUILDERS))
+def test_the_model_view_and_overview_name_each_layer_local_or_global(tmp_path, monkeypatch, family):
+    windows = BUILDERS[family][1]
+    for page in ("overview", "model_view"):
+        said = _said(_open(tmp_path / page, monkeypatch, family, page))
+        if family in SUMMARY:
+            assert SUMMARY[family] in said, (family, page)
+        else:
+            assert not re.search(r"(is|are) local|sliding window", said), (family, page)
+    at = _open(tmp_path / "grid", monkeypatch, family, "model_view")
+    grid = json.loads(at.get("plotly_chart")[0].proto.spec)
+    ticks = grid["layout"]["yaxis"]["ticktext"]
+    drawn = [int(re.match(r"layer (\d+)", tick)[1]) for tick in ticks]  # a deep stack shows a window of layers
+    assert drawn and drawn == list(range(drawn[0], drawn[0] + len(drawn)))
+    if any(w is not None for w in windows):
+        assert ticks == [f"layer {n} ({'global' if windows[n - 1] is None else 'local'})" for n in drawn]
+    else:
+        assert ticks == [f"layer {n}" for n in drawn]
+
+
+@pytest.mark.parametrize("family", sorted(BUILDERS))
+def test_the_heatmap_page_says_and_draws_the_picked_layers_window(tmp_path, monkeypatch, family):
+    windows = BUILDERS[family][1]
+    at = _open(tmp_path, monkeypatch, family, "attention")
+    said = _said(at)
+    named = re.findall(r"Layer (\d+) is (local|global)", said)
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    greyed = any(trace.get("name") == "outside the window" for trace in spec["data"])
+    if all(w is None for w in windows):
+        assert not named and not greyed
+        return
+    ((number, kind),) = named
+    window = windows[int(number) - 1]
+    assert kind == ("global" if window is None else "local")
+    assert greyed == (window is not None)
+    if window is not None:
+        assert f"at most the {window} keys before it" in said and "band 5 keys wide" in said
