@@ -58,3 +58,27 @@ def layer_span(layer: int, window: int | None, n_tokens: int, any_local: bool = 
         f"{said}. These {n_tokens:,} tokens fit in the window, so its map is the same triangle a global layer draws; "
         f"a text over {window:,} tokens shows the band."
     )
+
+
+def windowed_operations(n: int, d: int, windows: Sequence[int | None]) -> str:
+    """Table 1's count for a model with local layers: a local layer scores each of n queries against at most w keys,
+    n·w·d operations, a global one n²·d; '' for a model without local layers."""
+    local = [i + 1 for i, w in enumerate(windows) if w is not None]
+    if not local:
+        return ""
+    window = next(w for w in windows if w is not None)
+    seen = min(n, window)
+    said = (
+        f"Layer{'s' if len(local) > 1 else ''} {ranges(local)} of this model {'are' if len(local) > 1 else 'is'} "
+        f"local: each query scores at most w = {window:,} keys, so n·min(n, w)·d = {n}·{seen}·{d} = {n * seen * d:,} "
+        f"operations, against n²·d = {n * n * d:,} for a global layer"
+    )
+    if n <= window:
+        said += (
+            f": the same on this sentence, whose {n} tokens fit in the window; from {window + 1:,} tokens on it is less"
+        )
+    said += (
+        ". (This app scores every pair even in a local layer, so that it can draw what the window hides: the saving "
+        "is an engine's that skips the hidden keys.)"
+    )
+    return said

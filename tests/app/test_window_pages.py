@@ -87,3 +87,18 @@ def test_the_heatmap_page_says_and_draws_the_picked_layers_window(tmp_path, monk
     assert greyed == (window is not None)
     if window is not None:
         assert f"at most the {window} keys before it" in said and "band 5 keys wide" in said
+
+
+@pytest.mark.parametrize("family", ["gemma3", "qwen3-global"])
+def test_step_11_counts_local_layers_with_their_window(tmp_path, monkeypatch, family):
+    from tests.app import reveal
+
+    at = reveal(_open(tmp_path, monkeypatch, family, "why_attention"), "why_predict")
+    assert not at.exception and not at.error
+    said = " ".join(i.value for i in at.info).replace("\\", "")  # markdown_literal's escapes
+    if family == "gemma3":
+        assert "Layers 1-2 of this model are local: each query scores at most w = 5 keys" in said
+        n, count = re.search(r"n·min\(n, w\)·d = (\d+)·5·48 = ([\d,]+) operations", said).groups()
+        assert int(n) > 5 and count == f"{int(n) * 5 * 48:,}"
+    else:
+        assert "local" not in said

@@ -88,3 +88,14 @@ def test_the_words_say_this_models_numbers():
     assert "fit in the window" in layer_span(0, 512, 40) and "band" not in layer_span(0, 512, 40).split(";")[0]
     assert "global" in layer_span(5, None, 600) and "triangle" in layer_span(5, None, 600)
     assert layer_span(0, None, 600, any_local=False) == ""
+
+
+def test_step_11_counts_a_local_layers_operations_with_its_window():
+    from attention_explorer.explorer.lesson.window_words import windowed_operations
+
+    said = windowed_operations(600, 640, (512, 512, None))
+    assert "Layers 1-2 of this model are local" in said
+    assert f"n·min(n, w)·d = 600·512·640 = {600 * 512 * 640:,} operations, against n²·d = {600 * 600 * 640:,}" in said
+    short = windowed_operations(40, 640, (512, None))
+    assert f"40·40·640 = {40 * 40 * 640:,}" in short and "fit in the window" in short
+    assert windowed_operations(600, 640, (None, None)) == ""
