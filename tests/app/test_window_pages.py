@@ -102,3 +102,18 @@ def test_step_11_counts_local_layers_with_their_window(tmp_path, monkeypatch, fa
         assert int(n) > 5 and count == f"{int(n) * 5 * 48:,}"
     else:
         assert "local" not in said
+
+
+def test_positional_encoding_names_both_rotary_bases_and_draws_layer_1s(tmp_path, monkeypatch):
+    import numpy as np
+
+    at = _open(tmp_path, monkeypatch, "gemma3", "positional")
+    said = _said(at).replace("\\\\", "")
+    assert "two bases instead of 10000: 1,000,000 in its global layers, 10,000 in its local" in said
+    assert "These curves are layer 1's, a local layer (base 10,000). The global layers turn with base 1,000,000" in said
+    # the periods said for the global layers: from layer 3's (a global layer's) own rotary table
+    loaded = registry.load("folder:tiny-gemma3")
+    table = loaded.model.decoder.layers[2].self_attn.rotary
+    theta = np.arctan2(table.sin[1].numpy(), table.cos[1].numpy())
+    pair, period = re.search(r"base 1,000,000: pair 0 .*?, pair (\d+) every ([\d,]+)", said).groups()
+    assert period == f"{2 * np.pi / theta[int(pair)]:,.0f}"
