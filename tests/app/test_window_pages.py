@@ -117,3 +117,16 @@ def test_positional_encoding_names_both_rotary_bases_and_draws_layer_1s(tmp_path
     theta = np.arctan2(table.sin[1].numpy(), table.cos[1].numpy())
     pair, period = re.search(r"base 1,000,000: pair 0 .*?, pair (\d+) every ([\d,]+)", said).groups()
     assert period == f"{2 * np.pi / theta[int(pair)]:,.0f}"
+
+
+@pytest.mark.parametrize("family", ["gemma3", "mistral"])
+def test_qkv_shows_qk_norm_where_the_model_has_it(tmp_path, monkeypatch, family):
+    at = _open(tmp_path, monkeypatch, family, "qkv")
+    said = _said(at)
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    titles = json.dumps([c["layout"].get("title") for c in charts])
+    if family == "gemma3":
+        assert "QK-norm: W^Q and W^K write q and k, then each head's q and each key go through an RMSNorm" in said
+        assert "q before its norm" in titles and "K before its norm" in titles
+    else:
+        assert "QK-norm" not in said and "before its norm" not in titles

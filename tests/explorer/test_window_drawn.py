@@ -99,3 +99,16 @@ def test_step_11_counts_a_local_layers_operations_with_its_window():
     short = windowed_operations(40, 640, (512, None))
     assert f"40·40·640 = {40 * 40 * 640:,}" in short and "fit in the window" in short
     assert windowed_operations(600, 640, (None, None)) == ""
+
+
+def test_the_qkv_walkthrough_of_a_local_layer_uses_its_window_scale_and_norm(run):
+    from attention_explorer.explorer.run import walkthrough
+
+    attention = run.decoder_self
+    n = attention.mask.shape[0]
+    s = walkthrough.steps(run, "decoder_self", 0, 1, n - 1)
+    np.testing.assert_array_equal(s.mask, attention.mask_of(0)[n - 1])  # the window, not only the causal mask
+    assert s.mask.sum() == 5
+    np.testing.assert_array_equal(s.scaled_scores, s.raw_scores * np.float32(24**-0.5))  # query_pre_attn_scalar 24
+    np.testing.assert_array_equal(s.q_before_norm, attention.layer(0).q_before_norm[1, n - 1])
+    assert (s.weights[~s.mask] == 0).all()
