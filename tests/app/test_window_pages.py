@@ -130,3 +130,14 @@ def test_qkv_shows_qk_norm_where_the_model_has_it(tmp_path, monkeypatch, family)
         assert "q before its norm" in titles and "K before its norm" in titles
     else:
         assert "QK-norm" not in said and "before its norm" not in titles
+
+
+@pytest.mark.parametrize("family", ["gemma3", "mistral"])
+def test_add_and_norm_shows_the_norm_after_each_sublayer_where_there_is_one(tmp_path, monkeypatch, family):
+    said = _said(_open(tmp_path, monkeypatch, family, "add_norm"))
+    if family == "gemma3":
+        assert "x + RMSNorm(Sublayer(RMSNorm(x)))" in said and "sandwich norms" in said
+        assert "(GeGLU)" in said and "through GELU" in said and "1 + w" in said and "SwiGLU" not in said
+    else:
+        assert "x + Sublayer(RMSNorm(x))" in said and "sandwich" not in said
+        assert "(SwiGLU)" in said and "through SiLU" in said
