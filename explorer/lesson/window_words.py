@@ -38,9 +38,10 @@ def layers_summary(windows: Sequence[int | None]) -> str:
     return said
 
 
-def layer_span(layer: int, window: int | None, n_tokens: int, any_local: bool = True) -> str:
+def layer_span(layer: int, window: int | None, n_tokens: int, any_local: bool = True, drawn: bool = True) -> str:
     """What layer `layer` (from 0) sees and what its map looks like on `n_tokens` tokens; '' for a model without
-    local layers (its every layer is global, as in the paper: nothing to tell apart)."""
+    local layers (its every layer is global, as in the paper: nothing to tell apart); `drawn`: the map greys what
+    the window hides (token level, not words)."""
     if not any_local:
         return ""
     if window is None:
@@ -50,10 +51,13 @@ def layer_span(layer: int, window: int | None, n_tokens: int, any_local: bool = 
         )
     said = f"Layer {layer + 1} is local: each token sees at most the {window:,} keys before it, itself included"
     if n_tokens > window:
-        return (
-            f"{said}, so on these {n_tokens:,} tokens its map is a band {window:,} keys wide: the keys further back "
-            "are drawn grey (weight 0, hidden by the window, not by the causal mask) and the window's edge dashed."
+        shown = (
+            ": the keys further back are drawn grey (weight 0, hidden by the window, not by the causal mask) and the "
+            "window's edge dashed"
+            if drawn
+            else " (the keys further back have weight 0)"
         )
+        return f"{said}, so on these {n_tokens:,} tokens its map is a band {window:,} keys wide{shown}."
     return (
         f"{said}. These {n_tokens:,} tokens fit in the window, so its map is the same triangle a global layer draws; "
         f"a text over {window:,} tokens shows the band."

@@ -41,7 +41,7 @@ weights, title = head_or_mean(chosen.weights, layer, head), head_title(layer, he
 # a local layer (a sliding window of keys): what it hides drawn grey and its edge dashed, where cells are tokens
 window = attention.windows[layer] if attention.windows and chosen.kind == "decoder_self" else None
 if window is not None or attention.windows:
-    st.caption(layer_span(layer, window, attention.mask.shape[1]))
+    st.caption(layer_span(layer, window, attention.mask.shape[1], drawn=chosen.groups is None))
 
 
 follow = "Click a row to follow that query token through Q, K and V step by step"

@@ -75,7 +75,7 @@ if windows:
 title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
 if windows:
-    st.caption(layer_span(layer, windows[layer], attention.mask.shape[1]))
+    st.caption(layer_span(layer, windows[layer], attention.mask.shape[1], drawn=chosen.groups is None))
 weights = chosen.weights[layer, head]
 picked = st.session_state.get(state.FOCUS_TOKEN)  # the query the lesson follows, when a step has picked one
 query = (
