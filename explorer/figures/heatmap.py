@@ -123,6 +123,45 @@ def diverging_scale(z: np.ndarray) -> dict:
     }
 
 
+OUTSIDE = "outside the window"  # the name of the trace that greys what a local layer's window hides
+
+
+def outside_window(queries: np.ndarray, keys: np.ndarray, window: int) -> np.ndarray:
+    """(Tq, Tk) bool: the keys a local layer of `window` keys hides from each query though the causal mask would show
+    them (key j before query i, i - j >= window), for query and key positions `queries` and `keys` in the text."""
+    behind = queries[:, None] - keys[None, :]
+    return behind >= window
+
+
+def window_edge(queries: np.ndarray, keys: np.ndarray, window: int) -> str | None:
+    """An SVG path in cell coordinates (column and row indices) along the left edge of each row's window: the line
+    between the last key it hides and the first it sees; None when the window starts before every key drawn."""
+    first_seen = queries - window + 1 - keys[0]  # each row's first visible key, as a column index
+    points: list[str] = []
+    for row, column in enumerate(first_seen):
+        x = min(max(column, 0), len(keys)) - 0.5
+        points += [f"{x},{row - 0.5}", f"{x},{row + 0.5}"]
+    if not (first_seen > 0).any():
+        return None
+    return "M " + " L ".join(points)
+
+
+def window_layers(window: int, queries: np.ndarray, keys: np.ndarray) -> tuple[go.Heatmap, dict | None]:
+    """What a local layer's window adds to its map: a grey cell on each key it hides (its weight is 0, as a causal
+    mask's are, but greyed, not blank) and its edge as a dashed line."""
+    hidden = outside_window(queries, keys, window)
+    grey = go.Heatmap(
+        z=np.where(hidden, 1.0, np.nan).astype(np.float32),
+        colorscale=[[0, style.OUTSIDE_WINDOW], [1, style.OUTSIDE_WINDOW]],
+        showscale=False,
+        hoverinfo="skip",
+        name=OUTSIDE,
+    )
+    path = window_edge(queries, keys, window)
+    edge = None if path is None else {"type": "path", "path": path, "line": style.WINDOW_EDGE, "name": "window edge"}
+    return grey, edge
+
+
 def head_heatmap(
     weights: np.ndarray,
     queries: Sequence[str],
@@ -135,6 +174,7 @@ def head_heatmap(
     stretched: bool = False,
     first: tuple[int, int] = (0, 0),
     blocked: bool = False,
+    window: int | None = None,
 ) -> go.Figure:
     """softmax(QK^T/sqrt(d_k)) for one head (eq. 1) with query tokens down the side and key tokens across.
     diverging: a difference of two such maps, on a red-blue scale centred at zero and symmetric about it.
@@ -146,7 +186,9 @@ def head_heatmap(
     whose values are spread thin (rollout over hundreds of tokens) or evenly (flow).
     first: the positions of the first query and key drawn, for a region of a longer map (figures.zoom): labels and
     click targets name the text's own positions.
-    blocked: `weights` are already the `overview`'s block means (reduced while a run held each layer)."""
+    blocked: `weights` are already the `overview`'s block means (reduced while a run held each layer).
+    window: a local layer's sliding window of keys (self-attention, queries and keys the same positions): the keys it
+    hides are drawn grey, not blank as the causal mask's, and its edge dashed (at full resolution only)."""
     expected = (len(queries), len(keys))
     if blocked:
         if overview is None:
@@ -196,6 +238,12 @@ def head_heatmap(
         marks, click_layout = row_targets([(int(i),) for i in first_query])
         # the heatmap keeps its own label (Plotly tilts it in hovermode "y" when a map has two traces)
         data = [data[0], marks]
+    shapes = []
+    if window is not None and len(x) == len(keys) and len(y) == len(queries):  # full resolution: a cell a token
+        grey, edge = window_layers(window, np.asarray(first_query), np.asarray(first_key))
+        grey.update(x=x, y=y)
+        data.append(grey)
+        shapes = [edge] if edge is not None else []
     rows_fit = max(4, (size - 220) // TICK_PX)  # the plot's height less the key labels above it
     figure = go.Figure(
         data=data,
@@ -203,6 +251,7 @@ def head_heatmap(
             **click_layout,
             "title": titled(title),
             "height": size,
+            "shapes": shapes,
             "margin": {"l": 10, "r": 10, "t": 10, "b": 10, "autoexpand": True},
             "xaxis": token_axis(
                 k_labels,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -65,10 +67,12 @@ def model_view(
     selected: tuple[int, int] | None = None,
     first_layer: int = 0,
     row_px: int = ROW_PX,
+    spans: Sequence[str] = (),
 ) -> go.Figure:
     """All heads of all layers; each thumbnail is its head's attention (queries down, keys across), pooled. Each
     thumbnail is a click target naming (layer, head); `first_layer` numbers the first row (one layer's heads, or a
-    window of layers); `row_px`: each layer's row this tall on screen (thumbnail_px)."""
+    window of layers); `row_px`: each layer's row this tall on screen (thumbnail_px); `spans`: each drawn layer's
+    kind ('local', 'global'), named beside its number where a model has both."""
     n_layers, n_heads, t_q, t_k = weights.shape
     s_q, s_k = -(-t_q // factor(t_q, size)), -(-t_k // factor(t_k, size))  # the thumbnail size pool() produces
     shapes = []
@@ -112,7 +116,9 @@ def model_view(
             "yaxis": {
                 "tickmode": "array",
                 "tickvals": layer_ticks,
-                "ticktext": [f"layer {first_layer + i + 1}" for i in range(n_layers)],
+                "ticktext": [
+                    f"layer {first_layer + i + 1}" + (f" ({spans[i]})" if spans else "") for i in range(n_layers)
+                ],
                 "autorange": "reversed",
                 "automargin": True,
                 "showgrid": False,

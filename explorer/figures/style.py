@@ -60,6 +60,12 @@ DIVERGING = _scale(plotly_diverging.RdBu[::-1])
 NEGATIVE, POSITIVE = "blue", "red"  # as a sentence names DIVERGING's ends
 
 
+# What a local layer's window hides (keys more than w back): a mid grey, unlike the causal mask's near-white 0s, and
+# a dashed edge where the window starts
+OUTSIDE_WINDOW = "#9e9e9e"
+WINDOW_EDGE = {"color": "#D55E00", "width": 2, "dash": "dash"}
+
+
 def sequential(zmin: float | None = 0.0, zmax: float | None = 1.0) -> dict:
     """A heatmap's colour settings for values from zmin to zmax (None: the data's own), on SEQUENTIAL."""
     return {"colorscale": SEQUENTIAL, "zmin": zmin, "zmax": zmax}

@@ -118,6 +118,7 @@ def overview_heatmap(
     region: Region | None = None,
     diverging: bool = False,
     row: int | None = None,
+    window: int | None = None,
 ) -> go.Figure:
     """One head's (Tq, Tk) map as block means (blocks.block_means, overview_factors a cell) on axes of the text's
     positions, `region` outlined (and query `row`, a step being looked at). A click target on each of at most
@@ -158,6 +159,20 @@ def overview_heatmap(
         box = {"x0": region.keys.start - 0.5, "x1": region.keys.stop - 0.5}
         shapes.append({"type": "rect", **box, "y0": region.queries.start - 0.5, "y1": region.queries.stop - 0.5})
         shapes[0]["line"] = OUTLINE
+    if window is not None and n_q > window:  # key j hidden from query i when i - j >= window: below x = y - w + 0.5
+        corner = f"{n_q - window},{n_q - 0.5}"
+        shapes.append(
+            {
+                "type": "path",
+                "path": f"M -0.5,{window - 1} L -0.5,{n_q - 0.5} L {corner} Z",
+                "fillcolor": style.OUTSIDE_WINDOW,
+                "opacity": 0.6,
+                "line": {"width": 0},
+                "name": "outside the window",
+            }
+        )
+        edge = {"type": "line", "x0": -0.5, "y0": window - 1, "x1": n_q - window, "y1": n_q - 0.5}
+        shapes.append({**edge, "line": style.WINDOW_EDGE, "name": "window edge"})
     if row is not None:
         shapes.append({"type": "rect", "x0": -0.5, "x1": n_k - 0.5, "y0": row - 0.5, "y1": row + 0.5, "line": ROW})
     rows_fit = max(4, (HEIGHT - 220) // TICK_PX)

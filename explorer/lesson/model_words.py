@@ -119,13 +119,26 @@ def add_norm_intro(block: Anatomy) -> str:
             f"position, widens each vector to d_ff numbers, {activation} and narrows it back. That is one layer; the "
             f"stack repeats it N times and ends with one more {block.norm_name}."
         )
+    gate, gate_act = ("SwiGLU", "SiLU") if block.ffn.name == "SwiGLU" else (block.ffn.name, "GELU")
+    if block.sandwich and block.norm == "rms":  # a norm before and after each sub-layer (Sublayer.post_norm)
+        gain = "times a learned gain stored as w and used as 1 + w" if block.norm_offset == 1 else "times a gain"
+        return (
+            f"This model is pre-norm with sandwich norms: each sub-layer reads RMSNorm(x) (x divided by its root mean "
+            f"square, {gain}: no mean taken away and no bias, unlike LayerNorm), and its output goes through a second "
+            "RMSNorm of its own before it is added back to the vector that entered it (the residual connection): "
+            "x + RMSNorm(Sublayer(RMSNorm(x))). The norm after each sub-layer sets the size of what it adds to the "
+            f"stream. The feed-forward network ({gate}), the same for every position, sits between two norms too: two "
+            f"projections to d_ff numbers, one passed through {gate_act} and used as a gate on the other, then "
+            "narrowed back. That is one layer; the stack repeats it N times and ends with one more RMSNorm."
+        )
     if block.norm == "rms":
         return (
             "This model is pre-norm with RMSNorm: each sub-layer reads RMSNorm(x) (x divided by its root mean square, "
             "times a learned gain: no mean taken away and no bias, unlike LayerNorm), and its output is added back to "
             "the vector that entered it (the residual connection), with nothing after the addition: x + "
-            "Sublayer(RMSNorm(x)). Then a gated feed-forward network (SwiGLU), the same for every position: two "
-            "projections to d_ff numbers, one passed through SiLU and used as a gate on the other, then narrowed back. "
+            f"Sublayer(RMSNorm(x)). Then a gated feed-forward network ({gate}), the same for every position: two "
+            f"projections to d_ff numbers, one passed through {gate_act} and used as a gate on the other, then "
+            "narrowed back. "
             "That is one layer; the stack repeats it N times and ends with one more RMSNorm."
             if block.ffn.gated
             else "This model is pre-norm with RMSNorm: each sub-layer reads RMSNorm(x), and its output is added back "

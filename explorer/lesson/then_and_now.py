@@ -5,6 +5,7 @@ where the model does what the paper did."""
 
 from __future__ import annotations
 
+from attention_explorer.explorer.lesson.window_words import ranges
 from attention_explorer.models import train
 from attention_explorer.models.families.descriptor import BYTE_BPE, SENTENCEPIECE, WORDPIECE
 from attention_explorer.models.registry import LoadedModel
@@ -54,6 +55,20 @@ PAPER = {
 }
 
 
+def _local(loaded: LoadedModel) -> tuple[list[int], list[int], int | None]:
+    """(local layers, global layers, the window), 1-based, from the anatomy's spans; ([], [], None) without windows."""
+    spans = loaded.family.block.spans
+    local = [i + 1 for i, span in enumerate(spans) if span.local]
+    if not local:
+        return [], [], None
+    return local, [i + 1 for i, span in enumerate(spans) if not span.local], spans[local[0] - 1].window
+
+
+def _layers(numbers: list[int]) -> str:
+    """'layer 3' or 'layers 1-2, 4'."""
+    return f"layer{'s' if len(numbers) > 1 else ''} {ranges(numbers)}"
+
+
 def _tokens(loaded: LoadedModel) -> str:
     family, config = loaded.family, loaded.model.config
     vocab = config.vocab_size
@@ -72,14 +87,23 @@ def _positional(loaded: LoadedModel) -> str:
     positions = loaded.family.block.positions
     if positions.rotary:
         share = "" if positions.fraction == 1 else f" on {positions.fraction:.0%} of each head's dimensions"
+        if len(positions.bases) == 2:  # the global layers' base, then the local (sliding-window) ones'
+            whole, local = (f"{int(b):,}" if b == int(b) else f"{b:g}" for b in (positions.base, positions.local_base))
+            bases = f"base {whole} in global layers, {local} in local ones"
+            return f"nothing added: queries and keys turned by position (rotary{share}, {bases})"
         return f"nothing added: queries and keys turned by position (rotary{share}, base {positions.base:g})"
     return "one learned vector per position, added" if positions.kind == "learned" else SAME
 
 
 def _query_key_value(loaded: LoadedModel) -> str:
     config, block = loaded.model.config, loaded.family.block
+    norm = f"; QK-norm: an {block.norm_name} on each head's q and k" if block.qk_norm else ""
     if block.shared_kv:
-        return f"{block.n_heads} query heads sharing {block.kv_heads} key/value heads, {config.d_head} columns each"
+        return (
+            f"{block.n_heads} query heads sharing {block.kv_heads} key/value heads, {config.d_head} columns each" + norm
+        )
+    if norm:
+        return f"{config.n_heads} heads, each with its own W^Q, W^K and W^V of {config.d_head} columns{norm}"
     if (config.n_heads, config.d_head) == (8, 64):
         return SAME
     return f"{config.n_heads} heads, each with its own W^Q, W^K and W^V of {config.d_head} columns"
@@ -87,8 +111,16 @@ def _query_key_value(loaded: LoadedModel) -> str:
 
 def _scores(loaded: LoadedModel) -> str:
     shape = loaded.family.shape
+    block = loaded.family.block
+    # q and k normed before their dot product, then the scale
+    said = f"; QK-norm ({block.norm_name}) on q and k" if block.qk_norm else ""
     if shape == "decoder-only":  # a causal row keeps the key at its own position (the diagonal)
-        return "every layer's self-attention masked: each token sees itself and those before it"
+        local, whole, window = _local(loaded)
+        if local:  # short: the line stays within two lines under the title
+            seen = f"{_layers(local)} {'sees' if len(local) == 1 else 'see'} only the last {window:,} keys"
+            seen += f", {_layers(whole)} all" if whole else ""
+            return f"causal; {seen}{said}"
+        return f"every layer's self-attention masked: each token sees itself and those before it{said}"
     return "encoder-only: no mask, every token sees both sides" if shape == "encoder-only" else SAME
 
 
@@ -107,10 +139,17 @@ def _multi_head(loaded: LoadedModel) -> str:
 def _add_norm(loaded: LoadedModel) -> str:
     config, block = loaded.model.config, loaded.family.block
     norm = f"pre-norm, x + Sublayer({block.norm_name}(x))" if block.norm_first else "post-LN, as the paper"
+    if block.sandwich:  # a norm before and after each sub-layer (models.anatomy.Sublayer.post_norm)
+        name = block.norm_name
+        norm = f"sandwich norms, x + {name}(Sublayer({name}(x)))"
     if block.parallel:  # one addition of both sub-layers' outputs, each read through its own norm (models.anatomy)
         name = block.norm_name
         norm = f"parallel {block.pre_name}, x + Attn({name}_1(x)) + FFN({name}_2(x)): {block.parallel_reading}"
-    gated = "a gated SiLU feed-forward (SwiGLU)" if block.ffn.gated else f"a {block.ffn.activation} feed-forward"
+    gated = f"a {block.ffn.activation} feed-forward"
+    if block.ffn.gated:  # SwiGLU (gated SiLU) or GeGLU (gated GELU)
+        gated = (
+            "a gated SiLU feed-forward (SwiGLU)" if block.ffn.name == "SwiGLU" else f"a {block.ffn.name} feed-forward"
+        )
     said = f"{norm}; {gated} {config.d_model} -> {config.d_ff} -> {config.d_model}"
     paper = not (block.norm_first or block.ffn.gated) and block.ffn.activation == "relu"
     return SAME if paper and (config.d_model, config.d_ff) == (512, 2048) else said
@@ -124,6 +163,9 @@ def _model_view(loaded: LoadedModel) -> str:
         "encoder-decoder": f"{config.n_encoder_layers} encoder and {config.n_decoder_layers} decoder layers",
     }[loaded.family.shape]
     said = f"{stacks} of {config.n_heads} heads"
+    local, whole, window = _local(loaded)
+    if local:
+        said += f": {len(local)} local (a window of {window:,} keys), {len(whole)} global"
     return SAME if said == PAPER["model_view"] else said
 
 
@@ -149,6 +191,9 @@ def _patch(loaded: LoadedModel) -> str:
 def _why_attention(loaded: LoadedModel) -> str:
     config = loaded.model.config
     d, most = config.d_model, config.max_len
+    local, _, window = _local(loaded)
+    if local:  # a local layer scores at most w keys a query: n·w·d
+        return f"d = {d}; local layers O(n·w·d), w = {window:,}; up to {most:,} tokens"
     return f"d = {d}: less work while n < {d}; it reads up to {most:,} tokens"
 
 
@@ -167,6 +212,8 @@ def _final_linear(loaded: LoadedModel) -> str:
         return "none: an encoder-only model ends with its last layer's vectors"
     norm = f", after a final {family.block.norm_name}" if family.block.final_norm else ""
     scale = "" if config.scale_embeddings else ", no sqrt(d_model) scale"
+    cap = loaded.family.block.logit_softcap
+    scale += f", logits soft-capped at {cap:g} (cap·tanh(z / cap))" if cap else ""
     if not config.tie_output:
         return f"its own output matrix, not the embedding's{norm}{scale}"
     if family.has_source and not config.share_embeddings:  # the source reads its own embedding matrix

@@ -11,6 +11,7 @@ from attention_explorer.explorer.app.callbacks import walk_heads
 from attention_explorer.explorer.figures.heatmap import cells_note
 from attention_explorer.explorer.figures.model_view import LAYER_CELLS, layer_heads
 from attention_explorer.explorer.lesson.model_words import attention_formula
+from attention_explorer.explorer.lesson.window_words import layer_span
 from attention_explorer.explorer.run.blocks import factor
 from attention_explorer.explorer.run.heads import MEAN, head_or_mean, head_title
 from attention_explorer.explorer.views.chart import chart, drill_to_pickers
@@ -33,6 +34,10 @@ layer, head = pick_layer_head(
     attention.n_layers, attention.n_heads, state.ATTENTION, mean=True, layer=start.layer, head=start.head
 )
 weights, title = head_or_mean(chosen.weights, layer, head), head_title(layer, head, attention.n_heads).capitalize()
+# a local layer (a sliding window of keys): what it hides drawn grey and its edge dashed, where cells are tokens
+window = attention.windows[layer] if attention.windows and chosen.kind == "decoder_self" else None
+if window is not None or attention.windows:
+    st.caption(layer_span(layer, window, attention.mask.shape[1], drawn=chosen.groups is None))
 
 
 follow = "Click a row to follow that query token through Q, K and V step by step"
@@ -49,7 +54,8 @@ focus = (start.query, start.key)
 if chosen.groups is not None:
     focus = (word_of(chosen.groups[0], start.query), word_of(chosen.groups[1], start.key))
 masked = chosen.kind == "decoder_self"
-head_map(weights, chosen.queries, chosen.keys, title, "attention_heatmap", focus, clicked, view, masked=masked)
+drawn = {"window": window} if window is not None and chosen.groups is None else {}
+head_map(weights, chosen.queries, chosen.keys, title, "attention_heatmap", focus, clicked, view, masked=masked, **drawn)
 token_legend()  # the marks its token labels use
 
 st.subheader(f"All heads of layer {layer + 1}")

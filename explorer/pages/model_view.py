@@ -8,6 +8,7 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.heatmap import cells_note
 from attention_explorer.explorer.figures.model_view import THUMBNAIL, layer_window, model_view, pool, thumbnail_px
+from attention_explorer.explorer.lesson.window_words import layer_span, layers_summary
 from attention_explorer.explorer.lesson.wording import attention_formula, head_output, model_view_hint
 from attention_explorer.explorer.run.blocks import factor
 from attention_explorer.explorer.views.chart import chart, drill_to_pickers, open_in_attention
@@ -41,8 +42,11 @@ if chosen.groups is None:  # block means reduced one layer at a time (cached), n
     thumbnails = cached.get_thumbnails(state.sidebar(st.session_state), chosen.kind)[window.start : window.stop]
 else:  # word level: the merged weights are already whole
     thumbnails = pool(chosen.weights[window.start : window.stop], THUMBNAIL)
+# a model with local layers (a sliding window of keys): each row named local or global
+windows = attention.windows if chosen.kind == "decoder_self" else ()
+spans = ["global" if w is None else "local" for w in windows[window.start : window.stop]]
 chart(
-    model_view(thumbnails, THUMBNAIL, (layer, head), window.start, thumb),
+    model_view(thumbnails, THUMBNAIL, (layer, head), window.start, thumb, spans=spans),
     "model_grid",
     on_click=drill_to_pickers(state.FOCUS_LAYER, state.FOCUS_HEAD),
     view=(kind_name(chosen.kind),),
@@ -66,8 +70,12 @@ st.caption(
     "one: the full-size map below keeps the 0-1 scale."
 )
 
+if windows:
+    st.caption(layers_summary(windows))
 title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
+if windows:
+    st.caption(layer_span(layer, windows[layer], attention.mask.shape[1], drawn=chosen.groups is None))
 weights = chosen.weights[layer, head]
 picked = st.session_state.get(state.FOCUS_TOKEN)  # the query the lesson follows, when a step has picked one
 query = (
@@ -85,6 +93,7 @@ head_map(
     focus,
     view=view,
     masked=chosen.kind == "decoder_self",
+    **({"window": windows[layer]} if windows and windows[layer] is not None and chosen.groups is None else {}),
 )
 if st.button("Open in the attention heatmap", key="model_open"):
     open_in_attention(chosen.kind, layer, head, chosen.groups is not None)

@@ -11,6 +11,7 @@ from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.labels import escape_tokens, markdown_literal
 from attention_explorer.explorer.figures.overview import figure_one, map_height, open_clicked
+from attention_explorer.explorer.lesson.window_words import layers_summary
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace
 from attention_explorer.explorer.views.frame import intro, page_footer, page_header
@@ -65,6 +66,10 @@ chart(
     on_click=functools.partial(open_clicked, st.session_state, state.DRILL_TO),
     present_height=map_px,
 )
+
+# a model with local layers (models.anatomy.Span): which layers see a window of keys and which every key
+if spans := layers_summary([span.window for span in loaded.family.block.spans]):
+    st.caption(spans)
 
 missing = navigation.lacking(loaded.family)
 if missing:

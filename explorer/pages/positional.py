@@ -22,11 +22,17 @@ ROTARY_PAIRS = (0, 1, 4, 8, 16)  # fast to slow: pair i turns by theta_i = base^
 DISTANCES = 256  # how far apart the query and key are moved in the score-by-distance chart
 
 
+def _base(value: float) -> str:
+    """A rotary base as a reader writes it: 1,000,000, not 1e+06."""
+    return f"{int(value):,}" if value == int(value) else f"{value:g}"
+
+
 def rotary_page(model_name: str) -> None:
     """Rotary positions (Su et al. 2021): nothing added; queries and keys turned by position, with this model's base."""
     loaded = cached.model(model_name)
     config = loaded.model.config
-    base, d_head = loaded.family.block.positions.base, config.d_head
+    # the base of layer 1's table, the one drawn (run.positions.rotary): a local layer's own where local ones have one
+    base, d_head = loaded.family.block.span(0).rotary_base or loaded.family.block.positions.base, config.d_head
     turned = rotary_positions.turned_dims(loaded)  # the first `turned` of each head's d_head; partial rotary: fewer
     st.latex(
         r"\begin{pmatrix} q'_i \\ q'_{i + d/2} \end{pmatrix} = \begin{pmatrix} \cos(pos\,\theta_i) & "
@@ -41,11 +47,21 @@ def rotary_page(model_name: str) -> None:
             f"{turned // 2} pairs: its first {turned} of {d_head} dimensions; the other {d_head - turned} pass unturned"
         )
         width = f"the {turned} turned dimensions"
+    positions = loaded.family.block.positions
+    bases = model_words.rotary_base(base)
+    drawn_kind = loaded.family.block.span(0).kind
+    other = positions.local_base if drawn_kind == "global" else positions.base
+    if len(positions.bases) == 2:  # local (sliding-window) layers turn with their own base
+        bases = (
+            f"the paper's sinusoid ones with two bases of this model's (the paper has one, 10000): "
+            f"{_base(positions.base)} in its global layers, {_base(positions.local_base)} in its local "
+            "(sliding-window) layers"
+        )
     intro(
         "The 2017 paper adds a sinusoid to each token embedding (section 3.5). This model adds nothing to the "
         f"embedding: in every layer, each query and key is turned pair by pair ({pairs_said}) "
         "by an angle of position x theta_i (rotary positions, Su et al. 2021). The frequencies are "
-        f"{model_words.rotary_base(base)}, over {width}. "
+        f"{bases}, over {width}. "
         "A turn keeps each pair's length, so q . k depends on the two tokens and on how far apart "
         "they are, not on where they sit."
     )
@@ -66,6 +82,14 @@ def rotary_page(model_name: str) -> None:
             f"Dots are whole positions. Pair 0 turns a full circle every {2 * np.pi / theta[0]:.1f} positions; "
             f"pair {max(pairs)} every {slowest:,.0f}. The angles come from the model's own rotary table."
         )
+        if len(positions.bases) == 2:  # theta_i = base^(-2i/d) for the other kind of layer, the same pairs
+            others = other ** (-2 * np.arange(len(theta)) / turned)
+            kind = "local" if drawn_kind == "global" else "global"
+            st.caption(
+                f"These curves are layer 1's, a {drawn_kind} layer (base {_base(base)}). The {kind} layers turn "
+                f"with base {_base(other)}: pair 0 a full circle every {2 * np.pi / others[0]:.1f} positions, pair "
+                f"{max(pairs)} every {2 * np.pi / others[max(pairs)]:,.0f} (theta_i = {_base(other)}^(-2i/{turned}))."
+            )
     else:
         st.info("Pick at least one pair to draw its curve.")
     sidebar = state.sidebar(st.session_state)

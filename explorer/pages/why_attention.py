@@ -8,6 +8,7 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures.complexity import operations
 from attention_explorer.explorer.figures.labels import markdown_literal
+from attention_explorer.explorer.lesson.window_words import windowed_operations
 from attention_explorer.explorer.run import complexity
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace
@@ -54,6 +55,10 @@ answer_box(
     guess,
     guess == answer,
 )
+
+# a model with local layers (a sliding window of w keys): n·w·d, not n²·d, for those layers
+if windowed := windowed_operations(n, d, [span.window for span in loaded.family.block.spans]):
+    st.info(markdown_literal(windowed))
 
 st.subheader("Table 1 for this sentence")
 rows = complexity.table(n, d)

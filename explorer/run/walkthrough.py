@@ -43,6 +43,8 @@ class HeadWalkthrough:
     q_unrotated: np.ndarray | None = None  # rotary positions: (Dh,) x W_Q before q is turned by its position
     k_unrotated: np.ndarray | None = None  # (Tk, Dh) before each key is turned by its own position
     sharing: tuple[int, ...] = ()  # the query heads (from 0) that read the same keys and values, this one included
+    q_before_norm: np.ndarray | None = None  # QK-norm: (Dh,) q as W_Q wrote it, before its norm (and rotary)
+    k_before_norm: np.ndarray | None = None  # (Tk, Dh) each key before its norm
 
 
 def input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, str]:
@@ -87,6 +89,9 @@ class QueryRows:
     q_unrotated: np.ndarray | None  # (H, Dh)
     k_unrotated: np.ndarray | None  # (H, Tk, Dh)
     sharing: tuple[tuple[int, ...], ...]  # per query head: the heads reading the same keys and values
+    scale: float = 0.0  # the scores' factor (1/sqrt(d_head), or the config's own); 0: 1/sqrt(d_head)
+    q_before_norm: np.ndarray | None = None  # QK-norm: (H, Dh) before the norm
+    k_before_norm: np.ndarray | None = None  # (H, Tk, Dh)
 
     @property
     def n_heads(self) -> int:
@@ -111,13 +116,16 @@ def query_rows(trace: Trace, kind: str, layer: int, query: int) -> QueryRows:
         k=found.k,
         v=found.v,
         raw_scores=found.raw_scores[:, query].copy(),
-        mask=a.mask[query].copy(),
+        mask=a.mask_of(layer)[query].copy(),  # a local layer's window narrows the causal mask
         weights=found.weights[:, query].copy(),
         heads=found.heads[:, query].copy(),
         output=found.output[query].copy(),
         q_unrotated=None if found.q_unrotated is None else found.q_unrotated[:, query].copy(),
         k_unrotated=found.k_unrotated,
         sharing=tuple(a.sharing(h) for h in range(a.n_heads)),
+        scale=float(found.scaling or 0.0),
+        q_before_norm=None if found.q_before_norm is None else found.q_before_norm[:, query].copy(),
+        k_before_norm=found.k_before_norm,
     )
 
 
@@ -130,7 +138,7 @@ def head_steps(rows: QueryRows, head: int) -> HeadWalkthrough:
     # this row scaled exactly as AttentionTrace.scaled_scores scales every score (one float32 multiply each): the
     # property builds the whole (L, H, Tq, Tk) array, 1.7 s at 2,048 tokens
     d_head = rows.q.shape[-1]
-    scaled = rows.raw_scores[head] * np.float32(d_head**-0.5)
+    scaled = rows.raw_scores[head] * np.float32(rows.scale or d_head**-0.5)
     v = rows.v[head]
     return HeadWalkthrough(
         kind=rows.kind,
@@ -157,6 +165,8 @@ def head_steps(rows: QueryRows, head: int) -> HeadWalkthrough:
         q_unrotated=None if rows.q_unrotated is None else rows.q_unrotated[head],
         k_unrotated=None if rows.k_unrotated is None else rows.k_unrotated[head],
         sharing=rows.sharing[head],
+        q_before_norm=None if rows.q_before_norm is None else rows.q_before_norm[head],
+        k_before_norm=None if rows.k_before_norm is None else rows.k_before_norm[head],
     )
 
 

@@ -22,7 +22,7 @@ from attention_explorer.explorer.lesson import wording
 from attention_explorer.explorer.lesson.wording import scaling_note
 from attention_explorer.explorer.run import forward, positions, walkthrough
 from attention_explorer.explorer.views.chart import chart
-from attention_explorer.explorer.views.current import Chosen, focus_start
+from attention_explorer.explorer.views.current import Chosen, focus_start, sidebar_family
 from attention_explorer.explorer.views.frame import answer_box, predict, presenting
 from attention_explorer.explorer.views.pickers import (
     SEARCH,
@@ -196,6 +196,20 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
         chart(
             vector_strip(s.q_unrotated, [f.queries[s.query]], f"{multiplied} W^Q, before rotation"),
             "qkv_q_unrotated",
+            view=f.view,
+        )
+    if s.q_before_norm is not None:  # QK-norm (models.anatomy.Anatomy.qk_norm): each head's q and k normed
+        name = sidebar_family().block.norm_name
+        st.markdown(
+            f"QK-norm: W^Q and W^K write q and k, then each head's q and each key go through an {name} over the "
+            f"head's {s.d_head} dimensions (with its own gain) before the scores, so q . k_j cannot grow with the "
+            f"size of what W^Q and W^K wrote. Before the norm, q = `{preview(s.q_before_norm)}`."
+        )
+        before = vector_strip(s.q_before_norm, [f.queries[s.query]], "q before its norm")
+        chart(before, "qkv_q_before_norm", view=f.view)
+        chart(
+            vector_strip(s.k_before_norm, f.keys, "K before its norm (one row per key)", f.shown),
+            "qkv_k_before_norm",
             view=f.view,
         )
     chart(vector_strip(s.q, [f.queries[s.query]], "q"), "qkv_q", view=f.view)

@@ -105,7 +105,9 @@ def _zoomed(weights, queries, keys, title, key, focus, on_click, view, masked, m
     region = pick_region(queries, keys, key, focus)
     with above:
         chart(
-            zoom.overview_heatmap(weights, queries, keys, title, region, diverging=diverging, row=marked_row),
+            zoom.overview_heatmap(
+                weights, queries, keys, title, region, diverging=diverging, row=marked_row, window=options.get("window")
+            ),
             f"{key}_overview",
             on_click=functools.partial(centre_on, key),
             view=(*view, "overview"),
