@@ -35,6 +35,10 @@ Shared by every session of the server (st.cache_resource, st.cache_data):
 - explorer/app/shelf.py:prepare_reference -- the one thread importing transformers' code, started once per process.
 - explorer/app/shelf.py:left_out -- the models whose load could not fit the memory budget (models/footprint.py), found
   once per process from their files' sizes; one dict of estimates.
+- explorer/app/gpu.py:chosen -- the server's device (serve --device, $EXPLORER_DEVICE) and why it fell back to the
+  CPU, one value per process.
+- explorer/app/gpu.py:books -- the GPU's memory books (explorer/run/device_books.py), one per process; None on the CPU;
+  holds no values.
 
 The engine's, at module level (no Streamlit; shared by every session too):
 - explorer/run/layers.py:_CACHE -- the layers a long text's run recomputes when a view reads them (memo.BoundedCache,
@@ -54,6 +58,8 @@ The engine's, at module level (no Streamlit; shared by every session too):
 - models/gguf.py:dequantizable -- the GGUF storage types gguf can read, one tuple (functools.cache).
 - attention_explorer/api.py:_loaded -- the notebook API's models, one per registry key or path, for the process's
   life (functools.cache, unbounded: a notebook opens a few); the app never calls it.
+- attention_explorer/api.py:_loaded_on -- the same, moved to a device other than the CPU, one per (key, device)
+  (functools.cache, unbounded as _loaded).
 - explorer/run/forward.py:FLOOR_GRID -- a constant (80,001 floats, 320 KB), not a cache.
 - models/cache.py -- on disk, not in memory: dequantized GGUF weights between processes ($EXPLORER_CACHE).
 

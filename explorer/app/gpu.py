@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 import streamlit as st
 import torch
 
+from attention_explorer.explorer.app import state
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.run import admission, device_books
 from attention_explorer.models import device as devices
 
 GPU_BUDGET_NOTE = "serve --gpu-memory-budget"
-WARNED = "gpu_device_warned"  # session key: the box about a missing device was shown
 
 
 @st.cache_resource(show_spinner=False)
@@ -36,8 +36,8 @@ def device() -> torch.device:
 def warn_at_start() -> None:
     """The box that says the device asked for is not there (nothing when it is)."""
     problem = chosen()[1]
-    if problem and not st.session_state.get(WARNED):  # once a session: at its start, not on every page
-        st.session_state[WARNED] = True
+    if problem and not st.session_state.get(state.DEVICE_WARNED):  # once a session: at its start, not on every page
+        st.session_state[state.DEVICE_WARNED] = True
         st.warning(markdown_literal(problem), icon=":material/memory:")
 
 

@@ -17,6 +17,8 @@ TRAINED = "trained_models"  # key -> LoadedModel trained on the Train page: this
 EXAMPLE = "sidebar_example"  # the sidebar's example picker: choosing one sets TEXT
 # (a typed sentence the model could not read, the model's example put in its place): "Back to your sentence"
 ASIDE = "sentence_aside"
+# the box saying the server's device (serve --device) is missing here was shown to this session: once a session
+DEVICE_WARNED = "gpu_device_warned"
 
 # The attention heatmap's pickers (keyed by its prefix): other pages open it on a head by setting them.
 ATTENTION = "attention"

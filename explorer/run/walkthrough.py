@@ -45,6 +45,12 @@ class HeadWalkthrough:
     sharing: tuple[int, ...] = ()  # the query heads (from 0) that read the same keys and values, this one included
     q_before_norm: np.ndarray | None = None  # QK-norm: (Dh,) q as W_Q wrote it, before its norm (and rotary)
     k_before_norm: np.ndarray | None = None  # (Tk, Dh) each key before its norm
+    scale: float = 0.0  # the scores' factor: 1/sqrt(d_head) as the paper, or the config's own (query_pre_attn_scalar)
+
+    @property
+    def scale_divisor(self) -> float:
+        """What q . k_j is divided by the square root of: d_k (the paper's), or the model's own scalar."""
+        return self.d_head if not self.scale else 1.0 / (self.scale * self.scale)
 
 
 def input_rows(trace: Trace, kind: str, layer: int) -> tuple[np.ndarray, str, str]:
@@ -167,6 +173,7 @@ def head_steps(rows: QueryRows, head: int) -> HeadWalkthrough:
         sharing=rows.sharing[head],
         q_before_norm=None if rows.q_before_norm is None else rows.q_before_norm[head],
         k_before_norm=None if rows.k_before_norm is None else rows.k_before_norm[head],
+        scale=rows.scale,
     )
 
 

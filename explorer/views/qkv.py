@@ -269,10 +269,25 @@ def sharing_text(sharing: tuple[int, ...]) -> str:
     )
 
 
+def score_formula(s) -> str:
+    """The score and its scale as the model computes them: / sqrt(d_k), or / sqrt(s) with the model's own scalar."""
+    divisor = s.scale_divisor
+    if abs(divisor - s.d_head) <= 1e-3 * s.d_head:  # the paper's scale (d_k = d_head), to float32's rounding
+        return r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head)
+    said = f"{round(divisor)}" if abs(divisor - round(divisor)) < 1e-3 else f"{divisor:.4g}"
+    return (
+        r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{s}},\ s = "
+        + said
+        + r"\ \text{(this model's own scale; } d_k = "
+        + str(s.d_head)
+        + r"\text{)}"
+    )
+
+
 def scores(f: Focus, number: int = 3, ask: bool = False) -> None:
     """Score every key, scale, mask, softmax; with `ask`, the class predicts the strongest key before the weights."""
     s, keys, shown = f.steps, f.keys, f.shown
-    formula = r"\text{score}_j = q \cdot k_j \qquad \frac{q \cdot k_j}{\sqrt{d_k}},\ d_k = " + str(s.d_head)
+    formula = score_formula(s)
     if not ask:  # the lesson's step is titled so already
         st.subheader(f"{number}. Score, scale, mask, softmax")
         st.latex(formula)

@@ -4,6 +4,7 @@ its edge; a global layer's has neither; the overview shades the same region; the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -112,3 +113,18 @@ def test_the_qkv_walkthrough_of_a_local_layer_uses_its_window_scale_and_norm(run
     np.testing.assert_array_equal(s.scaled_scores, s.raw_scores * np.float32(24**-0.5))  # query_pre_attn_scalar 24
     np.testing.assert_array_equal(s.q_before_norm, attention.layer(0).q_before_norm[1, n - 1])
     assert (s.weights[~s.mask] == 0).all()
+
+
+def test_the_qkv_score_formula_writes_the_models_own_scale(run):
+    """The step's formula divides by sqrt(24), the config's query_pre_attn_scalar, not sqrt(d_k) = sqrt(16)."""
+    from attention_explorer.explorer.run import walkthrough
+    from attention_explorer.explorer.views.qkv import score_formula
+
+    n = run.decoder_self.mask.shape[0]
+    s = walkthrough.steps(run, "decoder_self", 0, 1, n - 1)
+    assert s.d_head == 16
+    formula = score_formula(s)
+    assert r"\sqrt{s}},\ s = 24" in formula and "d_k = 16" in formula
+    paper = dataclasses.replace(s, scale=16**-0.5)  # the paper's scale: written as before
+    assert score_formula(paper).endswith(r"\sqrt{d_k}},\ d_k = 16")
+    assert score_formula(dataclasses.replace(s, scale=0.0)).endswith(r"\sqrt{d_k}},\ d_k = 16")
