@@ -152,22 +152,22 @@ def keep(session: MutableMapping, key: str, value: object) -> None:
     session[key] = session[widget(key)] = value
 
 
-EXAMPLE, CORPUS_TEXT = "example", "corpus text"  # what stands in for a sentence put aside
+AN_EXAMPLE, CORPUS_TEXT = "example", "corpus text"  # what stands in for a sentence put aside
 
 
-def put_aside(session: MutableMapping, example: str, stands_in: str = EXAMPLE) -> None:
+def put_aside(session: MutableMapping, example: str, stands_in: str = AN_EXAMPLE) -> None:
     """The sentence becomes `example`; the one it replaces is kept for back_to_sentence (only in a callback). A
     sentence already put aside stays the one kept while an example stands in its place. `stands_in`: what the new
-    sentence is (EXAMPLE: one of the model's examples; CORPUS_TEXT: a text opened from the Corpus page)."""
+    sentence is (AN_EXAMPLE: one of the model's examples; CORPUS_TEXT: a text opened from the Corpus page)."""
     typed = aside(session)
     session[ASIDE] = (session[TEXT] if typed is None else typed, example, stands_in)
     keep(session, TEXT, example)
 
 
 def aside_stands_in(session: MutableMapping) -> str:
-    """What stands in for the sentence put aside: EXAMPLE or CORPUS_TEXT."""
+    """What stands in for the sentence put aside: AN_EXAMPLE or CORPUS_TEXT."""
     kept = session.get(ASIDE)
-    return kept[2] if kept is not None and len(kept) > 2 else EXAMPLE
+    return kept[2] if kept is not None and len(kept) > 2 else AN_EXAMPLE
 
 
 def aside(session: MutableMapping) -> str | None:

@@ -177,7 +177,7 @@ def test_each_loss_has_its_own_name_defined_where_first_shown():
 
 def test_the_output_and_train_pages_read_the_recipe_not_the_papers():
     text = words(at_page("output", "induction", INDUCTION))
-    assert "label-smoothed" not in text and "with no label smoothing" in text
+    assert "label-smoothed" not in text and "without label smoothing (the paper smooths with eps = 0.1)" in text
     assert "label-smoothed (eps = 0.1, section 5.4)" in words(at_page("output", "translate", TRANSLATE))
     at = at_page("train", "induction")
     text = words(at)

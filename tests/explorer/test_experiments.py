@@ -209,12 +209,13 @@ def assert_the_output_read_is(read: lens.Lens, loaded, out, answer: ablate.Answe
 def assert_same_reads(found: lens.Lens, expected: lens.Lens, loaded, answer: ablate.Answer) -> None:
     """Two lenses of the same rows, one read from the trace's kept states and one from a forward, hold the same
     numbers and tokens: to a whole forward's rounding (the two runs' products may add in other orders), each logit
-    within tolerance.logits_bound (of its terms' magnitudes); bit for bit where the BLAS adds them in one order."""
+    within probable(forward_terms) of the logits' size; bit for bit where the BLAS adds them in one order. (The
+    bound from the terms' magnitudes, tolerance.logits_bound, is too loose on SmolLM2's rows to leave a clear top
+    pair: issue 52's item 7 is still open here.)"""
     assert (found.reads, found.rows) == (expected.reads, expected.rows)
-    out = lens.run_on(loaded, answer)
-    logits = out.logits[0]
+    logits = lens.run_on(loaded, answer).logits[0]
     n_keys = max(len(answer.source_ids), len(answer.decoder_input))
-    dz = float(tolerance.logits_bound(loaded.model, out, n_keys).max())
+    dz = tolerance.probable(tolerance.forward_terms(loaded.model.config, n_keys), float(logits.abs().max()))
     for field in ("top_probabilities", "target_probability"):
         want = getattr(expected, field)
         tolerance.assert_within(getattr(found, field), want, 2 * want * dz + tolerance.probable(logits.shape[-1], want))

@@ -106,11 +106,12 @@ def rewrite_config(folder, **changes):
 
 
 def test_a_model_type_the_engine_does_not_have_is_named_with_the_supported_ones(tmp_path):
-    folder = make_gpt2_folder(tmp_path / "mistral")
-    rewrite_config(folder, model_type="mistral")
-    with pytest.raises(ModelFolderError, match=r"model_type 'mistral'; supported: bert, gpt2, gpt_neox, llama, qwen2$"):
+    folder = make_gpt2_folder(tmp_path / "falcon")
+    rewrite_config(folder, model_type="falcon")
+    supported = "bert, gemma3_text, gpt2, gpt_neox, llama, mistral, qwen2, qwen3"
+    with pytest.raises(ModelFolderError, match=rf"model_type 'falcon'; supported: {supported}$"):
         load_folder(folder)
-    with pytest.raises(ModelFolderError, match="model_type 'mistral'"):
+    with pytest.raises(ModelFolderError, match="model_type 'falcon'"):
         load_reference(folder)
 
 

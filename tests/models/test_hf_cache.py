@@ -91,7 +91,7 @@ def test_anything_incomplete_or_foreign_in_the_cache_is_passed_over(tmp_path, gp
         return write
 
     hf_config = json.loads((gpt2_files / "config.json").read_text())
-    broken("org/mistral", config(json.dumps({**hf_config, "model_type": "mistral"})))
+    broken("org/falcon", config(json.dumps({**hf_config, "model_type": "falcon"})))
     broken("org/no-type", config(json.dumps({k: v for k, v in hf_config.items() if k != "model_type"})))
     broken("org/not-json", config('{"model_type": "gpt2",'))
     broken("org/binary", config(b"\xff\xfe\x00garbage"))

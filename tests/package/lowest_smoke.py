@@ -30,7 +30,8 @@ def main() -> None:
     done = subprocess.run([*command, "--format", "csv"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     rows = list(csv.reader(io.StringIO(done.stdout)))
-    assert "'=" in {row[6] for row in rows[1:]}, rows[:3]
+    key_token = rows[0].index("key_token")
+    assert "'=" in {row[key_token] for row in rows[1:]}, rows[:3]
     print("export", len(rows) - 1, "csv rows")
     run = ae.run("minilm", TEXT)
     weights = run.attention(0, 0)
