@@ -152,7 +152,7 @@ def window_layers(window: int, queries: np.ndarray, keys: np.ndarray) -> tuple[g
     hidden = outside_window(queries, keys, window)
     grey = go.Heatmap(
         z=np.where(hidden, 1.0, np.nan).astype(np.float32),
-        colorscale=[[0, style.OUTSIDE_WINDOW], [1, style.OUTSIDE_WINDOW]],
+        colorscale=style.OUTSIDE_WINDOW_SCALE,
         showscale=False,
         hoverinfo="skip",
         name=OUTSIDE,

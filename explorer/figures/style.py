@@ -63,6 +63,8 @@ NEGATIVE, POSITIVE = "blue", "red"  # as a sentence names DIVERGING's ends
 # What a local layer's window hides (keys more than w back): a mid grey, unlike the causal mask's near-white 0s, and
 # a dashed edge where the window starts
 OUTSIDE_WINDOW = "#9e9e9e"
+# one flat grey: the cells a local layer's window hides, drawn over the weights
+OUTSIDE_WINDOW_SCALE = [[0, OUTSIDE_WINDOW], [1, OUTSIDE_WINDOW]]
 WINDOW_EDGE = {"color": "#D55E00", "width": 2, "dash": "dash"}
 
 
