@@ -189,8 +189,10 @@ def _model_rows(model: str, lengths, where: torch.device, repeats: int) -> list[
     from bench.inputs import lengths_for, text_of
 
     loaded, reference = _loaded(model, where)
-    reduce = reduced.for_model(loaded)
-    trace.run(loaded, text_of(loaded, 16), 16, reduce=reduce)  # CUDA's kernels loaded before anything is timed
+    def reduce():  # an Analysis carries its rollout up one run's layers: a new one each run
+        return reduced.for_model(loaded)
+
+    trace.run(loaded, text_of(loaded, 16), 16, reduce=reduce())  # CUDA's kernels loaded before anything is timed
     config = loaded.model.config
     rows = []
     for tokens in lengths_for(loaded.max_tokens, lengths):
@@ -200,7 +202,7 @@ def _model_rows(model: str, lengths, where: torch.device, repeats: int) -> list[
         free = torch.cuda.mem_get_info(where)[0] if where.type == "cuda" else 0
         attentions = where.type != "cuda" or attention_bytes < ATTENTIONS_SHARE * free
         _fresh_layers()
-        ours = measure(lambda text=text, tokens=tokens: trace.run(loaded, text, tokens, reduce=reduce), where, 0)
+        ours = measure(lambda text=text, tokens=tokens: trace.run(loaded, text, tokens, reduce=reduce()), where, 0)
         theirs = measure(
             lambda ids=ids, attentions=attentions: run_reference(
                 reference, ids, hidden_states=False, logits=False, attentions=attentions

@@ -8,6 +8,7 @@ from __future__ import annotations
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.run import movement, reducers, starting, trace
 from attention_explorer.explorer.run.blocks import THUMBNAIL
+from attention_explorer.explorer.run.layers import OnDevice
 from attention_explorer.models.registry import LoadedModel
 
 
@@ -16,7 +17,7 @@ def sink(loaded: LoadedModel, kind: str) -> bool:
     return kind == "decoder_self" and loaded.family.shape == "decoder-only"
 
 
-def for_model(loaded: LoadedModel) -> dict[str, trace.Reducer | trace.OnStates]:
+def for_model(loaded: LoadedModel) -> dict[str, OnDevice | trace.OnStates]:
     """Every reducer of a first run of `loaded`, by the name its results are kept under in `Trace.reduced`."""
     sinks = {kind: sink(loaded, kind) for kind in trace.ATTENTION_KINDS}
 
@@ -32,12 +33,13 @@ def for_model(loaded: LoadedModel) -> dict[str, trace.Reducer | trace.OnStates]:
     def start(kind, weights, queries, keys):
         return starting.link_of_rows(weights, found.row_max(kind, weights, queries, keys), allowed(kind, queries, keys))
 
+    # the attention's reducers take each layer where the run made it (a GPU's): only their results come back
     return {
-        "thumbnails": found.thumbnails,
-        "start": start,
+        "thumbnails": OnDevice(found.thumbnails),
+        "start": OnDevice(start),
         "movement": trace.OnStates(movement.layer_movement),  # Add & Norm's, Forward pass's: every sub-layer's step
-        "statistics": found.statistics,
-        "rollout": found.rollout,
+        "statistics": OnDevice(found.statistics),
+        "rollout": OnDevice(found.rollout),
     }
 
 

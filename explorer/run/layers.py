@@ -115,6 +115,14 @@ class OnStates:
     reduce: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
+@dataclass(frozen=True)
+class OnDevice:
+    """A reducer of a layer's attention that takes its weights (H, Tq, Tk) as the torch tensor the run made, on the
+    run's device, and returns a small numpy array: only that comes back to the CPU (reducers.Analysis)."""
+
+    reduce: Reducer
+
+
 STATE_FIELDS = ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn")  # a layer's states, in order
 
 
@@ -125,13 +133,14 @@ class Reductions:
 
     def __init__(
         self,
-        reducers: dict[str, Reducer | OnStates],
+        reducers: dict[str, Reducer | OnStates | OnDevice],
         tokens: dict[str, tuple[tuple[str, ...], ...]],
         drop: bool,
         progress: Callable[[int], None] | None = None,
     ):
         self.tokens, self.drop, self.progress, self.done = tokens, drop, progress, 0  # progress(layers done so far)
         self.reducers = {name: r for name, r in reducers.items() if not isinstance(r, OnStates)}
+        self.on_device = {name for name, r in reducers.items() if isinstance(r, OnDevice)}
         self.on_states = {name: r.reduce for name, r in reducers.items() if isinstance(r, OnStates)}
         self.found: dict[str, dict[str, list[np.ndarray]]] = {name: {} for name in reducers}
         self.entering: dict[str, np.ndarray] = {}  # by stack: the previous layer's output, the next layer's input
@@ -149,9 +158,11 @@ class Reductions:
                 attention = getattr(internals, module, None)
                 if attention is None:
                     continue
-                weights = host(attention.weights[0])  # (H, Tq, Tk)
+                on_device = attention.weights[0]  # (H, Tq, Tk), where the run made it
+                weights = host(on_device) if set(self.reducers) - self.on_device else None  # to the CPU if read there
                 for name, reduce in self.reducers.items():
-                    self.found[name].setdefault(kind, []).append(reduce(kind, weights, *self.tokens[kind]))
+                    given, reduce = (on_device, reduce.reduce) if name in self.on_device else (weights, reduce)
+                    self.found[name].setdefault(kind, []).append(reduce(kind, given, *self.tokens[kind]))
         finally:
             if states is not None:
                 states.result()

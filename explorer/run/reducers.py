@@ -21,7 +21,7 @@ import numpy as np
 import threadpoolctl
 import torch
 
-from attention_explorer.explorer.run import analysis
+from attention_explorer.explorer.run import analysis, device_reducers
 from attention_explorer.explorer.run.blocks import THUMBNAIL, block_sums, edges, factor
 from attention_explorer.models.induction import induction_targets
 
@@ -38,6 +38,9 @@ THREADED = 1024
 # block were no faster on shorter texts: 64 rows took 9.6 ms a layer of 512 tokens, 16 rows 8.6)
 ROWS = 16
 MIXED = 256  # rows a block of the rollout's matrix product
+# the devices whose layers one_pass reads as numpy (the run's own memory, no copy): on two busy cores its blocks in
+# cache and its threads ran faster than torch's operations (device_reducers) on the same layer
+HOST = ("cpu",)
 NAMES = tuple(analysis.STATISTICS)  # the order of a reduced layer's rows
 ROW = ("entropy", "distance", "cls", "sep", "punctuation")  # one_pass's sums of each query row
 TINY = float(np.finfo(np.float32).tiny)  # log(max(w, TINY)): finite where w is 0, and 0 * finite = 0 log 0 = 0
@@ -277,7 +280,11 @@ class Analysis:
             del self.done[kind, layer]
         return found[0][name]
 
-    def _pass(self, kind: str, weights: np.ndarray, queries, keys) -> dict[str, np.ndarray]:
+    def _pass(self, kind: str, weights: np.ndarray | torch.Tensor, queries, keys) -> dict[str, np.ndarray]:
+        if isinstance(weights, torch.Tensor):
+            if weights.device.type not in HOST:  # reduced where the run made it; only the results come back
+                return self._device_pass(kind, weights, queries, keys)
+            weights = weights.detach().numpy()  # the run's own memory, no copy: one_pass is tuned for the CPU
         tq, n = weights.shape[-2:]
         rolled = "rollout" in self.wanted and kind != "cross" and n > self.longer_than
         bounds = edges(n, factor(n, self.cells))
@@ -308,6 +315,46 @@ class Analysis:
             return done
         self.carried[kind] = found.mixed
         sums = np.add.reduceat(found.mixed, bounds[:-1], axis=0, dtype=np.float64)  # (t, t) block sums
+        done["rollout"] = (sums / (sizes[:, None] * sizes[None, :])).astype(np.float32)
+        return done
+
+    def _device_pass(self, kind: str, weights: torch.Tensor, queries, keys) -> dict[str, np.ndarray]:
+        """_pass on the layer's own device (device_reducers.one_pass): the same results, each copied back once."""
+        tq, n = weights.shape[-2:]
+        rolled = "rollout" in self.wanted and kind != "cross" and n > self.longer_than
+        bounds = edges(n, factor(n, self.cells))
+        sizes = np.diff(bounds)  # positions in each block
+        carried = self.carried.get(kind)
+        if rolled and carried is None:  # R_0 = I, so R_0 S = S
+            carried = torch.from_numpy(np.repeat(np.eye(len(sizes), dtype=np.float32), sizes, axis=0))
+            carried = carried.to(weights.device)  # (T, t), kept there from layer to layer
+        f_q, f_k = factor(tq, self.thumbnail), factor(n, self.thumbnail)
+        summed_keys = "thumbnails" in self.wanted and f_q * f_k > 1  # a short map is its own thumbnail
+        allowed = None
+        if "row_max" in self.wanted:
+            allowed = torch.tensor(self.allowed(kind, queries, keys), device=weights.device)  # (Tq, Tk) bool
+        found = device_reducers.one_pass(
+            weights,
+            keys,
+            kind == "decoder_self",
+            carried if rolled else None,
+            (f_q, f_k) if summed_keys else None,
+            allowed,
+        )
+        stats = device_reducers.statistics(weights, keys, queries if kind != "cross" else None, found.rows)
+        done = {"statistics": device_reducers.moved(stats), "row_max": None}
+        if found.row_max is not None:
+            done["row_max"] = device_reducers.moved(found.row_max)
+        if "thumbnails" in self.wanted:
+            if summed_keys:
+                done["thumbnails"] = _thumbnails(device_reducers.moved(found.cell_sums), tq, n, f_q, f_k)
+            else:  # a short map is its own thumbnail: at most THUMBNAIL x THUMBNAIL a head
+                done["thumbnails"] = device_reducers.moved(weights.float())
+        if found.mixed is None:
+            done["rollout"] = np.empty(0, np.float32)
+            return done
+        self.carried[kind] = found.mixed
+        sums = device_reducers.moved(device_reducers.block_sums(found.mixed.T, int(sizes[0])).T)  # (t, t) block sums
         done["rollout"] = (sums / (sizes[:, None] * sizes[None, :])).astype(np.float32)
         return done
 

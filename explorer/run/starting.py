@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from attention_explorer.explorer.run import device_reducers
 from attention_explorer.explorer.run.analysis import ENDS, STARTS, is_punctuation
 from attention_explorer.models.families import descriptor
 from attention_explorer.models.tasks import SPECIALS
@@ -92,13 +94,15 @@ def layer_link(
     return link_of_rows(weights, _counted_row_max(weights, allowed), allowed)
 
 
-def link_of_rows(weights: np.ndarray, rows: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+def link_of_rows(weights: np.ndarray | torch.Tensor, rows: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """layer_link from each row's largest counted weight (H, Tq) (a run's reducers.Analysis.row_max, or
     _counted_row_max): the first row and key holding the largest, the argmax of the masked (H, Tq, Tk) in its order,
     without building it."""
     head, query = np.unravel_index(int(np.argmax(rows)), rows.shape)
-    key = int(np.argmax(np.where(allowed[query], weights[head, query], 0.0)))
-    weight = weights[head, query, key] if allowed[query, key] else 0.0
+    row = weights[head, query]  # (Tk,): of a torch tensor on a device, only this row comes back
+    row = device_reducers.moved(row) if isinstance(row, torch.Tensor) else row
+    key = int(np.argmax(np.where(allowed[query], row, 0.0)))
+    weight = row[key] if allowed[query, key] else 0.0
     return np.array([weight, head, query, key], np.float64)
 
 
