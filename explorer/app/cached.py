@@ -47,6 +47,8 @@ The engine's, at module level (no Streamlit; shared by every session too):
   key the keys.
 - explorer/run/reducers.py:_induction_targets -- a text's induction targets (lru_cache, 2 texts: 32 MB at 2,048
   tokens of one repeated token); key the tokens.
+- explorer/run/device_reducers.py:_marks, explorer/run/device_reducers.py:_targets -- the same two, as tensors on a
+  run's device (lru_cache, 4 and 2); key (the keys or tokens, the device).
 - explorer/run/starting.py:_allowed_of -- (Tq, Tk) which links count (lru_cache, 4: 4 MB each at 2,048 tokens); key
   (queries, keys, self-attention, sink).
 - explorer/run/caps.py:current -- this process's caps, one value (functools.cache; cache_clear() reads them again).
