@@ -30,6 +30,9 @@ from attention_explorer.models.device import numpy as host
 from attention_explorer.models.device import place
 from attention_explorer.models.registry import LoadedModel
 
+# the devices on which a layer read for one head is recomputed whole and cached (the CPU: a layer's numpy is the run's
+# own memory, and the next head read is free); on any other, only the head comes back (StackLayers.head)
+HOST = ("cpu",)
 # about one SmolLM2 layer at 2,048 tokens (weights and scores 151 MB each), or every layer of a 512-token MiniLM run
 LAYERS_BYTES = 384 * 2**20
 ATTENTION_FIELDS = (
@@ -284,6 +287,29 @@ class StackLayers:
         x = torch.from_numpy(np.array(self.inputs(i)))[None].to(self.device)  # (1, T, D)
         return Layer.of(layers[i](x, *self.context, patches))
 
+    def head(self, i: int, module: str, field: str, head: int) -> np.ndarray:
+        """One head of layer i's attention `field` ("weights", "q", ...): (Tq, Tk) or (T, Dh). From the layer when it
+        is at hand or the run is on the CPU (the whole layer recomputed, kept for the next head read: no copy there);
+        on another device, the layer recomputed there and only this head copied back (a (H, T, T) map of 8,192 tokens
+        is 2.4 GB to draw 0.27 GB of it), kept in the same cache."""
+        if self.device.type in HOST or self.ready(i):
+            return getattr(self.layer(i).attention[module], field)[head]
+        if not 0 <= i < self.n_layers:
+            raise IndexError(f"layer {i} of {self.n_layers}")
+        config, tokens = self.loaded.model.config, len(self.inputs(0))
+        cross = self.stack == "decoder" and config.is_encoder_decoder
+        with self.admit(cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)):
+            return cache().get((self.token, i, module, field, head), lambda: self._head(i, module, field, head))
+
+    @torch.inference_mode()
+    def _head(self, i: int, module: str, field: str, head: int) -> np.ndarray:
+        """Layer i run again on the device, its `field` of `head` alone brought back."""
+        layers = self._stack.layers
+        patches = self.ablation.stack_patches(self.stack, len(layers))[i] if self.ablation is not None else None
+        x = torch.from_numpy(np.array(self.inputs(i)))[None].to(self.device)  # (1, T, D)
+        found = getattr(getattr(layers[i](x, *self.context, patches), module), field)
+        return host(found[0, head])  # selected on the device: one head's copy back
+
     def rows(self, i: int, start: int, stop: int) -> Layer:
         """Decoder layer i for rows start..stop-1 only, each reading the keys and values of every row up to it: what
         a window of a long text needs, at a fraction of the whole layer (its attention is (H, stop - start, stop));
@@ -327,9 +353,16 @@ class LayerArray(NDArrayOperatorsMixin):
     iteration; anything else (np.asarray(a), a.mean(...), a - b) stacks every layer first, which is for short texts:
     past WHOLE_BYTES it raises WholeArrayError."""
 
-    def __init__(self, n_layers: int, shape: tuple[int, ...], fetch: Callable[[int], np.ndarray]) -> None:
+    def __init__(
+        self,
+        n_layers: int,
+        shape: tuple[int, ...],
+        fetch: Callable[[int], np.ndarray],
+        head: Callable[[int, int], np.ndarray] | None = None,
+    ) -> None:
         self.shape = (n_layers, *shape)
         self._fetch = fetch
+        self._head = head  # (layer, head) -> that head alone: `a[layer, head, ...]` reads no other head
         self.dtype = np.dtype(np.float32)
 
     @property
@@ -352,6 +385,11 @@ class LayerArray(NDArrayOperatorsMixin):
             layer = int(first) + len(self) if first < 0 else int(first)
             if not 0 <= layer < len(self):
                 raise IndexError(f"layer {first} of {len(self)}")
+            if rest and self._head is not None and isinstance(rest[0], int | np.integer):
+                head = int(rest[0]) + self.shape[1] if rest[0] < 0 else int(rest[0])
+                if not 0 <= head < self.shape[1]:
+                    raise IndexError(f"head {rest[0]} of {self.shape[1]}")
+                return self._head(layer, head)[rest[1:]]
             return self._fetch(layer)[rest] if rest else self._fetch(layer)
         if isinstance(first, slice):
             chosen = range(len(self))[first]

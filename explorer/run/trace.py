@@ -77,7 +77,9 @@ class AttentionTrace:
         return self.source.ready(layer)
 
     def _array(self, field: str, shape: tuple[int, ...]) -> LayerArray:
-        return LayerArray(self.n_layers, shape, lambda i: getattr(self.layer(i), field))
+        # a[layer, head] of a field by head reads that head alone (StackLayers.head: on a GPU, no other comes back)
+        head = (lambda i, h: self.source.head(i, self.module, field, h)) if field != "output" else None
+        return LayerArray(self.n_layers, shape, lambda i: getattr(self.layer(i), field), head)
 
     @property
     def n_layers(self) -> int:

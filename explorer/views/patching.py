@@ -366,7 +366,7 @@ def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: st
             cached.get_trace(sidebar.with_text(text))
             for text in (sidebar.text, st.session_state[state.PATCHING_CORRUPT])
         ]
-        maps = [run.attention("decoder_self").weights[layer][head] for run in runs]
+        maps = [run.attention("decoder_self").weights[layer, head] for run in runs]
         queries = keys = [run.readable(run.source_tokens) for run in runs]
         last_row = "The last row is the position that predicts the answer"
     _maps(maps, queries, keys, _name(kind, layer, head, several), key, last_row)

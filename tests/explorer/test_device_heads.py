@@ -1,0 +1,59 @@
+"""A long text's layer read for one head (attention.weights[layer, head], as the pages draw a head): on a device other
+than the CPU, recomputed there and only that head copied back (explorer.run.layers.StackLayers.head). Here the CPU is
+made to stand for such a device (layers.HOST emptied) and every copy back (layers.host) is counted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention_explorer.explorer.run import layers, trace
+from attention_explorer.models import registry
+
+
+@pytest.fixture(scope="module")
+def gpt2(gpt2_folder):
+    (spec,) = registry.folder_specs(f"gpt2-heads={gpt2_folder}")
+    return registry.build(spec)
+
+
+def test_one_head_of_a_recomputed_layer_is_the_only_copy_back(gpt2, monkeypatch):
+    result = trace.run(gpt2, gpt2.examples[0], keep_all=False)
+    attention = result.attention("decoder_self")
+    assert attention.source.kept is None and not attention.ready(1)  # the layer must be recomputed
+    tq, tk = attention.mask.shape
+    copied = []
+
+    def counted_host(tensor):
+        copied.append(tuple(tensor.shape))
+        return tensor.detach().cpu().numpy()
+
+    monkeypatch.setattr(layers, "HOST", ())
+    monkeypatch.setattr(layers, "host", counted_host)
+    head = attention.weights[1, 2]
+    q = attention.q[1, -1]  # a head counted from the end
+    assert copied == [(tq, tk), (tq, attention.d_head)]  # one head each, never (H, Tq, Tk)
+    assert not attention.ready(1)  # the whole layer was neither copied nor cached
+    np.testing.assert_array_equal(attention.weights[1, 2], head)  # the head is cached: read again, no copy
+    assert len(copied) == 2
+    monkeypatch.setattr(layers, "HOST", ("cpu",))
+    whole = attention.layer(1)  # the whole layer, recomputed and copied back as before
+    # the same operations on the same numbers: the same bits
+    np.testing.assert_array_equal(head, whole.weights[2])
+    np.testing.assert_array_equal(q, whole.q[-1])
+    with pytest.raises(IndexError):
+        attention.weights[1, attention.n_heads]
+
+
+def test_a_layer_at_hand_gives_its_head_without_recomputing(gpt2, monkeypatch):
+    result = trace.run(gpt2, gpt2.examples[0], keep_all=False)
+    attention = result.attention("decoder_self")
+    whole = attention.layer(0)  # recomputed and cached whole
+    monkeypatch.setattr(layers, "HOST", ())
+
+    def no_copy(tensor):
+        raise AssertionError("a layer at hand is not recomputed")
+
+    monkeypatch.setattr(layers, "host", no_copy)
+    assert attention.weights[0, 1] is not None
+    np.testing.assert_array_equal(attention.weights[0, 1], whole.weights[1])
