@@ -178,7 +178,7 @@ def serve_parser() -> argparse.ArgumentParser:
         "--gpu-memory-budget",
         metavar="SIZE",
         help="on a GPU, the device memory runs may use: 40GB, 40GiB or 80%% of the GPU's (default: 90%% of what is "
-        "free at start; also $EXPLORER_GPU_MEMORY_BUDGET)",
+        "free at start; also $EXPLORER_GPU_MEMORY_BUDGET); with --replicas, shared evenly between them",
     )
     return parser
 
@@ -213,8 +213,18 @@ def serve_replicas(args: argparse.Namespace, env: dict[str, str]) -> int:
         return 2
     text = env.get(caps.MEMORY_BUDGET_ENV, "").strip()  # checked by serve_environment
     budget = caps.parse_memory(text, caps.total_memory()) if text else admission.default_budget()
-    envs = replicas.replica_environments(env, args.replicas, budget)
+    envs = replicas.replica_environments(env, args.replicas, budget, gpu_budget(env))
     return replicas.serve(args.host, args.port, lambda port: streamlit_command("127.0.0.1", port), envs)
+
+
+def gpu_budget(env: dict[str, str]) -> int | None:
+    """The GPU memory every replica shares (--gpu-memory-budget, else 90% of what the GPU has free now, before any
+    replica holds any), in bytes; None where the models run on the CPU. Checked by serve_environment."""
+    from attention_explorer.explorer.run import device_books
+    from attention_explorer.models import device
+
+    where = device.resolve(env.get(device.DEVICE_ENV) or None)
+    return device_books.budget_from(device_books.budget_text(env), where) if where.type == "cuda" else None
 
 
 def serve(argv: list[str]) -> int:

@@ -33,6 +33,9 @@ TEMPLATE = "deploy/nginx.conf.template"
 COOKIE = "ae_replica"  # the cookie nginx sets: the address of the replica that served the browser
 SERVED_HEADER = "X-Replica"  # nginx's response header naming that replica
 START_TIMEOUT = 600.0  # a replica's first page needs torch and the app imported: minutes on a busy machine
+GPU_BUDGET_ENV = (
+    "EXPLORER_GPU_MEMORY_BUDGET"  # explorer.run.device_books's (that module imports torch; this one does not)
+)
 UPLOAD_MB = 200  # Streamlit's server.maxUploadSize default
 
 
@@ -273,13 +276,17 @@ def started(
         shutil.rmtree(prefix, ignore_errors=True)
 
 
-def replica_environments(env: dict[str, str], n: int, budget: int) -> list[dict[str, str]]:
-    """Each replica's environment: its share of the memory budget, and one cookie secret for all (a signed cookie
-    from one replica is read by the one a visitor fails over to)."""
+def replica_environments(
+    env: dict[str, str], n: int, budget: int, gpu_budget: int | None = None
+) -> list[dict[str, str]]:
+    """Each replica's environment: its share of the memory budget and, on a GPU, of the GPU's memory budget (each
+    replica's books see only its own process's allocations), and one cookie secret for all (a signed cookie from one
+    replica is read by the one a visitor fails over to)."""
     secret = env.get("STREAMLIT_SERVER_COOKIE_SECRET") or secrets.token_hex(32)
+    gpu = [{}] * n if gpu_budget is None else [{GPU_BUDGET_ENV: str(s)} for s in budget_shares(gpu_budget, n)]
     return [
-        {**env, "EXPLORER_MEMORY_BUDGET": str(share), "STREAMLIT_SERVER_COOKIE_SECRET": secret}
-        for share in budget_shares(budget, n)
+        {**env, "EXPLORER_MEMORY_BUDGET": str(share), "STREAMLIT_SERVER_COOKIE_SECRET": secret, **on_gpu}
+        for share, on_gpu in zip(budget_shares(budget, n), gpu, strict=True)
     ]
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from attention_explorer import cli, replicas
 from bench import harness
@@ -109,3 +110,48 @@ def test_a_port_in_use_is_one_line_exit_2_and_nothing_left_running(capsys, monke
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: port {port} on 127.0.0.1 is in use: give another with --port"
     assert done.stdout == ""  # it said nothing of starting
+
+
+GB = 10**9
+
+
+@pytest.mark.parametrize(
+    ("flags", "share"),
+    [
+        ([], 18 * GB),  # 90% of the 60 GB free at start, once, split three ways
+        (["--gpu-memory-budget", "30GB"], 10 * GB),
+        (["--gpu-memory-budget", "75%"], 20 * GB),  # a share of the GPU's 80 GB
+    ],
+)
+def test_each_replica_gets_its_share_of_the_gpu_budget(monkeypatch, flags, share):
+    """On a GPU (a fake one: torch.cuda.mem_get_info says 60 GB of 80 GB are free, as tests/explorer/
+    test_device_books.py's), each replica's books get an even share of the GPU budget, as of --memory-budget."""
+    from attention_explorer.explorer.run import device_books
+
+    seen = {}
+
+    def fake_serve(host, port, command, envs, upstreams=()):
+        seen.update(envs=envs)
+        return 0
+
+    monkeypatch.setattr(replicas, "serve", fake_serve)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda where=None: (60 * GB, 80 * GB))
+    monkeypatch.delenv(device_books.GPU_BUDGET_ENV, raising=False)
+    assert replicas.GPU_BUDGET_ENV == device_books.GPU_BUDGET_ENV
+    argv = ["--replicas", "3", "--port", "8600", "--memory-budget", "9GB", "--device", "cuda", *flags]
+    assert cli.serve(argv) == 0
+    assert [env[device_books.GPU_BUDGET_ENV] for env in seen["envs"]] == [str(share)] * 3
+    assert [env["EXPLORER_MEMORY_BUDGET"] for env in seen["envs"]] == ["3000000000"] * 3
+    # what each replica's app reads: its share, in bytes
+    assert device_books.budget_from(seen["envs"][0][device_books.GPU_BUDGET_ENV], torch.device("cuda")) == share
+
+
+def test_on_the_cpu_no_replica_gets_a_gpu_budget(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(replicas, "serve", lambda host, port, command, envs, upstreams=(): seen.update(envs=envs))
+    monkeypatch.delenv("EXPLORER_GPU_MEMORY_BUDGET", raising=False)
+    monkeypatch.delenv("EXPLORER_DEVICE", raising=False)
+    cli.serve(["--replicas", "2", "--port", "8600", "--memory-budget", "9GB", "--device", "cpu"])
+    assert all("EXPLORER_GPU_MEMORY_BUDGET" not in env for env in seen["envs"])
