@@ -22,6 +22,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 
+from attention_explorer.models import device as devices
 from attention_explorer.models import induction, tasks
 from attention_explorer.models.config import TransformerConfig
 from attention_explorer.models.transformer import Transformer
@@ -144,13 +145,16 @@ class Trainer:
     task: tasks.Task
     recipe: Recipe
     seed: int = DEFAULT_SEED
+    device: torch.device | str = "cpu"  # where the model trains (models.device.resolve's names)
     model: Transformer = field(init=False)
     history: list[Progress] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
+        self.device = devices.resolve(self.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            self.model = Transformer(self.recipe.config(self.task))
+            # initialised on the CPU from the seed (the same weights on any device), then moved
+            self.model = Transformer(self.recipe.config(self.task)).to(self.device)
             self._generator = torch.Generator().manual_seed(self.seed)
         self._data: Iterator[tasks.Pair] = tasks.stream(self.task, self.seed, "train")
         # section 5.3: Adam with beta2 = 0.98 and eps = 1e-9, learning rate from eq. (3)
@@ -167,6 +171,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         inputs, tgt_out = batch_of(self.task, [next(self._data) for _ in range(self.recipe.batch_size)])
+        inputs, tgt_out = tuple(x.to(self.device) for x in inputs), tgt_out.to(self.device)
         self.model.train()
         with torch.random.fork_rng(devices=[]):
             # dropout draws from the trainer's own generator state, so a run is reproducible from its seed
@@ -196,6 +201,7 @@ def decode_batch(model: Transformer, task: tasks.Task, sources: list[tuple[str, 
     """Greedy translations of a batch of sources, as target words (eos and padding removed)."""
     batch = [tasks.Pair(s, (), ()) for s in sources]
     src, _, _ = collate(task, batch)
+    src = src.to(devices.model_device(model))  # where the model is
     out = model.generate(src, tasks.BOS_ID, tasks.EOS_ID, max_len=src.size(1) + 4)
     words = []
     for row in out.tolist():
@@ -223,6 +229,8 @@ def repeat_accuracy(model: Transformer, task: tasks.Task, pairs: list[tasks.Pair
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
         text_in, text_out = collate_text(task, chunk)
+        where = devices.model_device(model)
+        text_in, text_out = text_in.to(where), text_out.to(where)
         with torch.inference_mode():
             right = model(text_in).logits.argmax(-1) == text_out  # (B, T)
         scored = torch.zeros_like(right)

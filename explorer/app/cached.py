@@ -53,8 +53,8 @@ The engine's, at module level (no Streamlit; shared by every session too):
   (queries, keys, self-attention, sink).
 - explorer/run/caps.py:current -- this process's caps, one value (functools.cache; cache_clear() reads them again).
 - explorer/run/layers.py:_side, explorer/run/reducers.py:_pool -- a thread pool each, one per process (functools.cache).
-- explorer/experiments/training.py:step_seconds -- one training step's measured time, per task (functools.cache: three
-  tasks).
+- explorer/experiments/training.py:step_seconds -- one training step's measured time, per task and device
+  (functools.cache: three tasks, on the server's one device).
 - explorer/experiments/training.py:adam_settings -- the optimiser's (betas, eps), one value (functools.cache).
 - models/tokenize.py:_gpt2_bytes -- GPT-2's 256-entry byte table, one value (functools.cache).
 - models/gguf.py:dequantizable -- the GGUF storage types gguf can read, one tuple (functools.cache).

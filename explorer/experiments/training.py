@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 
 from attention_explorer.explorer.run import analysis, memo, trace
 from attention_explorer.explorer.run.heads import MEAN, head_or_mean
@@ -65,10 +66,10 @@ STEP_OVERHEAD = 64 * 2**20  # a batch's activations and Python's objects beyond 
 
 
 @functools.cache
-def step_seconds(task_name: str) -> float:
-    """One training step's time on this machine, measured once per task and process on a scratch run of the task's
-    recipe: what a run's estimate multiplies by its steps."""
-    trainer = train.Trainer(tasks.get(task_name), train.RECIPES[task_name], train.DEFAULT_SEED)
+def step_seconds(task_name: str, device: str = "cpu") -> float:
+    """One training step's time on this machine and `device`, measured once per task, device and process on a scratch
+    run of the task's recipe: what a run's estimate multiplies by its steps."""
+    trainer = train.Trainer(tasks.get(task_name), train.RECIPES[task_name], train.DEFAULT_SEED, device)
     trainer.train_step()
     started = time.perf_counter()
     for _ in range(MEASURED_STEPS):
@@ -85,6 +86,7 @@ class Run:
     every: int  # snapshot the probe sentence every this many steps
     probe: str
     seed: int = train.DEFAULT_SEED
+    device: torch.device | str = "cpu"  # where it trains: the server's (explorer.app.gpu.device)
     running: bool = False
     trainer: train.Trainer = field(init=False)
     snapshots: list[Snapshot] = field(init=False, default_factory=list)
@@ -98,7 +100,7 @@ class Run:
             raise ValueError(f"snapshot interval must be at least 1 step, not {self.every}")
         recipe = replace(train.RECIPES[task.name], steps=self.steps)
         task.source.encode(self.probe, recipe.config(task).max_len)  # unknown words fail here, at once
-        self.trainer = train.Trainer(task, recipe, self.seed)
+        self.trainer = train.Trainer(task, recipe, self.seed, self.device)
         # a new nn.Module is in training mode: snapshots, like every page, draw it with dropout off (each training
         # step turns it on for itself and off again)
         self.trainer.model.eval()
@@ -127,7 +129,9 @@ class Run:
         left = self.steps - self.step
         weights = sum(p.numel() * p.element_size() for p in self.trainer.model.parameters())
         snapshots = (left // self.every + 1) * memo.nbytes(self.snapshots[0].trace)
-        return left * step_seconds(self.task_name), TRAINING_COPIES * weights + STEP_OVERHEAD + snapshots
+        return left * step_seconds(
+            self.task_name, str(self.trainer.device)
+        ), TRAINING_COPIES * weights + STEP_OVERHEAD + snapshots
 
     def advance(self, chunk: int) -> None:
         """Up to `chunk` more steps, stopping at each snapshot step so none is skipped."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_explorer.explorer import navigation
-from attention_explorer.explorer.app import cached, state, waiting
+from attention_explorer.explorer.app import cached, gpu, state, waiting
 from attention_explorer.explorer.experiments import training
 from attention_explorer.explorer.experiments.training import Run, Snapshot
 from attention_explorer.explorer.figures.heatmap import head_heatmap
@@ -54,6 +54,7 @@ def start() -> None:
             int(st.session_state[state.TRAIN_EVERY]),
             st.session_state[state.TRAIN_PROBE],
             int(st.session_state[state.TRAIN_SEED]),
+            gpu.device(),  # the server's device: the toy model trains where every model runs
         )
     except (TokenizeError, ValueError) as e:
         st.session_state[state.TRAIN_ERROR] = str(e)

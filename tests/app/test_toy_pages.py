@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_explorer.explorer.app import state
+from attention_explorer.explorer.app import gpu, state
 from attention_explorer.explorer.run import decoding, trace
 from attention_explorer.explorer.run.heads import MEAN
 from attention_explorer.models import registry, tasks
@@ -96,6 +96,7 @@ def test_train_page_trains_snapshots_and_publishes_a_model():
     at.button(key="train_start").click().run()
     assert not at.exception
     run = at.session_state["train_run"]
+    assert run.device == gpu.device() == run.trainer.device  # the server's device, the CPU here, reached the trainer
     assert run.step == 30 and [s.step for s in run.snapshots] == [0, 10, 20, 30]
     assert "finished at training step 30" in at.success[0].value
     figs = charts(at)
