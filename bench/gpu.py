@@ -189,6 +189,7 @@ def _model_rows(model: str, lengths, where: torch.device, repeats: int) -> list[
     from bench.inputs import lengths_for, text_of
 
     loaded, reference = _loaded(model, where)
+
     def reduce():  # an Analysis carries its rollout up one run's layers: a new one each run
         return reduced.for_model(loaded)
 

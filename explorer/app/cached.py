@@ -75,6 +75,7 @@ import contextlib
 import functools
 import math
 
+import numpy as np
 import streamlit as st
 
 from attention_explorer.explorer.app import reduced, shelf, state, store
@@ -94,6 +95,7 @@ from attention_explorer.explorer.run import (
     blocks,
     compare,
     cost,
+    device_reducers,
     forward,
     memo,
     positions,
@@ -177,9 +179,11 @@ def get_thumbnails(choice: Choice, kind: str):
     result = get_trace_for(choice, kind)
     if (kept := reduced.of(result, "thumbnails", kind)) is not None:
         return kept
-    attention = result.attention(kind)
-    layers = (attention.layer(i).weights for i in range(attention.n_layers))
-    return store.shared().get(store.key("thumbnails", choice, kind), lambda: blocks.every_layer(layers))
+    attention = result.attention(kind)  # on a GPU, each layer reduced there (device_reducers.thumbnails)
+    return store.shared().get(
+        store.key("thumbnails", choice, kind),
+        lambda: np.stack(attention.reduced(blocks.thumbnails, device_reducers.thumbnails)),
+    )
 
 
 def get_statistics(choice: Choice, kind: str, words: bool = False) -> tuple[dict, object]:

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from attention_explorer.explorer.run import analysis
+from attention_explorer.explorer.run.blocks import THUMBNAIL, edges, factor
 from attention_explorer.models.induction import induction_targets
 
 BLOCK_BYTES = 64 * 2**20  # of the layer a block of query rows (float32): 9 heads x 8,192 keys x 227 rows
@@ -118,6 +119,18 @@ def block_sums(x: Tensor, f: int) -> Tensor:
     if whole < n:
         parts.append(x[..., whole:].sum(-1, keepdim=True, dtype=torch.float64))
     return torch.cat(parts, dim=-1)
+
+
+def thumbnails(weights: Tensor, cells: int = THUMBNAIL) -> Tensor:
+    """blocks.thumbnails on the device: (H, Tq, Tk) -> (H, tq, tk) float32 block means, summed in float64 (rows first,
+    then keys); the layer itself where each cell is one weight."""
+    tq, tk = weights.shape[-2:]
+    f_q, f_k = factor(tq, cells), factor(tk, cells)
+    if f_q == f_k == 1:
+        return weights.float()
+    summed = block_sums(block_sums(weights.transpose(-1, -2), f_q).transpose(-1, -2), f_k)  # (H, tq, tk) float64
+    counts = torch.from_numpy(np.diff(edges(tq, f_q))[:, None] * np.diff(edges(tk, f_k))[None, :]).to(weights.device)
+    return (summed / counts).float()
 
 
 def statistics(weights: Tensor, keys: Sequence[str], queries: Sequence[str] | None, rows: Tensor) -> Tensor:

@@ -301,14 +301,29 @@ class StackLayers:
         with self.admit(cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)):
             return cache().get((self.token, i, module, field, head), lambda: self._head(i, module, field, head))
 
+    def reduced(self, i: int, module: str, on_host: Callable, on_device: Callable) -> np.ndarray:
+        """Layer i's attention weights reduced: `on_host` of the numpy layer where it is at hand or the run is on the
+        CPU (as StackLayers.head); else the layer recomputed on the device, `on_device` of its (H, Tq, Tk) tensor
+        there, and only the result copied back (explorer.run.device_reducers' reducers)."""
+        if self.device.type in HOST or self.ready(i):
+            return on_host(self.layer(i).attention[module].weights)
+        config, tokens = self.loaded.model.config, len(self.inputs(0))
+        cross = self.stack == "decoder" and config.is_encoder_decoder
+        with self.admit(cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)):
+            return host(on_device(self._recomputed(i, module, "weights")[0]))
+
     @torch.inference_mode()
-    def _head(self, i: int, module: str, field: str, head: int) -> np.ndarray:
-        """Layer i run again on the device, its `field` of `head` alone brought back."""
+    def _recomputed(self, i: int, module: str, field: str) -> torch.Tensor:
+        """Layer i run again on the device: its attention `field` (1, ...) there."""
         layers = self._stack.layers
         patches = self.ablation.stack_patches(self.stack, len(layers))[i] if self.ablation is not None else None
         x = torch.from_numpy(np.array(self.inputs(i)))[None].to(self.device)  # (1, T, D)
-        found = getattr(getattr(layers[i](x, *self.context, patches), module), field)
-        return host(found[0, head])  # selected on the device: one head's copy back
+        return getattr(getattr(layers[i](x, *self.context, patches), module), field)
+
+    @torch.inference_mode()
+    def _head(self, i: int, module: str, field: str, head: int) -> np.ndarray:
+        """Layer i run again on the device, its `field` of `head` alone brought back."""
+        return host(self._recomputed(i, module, field)[0, head])  # selected on the device: one head's copy back
 
     def rows(self, i: int, start: int, stop: int) -> Layer:
         """Decoder layer i for rows start..stop-1 only, each reading the keys and values of every row up to it: what

@@ -81,6 +81,10 @@ class AttentionTrace:
         head = (lambda i, h: self.source.head(i, self.module, field, h)) if field != "output" else None
         return LayerArray(self.n_layers, shape, lambda i: getattr(self.layer(i), field), head)
 
+    def reduced(self, on_host: Callable, on_device: Callable) -> list[np.ndarray]:
+        """Each layer's weights reduced (StackLayers.reduced): on a GPU, reduced there and only the results copied."""
+        return [self.source.reduced(i, self.module, on_host, on_device) for i in range(self.n_layers)]
+
     @property
     def n_layers(self) -> int:
         return self.source.n_layers

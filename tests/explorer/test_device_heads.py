@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_explorer.explorer.run import layers, trace
+from attention_explorer.explorer.run import blocks, device_reducers, layers, trace
 from attention_explorer.models import registry
+from tests import tolerance
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +58,32 @@ def test_a_layer_at_hand_gives_its_head_without_recomputing(gpt2, monkeypatch):
     monkeypatch.setattr(layers, "host", no_copy)
     assert attention.weights[0, 1] is not None
     np.testing.assert_array_equal(attention.weights[0, 1], whole.weights[1])
+
+
+def test_the_model_views_thumbnails_of_recomputed_layers_are_reduced_before_the_copy_back(gpt2, monkeypatch):
+    """The model view without the run's thumbnails (cached.get_thumbnails): each layer recomputed on the device and
+    reduced there (device_reducers.thumbnails), only (H, tq, tk) copied back, equal to blocks.thumbnails."""
+    from bench.inputs import text_of
+
+    tokens = min(gpt2.max_tokens, 70)
+    result = trace.run(gpt2, text_of(gpt2, tokens), tokens, keep_all=False)
+    attention = result.attention("decoder_self")
+    copied = []
+
+    def counted_host(tensor):
+        copied.append(tuple(tensor.shape))
+        return tensor.detach().cpu().numpy()
+
+    monkeypatch.setattr(layers, "HOST", ())
+    monkeypatch.setattr(layers, "host", counted_host)
+    found = np.stack(attention.reduced(blocks.thumbnails, device_reducers.thumbnails))
+    cells = blocks.factor(attention.mask.shape[0], blocks.THUMBNAIL)
+    tq, tk = (-(-n // cells) for n in attention.mask.shape)
+    assert cells > 1 and copied == [(attention.n_heads, tq, tk)] * attention.n_layers
+    assert not any(attention.ready(i) for i in range(attention.n_layers))  # no layer copied whole nor cached
+    monkeypatch.setattr(layers, "HOST", ("cpu",))
+    expected = blocks.every_layer(attention.layer(i).weights for i in range(attention.n_layers))
+    assert found.shape == expected.shape and found.dtype == np.float32
+    # float64 sums of the same float32 weights in another order, then one float32 rounding each
+    bound = tolerance.reordered64(cells * cells, expected) + tolerance.EPS32 * np.abs(expected)
+    tolerance.assert_within(found, expected, bound, "thumbnails reduced on the device")
