@@ -201,6 +201,8 @@ def get_statistics(choice: Choice, kind: str, words: bool = False) -> tuple[dict
     def compute() -> tuple[dict, object]:
         if found is not None:  # reduced by the run (reducers.Analysis): no layer read
             stats = reducers.as_statistics(found)
+        elif not words and (on_device := reduced.statistics_on_device(result, kind)) is not None:
+            stats = on_device  # a run on a GPU: each layer reduced there
         else:
             stats = analysis.head_statistics(weights, keys, queries if self_attention else None)
         first = analysis.marker_names(keys)["cls"] == analysis.FIRST_TOKEN  # no start marker: the text's first token

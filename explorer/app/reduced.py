@@ -5,8 +5,10 @@ rollout's overview. No layer of a long text is recomputed for them. No streamlit
 
 from __future__ import annotations
 
+import numpy as np
+
 from attention_explorer.explorer.figures import zoom
-from attention_explorer.explorer.run import movement, reducers, starting, trace
+from attention_explorer.explorer.run import device_reducers, layers, movement, reducers, starting, trace
 from attention_explorer.explorer.run.blocks import THUMBNAIL
 from attention_explorer.explorer.run.layers import OnDevice
 from attention_explorer.models.registry import LoadedModel
@@ -47,3 +49,19 @@ def of(result: trace.Trace, name: str, key: str):
     """What the run reduced every layer of `key` (an attention kind, or a stack for OnStates) to under `name`, or None
     (a run made without it)."""
     return (result.reduced or {}).get(name, {}).get(key)
+
+
+def statistics_on_device(result: trace.Trace, kind: str) -> dict[str, object] | None:
+    """Head statistics of a run that did not reduce them, each layer recomputed and reduced on the run's device
+    (device_reducers.layer_statistics; reducers.layer_statistics of a layer at hand), only (names, H) a layer copied
+    back: {name: (L, H)}; None where the run is on the CPU (analysis.head_statistics reads its layers there)."""
+    attention = result.attention(kind)
+    if attention.source.device.type in layers.HOST:
+        return None
+    queries, keys = result.tokens_for(kind)
+    queries, causal = (queries if kind != "cross" else None), kind == "decoder_self"
+    found = attention.reduced(
+        lambda w: reducers.layer_statistics(w, keys, queries, causal),
+        lambda w: device_reducers.layer_statistics(w, keys, queries, causal),
+    )
+    return reducers.as_statistics(np.stack(found))

@@ -148,6 +148,11 @@ def statistics(weights: Tensor, keys: Sequence[str], queries: Sequence[str] | No
     return torch.stack([found[name] for name in analysis.STATISTICS])
 
 
+def layer_statistics(weights: Tensor, keys: Sequence[str], queries: Sequence[str] | None, causal: bool) -> Tensor:
+    """reducers.layer_statistics on the device: one layer (H, Tq, Tk) -> (len(NAMES), H) float64."""
+    return statistics(weights, keys, queries, one_pass(weights, keys, causal).rows)
+
+
 def _induction(weights: Tensor, tokens: Sequence[str]) -> Tensor:
     """analysis.induction_of one layer (H, T, T) -> (H,): the weights on the targets gathered and summed by row."""
     queries, keys, rows, n_rows = _targets(tuple(tokens), weights.device)

@@ -87,3 +87,34 @@ def test_the_model_views_thumbnails_of_recomputed_layers_are_reduced_before_the_
     # float64 sums of the same float32 weights in another order, then one float32 rounding each
     bound = tolerance.reordered64(cells * cells, expected) + tolerance.EPS32 * np.abs(expected)
     tolerance.assert_within(found, expected, bound, "thumbnails reduced on the device")
+
+
+def test_head_statistics_of_recomputed_layers_are_reduced_on_the_device(gpt2, monkeypatch):
+    """Head statistics of a run that did not reduce them (cached.get_statistics): on a device, each layer recomputed
+    and reduced there (reduced.statistics_on_device), (statistics, H) copied back, equal to analysis's."""
+    from attention_explorer.explorer.app import reduced
+    from attention_explorer.explorer.run import analysis, reducers
+    from bench.inputs import text_of
+    from tests.explorer.test_reducers import statistic_bound
+
+    tokens = min(gpt2.max_tokens, 70)
+    result = trace.run(gpt2, text_of(gpt2, tokens), tokens, keep_all=False)
+    assert reduced.statistics_on_device(result, "decoder_self") is None  # on the CPU: analysis reads the layers
+    attention = result.attention("decoder_self")
+    copied = []
+
+    def counted_host(tensor):
+        copied.append(tuple(tensor.shape))
+        return tensor.detach().cpu().numpy()
+
+    monkeypatch.setattr(layers, "HOST", ())
+    monkeypatch.setattr(layers, "host", counted_host)
+    found = reduced.statistics_on_device(result, "decoder_self")
+    assert copied == [(len(reducers.NAMES), attention.n_heads)] * attention.n_layers
+    monkeypatch.setattr(layers, "HOST", ("cpu",))
+    queries, keys = result.tokens_for("decoder_self")
+    expected = analysis.head_statistics(attention.weights, keys, queries)
+    assert set(found) == set(expected)
+    for name, values in expected.items():
+        assert np.isnan(found[name]).tolist() == np.isnan(values).tolist(), name
+        tolerance.assert_within(found[name], values, statistic_bound(name, values, len(keys), False), name)
