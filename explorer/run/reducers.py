@@ -252,6 +252,7 @@ class Analysis:
         self.summed: dict[str, np.ndarray] = {}  # by kind: one_pass's buffer for the sum over heads
         self.asked: dict[tuple[str, str], int] = {}  # (reducer, kind): the layers it has been given
         self.done: dict[tuple[str, int], tuple[dict, set]] = {}  # (kind, layer): (results, reducers yet to ask)
+        self.on_device: dict[str, torch.Tensor] = {}  # by kind: `allowed` on the run's device
 
     def statistics(self, kind: str, weights: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> np.ndarray:
         return self._reduced("statistics", kind, weights, queries, keys)
@@ -331,8 +332,10 @@ class Analysis:
         f_q, f_k = factor(tq, self.thumbnail), factor(n, self.thumbnail)
         summed_keys = "thumbnails" in self.wanted and f_q * f_k > 1  # a short map is its own thumbnail
         allowed = None
-        if "row_max" in self.wanted:
-            allowed = torch.tensor(self.allowed(kind, queries, keys), device=weights.device)  # (Tq, Tk) bool
+        if "row_max" in self.wanted:  # (Tq, Tk) bool, the same every layer: copied to the device once a kind
+            allowed = self.on_device.get(kind)
+            if allowed is None:
+                allowed = self.on_device[kind] = torch.tensor(self.allowed(kind, queries, keys), device=weights.device)
         found = device_reducers.one_pass(
             weights,
             keys,
