@@ -310,7 +310,7 @@ def _train(args: argparse.Namespace) -> None:
     recipe = RECIPES[task.name]
     if args.steps:
         recipe = replace(recipe, steps=args.steps)
-    trainer = Trainer(task, recipe, args.seed)
+    trainer = Trainer(task, recipe, args.seed, args.device)
     n_params = sum(p.numel() for p in trainer.model.parameters())
     print(f"task {task.name}: {n_params:,} parameters, {recipe.steps} steps of {recipe.batch_size}, seed {args.seed}")
     name, score_of = metric(task)
@@ -391,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-every", type=int, default=250)
     parser.add_argument("--threads", type=int, default=2, help="torch threads while training (default 2)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--device", default="cpu", help="where to train: cpu (the default), cuda, cuda:N or auto")
     args = parser.parse_args(argv)
     args.argv = argv
     if args.list:
@@ -412,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                 _train(args)
             finally:
                 torch.set_num_threads(threads)
-    except CheckpointError as e:
+    except (CheckpointError, devices.DeviceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

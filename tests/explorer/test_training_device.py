@@ -50,3 +50,11 @@ def test_a_gpu_this_machine_lacks_is_one_line():
     with pytest.raises(DeviceError, match="no CUDA GPU") as error:
         train.Trainer(tasks.get("reverse"), TINY, 0, "cuda")
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_the_training_command_refuses_a_gpu_this_machine_lacks_in_one_line(capsys, tmp_path):
+    assert train.main(["--task", "reverse", "--steps", "1", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: device 'cuda'") and "\n" not in err
+    assert not list(tmp_path.iterdir())  # nothing trained, nothing saved
