@@ -100,6 +100,17 @@ class Layer:
         return cls(attention, states)
 
 
+# an AttentionLayer's fields by query row, and the axis of its queries (the rest are by key, or one number)
+ROW_AXES = {"q": 1, "raw_scores": 1, "weights": 1, "heads": 1, "output": 0, "q_unrotated": 1, "q_before_norm": 1}
+
+
+def _rows(found, axis: int, query: int):
+    """Query row `query` of `found` along `axis`, kept as a length-1 axis (a view); None stays None."""
+    if found is None:
+        return None
+    return found[(slice(None),) * axis + (slice(query, query + 1),)]
+
+
 def drop_attention(internals):
     """What a run keeps of a layer (models.transformer.Keep): its states, not its attention."""
     return replace(internals, self_attn=None, **({"cross_attn": None} if hasattr(internals, "cross_attn") else {}))
@@ -312,13 +323,34 @@ class StackLayers:
         with self.admit(cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)):
             return host(on_device(self._recomputed(i, module, "weights")[0]))
 
-    @torch.inference_mode()
-    def _recomputed(self, i: int, module: str, field: str) -> torch.Tensor:
-        """Layer i run again on the device: its attention `field` (1, ...) there."""
+    def query_row(self, i: int, module: str, query: int) -> AttentionLayer:
+        """Layer i's attention with one query row `query` (Tq = 1) of its fields by query (ROW_AXES), every key's k
+        and v: what the Q/K/V walkthrough reads. On another device than the CPU, selected there before the copy."""
+        if self.device.type in HOST or self.ready(i):
+            found = self.layer(i).attention[module]
+            return replace(found, **{f: _rows(getattr(found, f), axis, query) for f, axis in ROW_AXES.items()})
+        config, tokens = self.loaded.model.config, len(self.inputs(0))
+        cross = self.stack == "decoder" and config.is_encoder_decoder
+        estimate = cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)
+        with self.admit(*estimate), torch.inference_mode():
+            internals = getattr(self._internals(i), module)
+            fields = {f: getattr(internals, f) for f in ATTENTION_FIELDS}
+            fields = {f: t if t is None else t[0] for f, t in fields.items()}  # batch row 0
+            fields |= {f: _rows(fields[f], axis, query) for f, axis in ROW_AXES.items()}
+            moved = {f: None if t is None else host(t) for f, t in fields.items()}
+        return AttentionLayer(**moved, scaling=internals.scaling, window=internals.window)
+
+    def _internals(self, i: int):
+        """Layer i run again on the device: its internals (models.transformer), batch of 1, there."""
         layers = self._stack.layers
         patches = self.ablation.stack_patches(self.stack, len(layers))[i] if self.ablation is not None else None
         x = torch.from_numpy(np.array(self.inputs(i)))[None].to(self.device)  # (1, T, D)
-        return getattr(getattr(layers[i](x, *self.context, patches), module), field)
+        return layers[i](x, *self.context, patches)
+
+    @torch.inference_mode()
+    def _recomputed(self, i: int, module: str, field: str) -> torch.Tensor:
+        """Layer i run again on the device: its attention `field` (1, ...) there."""
+        return getattr(getattr(self._internals(i), module), field)
 
     @torch.inference_mode()
     def _head(self, i: int, module: str, field: str, head: int) -> np.ndarray:

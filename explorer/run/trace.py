@@ -81,6 +81,10 @@ class AttentionTrace:
         head = (lambda i, h: self.source.head(i, self.module, field, h)) if field != "output" else None
         return LayerArray(self.n_layers, shape, lambda i: getattr(self.layer(i), field), head)
 
+    def query_row(self, layer: int, query: int) -> AttentionLayer:
+        """Layer `layer` with one query row (Tq = 1) of q, scores, weights, heads and output (StackLayers.query_row)."""
+        return self.source.query_row(layer, self.module, query)
+
     def reduced(self, on_host: Callable, on_device: Callable) -> list[np.ndarray]:
         """Each layer's weights reduced (StackLayers.reduced): on a GPU, reduced there and only the results copied."""
         return [self.source.reduced(i, self.module, on_host, on_device) for i in range(self.n_layers)]

@@ -110,7 +110,9 @@ def query_rows(trace: Trace, kind: str, layer: int, query: int) -> QueryRows:
     if not (0 <= layer < a.n_layers and 0 <= query < a.mask.shape[0]):
         raise IndexError(f"layer {layer}, query {query} is outside this trace")
     rows, rows_are, keys_from = input_rows(trace, kind, layer)
-    found = a.layer(layer)  # once: each array of a long text's layer read apart recomputed the whole layer
+    # once (each array of a long text's layer read apart recomputed the whole layer), one query row: on a GPU the
+    # row is selected there and only it (and k, v) copied back
+    found = a.query_row(layer, query)
     return QueryRows(
         kind=kind,
         layer=layer,
@@ -118,19 +120,19 @@ def query_rows(trace: Trace, kind: str, layer: int, query: int) -> QueryRows:
         x_query=np.array(rows[query]),
         x_query_source=rows_are,
         x_keys_source=keys_from,
-        q=found.q[:, query].copy(),
+        q=found.q[:, 0].copy(),
         k=found.k,
         v=found.v,
-        raw_scores=found.raw_scores[:, query].copy(),
+        raw_scores=found.raw_scores[:, 0].copy(),
         mask=a.mask_of(layer)[query].copy(),  # a local layer's window narrows the causal mask
-        weights=found.weights[:, query].copy(),
-        heads=found.heads[:, query].copy(),
-        output=found.output[query].copy(),
-        q_unrotated=None if found.q_unrotated is None else found.q_unrotated[:, query].copy(),
+        weights=found.weights[:, 0].copy(),
+        heads=found.heads[:, 0].copy(),
+        output=found.output[0].copy(),
+        q_unrotated=None if found.q_unrotated is None else found.q_unrotated[:, 0].copy(),
         k_unrotated=found.k_unrotated,
         sharing=tuple(a.sharing(h) for h in range(a.n_heads)),
         scale=float(found.scaling or 0.0),
-        q_before_norm=None if found.q_before_norm is None else found.q_before_norm[:, query].copy(),
+        q_before_norm=None if found.q_before_norm is None else found.q_before_norm[:, 0].copy(),
         k_before_norm=found.k_before_norm,
     )
 

@@ -118,3 +118,34 @@ def test_head_statistics_of_recomputed_layers_are_reduced_on_the_device(gpt2, mo
     for name, values in expected.items():
         assert np.isnan(found[name]).tolist() == np.isnan(values).tolist(), name
         tolerance.assert_within(found[name], values, statistic_bound(name, values, len(keys), False), name)
+
+
+def test_the_qkv_walkthrough_of_a_recomputed_layer_copies_back_one_query_row(gpt2, monkeypatch):
+    """The Q/K/V walkthrough (walkthrough.steps) reads one query's row of a layer: on a device, the row is selected
+    there (StackLayers.query_row), so no (H, Tq, Tk) comes back; the walkthrough is the same, bit for bit."""
+    from attention_explorer.explorer.run import walkthrough
+
+    result = trace.run(gpt2, gpt2.examples[0], keep_all=False)
+    attention = result.attention("decoder_self")
+    tq, tk = attention.mask.shape
+    query = tq - 2
+    copied = []
+
+    def counted_host(tensor):
+        copied.append(tuple(tensor.shape))
+        return tensor.detach().cpu().numpy()
+
+    monkeypatch.setattr(layers, "HOST", ())
+    monkeypatch.setattr(layers, "host", counted_host)
+    ours = walkthrough.steps(result, "decoder_self", 1, 2, query)
+    h = attention.n_heads
+    assert (h, 1, tk) in copied and not any(shape[-2:] == (tq, tk) for shape in copied)  # rows, never the map
+    assert not attention.ready(1)
+    monkeypatch.setattr(layers, "HOST", ("cpu",))
+    expected = walkthrough.steps(result, "decoder_self", 1, 2, query)  # from the whole layer, as before
+    assert attention.ready(1)
+    for name, value in vars(expected).items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(getattr(ours, name), value, err_msg=name)
+        else:
+            assert getattr(ours, name) == value, name
