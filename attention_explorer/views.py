@@ -46,7 +46,7 @@ def head_view(run: Run, layer: int = 0, heads=None, token: int | None = None, ki
 
 def model_view(run: Run, kind: str | None = None, layer: int | None = None, head: int | None = None):
     from attention_explorer.explorer.figures.model_view import model_view
-    from attention_explorer.explorer.run import blocks
+    from attention_explorer.explorer.run import blocks, device_reducers
 
     kind = run._kind(kind)
     found = run.trace.attention(kind)
@@ -54,7 +54,8 @@ def model_view(run: Run, kind: str | None = None, layer: int | None = None, head
     if layer is not None and head is not None:
         run._check(kind, layer, head)
         selected = (layer, head)
-    thumbnails = blocks.every_layer(found.layer(i).weights for i in range(found.n_layers))  # a layer at a time
+    # a layer at a time; on a GPU each reduced there, only the thumbnails copied back
+    thumbnails = np.stack(found.reduced(blocks.thumbnails, device_reducers.thumbnails))
     return model_view(thumbnails, blocks.THUMBNAIL, selected), "Every layer and head", (_kind_name(kind),)
 
 
