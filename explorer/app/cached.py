@@ -42,7 +42,8 @@ Shared by every session of the server (st.cache_resource, st.cache_data):
 
 The engine's, at module level (no Streamlit; shared by every session too):
 - explorer/run/layers.py:_CACHE -- the layers a long text's run recomputes when a view reads them (memo.BoundedCache,
-  LAYERS_BYTES = 384 MiB: the largest module global); key (the run's token, layer).
+  LAYERS_BYTES = 384 MiB: the largest module global); key (the run's token, layer); on a GPU also one head of a
+  layer read alone (explorer/run/device_layers.py), key (the run's token, layer, module, field, head).
 - explorer/run/reducers.py:_columns -- (5, Tk) marks of a text's keys, for every layer of a run (lru_cache, 4 texts);
   key the keys.
 - explorer/run/reducers.py:_induction_targets -- a text's induction targets (lru_cache, 2 texts: 32 MB at 2,048

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from attention_explorer.explorer.figures import zoom
-from attention_explorer.explorer.run import device_reducers, layers, movement, reducers, starting, trace
+from attention_explorer.explorer.run import device_layers, device_reducers, movement, reducers, starting, trace
 from attention_explorer.explorer.run.blocks import THUMBNAIL
 from attention_explorer.explorer.run.layers import OnDevice
 from attention_explorer.models.registry import LoadedModel
@@ -56,7 +56,7 @@ def statistics_on_device(result: trace.Trace, kind: str) -> dict[str, object] | 
     (device_reducers.layer_statistics; reducers.layer_statistics of a layer at hand), only (names, H) a layer copied
     back: {name: (L, H)}; None where the run is on the CPU (analysis.head_statistics reads its layers there)."""
     attention = result.attention(kind)
-    if attention.source.device.type in layers.HOST:
+    if attention.source.device.type in device_layers.HOST:
         return None
     queries, keys = result.tokens_for(kind)
     queries, causal = (queries if kind != "cross" else None), kind == "decoder_self"

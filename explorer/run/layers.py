@@ -30,9 +30,6 @@ from attention_explorer.models.device import numpy as host
 from attention_explorer.models.device import place
 from attention_explorer.models.registry import LoadedModel
 
-# the devices on which a layer read for one head is recomputed whole and cached (the CPU: a layer's numpy is the run's
-# own memory, and the next head read is free); on any other, only the head comes back (StackLayers.head)
-HOST = ("cpu",)
 # about one SmolLM2 layer at 2,048 tokens (weights and scores 151 MB each), or every layer of a 512-token MiniLM run
 LAYERS_BYTES = 384 * 2**20
 ATTENTION_FIELDS = (
@@ -98,17 +95,6 @@ class Layer:
             if (found := getattr(internals, name, None)) is not None
         }
         return cls(attention, states)
-
-
-# an AttentionLayer's fields by query row, and the axis of its queries (the rest are by key, or one number)
-ROW_AXES = {"q": 1, "raw_scores": 1, "weights": 1, "heads": 1, "output": 0, "q_unrotated": 1, "q_before_norm": 1}
-
-
-def _rows(found, axis: int, query: int):
-    """Query row `query` of `found` along `axis`, kept as a length-1 axis (a view); None stays None."""
-    if found is None:
-        return None
-    return found[(slice(None),) * axis + (slice(query, query + 1),)]
 
 
 def drop_attention(internals):
@@ -298,64 +284,14 @@ class StackLayers:
         x = torch.from_numpy(np.array(self.inputs(i)))[None].to(self.device)  # (1, T, D)
         return Layer.of(layers[i](x, *self.context, patches))
 
-    def head(self, i: int, module: str, field: str, head: int) -> np.ndarray:
-        """One head of layer i's attention `field` ("weights", "q", ...): (Tq, Tk) or (T, Dh). From the layer when it
-        is at hand or the run is on the CPU (the whole layer recomputed, kept for the next head read: no copy there);
-        on another device, the layer recomputed there and only this head copied back (a (H, T, T) map of 8,192 tokens
-        is 2.4 GB to draw 0.27 GB of it), kept in the same cache."""
-        if self.device.type in HOST or self.ready(i):
-            return getattr(self.layer(i).attention[module], field)[head]
-        if not 0 <= i < self.n_layers:
-            raise IndexError(f"layer {i} of {self.n_layers}")
-        config, tokens = self.loaded.model.config, len(self.inputs(0))
-        cross = self.stack == "decoder" and config.is_encoder_decoder
-        with self.admit(cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)):
-            return cache().get((self.token, i, module, field, head), lambda: self._head(i, module, field, head))
-
-    def reduced(self, i: int, module: str, on_host: Callable, on_device: Callable) -> np.ndarray:
-        """Layer i's attention weights reduced: `on_host` of the numpy layer where it is at hand or the run is on the
-        CPU (as StackLayers.head); else the layer recomputed on the device, `on_device` of its (H, Tq, Tk) tensor
-        there, and only the result copied back (explorer.run.device_reducers' reducers)."""
-        if self.device.type in HOST or self.ready(i):
-            return on_host(self.layer(i).attention[module].weights)
-        config, tokens = self.loaded.model.config, len(self.inputs(0))
-        cross = self.stack == "decoder" and config.is_encoder_decoder
-        with self.admit(cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)):
-            return host(on_device(self._recomputed(i, module, "weights")[0]))
-
-    def query_row(self, i: int, module: str, query: int) -> AttentionLayer:
-        """Layer i's attention with one query row `query` (Tq = 1) of its fields by query (ROW_AXES), every key's k
-        and v: what the Q/K/V walkthrough reads. On another device than the CPU, selected there before the copy."""
-        if self.device.type in HOST or self.ready(i):
-            found = self.layer(i).attention[module]
-            return replace(found, **{f: _rows(getattr(found, f), axis, query) for f, axis in ROW_AXES.items()})
-        config, tokens = self.loaded.model.config, len(self.inputs(0))
-        cross = self.stack == "decoder" and config.is_encoder_decoder
-        estimate = cost.layer_seconds(config, tokens, cross=cross), cost.layer_bytes(config, tokens)
-        with self.admit(*estimate), torch.inference_mode():
-            internals = getattr(self._internals(i), module)
-            fields = {f: getattr(internals, f) for f in ATTENTION_FIELDS}
-            fields = {f: t if t is None else t[0] for f, t in fields.items()}  # batch row 0
-            fields |= {f: _rows(fields[f], axis, query) for f, axis in ROW_AXES.items()}
-            moved = {f: None if t is None else host(t) for f, t in fields.items()}
-        return AttentionLayer(**moved, scaling=internals.scaling, window=internals.window)
-
-    def _internals(self, i: int):
-        """Layer i run again on the device: its internals (models.transformer), batch of 1, there."""
+    @torch.inference_mode()
+    def recomputed(self, i: int):
+        """Layer i run again on the run's device: its internals (models.transformer), a batch of 1, left there (what
+        explorer.run.device_layers reduces before any copy back)."""
         layers = self._stack.layers
         patches = self.ablation.stack_patches(self.stack, len(layers))[i] if self.ablation is not None else None
         x = torch.from_numpy(np.array(self.inputs(i)))[None].to(self.device)  # (1, T, D)
         return layers[i](x, *self.context, patches)
-
-    @torch.inference_mode()
-    def _recomputed(self, i: int, module: str, field: str) -> torch.Tensor:
-        """Layer i run again on the device: its attention `field` (1, ...) there."""
-        return getattr(getattr(self._internals(i), module), field)
-
-    @torch.inference_mode()
-    def _head(self, i: int, module: str, field: str, head: int) -> np.ndarray:
-        """Layer i run again on the device, its `field` of `head` alone brought back."""
-        return host(self._recomputed(i, module, field)[0, head])  # selected on the device: one head's copy back
 
     def rows(self, i: int, start: int, stop: int) -> Layer:
         """Decoder layer i for rows start..stop-1 only, each reading the keys and values of every row up to it: what

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from attention_explorer.explorer.run import device_layers
 from attention_explorer.explorer.run.layers import (
     Admit,
     AttentionLayer,
@@ -77,17 +78,17 @@ class AttentionTrace:
         return self.source.ready(layer)
 
     def _array(self, field: str, shape: tuple[int, ...]) -> LayerArray:
-        # a[layer, head] of a field by head reads that head alone (StackLayers.head: on a GPU, no other comes back)
-        head = (lambda i, h: self.source.head(i, self.module, field, h)) if field != "output" else None
+        # a[layer, head] of a field by head reads that head alone (device_layers.head: on a GPU, no other comes back)
+        head = (lambda i, h: device_layers.head(self.source, i, self.module, field, h)) if field != "output" else None
         return LayerArray(self.n_layers, shape, lambda i: getattr(self.layer(i), field), head)
 
     def query_row(self, layer: int, query: int) -> AttentionLayer:
-        """Layer `layer` with one query row (Tq = 1) of q, scores, weights, heads and output (StackLayers.query_row)."""
-        return self.source.query_row(layer, self.module, query)
+        """Layer `layer` with one query row (Tq = 1) of q, scores, weights, heads, output (device_layers.query_row)."""
+        return device_layers.query_row(self.source, layer, self.module, query)
 
     def reduced(self, on_host: Callable, on_device: Callable) -> list[np.ndarray]:
-        """Each layer's weights reduced (StackLayers.reduced): on a GPU, reduced there and only the results copied."""
-        return [self.source.reduced(i, self.module, on_host, on_device) for i in range(self.n_layers)]
+        """Each layer's weights reduced (device_layers.reduced): on a GPU, reduced there and only the results copied."""
+        return [device_layers.reduced(self.source, i, self.module, on_host, on_device) for i in range(self.n_layers)]
 
     @property
     def n_layers(self) -> int:

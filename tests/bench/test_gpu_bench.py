@@ -35,13 +35,14 @@ def test_the_dry_run_on_the_cpu_measures_every_part_and_writes_json(
     gpt2_folder, llama_folder, tmp_path, capsys, monkeypatch, gpu_paths
 ):
     """gpu_paths: the CPU taken for a GPU where the code branches on the device (reductions in torch, one head copied
-    back: reducers.HOST, layers.HOST), with the rollout reduced from the 9th token (zoom.FULL), as at 8,192 tokens."""
+    back: reducers.HOST, device_layers.HOST), with the rollout reduced from the 9th token (zoom.FULL), as at 8,192
+    tokens."""
     if gpu_paths:
         from attention_explorer.explorer.figures import zoom
-        from attention_explorer.explorer.run import layers, reducers
+        from attention_explorer.explorer.run import device_layers, reducers
 
         monkeypatch.setattr(reducers, "HOST", ())
-        monkeypatch.setattr(layers, "HOST", ())
+        monkeypatch.setattr(device_layers, "HOST", ())
         monkeypatch.setattr(zoom, "FULL", 8)
     out = tmp_path / "gpu.json"
     models = [str(gpt2_folder), str(llama_folder)]
