@@ -33,14 +33,14 @@ def counted(causal: bool):
     return allowed
 
 
-def reduce_layers(weights, tokens, causal: bool, as_tensor: bool) -> dict[str, list]:
+def reduce_layers(weights, tokens, causal: bool, as_tensor: bool, device: str = "cpu") -> dict[str, list]:
     """Every reducer over each layer in order, as a run gives them; the layers as tensors (the torch pass where HOST
     does not hold their device) or as numpy (the numpy pass)."""
     kind = "decoder_self" if causal else "encoder_self"
     found = reducers.Analysis(8, 0, WANTED, thumbnail=8, allowed=counted(causal))
     out = {name: [] for name in WANTED}
     for layer in weights:
-        given = torch.from_numpy(layer) if as_tensor else layer
+        given = torch.from_numpy(layer).to(device) if as_tensor else layer
         for name in WANTED:
             out[name].append(getattr(found, name)(kind, given, tokens, tokens))
     assert not found.done
