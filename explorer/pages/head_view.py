@@ -13,6 +13,7 @@ from attention_explorer.explorer.lesson.wording import attention_formula, head_o
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import token_legend
 from attention_explorer.explorer.views.pickers import pick_attention, pick_layer, pick_token
+from attention_explorer.explorer.views.zoom import drawn_window
 
 st.header("Head view")
 config = cached.model(st.session_state[state.MODEL]).model.config
@@ -59,8 +60,22 @@ if n_tokens > WINDOW:  # keyed by the focus: picking a token moves the window to
         window_start(n_tokens, focus, also=linked),
         key=f"head_window_{focus}",
     )
+window = drawn_window(attention.windows, chosen.kind, layer, words=chosen.groups is not None)
+if window:  # a local layer: the keys its window hides from the highlighted token
+    st.caption(
+        f"Layer {layer + 1} is local: each token sees at most the {window['window']:,} keys before it, itself "
+        "included. The keys its window hides from the highlighted token get a grey square and a grey label, above "
+        "the dashed edge" + (" (highlight a token to see them)." if focus is None else ".")
+    )
+elif attention.windows and chosen.kind == "decoder_self":  # global, or local drawn by word (not drawn)
+    span = attention.windows[layer]
+    st.caption(
+        f"Layer {layer + 1} is global: each token sees every key before it, itself included."
+        if span is None
+        else f"Layer {layer + 1} is local (a window of {span:,} keys); at word level what it hides is not drawn."
+    )
 chart(
-    head_view(chosen.weights[layer], chosen.queries, chosen.keys, heads, focus, start=start),
+    head_view(chosen.weights[layer], chosen.queries, chosen.keys, heads, focus, start=start, **window),
     "head_lines",
     on_click=functools.partial(focus_token, "head_focus"),
 )
