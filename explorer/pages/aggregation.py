@@ -68,7 +68,7 @@ else:
     )
 if attention.windows:  # the raw map is one layer's; rollout and flow are many layers', so no one window is theirs
     window_caption(attention.windows, layer, length, words=chosen.groups is not None)
-    st.caption(rollout_window_words(attention.windows, layer))
+    st.caption(rollout_window_words(attention.windows, layer, length))
 bottom = st.columns(2) if narrow else (st.container(), st.container())
 bottom[1].caption(
     "Reading them: raw attention is one layer's mixing only. Rollout follows it through every layer below, so "

@@ -62,10 +62,16 @@ if n_tokens > WINDOW:  # keyed by the focus: picking a token moves the window to
     )
 window = drawn_window(attention.windows, chosen.kind, layer, words=chosen.groups is not None)
 if window:  # a local layer: the keys its window hides from the highlighted token
+    span = f"Layer {layer + 1} is local: each token sees at most the {window['window']:,} keys before it, itself"
+    span += " included."
+    hidden = None if focus is None else max(0, focus - window["window"] + 1)  # keys at window or more back
     st.caption(
-        f"Layer {layer + 1} is local: each token sees at most the {window['window']:,} keys before it, itself "
-        "included. The keys its window hides from the highlighted token get a grey square and a grey label, above "
-        "the dashed edge" + (" (highlight a token to see them)." if focus is None else ".")
+        f"{span} Highlight a token to grey the keys its window hides (a grey square and label, above a dashed edge)."
+        if hidden is None
+        else f"{span} The highlighted token, at position {focus}, sees every key before it: none is hidden."
+        if not hidden
+        else f"{span} The {hidden:,} keys it hides from the highlighted token get a grey square and a grey label, "
+        "above the dashed edge."
     )
 elif attention.windows and chosen.kind == "decoder_self":  # global, or local drawn by word (not drawn)
     span = attention.windows[layer]

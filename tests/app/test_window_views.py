@@ -105,6 +105,10 @@ def test_the_head_view_greys_the_keys_the_window_hides_from_the_highlighted_toke
         grey = [i for i, c in enumerate(keys["textfont"]["color"]) if c == "#9e9e9e"]
         assert grey == hidden.tolist()
         assert "Layer 1 is local: each token sees at most the 5 keys before it" in said(at)
+        assert f"The {len(hidden)} keys it hides from the highlighted token get a grey square" in said(at)
+    at = _open(monkeypatch, folder, "head_view", head_layer=0, head_focus=3)  # 4 keys: all inside the window
+    assert not [t for t in charts(at)["head_lines"]["data"] if t.get("name") == OUTSIDE]
+    assert "The highlighted token, at position 3, sees every key before it: none is hidden." in said(at)
     at = _open(monkeypatch, folder, "head_view", head_layer=2, head_focus=n - 1)
     figure = charts(at)["head_lines"]
     assert not [t for t in figure["data"] if t.get("name") == OUTSIDE] and not edges(figure)
@@ -163,6 +167,20 @@ def test_aggregation_greys_the_raw_layer_and_says_how_local_layers_enter_rollout
     assert (rollout[hidden_by_window(attention, 1)] > 0).any()
     at = _open(monkeypatch, folder, "aggregation", aggregate_layer=2)
     assert_none_drawn(charts(at)["aggregate_raw"])
+
+
+def test_rollout_words_say_when_the_text_fits_the_window():
+    from attention_explorer.explorer.lesson.window_words import rollout_window_words
+
+    assert rollout_window_words((512, None), 1, 16).startswith(
+        "These 16 tokens fit in the local layers' window of 512 keys, so no layer hides any key here"
+    )
+    assert rollout_window_words((512, None), 1, 600).startswith("Rollout and flow combine layers 1-2")
+    assert "0 on the keys its window hides" in rollout_window_words((512,), 0, 600)
+    assert (
+        rollout_window_words((None, None), 1, 600)
+        == "Layers 1-2 are all global: no window enters rollout and flow here."
+    )
 
 
 def test_the_reference_greys_ours_theirs_and_the_difference(monkeypatch, folder, attention):
