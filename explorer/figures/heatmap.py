@@ -139,9 +139,11 @@ def window_edge(hidden: np.ndarray) -> str | None:
     cell it hides and the first it shows; None when it hides nothing drawn."""
     if not hidden.any():
         return None
+    counts = hidden.sum(axis=1)
+    first = int(np.flatnonzero(counts)[0])  # from the first row it hides anything in: none on the map's edge above
     points: list[str] = []
-    for row, column in enumerate(hidden.sum(axis=1)):
-        points += [f"{column - 0.5},{row - 0.5}", f"{column - 0.5},{row + 0.5}"]
+    for row in range(first, len(counts)):
+        points += [f"{counts[row] - 0.5},{row - 0.5}", f"{counts[row] - 0.5},{row + 0.5}"]
     return "M " + " L ".join(points)
 
 
