@@ -207,12 +207,14 @@ if not (revealed or long_output):
     self_col.caption("This step sees the positions drawn; the later ones appear once the class's answer is revealed.")
 elif not long_output:
     later = "text" if only else "output"
-    self_col.caption(f"Grey positions are later in the {later}: the causal mask hides them (weight 0).")
+    if hidden:
+        self_col.caption(f"Grey positions are later in the {later}: the causal mask hides them (weight 0).")
 else:
+    sees = seen - (0 if outside is None else int(outside.sum()))  # a local layer: the window's keys only
+    later = f"; the causal mask hides the {hidden} later ones (weight 0), left out here" if hidden else ""
     self_col.caption(
-        f"This step sees {seen} of the {len(current.target_tokens)} positions; the causal mask hides the {hidden} "
-        "later ones (weight 0), left out here."
-        + (f" Past {NARROW} the strongest are drawn; the line above holds every one it sees." if seen > NARROW else "")
+        f"This step sees {sees} of the {len(current.target_tokens)} positions{later}."
+        + (f" Past {NARROW} the strongest are drawn; the line above holds every key up to it." if seen > NARROW else "")
     )
 if cross_col is not None and current.cross_weights is not None:
     chart(

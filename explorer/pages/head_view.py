@@ -61,16 +61,24 @@ if n_tokens > WINDOW:  # keyed by the focus: picking a token moves the window to
         key=f"head_window_{focus}",
     )
 window = drawn_window(attention.windows, chosen.kind, layer, words=chosen.groups is not None)
-if window:  # a local layer: the keys its window hides from the highlighted token
+if window:  # a local layer: the keys its window hides from the highlighted token; its mask, not only the causal one
+    st.latex(
+        rf"\text{{Layer {layer + 1} (local): }} M_{{qk}} = \begin{{cases}} 0 & q - {window['window']} < k \le q \\ "
+        r"-\infty & \text{otherwise} \end{cases}"
+    )
     span = f"Layer {layer + 1} is local: each token sees at most the {window['window']:,} keys before it, itself"
     span += " included."
     hidden = None if focus is None else max(0, focus - window["window"] + 1)  # keys at window or more back
+    stub = ", and the row for earlier tokens counts those it holds"  # where the view starts past token 0
     st.caption(
         f"{span} Highlight a token to grey the keys its window hides (a grey square and label, above a dashed edge)."
         if hidden is None
         else f"{span} The highlighted token, at position {focus}, sees every key before it: none is hidden."
         if not hidden
-        else f"{span} The {hidden:,} keys it hides from the highlighted token get a grey square and a grey label, "
+        else f"{span} It hides {hidden:,} keys from the highlighted token, all those above the dashed edge: each one "
+        f"drawn gets a grey square and a grey label{stub * bool(start)}."
+        if hidden > (start or 0)
+        else f"{span} It hides the first {hidden:,} keys from the highlighted token, all in the row for earlier tokens "
         "above the dashed edge."
     )
 elif attention.windows and chosen.kind == "decoder_self":  # global, or local drawn by word (not drawn)

@@ -105,7 +105,7 @@ def test_the_head_view_greys_the_keys_the_window_hides_from_the_highlighted_toke
         grey = [i for i, c in enumerate(keys["textfont"]["color"]) if c == "#9e9e9e"]
         assert grey == hidden.tolist()
         assert "Layer 1 is local: each token sees at most the 5 keys before it" in said(at)
-        assert f"The {len(hidden)} keys it hides from the highlighted token get a grey square" in said(at)
+        assert f"It hides {len(hidden)} keys from the highlighted token, all those above the dashed edge" in said(at)
     at = _open(monkeypatch, folder, "head_view", head_layer=0, head_focus=3)  # 4 keys: all inside the window
     assert not [t for t in charts(at)["head_lines"]["data"] if t.get("name") == OUTSIDE]
     assert "The highlighted token, at position 3, sees every key before it: none is hidden." in said(at)
