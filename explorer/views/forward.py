@@ -200,8 +200,9 @@ def layer(f: Focus, number: int = 2) -> None:
             rows.append(step.post_norm.output)
             names.append(f"{step.post_norm.name}(x + output)")
         added = "Add & Norm" if step.post_norm is not None else "Add"  # pre-norm: nothing after the addition
-        added = f"post-norm and {added}" if step.sandwich is not None else added
-        chart(named_strips(rows, names, f"{step.name.capitalize()} and {added}"), f"forward_sublayer_{i}")
+        title = f"{step.name.capitalize()} and {added}"
+        title = f"{step.name.capitalize()}, its post-norm, then {added}" if step.sandwich is not None else title
+        chart(named_strips(rows, names, title), f"forward_sublayer_{i}")
         if step.post_norm is not None:
             norm_text(step.post_norm)
         st.caption(f"Result {forward.agreement(step.result, step.traced, bound(step.traced))}.")
