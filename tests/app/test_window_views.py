@@ -1,7 +1,8 @@
 """The window on every attention view (a tiny Gemma 3 folder: layers 1-2 local with a window of 5 keys, layer 3
 global; a text longer than the window): on the head view, compare sentences, decoding, aggregation, reference and
 patching pages, the cells drawn as hidden by the window are exactly the keys the layer's mask hides and the causal
-mask shows (AttentionTrace.mask_of), where the drawn weight is 0; a global layer draws none and no edge."""
+mask shows (AttentionTrace.mask_of), where the drawn weight is 0; a global layer draws none and no edge. A Mistral
+folder (every layer local) the same; Add & Norm's sandwich strips are the model's own post-norm and stream."""
 
 from __future__ import annotations
 
@@ -243,3 +244,22 @@ def test_add_and_norm_draws_each_sublayers_post_norm_from_the_models_internals(m
         np.testing.assert_array_equal(added, (x + normed).astype(np.float32))
         before = traced
     assert "Post-norm (a sandwich norm)" in said(at)
+
+
+def test_a_mistral_folder_greys_every_layer_on_the_views(tmp_path, monkeypatch):
+    """Mistral: every layer local (window 5); the aggregation's raw map and the decoding map grey exactly its mask."""
+    from tests.folders import make_mistral_folder
+
+    folder = make_mistral_folder(tmp_path / "m", window=5)
+    run = trace.run(registry.from_path(folder, "mistral"), TEXT, 64)
+    attention = run.decoder_self
+    assert attention.windows == (5, 5)
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: f"tiny-mistral={folder}"}))
+    at = new_app("aggregation")
+    at.query_params["model"] = "folder:tiny-mistral"
+    at.query_params["text"] = TEXT
+    at.run()
+    assert not at.exception and not at.error
+    for layer in (0, 1):
+        at.selectbox(key="aggregate_layer").set_value(layer).run()
+        assert_window_drawn(charts(at)["aggregate_raw"], hidden_by_window(attention, layer))
