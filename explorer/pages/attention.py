@@ -63,7 +63,7 @@ f_q, f_k = factor(len(chosen.queries), LAYER_CELLS), factor(len(chosen.keys), LA
 averaged = f"; {cells_note(f_q, f_k)} (their mean)" if max(f_q, f_k) > 1 else ""
 st.caption(f"Small multiples, each scaled to its own maximum{averaged}. Click one to show it above.")
 chart(
-    layer_heads(chosen.weights[layer], layer),
+    layer_heads(chosen.weights[layer], layer, window if chosen.groups is None else None),
     "attention_layer_heads",
     on_click=drill_to_pickers(state.ATTENTION_LAYER, state.ATTENTION_HEAD),
     view=view[:2],

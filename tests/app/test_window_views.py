@@ -263,3 +263,30 @@ def test_a_mistral_folder_greys_every_layer_on_the_views(tmp_path, monkeypatch):
     for layer in (0, 1):
         at.selectbox(key="aggregate_layer").set_value(layer).run()
         assert_window_drawn(charts(at)["aggregate_raw"], hidden_by_window(attention, layer))
+
+
+def test_the_model_view_and_the_layers_small_multiples_grey_each_local_thumbnail(monkeypatch, folder, attention):
+    """Each local layer's thumbnails grey exactly its window's hidden keys (19 tokens: a cell a token); global none."""
+    n = attention.mask.shape[0]
+
+    def thumbnails(figure, n_layers, n_heads):
+        grey = greyed(figure)
+        return [
+            [grey[i * (n + 1) : i * (n + 1) + n, h * (n + 1) : h * (n + 1) + n] for h in range(n_heads)]
+            for i in range(n_layers)
+        ]
+
+    at = _open(monkeypatch, folder, "model_view")
+    figure = charts(at)["model_grid"]
+    drawn = [int(re.match(r"layer (\d+)", tick)[1]) - 1 for tick in figure["layout"]["yaxis"]["ticktext"]]
+    assert drawn and 0 in drawn  # the lesson's grid may draw a window of layers: layer 1 (local) among them
+    grid = thumbnails(figure, len(drawn), 4)
+    for row, layer in enumerate(drawn):
+        for head in range(4):
+            np.testing.assert_array_equal(grid[row][head], hidden_by_window(attention, layer))
+    at = _open(monkeypatch, folder, "attention", attention_layer=1)
+    (row,) = thumbnails(charts(at)["attention_layer_heads"], 1, 4)
+    for head in range(4):
+        np.testing.assert_array_equal(row[head], hidden_by_window(attention, 1))
+    at = _open(monkeypatch, folder, "attention", attention_layer=2)
+    assert greyed(charts(at)["attention_layer_heads"]) is None
