@@ -81,7 +81,10 @@ st.caption(
 )
 
 if windows:
-    st.caption(layers_summary(windows))
+    longer = attention.mask.shape[1] > min((w for w in windows if w is not None), default=attention.mask.shape[1])
+    grey = " A local layer's thumbnails grey the cells whose every key its window hides."
+    grey *= chosen.groups is None and longer  # token level, on a text longer than the window
+    st.caption(layers_summary(windows) + grey)
 title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
 if windows:

@@ -280,6 +280,7 @@ def test_the_model_view_and_the_layers_small_multiples_grey_each_local_thumbnail
     figure = charts(at)["model_grid"]
     drawn = [int(re.match(r"layer (\d+)", tick)[1]) - 1 for tick in figure["layout"]["yaxis"]["ticktext"]]
     assert drawn and 0 in drawn  # the lesson's grid may draw a window of layers: layer 1 (local) among them
+    assert "A local layer's thumbnails grey the cells whose every key its window hides." in said(at)
     grid = thumbnails(figure, len(drawn), 4)
     for row, layer in enumerate(drawn):
         for head in range(4):
@@ -288,5 +289,6 @@ def test_the_model_view_and_the_layers_small_multiples_grey_each_local_thumbnail
     (row,) = thumbnails(charts(at)["attention_layer_heads"], 1, 4)
     for head in range(4):
         np.testing.assert_array_equal(row[head], hidden_by_window(attention, 1))
+    assert "Grey: the cells whose every key the window hides." in said(at)
     at = _open(monkeypatch, folder, "attention", attention_layer=2)
-    assert greyed(charts(at)["attention_layer_heads"]) is None
+    assert greyed(charts(at)["attention_layer_heads"]) is None and "Grey: the cells" not in said(at)
