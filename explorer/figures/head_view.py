@@ -9,6 +9,8 @@ import plotly.graph_objects as go
 
 from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
+from attention_explorer.explorer.figures.heatmap import OUTSIDE as HIDDEN
+from attention_explorer.explorer.figures.heatmap import outside_window
 from attention_explorer.explorer.figures.labels import escape_tokens, position_label, position_labels
 
 PALETTE = style.CATEGORICAL  # one colour a head; past nine, the colours come round again dashed (style.head_dash)
@@ -104,10 +106,14 @@ def head_view(
     max_lines_per_query: int = 8,
     start: int | None = None,
     size: int = WINDOW,
+    window: int | None = None,
 ) -> go.Figure:
     """weights: (H, Tq, Tk) for one layer. One legend entry (a colour swatch) per head; focus keeps only that
     query's lines. Past `size` tokens both columns show the window [start, start + size) (default: around the
-    focus), and a key's weight outside it goes to a stub 'N earlier/later tokens' (their sum)."""
+    focus), and a key's weight outside it goes to a stub 'N earlier/later tokens' (their sum).
+    window: a local layer's sliding window of keys (self-attention): the keys it hides from the focus query
+    (heatmap.outside_window) get a grey square and a grey label, their edge a dashed line, and the stub above counts
+    those it holds."""
     n_q, n_k = len(queries), len(keys)
     if start is None:
         start = window_start(max(n_q, n_k), focus, size)
@@ -154,6 +160,14 @@ def head_view(
     windowed = max(n_q, n_k) > size
     q_y, q_text, q_colors = _column(_named(queries, windowed), q0, size)
     k_y, k_text, k_colors = _column(_named(keys, windowed), k0, size)
+    hidden = np.zeros(n_k, bool)
+    if window is not None and focus is not None:
+        hidden = outside_window(np.array([focus]), np.arange(n_k), window)[0]
+    k_colors = [
+        style.OUTSIDE_WINDOW if 0 <= y < k1 - k0 and hidden[k0 + y] else c for y, c in zip(k_y, k_colors, strict=True)
+    ]
+    if hidden[:k0].any():  # the stub above holds keys the window hides
+        k_text[0] += f" ({int(hidden[:k0].sum())} hidden by the window)"
     q_colors = ["#d62728" if focus is not None and y == focus - q0 else c for y, c in zip(q_y, q_colors, strict=True)]
     traces += [_token_column(0, q_y, q_text, "left", q_colors), _token_column(1, k_y, k_text, "right", k_colors)]
     # each query in the window is a click target naming its position: click a token to see only its lines
@@ -166,11 +180,21 @@ def head_view(
             "%{customdata[1]}<extra>click: only its lines</extra>",
         )
     )
+    shapes = []
+    if hidden.any():  # the keys drawn that the window hides: a grey square each, and the edge after the last
+        ys = np.flatnonzero(hidden[k0:k1])
+        square = {"symbol": "square", "size": 12, "color": style.OUTSIDE_WINDOW}
+        marks = {"mode": "markers", "marker": square, "name": HIDDEN, "hoverinfo": "skip", "showlegend": False}
+        traces.append(go.Scatter(x=[1.0] * len(ys), y=ys, **marks))
+        edge = int(hidden[k0:k1].sum()) - 0.5  # hidden keys come first: the line between them and the seen ones
+        line = {"type": "line", "x0": 0.95, "x1": 1.85, "y0": edge, "y1": edge, "line": style.WINDOW_EDGE}
+        shapes.append({**line, "name": "window edge"})
     shown = max(q1 - q0, k1 - k0) + 2 * (max(n_q, n_k) > size)
     return go.Figure(
         data=traces,
         layout={
             **CLICK_LAYOUT,
+            "shapes": shapes,
             "height": max(320, ROW_PX * shown + 110),
             "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
             "xaxis": {"range": [-0.9, 1.9], "visible": False, "fixedrange": True},

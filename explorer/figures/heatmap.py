@@ -133,23 +133,23 @@ def outside_window(queries: np.ndarray, keys: np.ndarray, window: int) -> np.nda
     return behind >= window
 
 
-def window_edge(queries: np.ndarray, keys: np.ndarray, window: int) -> str | None:
-    """An SVG path in cell coordinates (column and row indices) along the left edge of each row's window: the line
-    between the last key it hides and the first it sees; None when the window starts before every key drawn."""
-    first_seen = queries - window + 1 - keys[0]  # each row's first visible key, as a column index
-    points: list[str] = []
-    for row, column in enumerate(first_seen):
-        x = min(max(column, 0), len(keys)) - 0.5
-        points += [f"{x},{row - 0.5}", f"{x},{row + 0.5}"]
-    if not (first_seen > 0).any():
+def window_edge(hidden: np.ndarray) -> str | None:
+    """An SVG path in cell coordinates (column and row indices) along the left edge of each row's window, from the
+    (rows, columns) cells it hides (outside_window: a prefix of each row, keys in order): the line between the last
+    cell it hides and the first it shows; None when it hides nothing drawn."""
+    if not hidden.any():
         return None
+    counts = hidden.sum(axis=1)
+    first = int(np.flatnonzero(counts)[0])  # from the first row it hides anything in: none on the map's edge above
+    points: list[str] = []
+    for row in range(first, len(counts)):
+        points += [f"{counts[row] - 0.5},{row - 0.5}", f"{counts[row] - 0.5},{row + 0.5}"]
     return "M " + " L ".join(points)
 
 
-def window_layers(window: int, queries: np.ndarray, keys: np.ndarray) -> tuple[go.Heatmap, dict | None]:
-    """What a local layer's window adds to its map: a grey cell on each key it hides (its weight is 0, as a causal
-    mask's are, but greyed, not blank) and its edge as a dashed line."""
-    hidden = outside_window(queries, keys, window)
+def window_layers(hidden: np.ndarray) -> tuple[go.Heatmap, dict | None]:
+    """What a local layer's window adds to its map, from the cells it hides (outside_window): a grey cell on each
+    (its weight is 0, as a causal mask's are, but greyed, not blank) and its edge as a dashed line."""
     grey = go.Heatmap(
         z=np.where(hidden, 1.0, np.nan).astype(np.float32),
         colorscale=style.OUTSIDE_WINDOW_SCALE,
@@ -157,7 +157,7 @@ def window_layers(window: int, queries: np.ndarray, keys: np.ndarray) -> tuple[g
         hoverinfo="skip",
         name=OUTSIDE,
     )
-    path = window_edge(queries, keys, window)
+    path = window_edge(hidden)
     edge = None if path is None else {"type": "path", "path": path, "line": style.WINDOW_EDGE, "name": "window edge"}
     return grey, edge
 
@@ -188,7 +188,8 @@ def head_heatmap(
     click targets name the text's own positions.
     blocked: `weights` are already the `overview`'s block means (reduced while a run held each layer).
     window: a local layer's sliding window of keys (self-attention, queries and keys the same positions): the keys it
-    hides are drawn grey, not blank as the causal mask's, and its edge dashed (at full resolution only)."""
+    hides are drawn grey, not blank as the causal mask's, and its edge dashed; as block means, the blocks it hides
+    wholly (their first query is `window` or more past their last key)."""
     expected = (len(queries), len(keys))
     if blocked:
         if overview is None:
@@ -211,11 +212,13 @@ def head_heatmap(
         title = f"{title} ({cells_note(f_q, f_k)})"
         q_labels, k_labels = q_ticks, k_ticks
         first_query, first_key = blocks(len(queries), overview)[:-1], blocks(len(keys), overview)[:-1]
+        last_key = blocks(len(keys), overview)[1:] - 1
     else:
         # per-position categories, not per-cell hover text: the hover data grows as T, not T^2 (click targets
         # carry the hover only up to CLICK_CELLS; past it they are one a row and the heatmap keeps its own)
         x, y = position_labels(k_labels, first[1]), position_labels(q_labels, first[0])
         first_query, first_key = np.arange(len(queries)) + first[0], np.arange(len(keys)) + first[1]
+        last_key = first_key
     # built in one call: every later update_layout re-validates and deep-copies the whole figure
     scale = diverging_scale(weights) if diverging else WEIGHT_SCALE
     if stretched:
@@ -239,8 +242,9 @@ def head_heatmap(
         # the heatmap keeps its own label (Plotly tilts it in hovermode "y" when a map has two traces)
         data = [data[0], marks]
     shapes = []
-    if window is not None and len(x) == len(keys) and len(y) == len(queries):  # full resolution: a cell a token
-        grey, edge = window_layers(window, np.asarray(first_query), np.asarray(first_key))
+    if window is not None:
+        # a cell is hidden when even its first query is `window` past its last key (a token: the same position)
+        grey, edge = window_layers(outside_window(np.asarray(first_query), np.asarray(last_key), window))
         grey.update(x=x, y=y)
         data.append(grey)
         shapes = [edge] if edge is not None else []

@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 
 from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
-from attention_explorer.explorer.run.blocks import THUMBNAIL, block_means, factor
+from attention_explorer.explorer.figures.heatmap import OUTSIDE, outside_window
+from attention_explorer.explorer.run.blocks import THUMBNAIL, block_means, edges, factor
 
 LAYER_CELLS = 64  # cells per side when one layer's heads are shown as small multiples
 ROW_PX = 70  # a layer's row on screen where no size is asked for
@@ -68,11 +69,15 @@ def model_view(
     first_layer: int = 0,
     row_px: int = ROW_PX,
     spans: Sequence[str] = (),
+    windows: Sequence[int | None] = (),
+    n_tokens: int | None = None,
 ) -> go.Figure:
     """All heads of all layers; each thumbnail is its head's attention (queries down, keys across), pooled. Each
     thumbnail is a click target naming (layer, head); `first_layer` numbers the first row (one layer's heads, or a
     window of layers); `row_px`: each layer's row this tall on screen (thumbnail_px); `spans`: each drawn layer's
-    kind ('local', 'global'), named beside its number where a model has both."""
+    kind ('local', 'global'), named beside its number where a model has both. `windows`: each drawn layer's sliding
+    window (None: global) of a self-attention over `n_tokens` tokens (default: the thumbnails' side, drawn unpooled):
+    the cells a local layer's window hides wholly are greyed, as heatmap.head_heatmap greys them."""
     n_layers, n_heads, t_q, t_k = weights.shape
     s_q, s_k = -(-t_q // factor(t_q, size)), -(-t_k // factor(t_k, size))  # the thumbnail size pool() produces
     shapes = []
@@ -93,12 +98,13 @@ def model_view(
         [(first_layer + i, h, name) for (i, h), name in zip(cells, names, strict=True)],
         "%{customdata[2]}<extra>click to open</extra>",
     )
+    data = [go.Heatmap(z=grid(weights, size), **style.sequential(0, 1), showscale=False, hoverinfo="skip"), clicks]
+    grey = window_grey(windows, n_tokens or t_q, size, n_heads) if any(w is not None for w in windows) else None
+    if grey is not None and np.shape(grey.z) == np.shape(data[0].z):  # cells as pool() drew them
+        data.insert(1, grey)
     # built in one call: every later update_layout/add_shape re-validates and deep-copies the whole figure
     return go.Figure(
-        data=[
-            go.Heatmap(z=grid(weights, size), **style.sequential(0, 1), showscale=False, hoverinfo="skip"),
-            clicks,
-        ],
+        data=data,
         layout={
             **CLICK_LAYOUT,
             "height": max(200, row_px * n_layers + 60),
@@ -130,6 +136,23 @@ def model_view(
     )
 
 
-def layer_heads(layer_weights: np.ndarray, layer: int = 0) -> go.Figure:
-    """(H, Tq, Tk): layer `layer`'s heads side by side, at full resolution up to LAYER_CELLS per side."""
-    return model_view(layer_weights[None], size=LAYER_CELLS, first_layer=layer)
+def window_grey(windows: Sequence[int | None], n: int, size: int, n_heads: int) -> go.Heatmap:
+    """Over grid()'s image: a grey cell wherever a local layer's window hides every query-key pair of the cell
+    (heatmap.outside_window on the cells' first query and last key), NaN elsewhere; named heatmap.OUTSIDE."""
+    bounds = edges(n, factor(n, size))  # the cells pool() averages: positions [bounds[i], bounds[i + 1])
+    s = len(bounds) - 1
+    image = np.full((len(windows) * (s + 1) - 1, n_heads * (s + 1) - 1), np.nan, dtype=np.float32)
+    for layer, window in enumerate(windows):
+        if window is None:
+            continue
+        hidden = np.where(outside_window(bounds[:-1], bounds[1:] - 1, window), 1.0, np.nan)
+        for head in range(n_heads):
+            image[layer * (s + 1) : layer * (s + 1) + s, head * (s + 1) : head * (s + 1) + s] = hidden
+    return go.Heatmap(z=image, colorscale=style.OUTSIDE_WINDOW_SCALE, showscale=False, hoverinfo="skip", name=OUTSIDE)
+
+
+def layer_heads(layer_weights: np.ndarray, layer: int = 0, window: int | None = None) -> go.Figure:
+    """(H, Tq, Tk): layer `layer`'s heads side by side, at full resolution up to LAYER_CELLS per side; `window`: a
+    local layer's, greyed where it hides whole cells."""
+    windows = () if window is None else (window,)
+    return model_view(layer_weights[None], size=LAYER_CELLS, first_layer=layer, windows=windows)

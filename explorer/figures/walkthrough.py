@@ -46,9 +46,12 @@ def per_key_bars(
     compare_name: str = "",
     shown: np.ndarray | Sequence[int] | None = None,
     max_labels: int = MAX_LABELS,
+    outside: np.ndarray | None = None,
 ) -> go.Figure:
     """One bar per key token (numeric x with token tick labels, so repeated tokens stay apart). With `shown` (key
-    positions), bars only for those keys and, above them, every key's value as one light line: the overview."""
+    positions), bars only for those keys and, above them, every key's value as one light line: the overview.
+    `outside`: (T,) bool, the keys a local layer's window hides (heatmap.outside_window's row, a prefix of the keys):
+    shaded the heatmap's grey (style.OUTSIDE_WINDOW), not the causal mask's light grey, and the window's edge dashed."""
     subset = _subset(len(values), shown)
     index = np.arange(len(values)) if subset is None else subset
     labels = _labels(keys, subset)
@@ -67,9 +70,10 @@ def per_key_bars(
             "marker": {"color": style.head_colour(1)},
         }
         figure.add_trace(go.Bar(**bars, **hover))
-    hidden = [j for j, i in enumerate(index) if not visible[i]]
+    outside = np.zeros(len(values), bool) if outside is None else np.asarray(outside, bool)
+    hidden = [j for j, i in enumerate(index) if not visible[i] and not outside[i]]
     # masked keys get weight 0, so their bars vanish: shade where they are
-    shades = [
+    shades = _window_shades(outside, index, subset is not None) + [
         {
             "type": "rect",
             "xref": "x",
@@ -117,6 +121,25 @@ def per_key_bars(
         }
         layout["title"]["text"] = f"{title}: {len(subset)} of {len(values)} keys"
     return figure.update_layout(**layout)
+
+
+def _window_shades(outside: np.ndarray, index: np.ndarray, overview: bool) -> list[dict]:
+    """The keys a local layer's window hides: a grey shade on each drawn bar and, on the overview line of every key
+    (`overview`), over their run; a dashed line at the window's edge (on the overview when there is one)."""
+    bars = [j for j, i in enumerate(index) if outside[i]]
+    shade = {"type": "rect", "fillcolor": style.OUTSIDE_WINDOW, "opacity": 0.6, "line": {"width": 0}, "layer": "below"}
+    shades = [{**shade, "xref": "x", "yref": "y domain", "x0": j - 0.5, "x1": j + 0.5, "y0": 0, "y1": 1} for j in bars]
+    for shape in shades:
+        shape["name"] = "outside the window"
+    n_out = int(outside.sum())
+    if not n_out:
+        return shades
+    axis, edge = ("x2", n_out - 0.5) if overview else ("x", len(bars) - 0.5)
+    if overview:
+        run = {**shade, "xref": "x2", "yref": "y2 domain", "x0": -0.5, "x1": n_out - 0.5, "y0": 0, "y1": 1}
+        shades.append({**run, "name": "outside the window (overview)"})
+    line = {"type": "line", "xref": axis, "yref": f"{'y2' if overview else 'y'} domain", "x0": edge, "x1": edge}
+    return [*shades, {**line, "y0": 0, "y1": 1, "line": style.WINDOW_EDGE, "name": "window edge"}]
 
 
 def _overview(values: np.ndarray, keys: Sequence[str], shown: np.ndarray) -> go.Scatter:

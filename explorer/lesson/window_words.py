@@ -86,3 +86,26 @@ def windowed_operations(n: int, d: int, windows: Sequence[int | None]) -> str:
         "is an engine's that skips the hidden keys.)"
     )
     return said
+
+
+def rollout_window_words(windows: Sequence[int | None], layer: int, n_tokens: int) -> str:
+    """How local layers enter rollout and flow up to `layer` (from 0) on `n_tokens` tokens: no one window is theirs."""
+    local = [i for i in range(layer + 1) if windows[i] is not None]
+    if not local:
+        return f"Layers 1-{layer + 1} are all global: no window enters rollout and flow here." if layer else ""
+    smallest = min(windows[i] for i in local)
+    if n_tokens <= smallest:
+        return (
+            f"These {n_tokens:,} tokens fit in the local layers' window of {smallest:,} keys, so no layer hides any "
+            f"key here: rollout and flow up to layer {layer + 1} are what they would be with every layer global."
+        )
+    if layer == 0:
+        return (
+            "Rollout and flow up to layer 1 read that layer alone (with the residual's identity), so they too are 0 "
+            "on the keys its window hides."
+        )
+    return (
+        f"Rollout and flow combine layers 1-{layer + 1}, so no one window applies to them: each local layer enters "
+        "with its own map, 0 on the keys its window hides, and a chain of layers can still reach keys further back "
+        "through the positions in between."
+    )

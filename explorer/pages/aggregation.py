@@ -7,10 +7,12 @@ import streamlit as st
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
+from attention_explorer.explorer.lesson.window_words import rollout_window_words
 from attention_explorer.explorer.run import analysis
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import token_legend
 from attention_explorer.explorer.views.pickers import pick_attention, pick_layer
+from attention_explorer.explorer.views.zoom import drawn_window, window_caption
 
 FLOW_MAX_TOKENS = 32  # one max-flow per (query, key) pair: about 0.3 s at 32 tokens and 6 layers, 2.5 s at 64
 
@@ -49,7 +51,9 @@ if reduced is None and (length <= zoom.FULL or chosen.groups is None):
 narrow = fits_half_width(len(keys))
 shown = {"narrow": narrow, "stretched": True, "overview": zoom.beside(len(queries), len(keys))}  # long: block means
 top = st.columns(2) if narrow else (st.container(), st.container())
-chart(head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", **shown), "aggregate_raw", top[0])
+window = drawn_window(attention.windows, chosen.kind, layer, words=chosen.groups is not None)  # raw: one layer's
+raw_map = head_heatmap(raw, queries, keys, f"Raw: layer {layer + 1}, mean of heads", **shown, **window)
+chart(raw_map, "aggregate_raw", top[0])
 if rolled is None:  # word level on a long text: every layer's whole map at once (4.5 GB at 2,048 tokens), T^3 each
     top[1].info(
         f"At word level the rollout is computed for inputs of up to {zoom.FULL} tokens; this one has {length}. "
@@ -62,6 +66,9 @@ else:
         "aggregate_rollout",
         top[1],
     )
+if attention.windows:  # the raw map is one layer's; rollout and flow are many layers', so no one window is theirs
+    window_caption(attention.windows, layer, length, words=chosen.groups is not None)
+    st.caption(rollout_window_words(attention.windows, layer, length))
 bottom = st.columns(2) if narrow else (st.container(), st.container())
 bottom[1].caption(
     "Reading them: raw attention is one layer's mixing only. Rollout follows it through every layer below, so "

@@ -61,9 +61,11 @@ token_legend()  # the marks its token labels use
 st.subheader(f"All heads of layer {layer + 1}")
 f_q, f_k = factor(len(chosen.queries), LAYER_CELLS), factor(len(chosen.keys), LAYER_CELLS)
 averaged = f"; {cells_note(f_q, f_k)} (their mean)" if max(f_q, f_k) > 1 else ""
-st.caption(f"Small multiples, each scaled to its own maximum{averaged}. Click one to show it above.")
+greyed = window is not None and chosen.groups is None and attention.mask.shape[1] > window  # a local layer's band
+grey = " Grey: the cells whose every key the window hides." if greyed else ""
+st.caption(f"Small multiples, each scaled to its own maximum{averaged}. Click one to show it above.{grey}")
 chart(
-    layer_heads(chosen.weights[layer], layer),
+    layer_heads(chosen.weights[layer], layer, window if chosen.groups is None else None),
     "attention_layer_heads",
     on_click=drill_to_pickers(state.ATTENTION_LAYER, state.ATTENTION_HEAD),
     view=view[:2],

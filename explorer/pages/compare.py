@@ -13,6 +13,7 @@ from attention_explorer.explorer.run.heads import head_or_mean, head_title
 from attention_explorer.explorer.views.chart import chart, drill_to_pickers
 from attention_explorer.explorer.views.current import token_legend
 from attention_explorer.explorer.views.pickers import pick_attention, pick_layer_head
+from attention_explorer.explorer.views.zoom import drawn_window
 
 TRAINED_AND_RANDOM = ("minilm", "minilm-random")  # same shape and tokenizer: pretrained and untrained weights
 SHORT = {"minilm": "Pretrained", "minilm-random": "Random weights"}
@@ -60,11 +61,13 @@ if max(len(chosen.queries), len(chosen.keys)) > OVERVIEW:
     )
 # side by side while every key's label fits half the page; past that one under the other, each key still named
 narrow = fits_half_width(len(chosen.keys))
+# a model pair with local layers would grey what the window hides (the MiniLM pair has none: every layer global)
+window = drawn_window(chosen.attention.windows, chosen.kind, layer, words=chosen.groups is not None)
 columns = st.columns(2) if narrow else (st.container(), st.container())
 for column, key in zip(columns, TRAINED_AND_RANDOM, strict=True):
     title = f"{SHORT[key]}: {head_title(layer, head, n_heads)}"  # fits a half-width chart
     weight = head_or_mean(weights[key], layer, head)
-    figure = head_heatmap(weight, chosen.queries, chosen.keys, title, narrow=narrow, overview=OVERVIEW)
+    figure = head_heatmap(weight, chosen.queries, chosen.keys, title, narrow=narrow, overview=OVERVIEW, **window)
     chart(figure, f"compare_{key}", column)
 st.subheader("Entropy of every head")
 st.caption(

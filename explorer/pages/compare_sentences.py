@@ -17,7 +17,7 @@ from attention_explorer.explorer.views.chart import chart, drill_to_pickers
 from attention_explorer.explorer.views.current import current_trace, token_legend
 from attention_explorer.explorer.views.frame import stop
 from attention_explorer.explorer.views.pickers import kind_name, pick_layer_head
-from attention_explorer.explorer.views.zoom import head_map, largest_cell
+from attention_explorer.explorer.views.zoom import drawn_window, head_map, largest_cell, window_caption
 from attention_explorer.models.tokenize import TokenizeError
 
 OVERVIEW = 256  # A and B side by side past this many tokens: block means (the difference stays per token)
@@ -68,8 +68,10 @@ if not ask_first(what, run_b + every_head, "Run sentence B and compare every hea
     start = cached.get_start(sidebar, kind)
     layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=start.layer, head=start.head)
     which = head_title(layer, head, n_heads)
-    a = result_a.attention(kind).weights
-    chart(head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", overview=OVERVIEW), "compare_a")
+    a, window = result_a.attention(kind).weights, drawn_window(result_a.attention(kind).windows, kind, layer)
+    a_map = head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", overview=OVERVIEW, **window)
+    chart(a_map, "compare_a")
+    window_caption(result_a.attention(kind).windows, layer, len(result_a.source_tokens))
     stop()
 sentence_b = sidebar.with_text(other)
 result_b = compare_runs.get_second_trace(sentence_b, kind)
@@ -97,21 +99,28 @@ st.caption("Click a cell to compare that head below; it opens on the head that c
 most = starting.largest(worst)
 layer, head = pick_layer_head(n_layers, n_heads, "compare", mean=True, layer=most[0], head=most[1])
 which = head_title(layer, head, n_heads)
+windows = result_a.attention(kind).windows
+window_caption(windows, layer, len(result_a.source_tokens), words=by_word)  # by word: groups, not drawn
+window = drawn_window(windows, kind, layer, words=by_word)  # A, B and A - B by position: the same positions
 # side by side while every key's label fits half the page; past that one under the other, each key still named
 narrow = fits_half_width(max(len(labels_a), len(labels_b)))
 columns = st.columns(2) if narrow else (st.container(), st.container())
 chart(
-    head_heatmap(head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", narrow=narrow, overview=OVERVIEW),
+    head_heatmap(
+        head_or_mean(a, layer, head), labels_a, labels_a, f"A: {which}", narrow=narrow, overview=OVERVIEW, **window
+    ),
     "compare_a",
     columns[0],
 )
 chart(
-    head_heatmap(head_or_mean(b, layer, head), labels_b, labels_b, f"B: {which}", narrow=narrow, overview=OVERVIEW),
+    head_heatmap(
+        head_or_mean(b, layer, head), labels_b, labels_b, f"B: {which}", narrow=narrow, overview=OVERVIEW, **window
+    ),
     "compare_b_map",
     columns[1],
 )
 labels = alignment.labels
 title = f"A - B: {which}, lined up by {'word' if by_word else 'position'}"
 changes = compare.head_difference(a, b, alignment, layer, head)  # (N, N) float64, from one layer of each
-head_map(changes, labels, labels, title, "compare_difference", largest_cell(changes), diverging=True)
+head_map(changes, labels, labels, title, "compare_difference", largest_cell(changes), diverging=True, **window)
 token_legend()  # the marks its token labels use

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import move_position
 from attention_explorer.explorer.figures.decoding import mark_row, top_k_bars
-from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.figures.heatmap import head_heatmap, outside_window
 from attention_explorer.explorer.figures.labels import markdown_literal, position_label
 from attention_explorer.explorer.figures.walkthrough import per_key_bars
 from attention_explorer.explorer.lesson.model_words import read_ends
@@ -20,7 +21,7 @@ from attention_explorer.explorer.views.current import current_trace, token_legen
 from attention_explorer.explorer.views.frame import answer_box, intro, page_footer, page_header, predict
 from attention_explorer.explorer.views.offers import needs_decoder
 from attention_explorer.explorer.views.pickers import pick_head, pick_layer
-from attention_explorer.explorer.views.zoom import head_map
+from attention_explorer.explorer.views.zoom import drawn_window, head_map, window_caption
 
 NARROW = 16  # bars per column chart: a third of the page fits about 16 rotated labels
 
@@ -179,6 +180,9 @@ seen = int(current.visible.sum())
 cut = long_output or not revealed
 self_keys = slice(None) if not cut else slice(0, seen)
 self_shown = walkthrough.strongest_keys(current.self_weights[self_keys], NARROW, keep=(index,))
+window = drawn_window(trace.decoder_self.windows, "decoder_self", layer)  # a local layer: what its window hides
+positions = np.arange(len(current.target_tokens))
+outside = outside_window(np.array([index]), positions, window["window"])[0] if window else None
 chart(
     per_key_bars(
         current.self_weights[self_keys],
@@ -187,21 +191,30 @@ chart(
         mask=current.visible[self_keys],
         shown=self_shown,
         max_labels=NARROW,
+        outside=None if outside is None else outside[self_keys],
     ),
     "decoding_self",
     self_col,
 )
 hidden = len(current.target_tokens) - seen
+if outside is not None and outside.any():  # the window hides some of the keys the causal mask shows
+    self_col.caption(
+        f"Layer {layer + 1} is local: this step sees only the {window['window']:,} keys up to it, itself "
+        f"included; the {int(outside.sum()):,} before them are shaded grey, left of the dashed edge (weight 0, "
+        "hidden by the window)."
+    )
 if not (revealed or long_output):
     self_col.caption("This step sees the positions drawn; the later ones appear once the class's answer is revealed.")
 elif not long_output:
     later = "text" if only else "output"
-    self_col.caption(f"Grey positions are later in the {later}: the causal mask hides them (weight 0).")
+    if hidden:
+        self_col.caption(f"Grey positions are later in the {later}: the causal mask hides them (weight 0).")
 else:
+    sees = seen - (0 if outside is None else int(outside.sum()))  # a local layer: the window's keys only
+    later = f"; the causal mask hides the {hidden} later ones (weight 0), left out here" if hidden else ""
     self_col.caption(
-        f"This step sees {seen} of the {len(current.target_tokens)} positions; the causal mask hides the {hidden} "
-        "later ones (weight 0), left out here."
-        + (f" Past {NARROW} the strongest are drawn; the line above holds every one it sees." if seen > NARROW else "")
+        f"This step sees {sees} of the {len(current.target_tokens)} positions{later}."
+        + (f" Past {NARROW} the strongest are drawn; the line above holds every key up to it." if seen > NARROW else "")
     )
 if cross_col is not None and current.cross_weights is not None:
     chart(
@@ -229,7 +242,10 @@ if revealed and only:  # every position's masked self-attention, the current one
     st.subheader(f"Masked self-attention of every position ({which})")
     tokens = current.target_tokens  # a long text: an overview and the region around this step (views.zoom)
     self_attention = head_or_mean(trace.decoder_self.weights, layer, head)
-    head_map(self_attention, tokens, tokens, "", "decoding_self_all", (index, index), masked=True, marked_row=index)
+    head_map(
+        self_attention, tokens, tokens, "", "decoding_self_all", (index, index), masked=True, marked_row=index, **window
+    )
+    window_caption(trace.decoder_self.windows, layer, len(tokens))
     st.caption("Each row is one position, reading the positions at and before it; the outlined row is this step.")
 elif revealed:  # its rows name every word written: not before the class has answered
     st.subheader(f"Cross-attention of every step ({which})")

@@ -13,6 +13,7 @@ from attention_explorer.explorer.lesson.wording import attention_formula, head_o
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import token_legend
 from attention_explorer.explorer.views.pickers import pick_attention, pick_layer, pick_token
+from attention_explorer.explorer.views.zoom import drawn_window
 
 st.header("Head view")
 config = cached.model(st.session_state[state.MODEL]).model.config
@@ -59,8 +60,36 @@ if n_tokens > WINDOW:  # keyed by the focus: picking a token moves the window to
         window_start(n_tokens, focus, also=linked),
         key=f"head_window_{focus}",
     )
+window = drawn_window(attention.windows, chosen.kind, layer, words=chosen.groups is not None)
+if window:  # a local layer: the keys its window hides from the highlighted token; its mask, not only the causal one
+    st.latex(
+        rf"\text{{Layer {layer + 1} (local): }} M_{{qk}} = \begin{{cases}} 0 & q - {window['window']} < k \le q \\ "
+        r"-\infty & \text{otherwise} \end{cases}"
+    )
+    span = f"Layer {layer + 1} is local: each token sees at most the {window['window']:,} keys before it, itself"
+    span += " included."
+    hidden = None if focus is None else max(0, focus - window["window"] + 1)  # keys at window or more back
+    stub = ", and the row for earlier tokens counts those it holds"  # where the view starts past token 0
+    st.caption(
+        f"{span} Highlight a token to grey the keys its window hides (a grey square and label, above a dashed edge)."
+        if hidden is None
+        else f"{span} The highlighted token, at position {focus}, sees every key before it: none is hidden."
+        if not hidden
+        else f"{span} It hides {hidden:,} keys from the highlighted token, all those above the dashed edge: each one "
+        f"drawn gets a grey square and a grey label{stub * bool(start)}."
+        if hidden > (start or 0)
+        else f"{span} It hides the first {hidden:,} keys from the highlighted token, all in the row for earlier tokens "
+        "above the dashed edge."
+    )
+elif attention.windows and chosen.kind == "decoder_self":  # global, or local drawn by word (not drawn)
+    span = attention.windows[layer]
+    st.caption(
+        f"Layer {layer + 1} is global: each token sees every key before it, itself included."
+        if span is None
+        else f"Layer {layer + 1} is local (a window of {span:,} keys); at word level what it hides is not drawn."
+    )
 chart(
-    head_view(chosen.weights[layer], chosen.queries, chosen.keys, heads, focus, start=start),
+    head_view(chosen.weights[layer], chosen.queries, chosen.keys, heads, focus, start=start, **window),
     "head_lines",
     on_click=functools.partial(focus_token, "head_focus"),
 )

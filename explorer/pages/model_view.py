@@ -46,7 +46,17 @@ else:  # word level: the merged weights are already whole
 windows = attention.windows if chosen.kind == "decoder_self" else ()
 spans = ["global" if w is None else "local" for w in windows[window.start : window.stop]]
 chart(
-    model_view(thumbnails, THUMBNAIL, (layer, head), window.start, thumb, spans=spans),
+    model_view(
+        thumbnails,
+        THUMBNAIL,
+        (layer, head),
+        window.start,
+        thumb,
+        spans=spans,
+        # token level: each local layer's thumbnails grey the cells its window hides wholly
+        windows=windows[window.start : window.stop] if chosen.groups is None else (),
+        n_tokens=attention.mask.shape[1],
+    ),
     "model_grid",
     on_click=drill_to_pickers(state.FOCUS_LAYER, state.FOCUS_HEAD),
     view=(kind_name(chosen.kind),),
@@ -71,7 +81,10 @@ st.caption(
 )
 
 if windows:
-    st.caption(layers_summary(windows))
+    longer = attention.mask.shape[1] > min((w for w in windows if w is not None), default=attention.mask.shape[1])
+    grey = " A local layer's thumbnails grey the cells whose every key its window hides."
+    grey *= chosen.groups is None and longer  # token level, on a text longer than the window
+    st.caption(layers_summary(windows) + grey)
 title = f"Layer {layer + 1}, head {head + 1}"
 st.subheader(f"{title} at full resolution")
 if windows:

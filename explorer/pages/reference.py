@@ -17,7 +17,7 @@ from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace, token_legend
 from attention_explorer.explorer.views.frame import stop
 from attention_explorer.explorer.views.pickers import pick_layer_head
-from attention_explorer.explorer.views.zoom import head_map, largest_cell
+from attention_explorer.explorer.views.zoom import drawn_window, head_map, largest_cell, window_caption
 
 OVERVIEW = 256  # the side-by-side pair past this many tokens: block means (the difference stays per token)
 
@@ -51,9 +51,11 @@ st.caption(starting_note(loaded.family, kind))
 summary = st.container()  # the grid goes above the pickers, but comes from the same reference run as the head
 layer, head = pick_layer_head(*ours.shape[:2], "reference", layer=start.layer, head=start.head)
 tokens = trace.readable(trace.source_tokens)
+window = drawn_window(trace.attention(kind).windows, kind, layer)  # a local layer: ours, theirs and A - B grey it
+window_caption(trace.attention(kind).windows, layer, len(tokens))
 cols = st.columns(2)
 chart(  # ours first: a long text's reference waits for a click, and ours is drawn meanwhile
-    head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)", narrow=True, overview=OVERVIEW),
+    head_heatmap(ours[layer, head], tokens, tokens, "Ours (from scratch)", narrow=True, overview=OVERVIEW, **window),
     "reference_ours",
     container=cols[0],
 )
@@ -113,7 +115,7 @@ with summary:
         )
 
 chart(
-    head_heatmap(theirs_head, tokens, tokens, "transformers", narrow=True, overview=OVERVIEW),
+    head_heatmap(theirs_head, tokens, tokens, "transformers", narrow=True, overview=OVERVIEW, **window),
     "reference_theirs",
     container=cols[1],
 )
@@ -129,5 +131,5 @@ st.markdown(
     )
 )
 focus = largest_cell(difference)  # a long text: the region opens where the two differ most
-head_map(difference, tokens, tokens, "Ours - transformers", "reference_difference", focus, diverging=True)
+head_map(difference, tokens, tokens, "Ours - transformers", "reference_difference", focus, diverging=True, **window)
 token_legend()  # the marks its token labels use

@@ -85,10 +85,9 @@ def layer_norm(x: np.ndarray, module: torch.nn.Module) -> Norm:
     if isinstance(module, RMSNorm):
         mean_square = row.pow(2).mean()
         normalized = row * torch.rsqrt(mean_square + module.eps)  # as models.blocks.RMSNorm computes it
-        output = module.weight * normalized
-        return Norm(
-            x, 0.0, float(mean_square), float(module.eps), _np(normalized), _np(module.weight), None, _np(output), "rms"
-        )
+        gain = module.weight if not module.offset else module.offset + module.weight  # Gemma's (1 + w)
+        output = gain * normalized
+        return Norm(x, 0.0, float(mean_square), float(module.eps), _np(normalized), _np(gain), None, _np(output), "rms")
     mean = row.mean()
     variance = row.var(unbiased=False)
     normalized = (row - mean) / torch.sqrt(variance + module.eps)
@@ -155,10 +154,11 @@ class Sublayer:
     output: np.ndarray  # the sub-layer's output: attention after W_O, or the FFN's
     traced_output: np.ndarray  # the model's own sub-layer output (attention); the FFN's is recomputed only
     ffn: FeedForwardWalkthrough | None
-    residual: np.ndarray  # x + output
+    residual: np.ndarray  # x + output (sandwich norms: x + sandwich.output)
     post_norm: Norm | None
     result: np.ndarray
     traced: np.ndarray  # the model's own state after this sub-layer
+    sandwich: Norm | None = None  # sandwich norms (Gemma 3): the norm of the output before it is added
 
 
 @dataclass(frozen=True)
@@ -347,16 +347,20 @@ def attention_output(trace: Trace, kind: str, layer: int, position: int, w_o) ->
         return _np(affine(concat, w_o))
 
 
-def _sublayer(name, x, reads, sub: anatomy.Sublayer, norm_module, run, traced, traced_output=None) -> Sublayer:
+def _sublayer(
+    name, x, reads, sub: anatomy.Sublayer, norm_module, run, traced, traced_output=None, post_module=None
+) -> Sublayer:
     """Residual and norm around `run` (sub-layer input -> (output, ffn steps or None)): the sub-layer reads `reads`
-    (normed where the description says so; a parallel block's: the layer's input), its output is added to x."""
+    (normed where the description says so; a parallel block's: the layer's input), its output is added to x (through
+    `post_module` first where the layer has sandwich norms)."""
     pre = layer_norm(reads, norm_module) if sub.reads_normed else None
     output, ffn = run(pre.output if pre is not None else reads)
-    residual = x + output
+    sandwich = None if post_module is None else layer_norm(output, post_module)
+    residual = x + (output if sandwich is None else sandwich.output)
     post = None if sub.reads_normed else layer_norm(residual, norm_module)  # post-LN: the norm after the addition
     result = residual if post is None else post.output
     shown = output if traced_output is None else traced_output
-    return Sublayer(name, x, pre, output, shown, ffn, residual, post, result, traced)
+    return Sublayer(name, x, pre, output, shown, ffn, residual, post, result, traced, sandwich)
 
 
 def layer(loaded: LoadedModel, trace: Trace, stack: str, index: int, position: int) -> Layer:
@@ -367,6 +371,7 @@ def layer(loaded: LoadedModel, trace: Trace, stack: str, index: int, position: i
     steps, before = [], x
     for sub in described(loaded, stack).sublayers:  # the layer's own order (models.anatomy)
         name, norm = SUBLAYER_NAMES[sub.state], getattr(module, sub.norm)
+        after = None if sub.post_norm is None else getattr(module, sub.post_norm)  # sandwich: normed before added
         reads = x if sub.reads_layer_input else before
         traced = found[sub.state][index, position].copy()
         if sub.module == "ffn":
@@ -375,12 +380,12 @@ def layer(loaded: LoadedModel, trace: Trace, stack: str, index: int, position: i
                 steps_ = feed_forward(ffn, h)
                 return steps_.output, steps_
 
-            step = _sublayer(name, before, reads, sub, norm, run, traced)
+            step = _sublayer(name, before, reads, sub, norm, run, traced, post_module=after)
         else:
             kind = _KINDS[sub.state]
             out = attention_output(trace, kind, index, position, getattr(module, sub.module).w_o)
             model_out = trace.attention(kind).output[index, position].copy()
-            step = _sublayer(name, before, reads, sub, norm, lambda _h, out=out: (out, None), traced, model_out)
+            step = _sublayer(name, before, reads, sub, norm, lambda _h, out=out: (out, None), traced, model_out, after)
         steps.append(step)
         before = traced
     return Layer(index, x, tuple(steps))

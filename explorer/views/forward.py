@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
 import streamlit as st
 
 from attention_explorer.explorer import navigation
@@ -148,12 +149,16 @@ def layer(f: Focus, number: int = 2) -> None:
             rf"x' = x + \mathrm{{Attn}}({norm}_1(x)) + \mathrm{{FFN}}({norm}_2(x))\quad\text{{(parallel, pre-norm)}}"
         )
         st.caption(f"A parallel block: both sub-layers read the layer's input x, and {block.parallel_reading}.")
+    elif block.norm_first and block.sandwich:  # a norm before and after each sub-layer
+        equation.latex(rf"x' = x + {norm}(\mathrm{{Sublayer}}({norm}(x)))\quad\text{{(pre-norm, sandwich)}}")
     elif block.norm_first:
         equation.latex(rf"x' = x + \mathrm{{Sublayer}}({norm}(x))\quad\text{{(pre-norm)}}")
     else:
         equation.latex(rf"x' = {norm}(x + \mathrm{{Sublayer}}(x))\quad\text{{(post-LN, as in the paper)}}")
     for i, step in enumerate(found.sublayers, start=1):
-        st.markdown(f"**{i}. {step.name.capitalize()}**, then {'Add' if step.pre_norm is not None else 'Add & Norm'}")
+        then = "Add" if step.pre_norm is not None else "Add & Norm"
+        then = f"its post-norm, then {then}" if step.sandwich is not None else then
+        st.markdown(f"**{i}. {step.name.capitalize()}**, then {then}")
         if step.pre_norm is not None:
             norm_text(step.pre_norm)
         if step.ffn is not None and step.ffn.up is not None:
@@ -186,11 +191,18 @@ def layer(f: Focus, number: int = 2) -> None:
             )
         rows = [step.x, step.output, step.residual]
         names = ["x (entering)", f"{step.name} output", "x + output (residual)"]
+        if step.sandwich is not None:  # sandwich norms: the output normed again before it is added
+            sandwich_text(step)
+            rows = [step.x, step.output, step.sandwich.output, step.residual]
+            after = f"{step.sandwich.name}(output)"
+            names = ["x (entering)", f"{step.name} output", f"{after} (post-norm)", f"x + {after} (residual)"]
         if step.post_norm is not None:
             rows.append(step.post_norm.output)
             names.append(f"{step.post_norm.name}(x + output)")
         added = "Add & Norm" if step.post_norm is not None else "Add"  # pre-norm: nothing after the addition
-        chart(named_strips(rows, names, f"{step.name.capitalize()} and {added}"), f"forward_sublayer_{i}")
+        title = f"{step.name.capitalize()} and {added}"
+        title = f"{step.name.capitalize()}, its post-norm, then {added}" if step.sandwich is not None else title
+        chart(named_strips(rows, names, title), f"forward_sublayer_{i}")
         if step.post_norm is not None:
             norm_text(step.post_norm)
         st.caption(f"Result {forward.agreement(step.result, step.traced, bound(step.traced))}.")
@@ -198,6 +210,17 @@ def layer(f: Focus, number: int = 2) -> None:
     if final is not None:
         st.markdown(f"**Final {final.name}** (pre-norm stacks end with one):")
         norm_text(final)
+
+
+def sandwich_text(step: forward.Sublayer) -> None:
+    """A sandwich norm in this token's numbers: how big the output is before and after it, then the norm itself."""
+    assert step.sandwich is not None
+    rms = [float((v.astype(np.float64) ** 2).mean() ** 0.5) for v in (step.output, step.sandwich.output, step.x)]
+    st.markdown(
+        f"Post-norm (a sandwich norm): the {step.name} output's root mean square is `{rms[0]:.4g}`; its "
+        f"{step.sandwich.name} rescales it to `{rms[1]:.4g}` before it is added to x (root mean square `{rms[2]:.4g}`)."
+    )
+    norm_text(step.sandwich)
 
 
 def gated_ffn(ffn: forward.FeedForwardWalkthrough, config, i: int) -> None:

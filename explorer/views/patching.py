@@ -26,6 +26,7 @@ from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import current_trace, sidebar_loaded
 from attention_explorer.explorer.views.frame import answer_box, predict, stop
 from attention_explorer.explorer.views.offers import offered
+from attention_explorer.explorer.views.zoom import drawn_window, window_caption
 from attention_explorer.models import ablation
 from attention_explorer.models.tokenize import SPACE_MARK
 
@@ -346,6 +347,7 @@ def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: st
     shares = patching_runs.get_shares(model_name, setup, "positions", layer, head, kind)
     title = f"Head {_name(kind, layer, head, several)}, one position at a time"
     chart(figures.position_bars(shares, tokens, changed, title), f"{key}_positions_chart")
+    window = {}  # a local layer's (decoder-only runs of the sidebar's model) greys what its window hides
     if several:
         maps = [
             patching_runs.get_weights(model_name, setup, ids, kind, layer)[head]
@@ -369,10 +371,12 @@ def _positions(loaded, sidebar, setup, kind: str, layer: int, head: int, key: st
         maps = [run.attention("decoder_self").weights[layer, head] for run in runs]
         queries = keys = [run.readable(run.source_tokens) for run in runs]
         last_row = "The last row is the position that predicts the answer"
-    _maps(maps, queries, keys, _name(kind, layer, head, several), key, last_row)
+        window = drawn_window(runs[0].attention("decoder_self").windows, "decoder_self", layer)
+        window_caption(runs[0].attention("decoder_self").windows, layer, max(len(k) for k in keys))
+    _maps(maps, queries, keys, _name(kind, layer, head, several), key, last_row, window)
 
 
-def _maps(maps, queries, keys, name: str, key: str, last_row: str) -> None:
+def _maps(maps, queries, keys, name: str, key: str, last_row: str, window: dict) -> None:
     """The head's attention map in the clean run and in the corrupted one, side by side, and where its last row looks
     in each (`last_row` says what that row is: the one that predicts, or an encoder head's last source token)."""
     said = [
@@ -385,5 +389,5 @@ def _maps(maps, queries, keys, name: str, key: str, last_row: str) -> None:
     narrow = fits_half_width(len(keys[0]))  # side by side while every key's label fits half the page
     columns = st.columns(2) if narrow else (st.container(), st.container())
     for column, weights, q, k, run in zip(columns, maps, queries, keys, ("clean", "corrupted"), strict=True):
-        figure = head_heatmap(weights, q, k, f"{run}: head {name}", narrow=narrow, overview=OVERVIEW)
+        figure = head_heatmap(weights, q, k, f"{run}: head {name}", narrow=narrow, overview=OVERVIEW, **window)
         chart(figure, f"{key}_{run}_map", container=column)

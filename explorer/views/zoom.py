@@ -14,8 +14,29 @@ from attention_explorer.explorer.app import drill, state
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.figures.decoding import mark_row
 from attention_explorer.explorer.figures.heatmap import head_heatmap
+from attention_explorer.explorer.lesson.window_words import layer_span
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.pickers import token_picker
+
+
+def drawn_window(windows: Sequence[int | None], kind: str, layer: int, words: bool = False) -> dict:
+    """head_heatmap's and head_map's `window` option for layer `layer` of a self-attention with these windows
+    (AttentionTrace.windows): {"window": w} for a local layer drawn token by token, else {} (a global layer, cross-
+    attention, or words, whose cells are groups of tokens)."""
+    window = windows[layer] if windows and kind == "decoder_self" and not words else None
+    return {} if window is None else {"window": window}
+
+
+def window_caption(windows: Sequence[int | None], layer: int, n_tokens: int, words: bool = False, container=st) -> None:
+    """Under a page's maps of layer `layer`: local or global, and what its window does to the map on `n_tokens` tokens
+    (window_words.layer_span); nothing for a model without local layers. A map of block means greys a block only
+    where the window hides all of it, so past head_heatmap's overview that is said too."""
+    if not windows:
+        return
+    said = layer_span(layer, windows[layer], n_tokens, drawn=not words)
+    if windows[layer] is not None and not words and n_tokens > windows[layer] and n_tokens > zoom.OVERVIEW_CELLS:
+        said += " Where a map shows means over blocks of tokens, a block is grey only when the window hides all of it."
+    container.caption(said)
 
 
 def word_of(groups: Sequence[Sequence[int]], position: int) -> int:

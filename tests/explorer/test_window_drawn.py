@@ -48,9 +48,11 @@ def test_a_local_layers_map_greys_exactly_what_its_window_hides(run):
         assert hidden_by_window.sum() == (n - 5) * (n - 4) // 2  # a band: every key 5 or more back
         assert (weights[hidden_by_window] == 0).all() and (weights[attention.mask_of(layer)] > 0).all()
         (edge,) = figure.layout.shapes
-        # each row's edge sits between the last key it hides and the first it sees (clipped to the drawn keys)
+        # each row's edge sits between the last key it hides and the first it sees, from row 5 (the first that hides
+        # a key) down: nothing drawn along the map's left side above it
         steps = _steps(edge.path)
-        assert [x for x, _ in steps[::2]] == [min(max(i - 4, 0), n) - 0.5 for i in range(n)]
+        assert [x for x, _ in steps[::2]] == [i - 4 - 0.5 for i in range(5, n)]
+        assert steps[0] == (0.5, 4.5) and steps[-1] == (n - 5 - 0.5, n - 0.5)
     # the global layer: the causal triangle, nothing greyed, no edge
     figure = head_heatmap(attention.layer(2).weights[0], tokens, tokens, window=attention.windows[2])
     assert not any(t.name == OUTSIDE for t in figure.data) and not figure.layout.shapes
