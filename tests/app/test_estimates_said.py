@@ -96,4 +96,6 @@ def test_step_9s_reveal_says_what_its_click_runs(monkeypatch, minilm):
 def test_step_10s_reveal_says_what_its_click_runs(monkeypatch, smollm2):
     text = "When Anna and Ben went to the park, Ben gave a ball to"
     estimate, admitted = said_and_run(monkeypatch, "patch", "patch_predict", "smollm2", text)
-    assert admitted and estimate == pytest.approx(sum(admitted), rel=1e-6), (estimate, admitted)
+    # on this sentence each grid asks first (its own button says its estimate): the label says nothing runs, and
+    # nothing is admitted by the click; a grid that ran at once unsaid would fail here
+    assert estimate == pytest.approx(sum(admitted), rel=1e-6, abs=1e-9), (estimate, admitted)
