@@ -1,6 +1,6 @@
-"""`python -m bench forward|startup|figures|browser|load|memory|cost|patching|package|corpus|faults|gpu [--json]`:
-benchmarks, never run as tests (`corpus --cluster`: a Dask LocalCluster against the in-process run). A model key
-folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
+"""`python -m bench forward|startup|figures|browser|load|memory|cost|estimates|patching|package|corpus|faults|gpu
+[--json]`: benchmarks, never run as tests (`corpus --cluster`: a Dask LocalCluster against the in-process run). A
+model key folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
 
 from __future__ import annotations
 
@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     cost.add_argument(
         "--runs", nargs="+", default=None, metavar="MODEL:TOKENS", help="default: minilm 128-512, smollm2 512-8192"
     )
+    estimates = commands.add_parser("estimates", help="the time estimates against what happens (issue 50)")
+    estimates.add_argument("what", nargs="?", default="checks", choices=["checks", "fit", "reference"])
     package = commands.add_parser("package", help="the console command's export, the import and the notebook API")
     package.add_argument("--json", action="store_true")
     package.add_argument("--repeats", type=int, default=5)
@@ -153,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         runs = [(r.split(":")[0], int(r.split(":")[1])) for r in args.runs] if args.runs else bench_cost.RUNS
         rows = bench_cost.run(runs)
         print(json.dumps(rows) if args.json else bench_cost.table(rows))
+    elif args.command == "estimates":
+        from bench import estimates as bench_estimates
+
+        bench_estimates.main(args.what)
     elif args.command == "package":
         from bench import package as bench_package
 

@@ -49,7 +49,7 @@ OUTPUT_TARGET = "output_target"  # the Output page's target, scored against the 
 PATCHING_CORRUPT, PATCHING_ANSWER, PATCHING_WRONG = "patching_corrupt", "patching_answer", "patching_wrong"
 PATCHING_PROPOSED_FOR = "patching_proposed_for"  # the sidebar's choice (Choice) the boxes were last filled for
 PATCHING_HEAD = "patching_head"  # (kind, layer, head) whose positions and map are shown
-DECODING_POSITION = "decoding_position"  # the Decoding page's output position, from 1 (as URL_POSITION)
+DECODING_POSITION = "decoding_position"  # the Decoding page's step, from 1: step N reads position N - 1 (URL_POSITION)
 TRAIN_RUN = "train_run"  # the Train page's run (explorer.experiments.training), this session's only
 TRAIN_TASK, TRAIN_PROBE, TRAIN_ERROR = "train_task", "train_probe", "train_error"
 TRAIN_STEPS, TRAIN_EVERY, TRAIN_SEED = "train_steps", "train_every", "train_seed"
@@ -192,8 +192,10 @@ URL_KIND = "kind"  # the attention kind a page shows (one of KINDS), for models 
 # this run's folded introduction, where about_heads adds its note: a container lives one script run only, and one
 # kept for the next page or rerun would be written to where that page has nothing (the browser then stops drawing)
 INTRO_BOX = "intro_box"
-URL_POSITION = "position"  # the Decoding page's output position, numbered from 1 as shown
-OLD_NAMES = {"step": URL_POSITION}  # addresses shared before a parameter was renamed keep working
+# the Decoding page's step, by the position it reads, numbered from 0 as the heatmaps' ticks (labels.row_reads): an
+# address written before 30 Nov 2026 counted it from 1 and now opens one position later
+URL_POSITION = "position"
+OLD_STEP = "step"  # the older name, counted from 1 (output word 3 reads position 2): such addresses keep their step
 URL_PRESENT = "present"  # presenter mode: ?present=1
 URL_CORPUS = "corpus"  # the Corpus page's corpus, by its digest (never its texts): ?corpus=0123456789abcdef
 CORPUS_DIGEST = re.compile(r"[0-9a-f]{16}")
@@ -237,7 +239,6 @@ def read_url(
             notices.append(f"This server does not offer the address's model {title}; showing {showing}.")
         else:
             notices.append(f"The address names an unknown model {model[:40]!r}; showing {showing}.")
-    params = {OLD_NAMES.get(name, name): value for name, value in params.items()}
     text = params.get(URL_TEXT)
     if text is not None:
         if not text.strip():
@@ -248,10 +249,12 @@ def read_url(
             )
         else:
             values[URL_TEXT] = text
-    for name, lowest in ((URL_LAYER, 1), (URL_HEAD, 1), (URL_TOKEN, 0), (URL_KEY, 0), (URL_POSITION, 1)):
+    for name, lowest in ((URL_LAYER, 1), (URL_HEAD, 1), (URL_TOKEN, 0), (URL_KEY, 0), (URL_POSITION, 0)):
         number = _number(params, name, lowest, notices)
         if number is not None:
             values[name] = number
+    if URL_POSITION not in params and (step := _number(params, OLD_STEP, 1, notices)) is not None:
+        values[URL_POSITION] = step  # step N, from 1, read position N - 1
     off = params.get(URL_OFF)
     if off is not None:
         heads = [h.strip() for h in off.split(",") if h.strip()]

@@ -49,6 +49,15 @@ def text_cost(model_name: str, tokens: int, rows: int = 1) -> admission.Cost:
     )
 
 
+def first_run_cost(choice: state.Choice) -> admission.Cost:
+    """A text's first run: its forward, and before it an encoder-decoder's greedy decoding of its output (at most
+    trace.target_budget tokens: a toy task's model stops sooner, an untrained one rarely)."""
+    tokens, config = tokens_of(choice), shelf.model(choice.model).model.config
+    needs = text_cost(choice.model, tokens)
+    decoding = cost.greedy_seconds(config, tokens, trace.target_budget(tokens))
+    return admission.Cost(needs.seconds + decoding, needs.bytes)
+
+
 def tokens_of(choice: state.Choice) -> int:
     """How many tokens the model reads of this text (the trace's own count, without running it)."""
     return len(shelf.model(choice.model).tokenizer.encode(choice.text, choice.max_tokens).ids)
@@ -137,7 +146,7 @@ def first_run(message: str, choice: state.Choice, **options) -> trace.Trace:
     """A text's first run as the pages read it (reduced as they read every layer), once admitted, with a bar that
     fills layer by layer: a long text's run takes seconds (SmolLM2 at 2,048 tokens: about 10 s on two cores). A run
     whose visitor has gone stops at its next layer."""
-    needs = text_cost(choice.model, tokens_of(choice))
+    needs = first_run_cost(choice)
     with waiting.admitted(needs, fits(choice.model)):
         bar = st.progress(0.0, text=message)
 
@@ -172,7 +181,7 @@ def asked_first(choice: state.Choice, what: str = "model's first run") -> None:
     asked = st.session_state.setdefault(state.FIRST_RUNS, set())
     if name in asked or shared().peek(key("trace", choice)) is not None:
         return
-    needs = text_cost(choice.model, tokens_of(choice))
+    needs = first_run_cost(choice)
     button = f"{FIRST_RUN}_{hashlib.sha256(repr(name).encode()).hexdigest()[:12]}"
     slot = st.empty()  # the question goes once it is answered: the run's progress bar takes its place
     said = f"The {what} on this text is long."

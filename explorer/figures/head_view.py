@@ -72,31 +72,6 @@ def _legend_only(head: int) -> go.Scatter:
     )
 
 
-def head_swatches(heads: Sequence[int]) -> go.Figure:
-    """The chosen heads' colours in a row, as the head view draws them (colour and dash): the key beside the head
-    picker, whose chips Streamlit draws in its own colour. Names as annotations, so no token text is drawn twice."""
-    traces, names = [], []
-    for i, head in enumerate(heads):
-        line = {"color": style.head_colour(head), "dash": style.head_dash(head), "width": 5}
-        traces.append(
-            go.Scatter(x=[i, i + 0.4], y=[0, 0], mode="lines", line=line, name=f"head {head + 1}", hoverinfo="skip")
-        )
-        names.append({"x": i + 0.45, "y": 0, "text": f"head {head + 1}", "showarrow": False, "xanchor": "left"})
-    return go.Figure(
-        data=traces,
-        layout={
-            "height": 44,
-            "showlegend": False,
-            "annotations": names,
-            "font": {"color": style.TEXT, "size": 15},
-            "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
-            "xaxis": {"range": [-0.1, max(len(heads), 6) + 0.2], "visible": False, "fixedrange": True},
-            "yaxis": {"range": [-0.5, 0.5], "visible": False, "fixedrange": True},
-            "plot_bgcolor": "white",
-        },
-    )
-
-
 def head_view(
     weights: np.ndarray,
     queries: Sequence[str],

@@ -57,12 +57,13 @@ total = decoding.n_positions(trace)
 task = cached.model(st.session_state[state.MODEL]).task
 if task is not None and not only and (note := length_note(len(decoding.source_words(trace)), task.max_words)):
     st.warning(note)
-asked = state.url_value(
-    st.session_state, state.URL_POSITION, state.DECODING_POSITION
-)  # stored from 0, like layer and head
+asked = state.url_value(st.session_state, state.URL_POSITION, state.DECODING_POSITION)  # the position it reads
 if asked is not None:
     if asked >= total:
-        st.warning(f"The address asks for step {asked + 1}, but this output has {total}; showing step {total}.")
+        st.warning(
+            f"The address asks for position {asked}, but this output's positions go from 0 to {total - 1}; showing "
+            f"position {total - 1}."
+        )
     st.session_state[state.DECODING_POSITION] = asked + 1
 # a decoder-only text opens on its last position, the one that answers it (nothing in the text follows); an output
 # written word by word, on its first word
@@ -70,7 +71,8 @@ opening = total if only else 1
 st.session_state[state.DECODING_POSITION] = min(
     max(st.session_state.get(state.DECODING_POSITION, opening), 1), total
 )  # a new sentence may be shorter
-st.query_params[state.URL_POSITION] = str(st.session_state[state.DECODING_POSITION])  # numbered from 1, as shown
+# the address names the step by the position it reads, numbered as the heatmaps' ticks (labels.row_reads)
+st.query_params[state.URL_POSITION] = str(st.session_state[state.DECODING_POSITION] - 1)
 
 
 back, slider, forward = st.columns([1, 8, 1], vertical_alignment="bottom")
@@ -96,7 +98,7 @@ if total > 1 and only:  # each step is a position of the text: numbered from 0, 
         key=state.DECODING_POSITION,
     )
 elif total > 1:
-    slider.slider("Output position", 1, total, key=state.DECODING_POSITION)
+    slider.slider("Output word", 1, total, key=state.DECODING_POSITION)  # a count of words: "Output word 3 of 9"
 else:
     slider.caption("One output position: the model ended at once.")
 index = st.session_state[state.DECODING_POSITION] - 1

@@ -8,10 +8,11 @@ import streamlit as st
 
 from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.app.callbacks import focus_token, head_label
-from attention_explorer.explorer.figures.head_view import WINDOW, head_swatches, head_view, window_start
+from attention_explorer.explorer.figures.head_view import WINDOW, head_view, window_start
 from attention_explorer.explorer.lesson.wording import attention_formula, head_output
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import token_legend
+from attention_explorer.explorer.views.head_chips import pick_heads
 from attention_explorer.explorer.views.pickers import pick_attention, pick_layer, pick_token
 from attention_explorer.explorer.views.zoom import drawn_window
 
@@ -38,16 +39,10 @@ layer = pick_layer(attention.n_layers, "head_layer", left, start.layer)
 focus = pick_token(chosen.queries, "Highlight token", "head_focus", middle, allow_all=True, index=query + 1)
 if state.HEAD_HEADS not in st.session_state or state.at_start(st.session_state, state.HEAD_HEADS):
     state.start(st.session_state, state.HEAD_HEADS, [start.head])  # a new sentence's starting head, until one is picked
-heads = st.multiselect(
-    "Heads",
-    list(range(attention.n_heads)),
-    format_func=head_label,
-    key=state.HEAD_HEADS,
-)
+heads = pick_heads(attention.n_heads, state.HEAD_HEADS, head_label)  # its chips in the heads' colours
 if not heads:
     st.info("Pick at least one head.")
     st.stop()
-st.plotly_chart(head_swatches(heads), key="head_swatches", config={"displayModeBar": False, "staticPlot": True})
 n_tokens = max(len(chosen.queries), len(chosen.keys))
 # on the starting link's query (token level): its key in the same window where both fit
 linked = start.key if chosen.groups is None and focus == start.query else None

@@ -108,8 +108,15 @@ else:
         "cosine to the clean embedding falls."
     )
 options = [layer_name(kind, layer, kinds) for kind, layer in layers]
-# what the reveal runs at once (the layers turned off, unless that asks first; the most-needed one's run), said on it
-takes = at_once(experiment_runs.layer_effects_seconds(sidebar), experiment_runs.outcome_seconds(sidebar, (), "zero"))
+# what the reveal runs at once, said on it: the layers off, the most-needed layer's run, then every head off alone and
+# the most-needed head's run, each unless it asks first (an outcome with no heads off stands for one with some: the
+# same forwards)
+takes = at_once(
+    experiment_runs.layer_effects_seconds(sidebar),
+    experiment_runs.outcome_seconds(sidebar, (), "zero"),
+    experiment_runs.effects_left(sidebar, "zero")[2],
+    experiment_runs.outcome_seconds(sidebar, (), "zero"),
+)
 guess = predict(question, options, (sidebar, "turn_off_layer"), "turn_off_predict", reveal_label(takes))
 if guess is None:
     stop()

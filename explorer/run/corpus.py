@@ -255,7 +255,9 @@ def batch_cost(loaded: LoadedModel, rows: int, tokens: int) -> Cost:
     copy of ROWS of their rows and its products in layer_sums, and the layer's activations."""
     config = loaded.model.config
     layers = len(reading_stack(loaded).layers)
-    seconds = rows * layers * cost.layer_seconds(config, tokens) + cost.statistics_seconds(config, rows, tokens, layers)
+    seconds = layers * cost.layer_seconds(config, tokens, rows=rows) + cost.statistics_seconds(
+        config, rows, tokens, layers
+    )
     weights = rows * config.n_heads * tokens * tokens
     block = rows * config.n_heads * min(tokens, ROWS) * tokens  # layer_sums' float64 copy and products: ROWS rows
     attention = cost.FLOAT * cost.ATTENTION_COPIES * weights + 8 * 3 * block

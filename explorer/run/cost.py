@@ -1,10 +1,12 @@
 """About how long a computation on a text takes, from the size of its work: what a page says before one that takes
 long, and the point past which it asks first instead of starting at once.
 
-An estimate from two rates fitted on a 2-core machine (one forward of SmolLM2-135M over 2,048 tokens: about 10 s;
-MiniLM's 72 heads turned off one batch row each at 512 tokens: about 12 s), times this process's pace: how much
-longer than that its last runs took (a busy machine takes longer; tests/explorer/test_estimates_hold.py runs the
-estimates against what happens). It reads only the model's shape and the token count, never the model's name.
+An estimate is the work's terms (Terms: weights read, layers dispatched, multiply-adds, attention weights) at rates
+fitted on a 2-core machine (one forward of SmolLM2-135M over 2,048 tokens: about 10 s; a 3-token run: its weights
+read and its layers' fixed part), times this process's pace: this machine's calibration until its runs say how much
+longer than that they take (a busy machine takes longer). `python -m bench estimates` runs the estimates against
+what happens; tests/explorer/test_estimates_hold.py holds their plumbing. It reads only the model's shape and the
+token count, never the model's name.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import statistics
 import threading
 from collections import deque
+from dataclasses import astuple, dataclass
 
 from attention_explorer.models.anatomy import describe
 from attention_explorer.models.config import TransformerConfig
@@ -26,19 +29,65 @@ LOGIT_COPIES = 0.22  # the next-token logits (T, V), read a block of positions a
 OUTPUT_WEIGHT_COPIES = 1.15  # the output layer's weights (V, D) once more while the logits are computed
 FIXED_BYTES = 16 * 2**20  # a short text's run: torch's buffers and the trace's small arrays
 
+# The time of a run, in seconds at pace 1 (an idle 2-core machine, where the calibration below takes
+# CALIBRATION_SECONDS):
+#   every layer: its weight matrices read once (what a short text's run spends: SECONDS_PER_PARAMETER), a fixed
+#   overhead (SECONDS_PER_LAYER: Python and torch's dispatch of its operations, the trace's work on its arrays), its
+#   matrix products' multiply-adds (MACS_PER_SECOND) and its attention weights (SECONDS_PER_WEIGHT);
+#   plus the run's own fixed part (SECONDS_PER_RUN).
+# The products' and weights' rates are the earlier fit's on an idle machine (one forward of SmolLM2 over 2,048
+# tokens: about 10 s). The fixed terms' sizes beside them are `python -m bench estimates fit`'s on first runs of
+# MiniLM and SmolLM2 at 3, 16, 128 and 512 tokens (each length's median of 5, under a load of about 10 on 2 cores:
+# every length's median within 0.83-1.58x of its estimate): a weight read costs about 53 multiply-adds and a layer's
+# fixed part about 95 million. A rate per multiply-add alone, before, made a 3-token run's estimate a thousandth of
+# its time.
 MACS_PER_SECOND = 5e10  # multiply-adds of the matrix products (x W, q k^T, weights v)
 SECONDS_PER_WEIGHT = 3e-9  # each attention weight scored, masked, softmaxed and read again (bound by memory, not MACs)
+SECONDS_PER_PARAMETER = 53 / MACS_PER_SECOND  # each weight of a layer's matrices read from memory, once per forward
+SECONDS_PER_LAYER = 9.5e7 / MACS_PER_SECOND  # a layer's fixed part, whatever its size (about 2 ms)
+SECONDS_PER_RUN = 0.0  # a run's own fixed part: too small beside its layers' for the fit to find
 # Past this a page asks before it starts, so that it is drawn within 4 s: one more run of MiniLM over 512 tokens
-# (about 0.2 s estimated) starts at once; the transformers reference of a GPT-2-small-sized model over 1,024 tokens
+# (about 0.4 s estimated) starts at once; the transformers reference of a GPT-2-small-sized model over 1,024 tokens
 # beside its 12 layers recomputed (about 5 s; 7.4 s measured, as it started at once at 15 s) asks, and so do MiniLM's
-# every-head effects at 512 tokens (about 13 s).
+# every-head effects at 512 tokens (about 14 s).
 ASK_AFTER_SECONDS = 3.0
 
 
-# The rates above are an idle 2-core machine's; a busy or another machine runs slower or faster, and a fixed rate
-# was off by 2-9x (a corpus "about 6 s" took 13.3 s). So every estimate is multiplied by this process's pace: the
-# median, over its last PACE_RUNS admitted runs, of the time each took over its estimate at these rates
-# (admission.Gate reports each run that ends); 1 until a run long enough to say (OBSERVED_AFTER) has ended.
+@dataclass(frozen=True)
+class Terms:
+    """The counts a run's time is made of, each with its rate above."""
+
+    parameters: float = 0.0  # weights of the layers' matrices read
+    layers: float = 0.0  # layers' operations dispatched
+    macs: float = 0.0  # multiply-adds of the matrix products
+    weights: float = 0.0  # attention weights computed
+    runs: float = 0.0  # runs begun
+
+    def __add__(self, other: Terms) -> Terms:
+        return Terms(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def __mul__(self, times: float) -> Terms:
+        return Terms(*(a * times for a in astuple(self)))
+
+    def seconds(self) -> float:
+        """These terms' time at the fitted rates (pace 1)."""
+        return (
+            self.parameters * SECONDS_PER_PARAMETER
+            + self.layers * SECONDS_PER_LAYER
+            + self.macs / MACS_PER_SECOND
+            + self.weights * SECONDS_PER_WEIGHT
+            + self.runs * SECONDS_PER_RUN
+        )
+
+
+# The rates above are one machine's; a busy or another machine runs slower or faster, and a fixed rate was off by
+# 2-9x (a corpus "about 6 s" took 13.3 s). So every estimate is multiplied by this process's pace: the median, over
+# its last PACE_RUNS admitted runs, of the time each took over its estimate at these rates (admission.Gate reports
+# each run that ends). Until a run long enough to say (OBSERVED_AFTER) has ended, the pace is the calibration's:
+# a few matrix products and a softmax shaped like a layer's work, timed on this machine when the first estimate is
+# made (about 0.02-0.1 s each), over the time they took on the machine the rates were fitted on (CALIBRATION_SECONDS).
+CALIBRATION_SECONDS = 0.016  # the quickest of 60 under a load of 12 on 2 cores: near the idle machine's
+CALIBRATION_REPEATS = 3  # the median of three: one pause does not set a process's first estimates
 PACE_RUNS = 7
 OBSERVED_AFTER = 0.1  # shorter runs say more about Python's overhead than about the machine's pace
 PACE_LIMITS = (0.1, 200.0)  # one odd run (a machine paused) moves the median, never the estimate beyond these
@@ -47,13 +96,46 @@ PACE_LIMITS = (0.1, 200.0)  # one odd run (a machine paused) moves the median, n
 SECONDS_PER_STATISTIC_WEIGHT = 8 * SECONDS_PER_WEIGHT
 
 _paces: deque[float] = deque(maxlen=PACE_RUNS)
+_calibrated: list[float] = []  # the calibration's pace, once measured
 _lock = threading.Lock()
 
 
-def pace() -> float:
-    """This process's pace: how much longer than its estimate at the fitted rates a run now takes (1: as fitted)."""
+def calibration_seconds() -> float:
+    """One calibration: the time of a layer's kinds of work at a small size (a short text's linear layers, which
+    read their weights; a longer text's, bound by multiply-adds; a softmax over attention weights)."""
+    import time
+
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(1024, 1024, generator=generator)  # 1 M weights: 4 MB, past the caches
+    short, long = torch.randn(3, 1024, generator=generator), torch.randn(64, 1024, generator=generator)
+    scores = torch.randn(4, 128, 128, generator=generator)
+    with torch.inference_mode():
+        torch.nn.functional.linear(short, weight)  # torch's first call of each kind, outside the timing
+        start = time.perf_counter()
+        for _ in range(4):
+            torch.nn.functional.linear(short, weight)
+            torch.nn.functional.linear(long, weight)
+            scores.softmax(-1)
+        return time.perf_counter() - start
+
+
+def calibrate() -> float:
+    """This machine's pace from CALIBRATION_REPEATS calibrations now (kept as the pace before any run is seen)."""
+    found = statistics.median(calibration_seconds() for _ in range(CALIBRATION_REPEATS)) / CALIBRATION_SECONDS
     with _lock:
-        found = statistics.median(_paces) if _paces else 1.0
+        _calibrated[:] = [found]
+    return found
+
+
+def pace() -> float:
+    """This process's pace: how much longer than its estimate at the fitted rates a run now takes (1: as fitted):
+    its last runs' median, or before any, the calibration's (made on the first call)."""
+    with _lock:
+        found = statistics.median(_paces) if _paces else (_calibrated[0] if _calibrated else None)
+    if found is None:
+        found = calibrate()
     return min(max(found, PACE_LIMITS[0]), PACE_LIMITS[1])
 
 
@@ -65,30 +147,37 @@ def observe(seconds: float, took: float, at_pace: float) -> None:
             _paces.append(took / fitted)
 
 
-def forget_pace() -> None:
-    """Back to the fitted rates (a test's fresh start)."""
+def forget_pace(calibrated: float | None = None) -> None:
+    """Back to a fresh process's pace: no run seen, the calibration to be made again, or taken as `calibrated` (a
+    test's fresh start at the fitted rates: 1)."""
     with _lock:
         _paces.clear()
+        _calibrated[:] = [] if calibrated is None else [calibrated]
 
 
-def _fitted_layer_seconds(config: TransformerConfig, queries: int, keys: int | None, cross: bool) -> float:
-    """layer_seconds at the fitted rates. A local layer's sliding window saves nothing here: the engine scores every
-    (query, key) pair and masks those outside the window, so that the band can be drawn."""
+def _layer_terms(config: TransformerConfig, queries: int, keys: float | None, cross: bool) -> tuple[Terms, Terms]:
+    """One layer's work: (once per forward, whatever its batch: its weights read and its operations dispatched; per
+    batch row: its multiply-adds and attention weights). A local layer's sliding window saves nothing here: the
+    engine scores every (query, key) pair and masks those outside the window, so that the band can be drawn."""
     keys = queries if keys is None else keys
     block = describe(config)
     d, kv = config.d_model, block.kv_heads * config.d_head
     # W_Q and W_O between d_model and the heads' width (H x Dh: d_model in the paper, 1,024 in Gemma 3 270M)
-    per_token = 2 * d * config.d_attention + 2 * d * kv + (3 if block.ffn.gated else 2) * d * config.d_ff
+    attention = 2 * d * config.d_attention + 2 * d * kv
     attentions = 2 if cross else 1
-    macs = queries * per_token + attentions * 2 * config.n_heads * queries * keys * config.d_head
+    parameters = attentions * attention + (3 if block.ffn.gated else 2) * d * config.d_ff  # one MAC a token each
+    macs = queries * parameters + attentions * 2 * config.n_heads * queries * keys * config.d_head
     weights = attentions * config.n_heads * queries * keys
-    return macs / MACS_PER_SECOND + weights * SECONDS_PER_WEIGHT
+    return Terms(parameters=parameters, layers=1), Terms(macs=macs, weights=weights)
 
 
-def layer_seconds(config: TransformerConfig, queries: int, keys: int | None = None, cross: bool = False) -> float:
-    """One layer over `queries` tokens attending to `keys` (default: themselves): its projections, attention and
-    feed-forward (a cross-attention adds a second attention), at this process's pace."""
-    return _fitted_layer_seconds(config, queries, keys, cross) * pace()
+def layer_seconds(
+    config: TransformerConfig, queries: int, keys: float | None = None, cross: bool = False, rows: int = 1
+) -> float:
+    """One layer over `queries` tokens attending to `keys` (default: themselves), `rows` batch rows at once: its
+    projections, attention and feed-forward (a cross-attention adds a second attention), at this process's pace."""
+    once, each = _layer_terms(config, queries, keys, cross)
+    return (once + each * rows).seconds() * pace()
 
 
 def statistics_seconds(config: TransformerConfig, rows: int, tokens: int, layers: int) -> float:
@@ -97,13 +186,43 @@ def statistics_seconds(config: TransformerConfig, rows: int, tokens: int, layers
     return rows * layers * config.n_heads * tokens * tokens * SECONDS_PER_STATISTIC_WEIGHT * pace()
 
 
+def forward_terms(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> Terms:
+    """What forward_seconds counts: every layer's terms (its per-row work `rows` times), the output layer's and the
+    run's own."""
+    total = Terms(runs=1)
+    for layers, cross in ((config.n_encoder_layers, False), (config.n_decoder_layers, config.is_encoder_decoder)):
+        once, each = _layer_terms(config, tokens, None, cross)
+        total = total + (once + each * rows) * layers
+    if logits:  # the output layer: its (V, D) weights read once, a multiply-add each per position
+        output = config.d_model * config.target_vocab_size
+        total = total + Terms(parameters=output, macs=rows * tokens * output)
+    return total
+
+
 def forward_seconds(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> float:
-    """One forward over `tokens` tokens (every layer of every stack; a decoder reads as many as the encoder), times
-    `rows` batch rows; `logits`: with the output layer over every position."""
-    encoder = config.n_encoder_layers * layer_seconds(config, tokens)
-    decoder = config.n_decoder_layers * layer_seconds(config, tokens, cross=config.is_encoder_decoder)
-    output = tokens * config.d_model * config.target_vocab_size / MACS_PER_SECOND * pace() if logits else 0.0
-    return rows * (encoder + decoder + output)
+    """One forward over `tokens` tokens (every layer of every stack; a decoder reads as many as the encoder) of
+    `rows` batch rows at once; `logits`: with the output layer over every position. At this process's pace."""
+    return forward_terms(config, tokens, rows, logits).seconds() * pace()
+
+
+def greedy_terms(config: TransformerConfig, source: int, steps: int) -> Terms:
+    """What greedy decoding counts (models/greedy.py): the encoder over `source` tokens, then `steps` steps, each
+    every decoder layer over its newest position only (its self-attention reads the steps so far, its
+    cross-attention the source: on average (step + source) / 2 keys each) and the output layer over it."""
+    total = Terms(runs=1)
+    once, each = _layer_terms(config, source, None, False)
+    total = total + (once + each) * config.n_encoder_layers
+    output = config.d_model * config.target_vocab_size
+    for step in range(1, steps + 1):
+        once, each = _layer_terms(config, 1, (step + source) / 2, True)
+        total = total + (once + each) * config.n_decoder_layers + Terms(parameters=output, macs=output)
+    return total
+
+
+def greedy_seconds(config: TransformerConfig, source: int, steps: int) -> float:
+    """An encoder-decoder's greedy decoding of at most `steps` tokens from `source` tokens, at this pace (a first
+    run decodes before its forward over the output: the two add up)."""
+    return greedy_terms(config, source, steps).seconds() * pace() if config.is_encoder_decoder else 0.0
 
 
 def forward_bytes(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> int:
@@ -143,10 +262,11 @@ def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: boo
 
 
 # transformers' own copy of a model, loaded the first time Ours vs transformers opens on it: from a GGUF file it
-# converts every weight again (SmolLM2-135M-Instruct: about 25 s on a busy 2-core machine, memory 1.25 -> 1.76 GB),
-# from a safetensors folder it only reads them (GPT-2-sized: a second or two)
-GGUF_SECONDS_PER_PARAMETER = 25 / 135e6
-FOLDER_SECONDS_PER_PARAMETER = 1e-8
+# converts every weight again (SmolLM2-135M-Instruct: 75 s beside a calibration 36 times CALIBRATION_SECONDS on a
+# 2-core machine under a load of 10, `python -m bench estimates reference`; memory 1.25 -> 1.76 GB), from a
+# safetensors folder it only reads them (GPT-2-sized: a second or two on a busy machine)
+GGUF_SECONDS_PER_PARAMETER = 1.6e-8
+FOLDER_SECONDS_PER_PARAMETER = 1e-9
 REFERENCE_BYTES_PER_PARAMETER = 3.8  # its float32 weights (4 bytes) less what the conversion shares: 0.51 GB / 135 M
 
 

@@ -44,3 +44,58 @@ def test_step_9s_reveal_carries_its_estimate(minilm):
     assert not at.exception
     label = at.button(key="turn_off_predict_reveal").label
     assert label.startswith("Reveal the model's answer (about ") and label.endswith(" s)"), label
+
+
+def said_and_run(monkeypatch, page: str, key: str, model: str, text: str) -> tuple[float, list[float]]:
+    """(the seconds the reveal's label was made from, the estimates of the runs its click admitted), each at the
+    fitted rates (divided by the pace of its moment: the runs between them move it), so that the two are counted
+    alike: the work's size, not this machine's speed."""
+    from attention_explorer.explorer.run import admission
+
+    said: list[float] = []
+    label = waiting.reveal_label
+
+    def recording(seconds: float, *rest) -> str:
+        said.append(seconds / cost.pace())  # the work's size: its estimate at the fitted rates
+        return label(seconds, *rest)
+
+    monkeypatch.setattr(waiting, "reveal_label", recording)  # the page imports it on every run
+    at = new_app(page)
+    at.query_params["model"] = model
+    at.query_params["text"] = text
+    at.run(timeout=600)
+    assert not at.exception
+    (box,) = [s for s in at.selectbox if s.key.startswith(f"{key}_guess_")]
+    box.set_value(0).run(timeout=600)  # the class's guess: the reveal's button as the class presses it
+    estimate, admitted, lanes = said[-1], [], set()
+    real = admission.Gate.admitted
+
+    def counted(self, needs, *rest, **options):
+        outer = getattr(self._held_here, "ticket", None) is None  # a run inside a run is covered by the outer one
+        # a measurement's chunks are each admitted in its whole lane (not observed): that estimate once
+        if outer and (needs.observed or ("lane", needs.seconds) not in lanes):
+            admitted.append(needs.seconds / cost.pace())
+            lanes.add(("lane", needs.seconds))
+        return real(self, needs, *rest, **options)
+
+    monkeypatch.setattr(admission.Gate, "admitted", counted)
+    at.button(key=f"{key}_reveal").click().run(timeout=600)
+    assert not at.exception
+    return estimate, admitted
+
+
+def test_step_9s_reveal_says_what_its_click_runs(monkeypatch, minilm):
+    """Issue 50: the reveal's estimate is the estimates of what its click runs at once, no more and no less (the
+    times themselves: `python -m bench estimates`)."""
+    text = "The animal didn't cross the street because it was too tired " * 12
+    estimate, admitted = said_and_run(monkeypatch, "turn_off", "turn_off_predict", "minilm", text)
+    assert admitted and estimate == pytest.approx(sum(admitted), rel=1e-6), (estimate, admitted)
+
+
+@pytest.mark.slow
+def test_step_10s_reveal_says_what_its_click_runs(monkeypatch, smollm2):
+    text = "When Anna and Ben went to the park, Ben gave a ball to"
+    estimate, admitted = said_and_run(monkeypatch, "patch", "patch_predict", "smollm2", text)
+    # on this sentence each grid asks first (its own button says its estimate): the label says nothing runs, and
+    # nothing is admitted by the click; a grid that ran at once unsaid would fail here
+    assert estimate == pytest.approx(sum(admitted), rel=1e-6, abs=1e-9), (estimate, admitted)

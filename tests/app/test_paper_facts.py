@@ -150,15 +150,31 @@ def test_attention_formula_writes_the_mask_for_decoder_self_attention(page):
 
 
 def test_decoding_position_comes_from_the_address_and_goes_back_into_it():
-    at = opened("decoding", model="translate", text=SENTENCE, position="5")
-    assert at.slider(key="decoding_position").value == 5 and at.query_params["position"] == "5"
+    """The address names a step by the position it reads, numbered as the heatmaps' ticks (from 0): output word 5
+    reads position 4. An address from before the rename (?step=, from 1) keeps its step."""
+    at = opened("decoding", model="translate", text=SENTENCE, position="4")
+    assert at.slider(key="decoding_position").value == 5 and at.query_params["position"] == "4"
+    assert plain(at.subheader[0].value).startswith("Output word 5 of 9: reads '4: ")
     at = opened("decoding", model="translate", text=SENTENCE, step="3")  # an address from before the rename
-    assert at.slider(key="decoding_position").value == 3 and at.query_params["position"] == "3"
+    assert at.slider(key="decoding_position").value == 3 and at.query_params["position"] == "2"
     assert plain(at.subheader[0].value).startswith("Output word 3 of 9: reads '2: chat'")
     at.button(key="decoding_next").click().run()
-    assert at.slider(key="decoding_position").value == 4 and at.query_params["position"] == "4"
+    assert at.slider(key="decoding_position").value == 4 and at.query_params["position"] == "3"
     at.slider(key="decoding_position").set_value(8).run()
-    assert at.query_params["position"] == "8"
+    assert at.query_params["position"] == "7"
     at = opened("decoding", model="translate", text=SENTENCE, step="99")
-    assert at.slider(key="decoding_position").value == 9 and at.query_params["position"] == "9"
-    assert "asks for step 99, but this output has 9" in words(at)
+    assert at.slider(key="decoding_position").value == 9 and at.query_params["position"] == "8"
+    assert "asks for position 98, but this output's positions go from 0 to 8" in words(at)
+
+
+def test_a_decoder_only_step_is_addressed_by_the_position_its_slider_and_title_show():
+    """Step 12 on a decoder-only model: ?position=N opens the row the heatmaps' tick N names, its slider shows N and
+    the address keeps N (issue 50: it counted from 1, one more than every page shows)."""
+    text = "alpha bravo seven kilo alpha bravo seven kilo"
+    at = opened("decoding", model="induction", text=text, position="5")
+    assert at.select_slider(key="decoding_position").format_func(at.select_slider(key="decoding_position").value) == "5"
+    assert at.query_params["position"] == "5"
+    assert plain(at.subheader[0].value).startswith("Position 5 (0 to ")
+    assert "reads '5: " in plain(at.subheader[0].value)
+    at.button(key="decoding_back").click().run()
+    assert at.query_params["position"] == "4" and plain(at.subheader[0].value).startswith("Position 4 (0 to ")

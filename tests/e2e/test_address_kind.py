@@ -89,7 +89,7 @@ def test_a_copied_decoding_address_reopens_on_its_output_position(server, browse
         with rerun(page):
             page.get_by_role("button", name="Next ▶").click()
     page.get_by_text("Output word 3 of 11: reads '2: reine'").first.wait_for(timeout=TIMEOUT_MS)
-    page.wait_for_function("() => location.search.includes('position=3')", timeout=TIMEOUT_MS)
+    page.wait_for_function("() => location.search.includes('position=2')", timeout=TIMEOUT_MS)
     other = new_page(browser)  # a fresh context: a new person opening the copied address
     try:
         open_app(other, page.url)
