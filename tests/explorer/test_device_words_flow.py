@@ -85,3 +85,21 @@ def test_attention_flow_reads_each_layer_reduced_on_the_device(gpt2, copied, mon
     expected = analysis.flow(heads)
     edges = through * length * length
     tolerance.assert_within(flows, expected, np.full_like(expected, edges / analysis.FLOW_SCALE), "flow")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_random_layers_merged_and_mixed_on_the_gpu_equal_numpys():
+    rng = np.random.default_rng(3)
+    weights = rng.random((4, 50, 50)).astype(np.float32)
+    weights /= weights.sum(-1, keepdims=True)
+    groups = analysis.word_groups([i // 3 for i in range(50)])  # words of three pieces (the last of two)
+    on_gpu = torch.from_numpy(weights).to("cuda")
+    want = analysis.merge_words(weights, groups, groups)
+    found = device_reducers.merge_words(on_gpu, groups, groups).cpu().numpy()
+    bound = tolerance.reordered(6, want) + tolerance.EPS32 * np.abs(want)
+    tolerance.assert_within(found, want, bound, "words merged on the GPU")
+    want = analysis.residual_mixed(weights)
+    found = device_reducers.residual_mixed(on_gpu).cpu().numpy()
+    bound = tolerance.reordered64(4 + 50, want) + tolerance.EPS64 * np.abs(want)
+    tolerance.assert_within(found, want, bound, "residual-mixed on the GPU")
