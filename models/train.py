@@ -138,6 +138,13 @@ class Progress:
     lr: float
 
 
+def cuda_of(device: torch.device) -> list[int]:
+    """The CUDA device whose generator a model on `device` draws its dropout from: [index], or [] off CUDA."""
+    if device.type != "cuda":
+        return []
+    return [device.index if device.index is not None else torch.cuda.current_device()]
+
+
 @dataclass
 class Trainer:
     """A model, its optimiser and its data stream, advanced one step at a time (the CLI and the app share it)."""
@@ -151,11 +158,17 @@ class Trainer:
 
     def __post_init__(self) -> None:
         self.device = devices.resolve(self.device)
-        with torch.random.fork_rng(devices=[]):
+        self._cuda = cuda_of(self.device)
+        with torch.random.fork_rng(devices=self._cuda):
             torch.manual_seed(self.seed)
             # initialised on the CPU from the seed (the same weights on any device), then moved
             self.model = Transformer(self.recipe.config(self.task)).to(self.device)
             self._generator = torch.Generator().manual_seed(self.seed)
+            # on a GPU dropout draws from the device's generator: seeded too, its state kept as the CPU's is
+            self._cuda_state = None
+            if self._cuda:
+                torch.cuda.manual_seed_all(self.seed)
+                self._cuda_state = torch.cuda.get_rng_state(self._cuda[0])
         self._data: Iterator[tasks.Pair] = tasks.stream(self.task, self.seed, "train")
         # section 5.3: Adam with beta2 = 0.98 and eps = 1e-9, learning rate from eq. (3)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
@@ -173,11 +186,15 @@ class Trainer:
         inputs, tgt_out = batch_of(self.task, [next(self._data) for _ in range(self.recipe.batch_size)])
         inputs, tgt_out = tuple(x.to(self.device) for x in inputs), tgt_out.to(self.device)
         self.model.train()
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=self._cuda):
             # dropout draws from the trainer's own generator state, so a run is reproducible from its seed
             torch.random.set_rng_state(self._generator.get_state())
+            if self._cuda:
+                torch.cuda.set_rng_state(self._cuda_state, self._cuda[0])
             logits = self.model(*inputs).logits  # (B, T, V)
             self._generator.set_state(torch.random.get_rng_state())
+            if self._cuda:
+                self._cuda_state = torch.cuda.get_rng_state(self._cuda[0])
         loss = self.loss_fn(logits.flatten(0, 1), tgt_out.flatten())
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

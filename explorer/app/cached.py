@@ -305,13 +305,21 @@ def get_word_level(choice: Choice, kind: str, result: trace.Trace | None = None)
 
 
 def get_flow(choice: Choice, kind: str, layer: int):
-    """Attention flow through layers 1..layer+1 of the sidebar's trace (slow: seconds for 16 tokens)."""
-    weights = get_trace_for(choice, kind).attention(kind).weights
+    """Attention flow through layers 1..layer+1 of the sidebar's trace (slow: seconds for 16 tokens). Each layer is
+    first reduced to its residual-mixed (T, T), on a GPU there (device_reducers.residual_mixed): only those come
+    back for the max-flow, which runs on the CPU."""
+    attention = get_trace_for(choice, kind).attention(kind)
+    weights = attention.weights
+
+    def work():
+        mixed = attention.reduced(analysis.residual_mixed, device_reducers.residual_mixed, range(layer + 1))
+        return analysis.flow_of(mixed)
+
     return store.shared().get(
         store.key("flow", choice, kind, layer),
         lambda: store.compute(
             "Computing attention flow (a max-flow per token pair)...",
-            lambda: analysis.flow(weights[: layer + 1]),
+            work,
             # a max-flow per pair: never a short run; one layer's weights, sized from the shape (no layer read)
             admission.Cost(admission.SHORT_SECONDS, cost.FLOAT * math.prod(weights.shape[1:])),
         ),

@@ -82,17 +82,19 @@ def refusal_line(refused: admission.Refused, fits: Callable[[int], int] | None, 
 
 
 @contextlib.contextmanager
-def queued(needs: admission.Cost) -> Iterator[None]:
+def queued(needs: admission.Cost, device_bytes: int | None = None) -> Iterator[None]:
     """Run the block once the gate admits `needs`, saying meanwhile where it stands; admission.Refused goes to the
-    caller (a model's load: the model cannot be opened, as one whose files are broken)."""
+    caller (a model's load: the model cannot be opened, as one whose files are broken). On a GPU its books admit
+    `device_bytes` (what the work adds there), else `needs.bytes`."""
     place = st.empty()
 
     def waiting(where: admission.Place) -> None:
         check_visitor()
         place.info(place_line(where, needs.seconds, needs.bytes), icon=":material/hourglass_top:")
 
+    on_gpu = needs.bytes if device_bytes is None else device_bytes
     try:
-        with gate().admitted(needs, waiting), gpu.admitted(needs.bytes, check_visitor):  # GPU: explorer/app/gpu.py
+        with gate().admitted(needs, waiting), gpu.admitted(on_gpu, check_visitor):  # GPU: explorer/app/gpu.py
             place.empty()
             yield
     finally:

@@ -133,6 +133,12 @@ class Run:
             self.task_name, str(self.trainer.device)
         ), TRAINING_COPIES * weights + STEP_OVERHEAD + snapshots
 
+    def device_bytes(self) -> int:
+        """What the run adds on its device while it trains: the training copies of the weights and a step's
+        activations (the GPU's books admit this; the snapshots are numpy on the CPU, in `needs` alone)."""
+        weights = sum(p.numel() * p.element_size() for p in self.trainer.model.parameters())
+        return TRAINING_COPIES * weights + STEP_OVERHEAD
+
     def advance(self, chunk: int) -> None:
         """Up to `chunk` more steps, stopping at each snapshot step so none is skipped."""
         for _ in range(min(chunk, self.steps - self.step)):

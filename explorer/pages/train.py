@@ -18,7 +18,7 @@ from attention_explorer.explorer.lesson.wording import (
     recipe_departures,
     run_length,
 )
-from attention_explorer.explorer.run import admission
+from attention_explorer.explorer.run import admission, device_books
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.frame import intro, page_footer, page_header, presenting
 from attention_explorer.explorer.views.offers import not_the_sidebar_model
@@ -150,7 +150,8 @@ def show_heads(snapshot: Snapshot, key: str) -> None:
 if run is not None and run.running:
     seconds, needed = run.needs()  # one training run per server at a time: the gate's lane for training
     try:
-        with waiting.queued(admission.Cost(seconds, needed, "train")):
+        # on a GPU its books admit what training adds there (explorer/app/gpu.py; nothing on the CPU)
+        with waiting.queued(admission.Cost(seconds, needed, "train"), run.device_bytes()):
             bar = st.progress(run.step / run.steps, text=f"training step {run.step} of {run.steps}")
             live_curve, latest = st.empty(), st.empty()
             shown = 0  # snapshots drawn so far
@@ -178,7 +179,10 @@ if run is not None and run.running:
     except admission.Refused as refused:  # it could not fit even alone: said above the buttons, nothing trained
         run.running = False
         del st.session_state[state.TRAIN_RUN]
-        st.session_state[state.TRAIN_ERROR] = waiting.refusal_line(refused, None, "This training run")
+        what = "This training run"
+        gpu_refused = isinstance(refused, device_books.DeviceRefused)
+        line = gpu.refusal_line(refused, None, what) if gpu_refused else waiting.refusal_line(refused, None, what)
+        st.session_state[state.TRAIN_ERROR] = line
         st.rerun()
     run.running = False
     publish(run)

@@ -173,7 +173,7 @@ def head_labels(statistics: dict[str, np.ndarray], n_keys: int, sink: str = SINK
     return labels
 
 
-def _residual_mixed(heads: np.ndarray) -> np.ndarray:
+def residual_mixed(heads: np.ndarray) -> np.ndarray:
     """One layer as rollout and flow see it: 0.5 mean over heads + 0.5 identity (the residual), rows summing
     to 1. (H, T, T) -> (T, T)."""
     length = heads.shape[-1]
@@ -190,7 +190,7 @@ def rollout(weights: np.ndarray) -> np.ndarray:
     out = []
     total = np.eye(tq)
     for layer in weights:
-        total = _residual_mixed(layer) @ total
+        total = residual_mixed(layer) @ total
         out.append(total)
     return np.stack(out)
 
@@ -204,16 +204,22 @@ def flow(weights: np.ndarray) -> np.ndarray:
     position through the layers' residual-mixed attention used as capacities. (L, H, T, T) -> (T, T).
     scipy's max-flow in C on integer capacities (FLOW_SCALE): about 0.2 s at 16 tokens and 6 layers; the flows agree
     with a float max-flow (networkx) to about 1e-8."""
+    return flow_of([residual_mixed(heads) for heads in weights])
+
+
+def flow_of(mixed: Sequence[np.ndarray]) -> np.ndarray:
+    """`flow` from each layer's residual-mixed attention (T, T) (residual_mixed; a run on a GPU reduces each layer
+    to it there, device_reducers.residual_mixed: the max-flow itself runs on the CPU, in scipy)."""
     from scipy.sparse import csr_array  # noqa: PLC0415 -- only here: max-flow is for short inputs
     from scipy.sparse.csgraph import maximum_flow  # noqa: PLC0415
 
-    n_layers, _, length, _ = weights.shape
+    n_layers, length = len(mixed), len(mixed[0])
     above, below = np.meshgrid(np.arange(length), np.arange(length), indexing="ij")  # edge i -> j, (T, T)
     rows, columns, capacities = [], [], []
-    for layer, heads in enumerate(weights):  # node layer * T + i: position i below layer `layer`
+    for layer, capacity in enumerate(mixed):  # node layer * T + i: position i below layer `layer`
         rows.append(((layer + 1) * length + above).ravel())  # from position i above this layer
         columns.append((layer * length + below).ravel())  # to position j below it
-        capacities.append(_residual_mixed(heads).ravel())
+        capacities.append(np.asarray(capacity).ravel())
     nodes = (n_layers + 1) * length
     capacity = np.rint(np.concatenate(capacities).astype(np.float64) * FLOW_SCALE).astype(np.int32)
     graph = csr_array((capacity, (np.concatenate(rows), np.concatenate(columns))), shape=(nodes, nodes))
@@ -282,13 +288,21 @@ def at_word_level(
     """One attention kind of a trace merged into words: (L, H, Wq, Wk) weights, each layer merged when read (as the
     trace's layers are recomputed), the query words, the key words (`word_start`: the tokenizer's word-start mark,
     dropped from the labels: models.families.descriptor.Family.word_start)."""
+    from attention_explorer.explorer.run import device_reducers  # noqa: PLC0415 -- it imports this module
+
     queries, keys = result.tokens_for(kind)
     query_groups, key_groups = groups_for(result, kind)
     attention = result.attention(kind)
     shape = (attention.n_heads, len(query_groups), len(key_groups))
-    weights = LayerArray(
-        attention.n_layers, shape, lambda i: merge_words(attention.layer(i).weights, query_groups, key_groups)
-    )
+
+    def merged(i: int) -> np.ndarray:  # on a GPU, merged there: only the (H, Wq, Wk) words' map comes back
+        return attention.reduced(
+            lambda w: merge_words(w, query_groups, key_groups),
+            lambda w: device_reducers.merge_words(w, query_groups, key_groups),
+            [i],
+        )[0]
+
+    weights = LayerArray(attention.n_layers, shape, merged)
     return (  # a word's pieces joined before they are made readable: a character split over two pieces is whole again
         weights,
         result.readable(merge_tokens(queries, query_groups, word_start)),

@@ -105,7 +105,7 @@ def one_pass(
     cell_sums = None if cell_rows is None else block_sums(cell_rows, cells[1])
     if carried is None:
         return Pass(rows, None, cell_sums, row_max)
-    # M = (0.5 mean + 0.5 I) / its rows' sums, times carried (analysis._residual_mixed)
+    # M = (0.5 mean + 0.5 I) / its rows' sums, times carried (analysis.residual_mixed)
     totals = 0.5 * row_sum.sum(0) / n_heads + 0.5  # (T,) the mixed rows' sums
     mixed = ((summed @ carried) * (0.5 / n_heads) + 0.5 * carried) / totals[:, None]
     return Pass(rows, mixed, cell_sums, row_max)
@@ -161,3 +161,35 @@ def _induction(weights: Tensor, tokens: Sequence[str]) -> Tensor:
     on_targets = torch.zeros(weights.shape[0], n_rows, dtype=torch.float32, device=weights.device)
     on_targets.index_add_(1, rows, weights[:, queries, keys].float())  # (H, query rows with a target)
     return on_targets.double().mean(-1)
+
+
+def residual_mixed(weights: Tensor) -> Tensor:
+    """analysis.residual_mixed on the device: one layer (H, T, T) -> (T, T) float64, 0.5 mean over heads + 0.5 identity,
+    rows summing to 1: what attention flow's max-flow (on the CPU) reads of a layer."""
+    length = weights.shape[-1]
+    eye = torch.eye(length, dtype=torch.float64, device=weights.device)
+    mixed = 0.5 * weights.double().mean(0) + 0.5 * eye
+    return mixed / mixed.sum(-1, keepdim=True)
+
+
+def _owners(groups: Sequence[Sequence[int]], n: int, device: torch.device) -> Tensor:
+    """(n,) each position's group: the groups must cover 0..n-1 once each (analysis.word_groups' do)."""
+    owners = torch.full((n,), -1, dtype=torch.long)
+    for index, group in enumerate(groups):
+        owners[list(group)] = index
+    if len(owners) != sum(len(g) for g in groups) or bool((owners < 0).any()):
+        raise ValueError(f"word groups must cover the {n} positions once each")
+    return owners.to(device)
+
+
+def merge_words(weights: Tensor, query_groups: Sequence[Sequence[int]], key_groups: Sequence[Sequence[int]]) -> Tensor:
+    """analysis.merge_words on the device: (..., Tq, Tk) -> (..., Wq, Wk) float32, a word's key pieces summed and its
+    query pieces averaged; only the words' map leaves the device."""
+    *lead, tq, tk = weights.shape
+    options = dict(dtype=torch.float32, device=weights.device)
+    keys = torch.zeros(*lead, tq, len(key_groups), **options)
+    keys.index_add_(-1, _owners(key_groups, tk, weights.device), weights.float())  # (..., Tq, Wk)
+    words = torch.zeros(*lead, len(query_groups), len(key_groups), **options)
+    words.index_add_(-2, _owners(query_groups, tq, weights.device), keys)  # (..., Wq, Wk) sums over query pieces
+    pieces = torch.tensor([len(g) for g in query_groups], **options)
+    return words / pieces[:, None]

@@ -106,7 +106,7 @@ def one_pass(
 ) -> Pass:
     """One layer (H, Tq, Tk) read once, a block of ROWS query rows at a time (from THREADED rows, the blocks shared
     between THREADS threads): each query row's sums (-w log w, w |i - j|, and w on start markers, end markers and
-    punctuation); `carried` (T, n) multiplied by the layer's residual-mixed attention M (analysis._residual_mixed); with
+    punctuation); `carried` (T, n) multiplied by the layer's residual-mixed attention M (analysis.residual_mixed); with
     `cells` (f_q, f_k), the sums over each block of f_q queries by f_k keys (blocks.block_means's; a thumbnail's); with
     `allowed` (Tq, Tk) bool, each row's largest allowed weight (starting's link). `causal`: every weight beyond a
     query's own position is 0 (a decoder's masked self-attention: softmax of finfo.min) and adds nothing to any sum,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,9 +86,11 @@ class AttentionTrace:
         """Layer `layer` with one query row (Tq = 1) of q, scores, weights, heads, output (device_layers.query_row)."""
         return device_layers.query_row(self.source, layer, self.module, query)
 
-    def reduced(self, on_host: Callable, on_device: Callable) -> list[np.ndarray]:
-        """Each layer's weights reduced (device_layers.reduced): on a GPU, reduced there and only the results copied."""
-        return [device_layers.reduced(self.source, i, self.module, on_host, on_device) for i in range(self.n_layers)]
+    def reduced(self, on_host: Callable, on_device: Callable, layers: Iterable[int] | None = None) -> list[np.ndarray]:
+        """Each layer's weights reduced (device_layers.reduced): on a GPU, reduced there and only the results copied;
+        `layers`: those layers only (all by default)."""
+        chosen = range(self.n_layers) if layers is None else layers
+        return [device_layers.reduced(self.source, i, self.module, on_host, on_device) for i in chosen]
 
     @property
     def n_layers(self) -> int:

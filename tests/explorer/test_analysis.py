@@ -145,7 +145,7 @@ def test_flow_equals_a_float_max_flow_on_random_attention():
     weights /= weights.sum(-1, keepdims=True)
     graph = networkx.DiGraph()
     for layer, heads in enumerate(weights):
-        mixed = analysis._residual_mixed(heads)
+        mixed = analysis.residual_mixed(heads)
         for i in range(5):
             for j in range(5):
                 graph.add_edge((layer + 1, i), (layer, j), capacity=float(mixed[i, j]))

@@ -58,3 +58,59 @@ def test_the_training_command_refuses_a_gpu_this_machine_lacks_in_one_line(capsy
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: device 'cuda'") and "\n" not in err
     assert not list(tmp_path.iterdir())  # nothing trained, nothing saved
+
+
+class FakeCudaGenerator:
+    """torch.cuda's seed and generator state for device 0, on a machine without one: the state is a counter that a
+    dropout on the GPU would advance (here a forward pre-hook advances it, as the model's dropout would)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.state = 1000  # someone else's state before any trainer
+        monkeypatch.setattr(train, "cuda_of", lambda device: [0])  # the model stays on the CPU; its generator is faked
+        monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: setattr(self, "state", seed))
+        monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device=0: torch.tensor([self.state]))
+        monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device=0: setattr(self, "state", int(state[0])))
+
+    def drawn_by(self, trainer: train.Trainer) -> list[int]:
+        """The generator states each forward of `trainer` starts from, each forward then drawing 3 numbers."""
+        seen = []
+
+        def draw(module, inputs):
+            seen.append(self.state)
+            self.state += 3
+
+        trainer.model.register_forward_pre_hook(draw)
+        return seen
+
+
+def test_dropout_on_a_gpu_draws_from_the_trainers_own_seeded_cuda_generator(monkeypatch):
+    """Where the trainer's device is CUDA (faked here), its generator is seeded from the seed and its state kept across
+    steps as the CPU's is: two trainers of one seed draw the same numbers step by step, whatever is drawn between
+    their steps, and training leaves the process's own generator state as it found it."""
+    cuda = FakeCudaGenerator(monkeypatch)
+    task = tasks.get("reverse")
+    first, second = train.Trainer(task, TINY, 7), train.Trainer(task, TINY, 7)
+    assert cuda.state == 1000  # seeding a trainer leaves the process's state alone
+    seen_first, seen_second = cuda.drawn_by(first), cuda.drawn_by(second)
+    for _ in range(3):
+        first.train_step()
+        cuda.state += 11  # someone else draws between the steps
+        second.train_step()
+    assert seen_first == seen_second == [7, 10, 13]  # from the seed, on from where its last step stopped
+    assert cuda.state == 1000 + 3 * 11  # only the others' draws moved the process's state
+    assert [p.loss for p in first.history] == [p.loss for p in second.history]
+    other = train.Trainer(task, TINY, 8)
+    seen_other = cuda.drawn_by(other)
+    other.train_step()
+    assert seen_other == [8]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_training_with_dropout_on_a_gpu_is_reproducible_from_its_seed():
+    task = tasks.get("reverse")
+    first, second = train.Trainer(task, TINY, 5, "cuda"), train.Trainer(task, TINY, 5, "cuda")
+    first.run(TINY.steps)
+    torch.rand(100, device="cuda")  # another draw on the device between the two runs
+    second.run(TINY.steps)
+    assert [p.loss for p in first.history] == [p.loss for p in second.history]
