@@ -199,9 +199,34 @@ def logits_bound(model, out, n_keys: int) -> np.ndarray:
     norm = (model.decoder or model.encoder).final_norm
     if config.norm_first and norm is not None and out.decoder is not None:
         return read_bound(model, stack.layers[-1].after_ffn, stream_terms(stack), upstream)
-    y, weight = _numpy(stack.output), np.abs(_numpy(model.generator.weight))  # (B, T, D), (V, D)
-    own = probable(config.d_model, np.abs(y) @ weight.T)
-    return own + probable(upstream, np.abs(y).max(-1, keepdims=True)) * weight.sum(-1)
+    return state_logits_bound(model, stack.output, upstream)
+
+
+def state_logits_bound(model, y, n_upstream: int) -> np.ndarray:
+    """(..., V) the logits' float32 error bound (probable) from a post-LN stack's last state y (..., D), a norm's
+    output whose error each layer's norm has scaled to the state's own size (the row's largest |y|): the output
+    product's own d_model sum of |y| @ |W|^T, plus that error carried through W's rows."""
+    y, weight = np.abs(_numpy(y)), np.abs(_numpy(model.generator.weight))  # (..., D), (V, D)
+    own = probable(model.config.d_model, y @ weight.T)
+    return own + probable(n_upstream, y.max(-1, keepdims=True)) * weight.sum(-1)
+
+
+def logits_row_bound(model, out, n_keys: int, rows: int = 256) -> np.ndarray:
+    """(B, T, 1) logits_bound's largest over the vocabulary, for each row: the same bound, computed a block of rows at
+    a time (a long text's (T, V) in float64 would not fit)."""
+    config, stack = model.config, out.decoder if out.decoder is not None else out.encoder
+    upstream = forward_terms(config, n_keys) - config.d_model
+    final = (model.decoder or model.encoder).final_norm
+    pre_ln = config.norm_first and final is not None and out.decoder is not None
+    h, terms = (_numpy(stack.layers[-1].after_ffn), stream_terms(stack)) if pre_ln else (_numpy(stack.output), None)
+    found = []
+    for start in range(0, h.shape[1], rows):
+        block = slice(start, start + rows)
+        if pre_ln:
+            found.append(read_bound(model, h[:, block], terms[:, block], upstream).max(-1, keepdims=True))
+        else:
+            found.append(state_logits_bound(model, h[:, block], upstream).max(-1, keepdims=True))
+    return np.concatenate(found, axis=1)
 
 
 def lens_bounds(model, out, n_keys: int) -> np.ndarray:
