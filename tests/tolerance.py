@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -92,14 +93,17 @@ def forward_terms(config, n_keys: int) -> int:
     return config.n_encoder_layers * per_layer + decoder + config.d_model
 
 
-def stream_terms(stack) -> np.ndarray:
+def stream_terms(stack, writes_rowwise: bool = False) -> np.ndarray:
     """(B, T, D) the magnitudes of the terms a pre-LN residual stream has summed by its last state: |embeddings| plus
     each sub-layer's |output| (the difference of the states it went between), elementwise; a rounding anywhere in the
-    stream is relative to these, not to the last state (whose terms may cancel)."""
-    return stream_reads(stack)[-1][1]
+    stream is relative to these, not to the last state (whose terms may cancel). `writes_rowwise`: each write's
+    row's largest instead of its element's: a write's own rounding is relative to its product's terms (|h| @ |W|),
+    which an element whose sum cancels understates; the row's largest write does not (the stream's own state is
+    compared there, with no W after it to sum the elements' errors)."""
+    return stream_reads(stack, writes_rowwise)[-1][1]
 
 
-def stream_reads(stack) -> list[tuple[np.ndarray, np.ndarray]]:
+def stream_reads(stack, writes_rowwise: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """(state, terms) at each state of a pre-LN stream in the order it was computed (the embedding, then each
     sub-layer's): the state and stream_terms up to it, (B, T, D) each."""
     before = _numpy(stack.embeddings)
@@ -110,7 +114,8 @@ def stream_reads(stack) -> list[tuple[np.ndarray, np.ndarray]]:
             state = getattr(layer, name, None)
             if state is not None:
                 state = _numpy(state)
-                total = total + np.abs(state - before)
+                write = np.abs(state - before)
+                total = total + (write.max(-1, keepdims=True) if writes_rowwise else write)
                 before = state
                 found.append((state, total))
     return found
@@ -131,23 +136,28 @@ def _gain(norm) -> np.ndarray:
     return _numpy(norm.weight) + offset
 
 
-def output_bound(stack_module, stack, n_terms: int) -> np.ndarray:
+def output_bound(stack_module, stack, n_terms: int, index: int | None = None) -> np.ndarray:
     """(B, T, D) each element of a stack's output's float32 error bound (probable) against the same forward in other
     products, from the terms it was summed from, carried through the norm that made it (first order):
 
     - post-LN: the output is the last layer's last norm of x + FFN(x) (x its state after attention): the sum's error,
       of its terms |x| + |FFN(x)| over the chain of n_terms (the row's largest: the FFN mixes every element), times
       the norm's |g_i| / sigma (norm_gain), plus the norm's own sums (2 d_model, relative to |g x_hat| + |b|);
-    - pre-LN: each element's error of its own terms (stream_terms, elementwise, as read_bound argues), through the
-      final norm's |g_i| / sigma where there is one, plus the norm's own sums; without one, the stream itself.
+    - pre-LN: each element's error of its terms (stream_terms, its own residual and each write's row's largest),
+      through the final norm's |g_i| / sigma where there is one, plus the norm's own sums; without one, the stream.
+
+    `index`: the state after layer `index` instead (a pre-LN stream's, before any final norm; a post-LN layer's norm).
     """
-    layer_module, layer = stack_module.layers[-1], stack.layers[-1]
-    norm = stack_module.final_norm
-    d_model = _numpy(stack.output).shape[-1]
+    i = len(stack.layers) - 1 if index is None else index % len(stack.layers)
+    layer_module, layer = stack_module.layers[i], stack.layers[i]
+    norm = stack_module.final_norm if index is None else None
+    output = stack.output if index is None else layer.after_ffn
+    d_model = _numpy(output).shape[-1]
     if layer_module.norm1.norm_first:
-        h, error = _numpy(layer.after_ffn), probable(n_terms, stream_terms(stack))
+        upto = SimpleNamespace(embeddings=stack.embeddings, layers=stack.layers[: i + 1])
+        h, error = _numpy(layer.after_ffn), probable(n_terms, stream_terms(upto, writes_rowwise=True))
     else:
-        assert norm is None, "a post-LN stack with a final norm too"
+        assert stack_module.final_norm is None, "a post-LN stack with a final norm too"
         x = [
             s
             for s in (getattr(layer, n, None) for n in ("after_attn", "after_cross_attn", "after_self_attn"))
@@ -161,7 +171,7 @@ def output_bound(stack_module, stack, n_terms: int) -> np.ndarray:
     if norm is None:
         return error
     gain = norm_gain(h, _gain(norm), norm.eps, rms=isinstance(norm, RMSNorm))
-    terms = np.abs(_numpy(stack.output))
+    terms = np.abs(_numpy(output))
     if getattr(norm, "bias", None) is not None:
         terms = terms + np.abs(_numpy(norm.bias))
     return error * gain + reordered(2 * d_model, terms)
