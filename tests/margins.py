@@ -7,7 +7,12 @@ counts and kernel choices on this one machine (a stand-in for other CPUs and BLA
 Each configuration runs pytest in a new process with EXPLORER_MARGINS set, so that every comparison (assert_within,
 np.testing.assert_allclose, torch.testing.assert_close) writes its margin: bound / largest difference (inf when the
 two sides are equal). A margin under 10x on your own machine is suspect: another machine may cross it. Not a test:
-it runs the tests, several times over (about 10 minutes a configuration for both folders on 2 cores).
+it runs the tests, several times over, one process at a time.
+
+Only what compares floats runs: of the folders given, the test files that make such a comparison (they name
+tests.tolerance, assert_allclose or assert_close); and after the first configuration, only the tests that recorded a
+comparison under it (the same tests make the same comparisons under every configuration), so each further
+configuration costs a fraction of the first.
 """
 
 from __future__ import annotations
@@ -57,6 +62,35 @@ def run(config: str, paths: list[str], log: Path) -> int:
     return done.returncode
 
 
+COMPARES = ("tolerance", "assert_allclose", "assert_close")
+
+
+def comparing(paths: list[str]) -> list[str]:
+    """The test files under paths (files or folders) that make a float comparison, sorted."""
+    found = []
+    for given in paths:
+        if "::" in given:  # one test, as pytest names it: it runs as given
+            found.append(given)
+            continue
+        path = Path(given)
+        files = [path] if path.is_file() else sorted((ROOT / path).rglob("test_*.py"))
+        found += [str(f.relative_to(ROOT)) if f.is_absolute() else str(f) for f in files if _compares(f)]
+    return found
+
+
+def _compares(path: Path) -> bool:
+    text = (path if path.is_absolute() else ROOT / path).read_text(encoding="utf-8")
+    return any(word in text for word in COMPARES)
+
+
+def recorded(log: Path) -> list[str]:
+    """The test ids that wrote a margin to log, in their first order."""
+    if not log.is_file():
+        return []
+    tests = (json.loads(line)["test"] for line in log.read_text().splitlines())
+    return [t for t in dict.fromkeys(tests) if "::" in t]
+
+
 def report(logs: dict[str, Path], top: int) -> list[dict]:
     """The lowest margin of each comparison over every configuration, lowest first."""
     worst: dict[tuple[str, str], dict] = {}
@@ -93,9 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     logs = {config: folder / f"{config}.jsonl" for config in configs}
     statuses = {}
-    for config in configs:
+    paths = comparing(args.paths)
+    print(f"{len(paths)} test files compare floats", flush=True)
+    for i, config in enumerate(configs):
         logs[config].unlink(missing_ok=True)
-        statuses[config] = run(config, args.paths, logs[config])
+        if i == 1:  # from here on, the tests that compared anything under the first configuration
+            paths = recorded(logs[configs[0]]) or paths
+            print(f"{len(paths)} tests recorded a comparison: the next configurations run these", flush=True)
+        statuses[config] = run(config, paths, logs[config])
     rows = report(logs, args.top)
     failed = [c for c, s in statuses.items() if s not in (0, 5)]
     suspect = sum(r["margin"] < SUSPECT for r in rows)

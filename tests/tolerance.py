@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -92,20 +93,32 @@ def forward_terms(config, n_keys: int) -> int:
     return config.n_encoder_layers * per_layer + decoder + config.d_model
 
 
-def stream_terms(stack) -> np.ndarray:
+def stream_terms(stack, writes_rowwise: bool = False) -> np.ndarray:
     """(B, T, D) the magnitudes of the terms a pre-LN residual stream has summed by its last state: |embeddings| plus
     each sub-layer's |output| (the difference of the states it went between), elementwise; a rounding anywhere in the
-    stream is relative to these, not to the last state (whose terms may cancel)."""
-    total = np.abs(_numpy(stack.embeddings))
+    stream is relative to these, not to the last state (whose terms may cancel). `writes_rowwise`: each write's
+    row's largest instead of its element's: a write's own rounding is relative to its product's terms (|h| @ |W|),
+    which an element whose sum cancels understates; the row's largest write does not (the stream's own state is
+    compared there, with no W after it to sum the elements' errors)."""
+    return stream_reads(stack, writes_rowwise)[-1][1]
+
+
+def stream_reads(stack, writes_rowwise: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(state, terms) at each state of a pre-LN stream in the order it was computed (the embedding, then each
+    sub-layer's): the state and stream_terms up to it, (B, T, D) each."""
     before = _numpy(stack.embeddings)
+    total = np.abs(before)
+    found = [(before, total)]
     for layer in stack.layers:
         for name in ("after_attn", "after_self_attn", "after_cross_attn", "after_ffn"):
             state = getattr(layer, name, None)
             if state is not None:
                 state = _numpy(state)
-                total += np.abs(state - before)
+                write = np.abs(state - before)
+                total = total + (write.max(-1, keepdims=True) if writes_rowwise else write)
                 before = state
-    return total
+                found.append((state, total))
+    return found
 
 
 def norm_gain(x, weight, eps: float, rms: bool) -> np.ndarray:
@@ -117,25 +130,121 @@ def norm_gain(x, weight, eps: float, rms: bool) -> np.ndarray:
     return np.abs(_numpy(weight)) / sigma
 
 
+def _gain(norm) -> np.ndarray:
+    """A norm's per-element gain g: its weight, or Gemma's (offset + weight)."""
+    offset = getattr(norm, "offset", 0.0)
+    return _numpy(norm.weight) + offset
+
+
+def output_bound(stack_module, stack, n_terms: int, index: int | None = None) -> np.ndarray:
+    """(B, T, D) each element of a stack's output's float32 error bound (probable) against the same forward in other
+    products, from the terms it was summed from, carried through the norm that made it (first order):
+
+    - post-LN: the output is the last layer's last norm of x + FFN(x) (x its state after attention): the sum's error,
+      of its terms |x| + |FFN(x)| over the chain of n_terms (the row's largest: the FFN mixes every element), times
+      the norm's |g_i| / sigma (norm_gain), plus the norm's own sums (2 d_model, relative to |g x_hat| + |b|);
+    - pre-LN: each element's error of its terms (stream_terms, its own residual and each write's row's largest),
+      through the final norm's |g_i| / sigma where there is one, plus the norm's own sums; without one, the stream.
+
+    `index`: the state after layer `index` instead (a pre-LN stream's, before any final norm; a post-LN layer's norm).
+    """
+    i = len(stack.layers) - 1 if index is None else index % len(stack.layers)
+    layer_module, layer = stack_module.layers[i], stack.layers[i]
+    norm = stack_module.final_norm if index is None else None
+    output = stack.output if index is None else layer.after_ffn
+    d_model = _numpy(output).shape[-1]
+    if layer_module.norm1.norm_first:
+        upto = SimpleNamespace(embeddings=stack.embeddings, layers=stack.layers[: i + 1])
+        h, error = _numpy(layer.after_ffn), probable(n_terms, stream_terms(upto, writes_rowwise=True))
+    else:
+        assert stack_module.final_norm is None, "a post-LN stack with a final norm too"
+        x = [
+            s
+            for s in (getattr(layer, n, None) for n in ("after_attn", "after_cross_attn", "after_self_attn"))
+            if s is not None
+        ][0]
+        norm = layer_module.norm3 if getattr(layer_module, "norm3", None) is not None else layer_module.norm2
+        with torch.inference_mode():
+            written = _numpy(layer_module.ffn(torch.as_tensor(x)))
+        x = _numpy(x)
+        h, error = x + written, probable(n_terms, (np.abs(x) + np.abs(written)).max(-1, keepdims=True))
+    if norm is None:
+        return error
+    gain = norm_gain(h, _gain(norm), norm.eps, rms=isinstance(norm, RMSNorm))
+    terms = np.abs(_numpy(output))
+    if getattr(norm, "bias", None) is not None:
+        terms = terms + np.abs(_numpy(norm.bias))
+    return error * gain + reordered(2 * d_model, terms)
+
+
+def read_bound(model, state, terms, n_upstream: int) -> np.ndarray:
+    """(B, T, V) the float32 error bound (probable) of the logits a pre-LN decoder makes of a stream state (B, T, D)
+    through its final norm and output matrix W (the logit lens's read), against the same state from other products.
+
+    The stream's element i is a sum of its own terms (the embedding's and each sub-layer's write to it: `terms`,
+    stream_terms), each rounded relative to that element's terms; an error in another element reaches i only through
+    a norm (its 1/sigma, sigma the whole row's) and a sub-layer, so relative to the terms that sub-layer writes to i,
+    which `terms` holds too. Each element's error is therefore probable(n_upstream, terms_i), elementwise, not the
+    row's largest: a row with one massive element (SmolLM2's) would otherwise lend that element's size to all the
+    others. The final norm multiplies it by |g_i| / sigma (norm_gain) and W sums it per logit: sum_i |W_vi| |g_i| /
+    sigma error_i. Plus the output product's own d_model sum, relative to its terms |norm(state)| @ |W|^T."""
+    config = model.config
+    norm, weight = model.decoder.final_norm, np.abs(_numpy(model.generator.weight))  # (V, D)
+    x = torch.as_tensor(_numpy(state), dtype=torch.float32)
+    with torch.inference_mode():
+        y = np.abs(_numpy(norm(x)))  # (B, T, D)
+    gain = norm_gain(x, _gain(norm), norm.eps, rms=isinstance(norm, RMSNorm))  # (B, T, D)
+    error = probable(n_upstream, terms)  # (B, T, D): each element's, of its own terms
+    return probable(config.d_model, y @ weight.T) + (error * gain) @ weight.T
+
+
 def logits_bound(model, out, n_keys: int) -> np.ndarray:
     """(B, T, V) each logit's float32 error bound against the same forward in other products (probable): the output
     product's own d_model sum, relative to its terms' magnitudes |y| @ |W|^T, plus the upstream chain's error carried
-    in through W. In a pre-LN stack the upstream error is relative to the stream's terms (stream_terms) and reaches the
-    logits through the final norm's 1/sigma (norm_gain); in a post-LN stack each layer's norm has already scaled it
-    to the last state's size."""
+    in through W. In a pre-LN stack that is read_bound of the last state (each element's error of its own terms,
+    stream_terms, through the final norm's 1/sigma); in a post-LN stack each layer's norm has already scaled the error
+    to the last state's size, which the row's largest |y| bounds."""
     config, stack = model.config, out.decoder if out.decoder is not None else out.encoder
-    y, weight = _numpy(stack.output), _numpy(model.generator.weight)  # (B, T, D), (V, D)
-    own = probable(config.d_model, np.abs(y) @ np.abs(weight).T)
     upstream = forward_terms(config, n_keys) - config.d_model
     norm = (model.decoder or model.encoder).final_norm
-    if config.norm_first and norm is not None:
-        h = stack.layers[-1].after_ffn  # the last state, before the final norm
-        gain = norm_gain(h, norm.weight, norm.eps, rms=isinstance(norm, RMSNorm))
-        error = probable(upstream, stream_terms(stack).max(-1, keepdims=True))  # (B, T, 1)
-        carried = error * (gain @ np.abs(weight).T)  # (B, T, V): sum_i |W_vi| |g_i| / sigma * error
-    else:
-        carried = probable(upstream, np.abs(y).max(-1, keepdims=True)) * np.abs(weight).sum(-1)
-    return own + carried
+    if config.norm_first and norm is not None and out.decoder is not None:
+        return read_bound(model, stack.layers[-1].after_ffn, stream_terms(stack), upstream)
+    return state_logits_bound(model, stack.output, upstream)
+
+
+def state_logits_bound(model, y, n_upstream: int) -> np.ndarray:
+    """(..., V) the logits' float32 error bound (probable) from a post-LN stack's last state y (..., D), a norm's
+    output whose error each layer's norm has scaled to the state's own size (the row's largest |y|): the output
+    product's own d_model sum of |y| @ |W|^T, plus that error carried through W's rows."""
+    y, weight = np.abs(_numpy(y)), np.abs(_numpy(model.generator.weight))  # (..., D), (V, D)
+    own = probable(model.config.d_model, y @ weight.T)
+    return own + probable(n_upstream, y.max(-1, keepdims=True)) * weight.sum(-1)
+
+
+def logits_row_bound(model, out, n_keys: int, rows: int = 256) -> np.ndarray:
+    """(B, T, 1) logits_bound's largest over the vocabulary, for each row: the same bound, computed a block of rows at
+    a time (a long text's (T, V) in float64 would not fit)."""
+    config, stack = model.config, out.decoder if out.decoder is not None else out.encoder
+    upstream = forward_terms(config, n_keys) - config.d_model
+    final = (model.decoder or model.encoder).final_norm
+    pre_ln = config.norm_first and final is not None and out.decoder is not None
+    h, terms = (_numpy(stack.layers[-1].after_ffn), stream_terms(stack)) if pre_ln else (_numpy(stack.output), None)
+    found = []
+    for start in range(0, h.shape[1], rows):
+        block = slice(start, start + rows)
+        if pre_ln:
+            found.append(read_bound(model, h[:, block], terms[:, block], upstream).max(-1, keepdims=True))
+        else:
+            found.append(state_logits_bound(model, h[:, block], upstream).max(-1, keepdims=True))
+    return np.concatenate(found, axis=1)
+
+
+def lens_bounds(model, out, n_keys: int) -> np.ndarray:
+    """(R, B, T) each read's largest logit error bound over the vocabulary, for the logit lens's reads of a pre-LN
+    decoder's stream (the embedding, then each sub-layer's state): read_bound of each state with the terms it has
+    summed by then, and the whole forward's chain (an upper count for every read)."""
+    upstream = forward_terms(model.config, n_keys) - model.config.d_model
+    return np.stack([read_bound(model, s, t, upstream).max(-1) for s, t in stream_reads(out.decoder)])
 
 
 def scores_bound(q, k, n_upstream: int) -> np.ndarray:

@@ -79,7 +79,7 @@ import math
 import numpy as np
 import streamlit as st
 
-from attention_explorer.explorer.app import reduced, shelf, state, store
+from attention_explorer.explorer.app import reduced, shelf, state, store, waiting
 from attention_explorer.explorer.app.shelf import (  # noqa: F401 -- the pages' names for the models
     described,
     get_model,
@@ -267,9 +267,10 @@ def get_query_walkthrough(choice: Choice, kind: str, layer: int, query: int) -> 
     seconds = layer_wait(choice, kind, layer)
 
     def work() -> walkthrough.QueryRows:
-        if not seconds:
-            return walkthrough.query_rows(result, kind, layer, query)
         keys = result.attention(kind).mask.shape[1]
+        if not seconds:  # the layer is kept: a small read-out, in its own lane (issue 52)
+            with waiting.admitted(waiting.readout_cost(shelf.model(choice.model).model.config, keys)):
+                return walkthrough.query_rows(result, kind, layer, query)
         message = (
             f"Running layer {layer + 1} again over the {keys:,} tokens for this head's numbers, {cost.about(seconds)} "
             "(a text this long keeps no layer's attention: each is recomputed when it is shown)..."

@@ -116,6 +116,38 @@ def admitted(needs: admission.Cost, fits: Callable[[int], int] | None = None, wh
         st.stop()
 
 
+READOUT_LANE = "readout"
+
+
+def readout_cost(config, keys: int, also: admission.Cost | None = None) -> admission.Cost:
+    """A small read-out on a kept run (one row of a layer recomputed, a head's walkthrough): one query against `keys`
+    keys, its projections, scores and feed-forward, in the read-out lane; `also`: a layer it must first run again
+    (a long text keeps none), whose estimate it then carries in the ordinary lanes (it is no longer small)."""
+    seconds = cost.layer_seconds(config, 1, keys)
+    nbytes = cost.FLOAT * (3 * config.n_heads * keys + 8 * max(config.d_model, config.d_ff))
+    if also is not None and also.seconds:
+        return admission.Cost(seconds + also.seconds, nbytes + also.bytes)
+    return admission.Cost(seconds, nbytes, READOUT_LANE)
+
+
+@contextlib.contextmanager
+def readout(loaded, result, stack: str, layer: int | None, what: str) -> Iterator[None]:
+    """Admit a read-out of one row of `result`'s `stack` (its embedding where `layer` is None, else that layer's
+    sub-layers) in the read-out lane; where the row needs a layer the run no longer keeps, that layer's recompute is
+    in the estimate (it runs inside this admission)."""
+    config = loaded.model.config
+    kinds = [k for k in result.kinds if (k == "encoder_self") == (stack == "encoder")]
+    shapes = {k: result.attention(k).mask.shape for k in kinds}  # (queries, keys)
+    keys = max((keys for _, keys in shapes.values()), default=1)
+    also = None
+    missing = [k for k in kinds if layer is not None and not result.attention(k).ready(layer)]
+    if missing:
+        seconds = sum(cost.layer_seconds(config, *shapes[k], cross=k == "cross") for k in missing)
+        also = admission.Cost(seconds, cost.layer_bytes(config, keys))
+    with admitted(readout_cost(config, keys if layer is not None else 1, also), what=what):
+        yield
+
+
 def ask_first(
     what: str, seconds: float, label: str, key: str, container=None, needed: int = 0, always: bool = False
 ) -> bool:

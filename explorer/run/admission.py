@@ -9,7 +9,8 @@
   long runs queue in order for the shared one, and each is told its place and about how long until it starts. A
   long run waiting for memory keeps its place: new short runs keep to their own slot and leave it the memory it
   needs, so steady short traffic cannot starve it. A model's load and a training run have a lane each ("load",
-  "train": one at a time per server).
+  "train": one at a time per server), and so do small read-outs on a kept run ("readout": one row recomputed, a
+  head's walkthrough; two at a time), which neither wait behind a long run nor hold memory back for themselves.
 - A waiting run calls `waiting(place)` every POLL_SECONDS: that is where the app cancels it (the visitor left, or
   started another run) by raising, and the run leaves the line.
 
@@ -144,9 +145,11 @@ class Gate:
         caches: Callable[[], Sequence[Giver]] = tuple,
         load_slots: int = 1,
         train_slots: int = 1,
+        readout_slots: int = 2,
     ) -> None:
         self.budget, self.resident, self.clock, self.caches = budget, resident or resident_bytes, clock, caches
         self.slots = {"short": short_slots, "any": any_slots, "load": load_slots, "train": train_slots}
+        self.slots["readout"] = readout_slots
         self._changed = threading.Condition()
         self._waiting: list[_Ticket] = []
         self._running: list[_Ticket] = []
@@ -189,7 +192,7 @@ class Gate:
         """The first long run in line that waits for memory or for a slot short runs hold (not for a long run ahead
         of it): new short runs keep to the short lane's own slot and leave it the memory it needs."""
         for ticket in self._waiting:
-            if ticket.cost.short:
+            if ticket.cost.short or ticket.cost.lane == "readout":  # a read-out is small: it reserves nothing
                 continue
             lane = ticket.cost.lanes[0]
             held = sum(t.slot == lane and not t.cost.short for t in self._running)

@@ -10,7 +10,7 @@ import numpy as np
 import streamlit as st
 
 from attention_explorer.explorer import navigation
-from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app import cached, state, waiting
 from attention_explorer.explorer.app.callbacks import stack_to_kind
 from attention_explorer.explorer.figures.forward import movement_heatmap, named_strips, preview, token_path
 from attention_explorer.explorer.figures.labels import markdown_literal
@@ -88,7 +88,8 @@ def embedding(f: Focus, number: int = 1) -> None:
     """The token's id, its embedding row, the scale, the position added (and BERT's segment row and LayerNorm)."""
     trace, loaded, stack, position = f.trace, f.loaded, f.stack, f.position
     config = loaded.model.config
-    e = forward.embedding(loaded, trace, stack, position)
+    with waiting.readout(loaded, trace, stack, None, "This token's embedding"):  # admitted (issue 52)
+        e = forward.embedding(loaded, trace, stack, position)
     st.subheader(f"{number}. Token, id, embedding" + ("" if e.position is None else " and position"))
     st.markdown(
         # the token as every page shows it ('␣Ben', not the tokenizer's 'ĠBen')
@@ -138,7 +139,8 @@ def layer(f: Focus, number: int = 2) -> None:
     """One layer's sub-layers for the token, each with its residual connection and LayerNorm."""
     trace, loaded, stack, position, layer_index = f.trace, f.loaded, f.stack, f.position, f.layer
     config = loaded.model.config
-    found = forward.layer(loaded, trace, stack, layer_index, position)
+    with waiting.readout(loaded, trace, stack, layer_index, "This token's layer, recomputed"):
+        found = forward.layer(loaded, trace, stack, layer_index, position)
     bound = partial(forward.rounding_bound, config, len(f.tokens))  # float32 rounding of a row, on any CPU
     heading, equation = st.columns([1, 2], vertical_alignment="center")  # one line: the strips on the first screen
     heading.subheader(f"{number}. {stack.capitalize()} layer {layer_index + 1}")

@@ -24,10 +24,11 @@ def induction_model():
     return registry.load("induction")
 
 
-def forward_bound(loaded, values, n_keys: int):
+def forward_bound(loaded, out, n_keys: int):
     """Two whole forwards of the same numbers in other products (values written from another run, a batch row against
-    a forward of one): the forward's chain of sums, probable, relative to each row's size (tests/tolerance.py)."""
-    return tolerance.probable(tolerance.forward_terms(loaded.model.config, n_keys), tolerance.row_scale(values))
+    a forward of one): each logit within tolerance.logits_bound of `out`'s forward, of its terms' magnitudes through
+    the final norm's 1/sigma (tests/tolerance.py)."""
+    return tolerance.logits_bound(loaded.model, out, n_keys)[0]
 
 
 @torch.inference_mode()
@@ -60,6 +61,7 @@ def direct_means(loaded, forced: bool) -> tuple[dict[str, np.ndarray], int]:
     answer where `forced`), and the source positions counted."""
     limit = min(loaded.max_tokens, replacements.SAMPLE_TOKENS)
     found: dict[str, list[np.ndarray]] = {}
+    terms: dict[str, list[np.ndarray]] = {}
     for text in sample.texts(loaded):
         decoder_input = None
         if forced:
@@ -67,9 +69,12 @@ def direct_means(loaded, forced: bool) -> tuple[dict[str, np.ndarray], int]:
             decoder_input = [loaded.bos_id, *(loaded.target_vocabulary.token_to_id(w) for w in target)]
         run = trace.run(loaded, text, limit, forced=decoder_input)
         for kind in run.kinds:
-            found.setdefault(kind, []).append(np.asarray(run.attention(kind).heads, dtype=np.float64))  # (L, H, T, Dh)
+            attention = run.attention(kind)
+            found.setdefault(kind, []).append(np.asarray(attention.heads, dtype=np.float64))  # (L, H, T, Dh)
+            # each output's terms, |weights| @ |v| (the weights are not negative): what its rounding is relative to
+            terms.setdefault(kind, []).append(np.asarray(attention.weights) @ np.abs(np.asarray(attention.v)))
     means = {kind: np.concatenate(heads, axis=2).mean(axis=2) for kind, heads in found.items()}
-    scales = {kind: np.abs(np.concatenate(heads, axis=2)).max(axis=(2, 3))[..., None] for kind, heads in found.items()}
+    scales = {kind: np.concatenate(each, axis=2).max(axis=(2, 3))[..., None] for kind, each in terms.items()}
     return means, sum(h.shape[2] for h in found[next(iter(found))]), scales
 
 
@@ -81,7 +86,8 @@ def test_head_means_are_the_mean_over_every_position_of_the_sample(request, key)
     assert set(found.values) == set(expected) and found.texts == 200 and found.tokens == tokens
     for kind, means in expected.items():
         # batched forwards of the texts of one length against each text's trace: each head's output within a whole
-        # forward's chain (probable, of that head's largest output), the mean no further; float64 sums, rounded once
+        # forward's chain (probable, of that head's largest terms |weights| @ |v|), the mean no further; float64 sums,
+        # rounded once
         limit = min(loaded.max_tokens, replacements.SAMPLE_TOKENS)
         chain = tolerance.probable(tolerance.forward_terms(loaded.model.config, limit), scales[kind])
         bound = chain + tolerance.EPS32 / 2 * np.abs(means)
@@ -104,10 +110,11 @@ def test_resample_from_the_clean_text_itself_changes_nothing_bit_for_bit(inducti
     replaced = replacements.resample(translate, answer.source_ids, other=(TRANSLATE, answer.source_ids))
     heads = [Head(kind, 1, h) for kind in ("encoder_self", "decoder_self", "cross") for h in range(3)]
     off = ablate.make(translate, heads, "resample", replaced)
-    clean, patched = (lens.run_on(translate, answer, a).logits for a in (None, off))
+    clean_out = lens.run_on(translate, answer)
+    clean, patched = clean_out.logits, lens.run_on(translate, answer, off).logits
     # the clean text's own heads, from another run of it (other products), written back: a whole forward's chain
     n_keys = max(len(answer.source_ids), len(answer.decoder_input))
-    bound = forward_bound(translate, clean[0], n_keys)
+    bound = forward_bound(translate, clean_out, n_keys)
     tolerance.assert_within(patched[0], clean[0], bound, "resampled from the clean text itself")
     assert torch.equal(patched.argmax(-1), clean.argmax(-1))
 
@@ -122,7 +129,9 @@ def test_resample_writes_the_other_text_s_heads_as_a_hand_built_patch_would(indu
     replaced = ablate.replacement(loaded, "resample", ids)
     assert replaced.other == text and text in replaced.convention and "resample ablation" in replaced.convention
     heads = [Head("decoder_self", 0, 1), Head("decoder_self", 1, 0), Head("decoder_self", 1, 3)]
-    found = loaded.model(torch.tensor([ids]), ablation=ablate.make(loaded, heads, "resample", replaced)).logits
+    with torch.inference_mode():
+        ablated = loaded.model(torch.tensor([ids]), ablation=ablate.make(loaded, heads, "resample", replaced))
+    found = ablated.logits
     # by hand: the other text's own run, its heads read from its trace, written over these heads by HeadPatch
     theirs = np.asarray(trace.run(loaded, text, len(ids)).decoder_self.heads)  # (L, H, T, Dh)
     patches = []
@@ -134,7 +143,7 @@ def test_resample_writes_the_other_text_s_heads_as_a_hand_built_patch_would(indu
         internals = loaded.model.decoder(tgt, None, loaded.model.decoder_mask(tgt), None, patches)
         expected = loaded.model.generator(internals.output)
     # the other text's heads from its trace against resample's own run of it: a whole forward's chain each
-    tolerance.assert_within(found[0], expected[0], forward_bound(loaded, expected[0], len(ids)), "resampled heads")
+    tolerance.assert_within(found[0], expected[0], forward_bound(loaded, ablated, len(ids)), "resampled heads")
     assert not torch.allclose(found, loaded.model(tgt).logits, atol=1e-3)  # and it did change the run
 
 

@@ -98,14 +98,23 @@ def test_typed_target_for_a_wordpiece_model_ends_with_its_eos(paper_random):
     assert ids[-1] == paper_random.eos_id and paper_random.bos_id not in ids
 
 
+def greedy_rows_bound(loaded, result, n_source: int, n_read: int) -> np.ndarray:
+    """(n_read, 1) each greedy row's logit error bound (tolerance.state_logits_bound of the trace's last decoder state,
+    a post-LN norm's output, over a whole forward's chain), its largest over the vocabulary."""
+    config = loaded.model.config
+    upstream = tolerance.forward_terms(config, n_source + n_read) - config.d_model
+    last = forward.states(result, "decoder")["after_ffn"][-1][:n_read]  # (T, D)
+    assert config.n_decoder_layers and not config.norm_first  # post-LN: no final norm between it and W
+    return tolerance.state_logits_bound(loaded.model, last, upstream).max(-1, keepdims=True)
+
+
 def test_greedy_read_from_the_trace_equals_greedy_sampling(translate, translated):
     ids = forward.token_ids(translate, translated, "encoder")
     sampled, read = output.sample(translate, ids, "greedy"), output.greedy_from_trace(translated)
     assert read.tokens == sampled.tokens
     # sampling's one-row products with a key/value cache against the trace's batched forward: a whole forward's chain
-    config = translate.model.config
-    scale = np.abs(output.trace_logits(translate, translated)).max()  # the logits' size stands for their terms'
-    dz = tolerance.probable(tolerance.forward_terms(config, len(ids) + len(read.tokens)), scale)
+    # of each row's terms (tolerance.logits_bound, from the post-LN decoder's last state)
+    dz = greedy_rows_bound(translate, translated, len(ids), len(read.tokens))
     bound = tolerance.probabilities_bound(np.asarray(sampled.probabilities)[:, None], dz)[:, 0]
     tolerance.assert_within(read.probabilities, sampled.probabilities, bound, "greedy probabilities")
 
@@ -121,8 +130,6 @@ def test_greedy_read_from_a_trace_that_never_stopped_has_one_probability_per_tok
     )
     assert read.tokens == sampled.tokens
     assert len(read.probabilities) == len(read.kept_probabilities) == len(read.kept_counts) == len(read.tokens)
-    config = paper_random.model.config  # as above
-    scale = np.abs(output.trace_logits(paper_random, result)).max()
-    dz = tolerance.probable(tolerance.forward_terms(config, len(ids) + len(read.tokens)), scale)
+    dz = greedy_rows_bound(paper_random, result, len(ids), len(read.tokens))  # as above
     bound = tolerance.probabilities_bound(np.asarray(sampled.probabilities)[:, None], dz)[:, 0]
     tolerance.assert_within(read.probabilities, sampled.probabilities, bound, "greedy probabilities")

@@ -31,9 +31,12 @@ CASES = ["short-gpt2", "short-induction", "long-smollm2"]
 
 
 @torch.inference_mode()
-def forward_logits(loaded, ids: list[int]) -> torch.Tensor:
-    """(T, V) the straightforward computation: the model's full forward over the text."""
-    return loaded.model(torch.tensor([ids])).logits[0]
+def forward_logits_and_bound(loaded, ids: list[int]) -> tuple[torch.Tensor, np.ndarray]:
+    """(T, V) the straightforward computation, the model's full forward over the text; and each row's logit error
+    bound against the same forward in other products (T, 1): tolerance.logits_bound, of the terms' magnitudes through
+    the final norm's 1/sigma, the row's largest."""
+    out = loaded.model(torch.tensor([ids]))
+    return out.logits[0], tolerance.logits_row_bound(loaded.model, out, len(ids))[0]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -41,15 +44,14 @@ def test_scoring_the_text_from_its_trace_is_the_forwards_loss(request, case):
     loaded, run = cases(request, case)
     ids = forward.token_ids(loaded, run, "decoder")
     scored = output.score_text(loaded, run)
-    logits = forward_logits(loaded, ids)
+    logits, dz = forward_logits_and_bound(loaded, ids)
     # the straightforward loss: a float64 log-softmax of the forward's (T, V) logits, at the next token
     log_p = logits.double().log_softmax(-1)[:-1]
     nll = -log_p.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].numpy()
     # the trace's logits come from other products than this forward's (kept states, a window): within a forward's
-    # chain of sums; a log-softmax moves by at most twice that, plus float32's own log-sum-exp over the vocabulary
-    scale = float(logits.abs().max())
-    dz = tolerance.probable(tolerance.forward_terms(loaded.model.config, len(ids)), scale)
-    bound = 2 * dz + tolerance.probable(logits.shape[-1], 1.0)
+    # chain of sums (dz, each row's); a log-softmax moves by at most twice that, plus float32's own log-sum-exp over
+    # the vocabulary
+    bound = 2 * dz[:-1, 0] + tolerance.probable(logits.shape[-1], 1.0)
     tolerance.assert_within(scored.nll, nll, bound, "the loss at each token")
     uniform = -log_p.mean(-1).numpy()
     epsilon = scored.epsilon
@@ -62,13 +64,15 @@ def test_scoring_the_text_from_its_trace_is_the_forwards_loss(request, case):
     # products (one row read from the kept states against the whole text's; bit for bit where the BLAS adds both
     # shapes in one order)
     for row in sorted({0, len(ids) // 2, len(ids) - 2}):
-        tolerance.assert_within(scored.logits(loaded, row), logits[row].numpy(), dz, f"row {row}'s logits")
+        tolerance.assert_within(scored.logits(loaded, row), logits[row].numpy(), dz[row], f"row {row}'s logits")
     # and scoring by a forward (what an ablation runs) gives the same numbers as the trace
     by_forward = output.score(loaded, ids, ids)
     for field in ("nll", "per_token"):
         tolerance.assert_within(getattr(by_forward, field), getattr(scored, field), bound, f"{field} by a forward")
     two = logits[:-1].topk(2).values.numpy()
-    clear = np.flatnonzero(two[:, 0] - two[:, 1] > 2 * dz)  # a nearer pair may swap on another machine's kernels
+    clear = np.flatnonzero(
+        two[:, 0] - two[:, 1] > 2 * dz[:-1, 0]
+    )  # a nearer pair may swap on another machine's kernels
     assert len(clear) >= len(two) // 2 and all(by_forward.predicted[r] == scored.predicted[r] for r in clear)
 
 
@@ -90,11 +94,11 @@ def test_sampling_from_the_traces_caches_continues_as_the_model_does(request, ca
     # greedy decoding with its own cache, built by a forward that keeps every head
     assert list(from_trace.ids) == greedy.continue_text(loaded.model, ids, steps, greedy.Sampling())
     # the first pick's probability is the forward's last row's
-    logits = forward_logits(loaded, ids)[-1]
+    logits, dz = forward_logits_and_bound(loaded, ids)
+    logits, dz = logits[-1], dz[-1, 0]
     p = logits.double().softmax(-1)
     # the trace's last logits come from other products (kept states, a window): within a whole forward's chain of
-    # sums (probable, of the logits' size), through the softmax
-    dz = tolerance.probable(tolerance.forward_terms(loaded.model.config, len(ids)), float(logits.abs().max()))
+    # sums (tolerance.logits_bound, of their terms), through the softmax
     first = from_trace.ids[0]
     bound = tolerance.probabilities_bound(p.numpy()[None], dz)[0, first]
     tolerance.assert_within(from_trace.probabilities[0], float(p[first]), bound, "the first pick's probability")
@@ -116,6 +120,7 @@ def test_the_caches_from_a_trace_are_the_forwards_keys_and_values(smollm2, long_
 
 def test_a_window_of_a_layer_is_the_whole_layers_rows(smollm2, long_run):
     source = long_run.attention("decoder_self").source
+    kept = forward.states(long_run, "decoder")
     n = len(long_run.source_tokens)
     for layer in (0, 29):
         whole = source.layer(layer)
@@ -123,12 +128,18 @@ def test_a_window_of_a_layer_is_the_whole_layers_rows(smollm2, long_run):
         np.testing.assert_array_equal(every.states["after_self_attn"], whole.states["after_self_attn"])
         np.testing.assert_array_equal(every.attention["self_attn"].weights, whole.attention["self_attn"].weights)
         window = source.rows(layer, 250, 270)
-        # the window's products have another shape than the whole text's, so its sums run in another order: each row
-        # within the layer's chain of sums (270 keys, W^O, the feed-forward) times the row's scale
+        # the window's products have another shape than the whole text's, so its sums run in another order, from the
+        # same kept input x: each element within the layer's chain of sums (270 keys, W^O, the feed-forward) of its
+        # terms, the residual's |x_i| plus each sub-layer's write (its row's largest standing for its product's terms:
+        # the write mixes every element), not the state's own size (one massive element lends it to every other)
         terms = tolerance.layer_terms(smollm2.model.config, 270)
+        x = np.asarray(kept["embeddings"] if layer == 0 else kept["after_ffn"][layer - 1])[250:270]
+        summed, before = np.abs(x), x
         for name in ("after_self_attn", "after_ffn"):
             expected = whole.states[name][250:270]
-            bound = tolerance.reordered(terms, tolerance.row_scale(expected))
+            summed = summed + tolerance.row_scale(expected - before)
+            before = expected
+            bound = tolerance.reordered(terms, summed)
             tolerance.assert_within(window.states[name], expected, bound, f"layer {layer} {name}, a window")
         weights = window.attention["self_attn"].weights  # (H, 20, 270): rows 250..269 over keys 0..269
         # a softmax of scores q.k, q and k each from a d_model sum: relative to each weight (2 p dz)

@@ -51,10 +51,18 @@ def inputs(loaded, text: str):
     return src, torch.tensor([[loaded.bos_id, *written[:-1]]])
 
 
-def forward_bound(model, values, n_keys: int):
+def forward_bound(model, out, n_keys: int):
     """Two whole forwards of the same numbers in other products (a batch of rows against one, an edited W^O against a
-    patched head): the forward's chain of sums, probable, relative to each row's size (tests/tolerance.py)."""
-    return tolerance.probable(tolerance.forward_terms(model.config, n_keys), tolerance.row_scale(values))
+    patched head): each logit of `out`'s forward within tolerance.logits_bound, of its terms' magnitudes through the
+    final norm's 1/sigma (tests/tolerance.py)."""
+    return tolerance.logits_bound(model, out, n_keys)
+
+
+def state_bound(model, out, stack: str, index: int, n_keys: int):
+    """The state after layer `index` of `out`'s `stack`, likewise: tolerance.output_bound of its terms, over the
+    chain of the layers up to it."""
+    terms = (index + 1) * tolerance.layer_terms(model.config, n_keys) * (2 if stack == "decoder" else 1)
+    return tolerance.output_bound(getattr(model, stack), getattr(out, stack), terms, index)
 
 
 def weights_bound(model, attention, n_keys: int):
@@ -72,13 +80,13 @@ def assert_same_run(model, ablated_by, edited, args):
     the rounding of a whole forward in other products: a pre-LN residual stream grows to tens)."""
     got, want = model(*args, ablation=ablated_by), edited(*args)
     n_keys = max(a.shape[-1] for a in args)
-    tolerance.assert_within(got.logits, want.logits, forward_bound(model, want.logits, n_keys), "logits")
+    tolerance.assert_within(got.logits, want.logits, forward_bound(model, want, n_keys), "logits")
     for stack in ("encoder", "decoder"):
         a, b = getattr(got, stack), getattr(want, stack)
         if a is None:
             continue
         for i, (layer_a, layer_b) in enumerate(zip(a.layers, b.layers, strict=True)):
-            bound = forward_bound(model, layer_b.after_ffn, n_keys)
+            bound = state_bound(model, want, stack, i, n_keys)
             tolerance.assert_within(layer_a.after_ffn, layer_b.after_ffn, bound, f"{stack} {i} after_ffn")
             bound = weights_bound(model, layer_b.self_attn, n_keys)
             tolerance.assert_within(layer_a.self_attn.weights, layer_b.self_attn.weights, bound, f"{stack} {i} weights")
@@ -142,15 +150,16 @@ def test_each_head_in_one_batch_equals_each_head_run_alone(request, key, mean):
     assert every.rows == len(heads) == sum(n * h for n, h in shapes.values())
     assert len(set(heads)) == len(heads)
     args = inputs(loaded, TRANSLATE if key == "translate" else loaded.example)
-    batched = model(*(a.expand(len(heads), -1) for a in args), ablation=every).logits
+    batched_out = model(*(a.expand(len(heads), -1) for a in args), ablation=every)
+    batched = batched_out.logits
     n_keys = max(a.shape[-1] for a in args)
     for row, head in enumerate(heads):
-        alone = model(*args, ablation=ablation.heads_off([head], shapes, means)).logits[0]
-        bound = forward_bound(model, alone, n_keys)  # a batch row against a forward of one
-        tolerance.assert_within(batched[row], alone, bound, f"head {head} in a batch")
+        alone_out = model(*args, ablation=ablation.heads_off([head], shapes, means))
+        bound = forward_bound(model, alone_out, n_keys)[0]  # a batch row against a forward of one
+        tolerance.assert_within(batched[row], alone_out.logits[0], bound, f"head {head} in a batch")
     # and a slice of rows is those rows' ablation
     part = model(*(a.expand(3, -1) for a in args), ablation=ablation.rows(every, 2, 5)).logits
-    tolerance.assert_within(part, batched[2:5], forward_bound(model, batched[2:5], n_keys), "rows 2..4")
+    tolerance.assert_within(part, batched[2:5], forward_bound(model, batched_out, n_keys)[2:5], "rows 2..4")
 
 
 @pytest.mark.parametrize("key", ["translate", "induction"])
@@ -167,9 +176,9 @@ def test_each_layer_in_one_batch_equals_that_layers_heads_turned_off_together(re
     n_keys = max(a.shape[-1] for a in args)
     for row, (kind, layer) in enumerate(layers):
         heads = [Head(kind, layer, h) for h in range(shapes[kind][1])]
-        alone = model(*args, ablation=ablation.heads_off(heads, shapes)).logits[0]
-        bound = forward_bound(model, alone, n_keys)  # a batch row against a forward of one
-        tolerance.assert_within(batched[row], alone, bound, f"layer {kind} {layer} in a batch")
+        alone = model(*args, ablation=ablation.heads_off(heads, shapes))
+        bound = forward_bound(model, alone, n_keys)[0]  # a batch row against a forward of one
+        tolerance.assert_within(batched[row], alone.logits[0], bound, f"layer {kind} {layer} in a batch")
 
 
 def test_greedy_decoding_with_heads_off_is_the_edited_models(translate):

@@ -75,9 +75,10 @@ def test_padding_does_not_change_real_tokens(batch):
     alone = model(src[1:, :3], tgt[1:, :2])
     padded = model(src, tgt)
     # a padded batch row against a forward of its own: other shapes of products, the same sums in other orders (a
-    # padded key's weight is 0 exactly): the encoder's chain, and the whole forward's, of each row's size (probable)
+    # padded key's weight is 0 exactly): the encoder's chain, of its last sum's terms through the last norm's
+    # 1/sigma, and the whole forward's, of each logit's terms (probable)
     encoder = TOY.n_encoder_layers * tolerance.layer_terms(TOY, 5)
-    bound = tolerance.probable(encoder, tolerance.row_scale(alone.encoder.output[0]))
+    bound = tolerance.output_bound(model.encoder, alone.encoder, encoder)[0]
     tolerance.assert_within(padded.encoder.output[1, :3], alone.encoder.output[0], bound, "encoder output")
     bound = tolerance.logits_bound(model, alone, 5)[0]  # each logit's terms, not its own size
     tolerance.assert_within(padded.logits[1, :2], alone.logits[0], bound, "logits")
@@ -156,7 +157,7 @@ def test_forward_stores_nothing_on_modules(batch):
 def test_concurrent_forwards_agree_with_single_runs():
     model = toy_model()
     inputs = [torch.tensor([[i + 3, i + 4, i + 5]]) for i in range(6)]
-    expected = [model(x).encoder.output for x in inputs]
+    expected = [model(x).encoder for x in inputs]
     results: dict[int, torch.Tensor] = {}
 
     def work(i: int) -> None:
@@ -169,10 +170,12 @@ def test_concurrent_forwards_agree_with_single_runs():
     for t in threads:
         t.join()
     # the same forward, but six at once: a BLAS sharing its threads may block the products otherwise, so each row is
-    # held to the encoder's chain of sums (probable) of its size; anything left behind by another forward is far more
+    # held to the encoder's chain of sums (probable) of its terms, through the last norm's 1/sigma; anything left
+    # behind by another forward is far more
     encoder = TOY.n_encoder_layers * tolerance.layer_terms(TOY, 3)
     for i, e in enumerate(expected):
-        tolerance.assert_within(results[i], e, tolerance.probable(encoder, tolerance.row_scale(e)), f"forward {i}")
+        bound = tolerance.output_bound(model.encoder, e, encoder)
+        tolerance.assert_within(results[i], e.output, bound, f"forward {i}")
 
 
 def test_paper_base_has_the_papers_shapes():

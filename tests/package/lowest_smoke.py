@@ -1,6 +1,8 @@
 """The smoke run of tests/package/test_lower_bounds.py, inside an environment holding each dependency's lowest
 allowed version: import the package, export a run through the command line, run the notebook API, let transformers
-read a tiny GGUF file (gguf, accelerate), and draw one page through app.py with AppTest. Run from the clone's root:
+read a tiny GGUF file (gguf, accelerate), run a corpus on a LocalCluster of one worker (the cluster extra's
+distributed) and check it against the in-process run, and draw one page through app.py with AppTest. Run from the
+clone's root:
 python tests/package/lowest_smoke.py. Prints what it checked; any failure is an exception."""
 
 from __future__ import annotations
@@ -53,6 +55,21 @@ def main() -> None:
         ours, reference = load_path(path)[0], load_reference(path)
         assert ours.config.n_decoder_layers == reference.config.num_hidden_layers == 1
     print("reference", type(reference).__name__)
+
+    # the cluster extra: `attention-explorer corpus --workers 1`'s LocalCluster, the same statistics as in process
+    from attention_explorer.explorer.run import corpus_cluster
+
+    lines = [TEXT, "A dog ran in the park", "Birds sing at dawn", "The rain fell all night"]
+    here = ae.corpus("minilm", lines, max_tokens=32, batch_size=2)
+    with corpus_cluster.connected(workers=1) as client:
+        there = ae.corpus("minilm", lines, max_tokens=32, batch_size=2, client=client)
+    pairs = list(zip(there.rows(), here.rows(), strict=True))
+    assert all((a["layer"], a["head"]) == (b["layer"], b["head"]) for a, b in pairs)
+    near = max(abs(a["entropy"] - b["entropy"]) / abs(b["entropy"]) for a, b in pairs)
+    # tests/tolerance.pooled_means_bound: the batches' float64 sums (at most one a text) added in another order, n eps64
+    # of the mean, and the division's eps64
+    assert near <= (len(lines) + 1) * 2.0**-52, near
+    print("cluster", len(there.rows()), "heads on 1 worker")
 
     from streamlit.testing.v1 import AppTest
 

@@ -1,7 +1,8 @@
 """Each dependency's range in pyproject.toml is one the code runs on: requirements.txt's pins sit inside the ranges
 (a fast check), and the lowest version each range allows, installed into a fresh virtual environment (uv's
 `--resolution lowest-direct`), imports the package, exports a run through the command line, runs the notebook API and
-draws a page through app.py (tests/package/lowest_smoke.py; slow: it installs torch and the rest again)."""
+draws a page through app.py, with the cluster extra's lowest distributed running a corpus on a LocalCluster
+(tests/package/lowest_smoke.py; slow: it installs torch and the rest again)."""
 
 from __future__ import annotations
 
@@ -78,17 +79,39 @@ def test_the_lowest_allowed_versions_run(tmp_path):
     done = run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", torch], INSTALL_TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
     lowest = ["-m", "uv", "pip", "install", "-q", "--python", python, "--resolution", "lowest-direct"]
-    done = run([sys.executable, *lowest, "-r", ROOT / "pyproject.toml"], INSTALL_TIMEOUT)
+    # with the cluster extra: its distributed's lower bound is proven by the smoke's LocalCluster step
+    done = run([sys.executable, *lowest, "-r", ROOT / "pyproject.toml", "--extra", "cluster"], INSTALL_TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
     listing = (
         "import json, importlib.metadata as m; print(json.dumps([(d.name, d.version) for d in m.distributions()]))"  # noqa: E501
     )
     found = json.loads(run([python, "-c", listing], RUN_TIMEOUT).stdout)
     installed = {canonicalize_name(name): Version(Version(version).base_version) for name, version in found}
-    for name, requirement in ranges().items():  # 2.13.0+cpu is torch's lower bound 2.13
+    for name, requirement in ranges(extras=True).items():  # 2.13.0+cpu is torch's lower bound 2.13
         assert installed[name] == lower_bound(requirement), f"{name}: {installed[name]}, not {lower_bound(requirement)}"
     done = run([python, ROOT / "tests" / "package" / "lowest_smoke.py"], RUN_TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
     said = done.stdout.splitlines()
-    steps = ["import", "export", "api", "reference", "page"]
+    steps = ["import", "export", "api", "reference", "cluster", "page"]
     assert [line.split()[0] for line in said if line.split()[0] in steps] == steps, done.stdout
+
+
+# jaxtyping's pytest plugin refuses to start (RuntimeError: "already imported: attention_explorer.models") before
+# 0.3.6, whose plugin instruments the packages before any conftest imports them; the runtime needs only the
+# annotations, which the lowest allowed jaxtyping (pyproject's bound, proven by the job above) provides
+JAXTYPING_FOR_THE_TESTS = Version("0.3.6")
+
+
+def test_the_pinned_jaxtyping_starts_the_test_plugin_that_checks_shapes():
+    """`make test` installs requirements.txt's jaxtyping: one whose plugin starts under pyproject's addopts, and the
+    plugin is on: a public signature called with a wrong shape is refused under pytest."""
+    import torch
+    from jaxtyping import TypeCheckError
+
+    from attention_explorer.models.attention import scaled_dot_product_attention
+
+    (pin,) = list(pins()["jaxtyping"].specifier)
+    assert Version(pin.version) >= JAXTYPING_FOR_THE_TESTS
+    q = torch.zeros(1, 2, 3, 4)
+    with pytest.raises(TypeCheckError):
+        scaled_dot_product_attention(q, torch.zeros(1, 2, 3, 5), torch.zeros(1, 2, 3, 4))
