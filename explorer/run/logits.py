@@ -21,14 +21,16 @@ from attention_explorer.models.device import numpy as host
 from attention_explorer.models.registry import LoadedModel
 
 TOP_K = 10  # next-token candidates kept per position
-BLOCK_BYTES = 32 * 2**20  # one block of float32 logits; its reductions' temporaries add a few blocks' worth at most
+# one block of float32 logits (its reductions add a few blocks' worth at most); each block's product reads the output
+# matrix again (Gemma 3's: 671 MB), so blocks far smaller cost time: 32-row blocks took ~1.5x the whole product here
+BLOCK_BYTES = 64 * 2**20
 # the fewest rows of a product through the output matrix that get the numbers of a forward over 16 rows or more: MKL's
 # sgemm takes another path below 16 rows (and a forward of fewer rows computed them all at once)
 LEAST_ROWS = 16
 
 
 def block_rows(vocab_size: int) -> int:
-    """Rows of logits a block holds: BLOCK_BYTES of them (32 for Gemma 3's 262,144 tokens, 170 for SmolLM2's 49,152),
+    """Rows of logits a block holds: BLOCK_BYTES of them (64 for Gemma 3's 262,144 tokens, 341 for SmolLM2's 49,152),
     never under LEAST_ROWS."""
     return max(LEAST_ROWS, BLOCK_BYTES // (4 * max(vocab_size, 1)))
 
