@@ -177,11 +177,13 @@ def _swapped(loaded):
     import torch
 
     from attention_explorer.explorer.experiments import patching_encdec
+    from attention_explorer.explorer.run import logits as final_linear
 
     @torch.inference_mode()
     def top(ids) -> str:
-        logits = loaded.model(torch.tensor([list(ids)])).logits
-        return loaded.target_vocabulary.id_to_token(int(logits[0, -1].argmax()))
+        out = loaded.model(torch.tensor([list(ids)], device=loaded.device), logits=False)
+        last = final_linear.output_row(loaded.model, out.decoder.output[0], -1)  # (V,): the last row's logits alone
+        return loaded.target_vocabulary.id_to_token(int(last.argmax()))
 
     def swapped(clean, corrupt):
         if loaded.is_encoder_decoder:

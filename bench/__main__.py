@@ -23,7 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     forward.add_argument("--repeats", type=int, default=None, help="timed pairs (default: 25, fewer past 128 tokens)")
     forward.add_argument("--lengths", type=int, nargs="+", default=None, help="token counts (default 16 128 512)")
     forward.add_argument(
-        "--models", nargs="+", default=["minilm"], help="registry keys transformers reads too (folder:gpt2-small too)"
+        "--models",
+        nargs="+",
+        default=["minilm", "gemma3"],
+        help="registry keys transformers reads too (folder:gpt2-small too; default minilm and Gemma 3 270M)",
     )
     forward.add_argument(
         "--capture-up-to", type=int, default=None, help="longest text of the capture comparison (default 512)"

@@ -122,8 +122,12 @@ def _device(args: argparse.Namespace):
 
 def _load(name: str, where):
     """The model a --model names (a key or a path), on the device `where`."""
-    from attention_explorer.models import device, registry
+    from attention_explorer.models import device, load_plan, registry
 
+    spec = registry.MODELS.get(name) or registry.path_spec(Path(name).stem or name, Path(name).expanduser())
+    plan = load_plan.for_spec(spec)
+    if plan is not None and plan.worth_saying:  # a GGUF file's first load: a minute or more, said before it starts
+        print(plan.line(spec.title), file=sys.stderr, flush=True)
     loaded = registry.load(name) if name in registry.MODELS else registry.from_path(name)
     return device.place(loaded, where)
 

@@ -27,6 +27,7 @@ from attention_explorer.models.gguf_header import (
     architecture,
     header,
 )
+from attention_explorer.models.load_plan import READ_SHARES, tell
 from attention_explorer.models.tokenize import ByteLevelTokenizer
 
 __all__ = ["GGUFError", "architecture", "header"]
@@ -132,7 +133,10 @@ def package_gguf(package: str) -> Path:
     if not hasattr(module, "assemble"):
         raise GGUFError(f"the package {package} holds no .gguf file and cannot assemble one")
     try:
-        return Path(module.assemble())
+        tell("join", 0.0)
+        joined = Path(module.assemble())
+        tell("join", 1.0)
+        return joined
     except (OSError, ValueError) as e:  # a missing chunk, a sha256 that does not match
         raise GGUFError(f"the package {package} could not assemble its GGUF file: {e}") from None
 
@@ -409,7 +413,8 @@ def dequantized(found: GGUFModel) -> dict[str, Tensor]:
     from gguf.quants import dequantize
 
     state: dict[str, Tensor] = {}
-    for name, tensor in found.tensors:
+    for i, (name, tensor) in enumerate(found.tensors):
+        tell("read", READ_SHARES["described"] + READ_SHARES["dequantized"] * i / len(found.tensors))
         weight = dequantize(tensor.data, tensor.tensor_type)
         part = tensor.name.split(".")[-2]
         if part in found.permuted:

@@ -20,6 +20,7 @@ from attention_explorer.models import cache, families, gguf
 from attention_explorer.models.config import TransformerConfig
 from attention_explorer.models.families.checks import ConversionError
 from attention_explorer.models.families.descriptor import Family
+from attention_explorer.models.load_plan import READ_SHARES, tell
 from attention_explorer.models.tokenize import WordPieceTokenizer
 from attention_explorer.models.transformer import Transformer
 
@@ -248,21 +249,29 @@ def load_gguf(path: str | Path) -> tuple[Transformer, object, Family]:
         raise ModelFolderError(f"cannot read {path}: {e.strerror or e}") from None
     if (cached / "model.safetensors").is_file():
         try:
+            tell("cached", 0.0)
             loaded = load_folder(cached)
         except (ModelFolderError, ConversionError, OSError):
             pass  # a cache left half-written or from another version: read the file itself again
         else:
             cache.used(cached)
+            tell("cached", 1.0)
             return loaded
     try:
+        tell("read", 0.0)
         found = gguf.describe(path)
     except gguf.GGUFError as e:
         raise ModelFolderError(str(e)) from None
+    shares = READ_SHARES
+    tell("read", shares["described"])
     module = family_module(found.config, path)
     config = module.config_from_hf(found.config)
     state = gguf.dequantized(found)
+    tell("read", shares["described"] + shares["dequantized"])
     loaded = assemble(module, config, module.convert(state, config), found.tokenizer, found.config, path)
+    tell("read", shares["described"] + shares["dequantized"] + shares["built"])
     cache.write(cached, found.config, state, found.tokenizer)
+    tell("read", 1.0)
     return loaded
 
 

@@ -396,14 +396,15 @@ class Transformer(nn.Module):
         src_mask: Bool[Tensor, "#B 1 1 S"] | None,
         ablation: Ablation | None = None,
         keep: Keep = None,
-    ) -> tuple[StackInternals, Float[Tensor, "B T V"]]:
+        logits: bool = True,
+    ) -> tuple[StackInternals, Float[Tensor, "B T V"] | None]:
         """Run the decoder over the target so far (decoder-only: over the text, with no memory); returns its
-        internals and the next-token logits."""
+        internals and the next-token logits (None with `logits=False`: a caller that reads them in row blocks)."""
         if self.decoder is None or self.generator is None:
             raise ValueError("this model is encoder-only: it has no decoder")
         patches = ablation.stack_patches("decoder", len(self.decoder.layers)) if ablation else None
         internals = self.decoder(tgt, memory, self.decoder_mask(tgt), src_mask, patches, keep)
-        return internals, self.generator(internals.output)
+        return internals, self.generator(internals.output) if logits else None
 
     def forward(
         self,
@@ -413,20 +414,23 @@ class Transformer(nn.Module):
         token_type_ids: Int[Tensor, "B S"] | None = None,
         ablation: Ablation | None = None,
         keep: Keep = None,
+        logits: bool = True,
     ) -> TransformerOutput:
         """Encode src; when tgt is given (encoder-decoder only), decode it with teacher forcing. A decoder-only model
         reads src through its decoder, each position predicting the next. `ablation`: heads turned off (their
-        output replaced before W_O), per batch row. `keep`: what each layer's internals are reduced to."""
+        output replaced before W_O), per batch row. `keep`: what each layer's internals are reduced to. `logits`:
+        False leaves out the final linear layer (the output's logits None): its (B, T, V) product is 2.1 GB at 2,048
+        tokens of a 262,144-token vocabulary; explorer/run/logits.py reads it in row blocks from decoder.output."""
         if self.encoder is None:
-            decoder, logits = self.decode(src, None, None, ablation, keep)
-            return TransformerOutput(None, decoder, logits)
+            decoder, found = self.decode(src, None, None, ablation, keep, logits)
+            return TransformerOutput(None, decoder, found)
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
         encoder = self.encode(src, src_mask, token_type_ids, ablation, keep)
         if tgt is None:
             return TransformerOutput(encoder)
-        decoder, logits = self.decode(tgt, encoder.output, src_mask, ablation, keep)
-        return TransformerOutput(encoder, decoder, logits)
+        decoder, found = self.decode(tgt, encoder.output, src_mask, ablation, keep, logits)
+        return TransformerOutput(encoder, decoder, found)
 
     @torch.inference_mode()
     def generate(self, src: Int[Tensor, "B S"], bos_id: int, eos_id: int, max_len: int) -> Int[Tensor, "B N"]:

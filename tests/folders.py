@@ -309,15 +309,16 @@ def make_gemma3_folder(
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
     shard_size: int | None = None,
+    vocab_size: int | None = None,
     **overrides,
 ) -> Path:
     """A Gemma 3 text folder at `path` (Gemma3ForCausalLM: config.json, model.safetensors, tokenizer.json): local
     layers of a `window`-key sliding window, every `pattern`-th layer global (or `layer_types`), the two rotary bases,
     heads of `head_dim`, QK-norm and sandwich norms whose (1 + w) gains are far from 1; overrides go to
-    Gemma3TextConfig."""
+    Gemma3TextConfig. vocab_size: the tokenizer padded to that many tokens (a real model's vocabulary size)."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    bpe, tokens = _byte_bpe()
+    bpe, tokens = _byte_bpe(vocab_size)
     types = layer_types or ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
     config = Gemma3TextConfig(
         **tokens,

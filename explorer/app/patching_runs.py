@@ -13,6 +13,7 @@ from attention_explorer.explorer.app.state import Choice
 from attention_explorer.explorer.experiments import corruptions, patching, patching_encdec
 from attention_explorer.explorer.experiments.patching import Patch
 from attention_explorer.explorer.run import cost
+from attention_explorer.explorer.run import logits as final_linear
 
 
 def _tokens(setup: patching.Setup) -> int:
@@ -50,8 +51,9 @@ def get_top(model_name: str, ids: Sequence[int]) -> str:
 
     @torch.inference_mode()
     def top() -> str:
-        logits = loaded.model(torch.tensor([list(ids)], device=loaded.device)).logits
-        return loaded.target_vocabulary.id_to_token(int(logits[0, -1].argmax()))
+        out = loaded.model(torch.tensor([list(ids)], device=loaded.device), logits=False)
+        last = final_linear.output_row(loaded.model, out.decoder.output[0], -1)  # (V,): the last row's logits alone
+        return loaded.target_vocabulary.id_to_token(int(last.argmax()))
 
     return store.shared().get(
         store.key("top_next", model_name, tuple(ids)),

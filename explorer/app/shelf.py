@@ -12,7 +12,7 @@ import streamlit as st
 
 from attention_explorer.explorer.app import gpu, state, waiting
 from attention_explorer.explorer.run import admission, caps, memo, reference_view
-from attention_explorer.models import device, footprint, reference, registry
+from attention_explorer.models import device, footprint, load_plan, reference, registry
 
 # The two most recently used models stay loaded (the transformers reference counts as one): every page needs at most
 # two at once (Compare weights: MiniLM and its untrained copy; Ours vs transformers: MiniLM and the reference). Another
@@ -83,8 +83,29 @@ def _shelved(key: str, message: str):
     models = shelf()
     if key in models:
         return models.get(key)
-    with st.spinner(message):
-        return models.get(key)
+    spec = registry.MODELS.get(key)
+    plan = None if spec is None else load_plan.for_spec(spec)
+    if plan is None or not plan.worth_saying:
+        with st.spinner(message):
+            return models.get(key)
+    return _load_saying(key, plan, spec.title)
+
+
+def _load_saying(key: str, plan: load_plan.Plan, title: str):
+    """A long load (a GGUF file's first: models.load_plan) with its estimate said first and a bar the loaders move."""
+    place = st.empty()
+    with place.container():
+        st.info(plan.line(title), icon=":material/hourglass_top:")
+        bar = st.progress(0.0, text=f"{plan.steps[0].what.capitalize()}...")
+
+    def told(step: str, done: float) -> None:
+        bar.progress(plan.fraction(step, done), text=f"{load_plan.STEP_WORDS[step].capitalize()}...")
+
+    try:
+        with load_plan.telling(told):
+            return shelf().get(key)
+    finally:
+        place.empty()
 
 
 def get_model(name: str) -> registry.LoadedModel:

@@ -17,6 +17,7 @@ import torch
 from attention_explorer.explorer.experiments import replacements
 from attention_explorer.explorer.experiments.replacements import Replacement
 from attention_explorer.explorer.run import forward, output, trace
+from attention_explorer.explorer.run import logits as final_linear
 from attention_explorer.explorer.run.answers import Answer
 from attention_explorer.explorer.run.layers import drop_attention
 from attention_explorer.explorer.run.trace import Trace
@@ -137,7 +138,7 @@ def _known_rows(loaded: LoadedModel, run: Trace) -> tuple[bool, ...]:
 
 def _rows_per_chunk(loaded: LoadedModel, answer: Answer) -> int:
     """Batch rows one chunk of the batched forward holds within about BATCH_BYTES (the internals of every layer are
-    kept until the chunk's logits are read)."""
+    kept until the chunk's logits are read; those are read in blocks of rows: explorer/run/logits.py)."""
     config = loaded.model.config
     source = len(answer.source_ids)
     target = len(answer.decoder_input or ())
@@ -146,7 +147,6 @@ def _rows_per_chunk(loaded: LoadedModel, answer: Answer) -> int:
     if answer.decoder_input is not None:
         keys = source if config.n_encoder_layers else 0
         per_row += config.n_decoder_layers * (per_layer(target, target) + per_layer(target, keys))
-        per_row += 8 * target * config.target_vocab_size
     return max(1, BATCH_BYTES // max(per_row, 1))
 
 
@@ -175,12 +175,17 @@ def _forward(loaded: LoadedModel, answer: Answer, part: Ablation | None, n: int)
         return model(src, ablation=part, keep=drop_attention).encoder.output.mean(dim=1).cpu().numpy()  # (B, D)
     tgt = torch.tensor([answer.decoder_input], device=loaded.device).expand(n, -1)  # (B, T)
     if model.encoder is None:
-        logits = model(tgt, ablation=part, keep=drop_attention).logits
+        out = model(tgt, ablation=part, keep=drop_attention, logits=False)
     else:
-        logits = model(src, tgt, ablation=part, keep=drop_attention).logits  # (B, T, V)
-    log_p = logits.double().log_softmax(-1)  # (B, T, V)
-    targets = torch.tensor(answer.targets, device=log_p.device)[None, :, None].expand(n, -1, 1)  # (B, T, 1)
-    return log_p.gather(-1, targets)[..., 0].cpu().numpy()  # (B, T)
+        out = model(src, tgt, ablation=part, keep=drop_attention, logits=False)
+    states = out.decoder.output  # (B, T, D): the output layer's input, read a block of rows at a time
+    targets = torch.tensor(answer.targets, device=states.device)  # (T,)
+    found = torch.empty(states.shape[:2], dtype=torch.float64, device=states.device)  # (B, T)
+    size = max(1, final_linear.block_rows(model.config.target_vocab_size) // n)
+    for block in final_linear.row_blocks(states.size(1), size):
+        log_p = model.generator(states[:, block]).double().log_softmax(-1)  # (B, C, V)
+        found[:, block] = log_p.gather(-1, targets[block][None, :, None].expand(n, -1, 1))[..., 0]
+    return found.cpu().numpy()  # (B, T)
 
 
 def _measure(

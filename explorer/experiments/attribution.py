@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from attention_explorer.explorer.experiments.lens import run_on
+from attention_explorer.explorer.run import logits as final_linear
 from attention_explorer.explorer.run.answers import Answer
 from attention_explorer.models.attention import MultiHeadAttention
 from attention_explorer.models.blocks import RMSNorm
@@ -144,8 +145,14 @@ def attribute(
     if not 0 <= position < len(answer.decoder_input):
         raise ValueError(f"position {position} is outside the {len(answer.decoder_input)} decoder rows")
     model = loaded.model
-    out, row = (run_on(loaded, answer), position) if entering is None else (one_row(loaded, entering, position), 0)
-    assert out.decoder is not None and out.logits is not None and model.decoder is not None
+    if entering is None:  # the whole forward, and its row's logits alone (no (T, V) matrix)
+        out, row = run_on(loaded, answer, logits=False), position
+        assert out.decoder is not None
+        read = final_linear.output_row(model, out.decoder.output[0], position)  # (V,)
+    else:
+        out, row = one_row(loaded, entering, position), 0
+        read = out.logits[0, 0]  # (V,)
+    assert out.decoder is not None and model.decoder is not None
     layers, block = model.decoder.layers, loaded.family.block
     assert block.decoder is not None
     pre_ln = block.norm_first
@@ -207,9 +214,9 @@ def attribute(
     values = np.append(values, float(constant @ unembed) + bias)
     for kind, index, h, part in head_rows:
         heads[kind][index, h] = values[part]
-    logit = float(out.logits[0, row, token_id])
+    logit = float(read[token_id])
     if against is not None:  # the model's own difference, of its float32 logits, read in double
-        logit = float(out.logits[0, row, token_id].double() - out.logits[0, row, against].double())
+        logit = float(read[token_id].double() - read[against].double())
     vocabulary = loaded.target_vocabulary
     return Attribution(
         position,

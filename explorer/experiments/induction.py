@@ -60,7 +60,7 @@ def random_repeat(loaded: LoadedModel, length: int = REPEAT_LENGTH, seed: int = 
     stack = (
         model.encoder(torch.tensor([ids], device=loaded.device), None)
         if model.encoder is not None
-        else model(torch.tensor([ids], device=loaded.device)).decoder
+        else model(torch.tensor([ids], device=loaded.device), logits=False).decoder
     )
     assert stack is not None
     weights = torch.stack([layer.self_attn.weights[0] for layer in stack.layers]).cpu().numpy()  # (L, H, T, T)

@@ -177,7 +177,7 @@ def lens(
     else:
         found = [
             (name, state[:, rows.start : rows.stop])
-            for name, state in reads(run_on(loaded, answer, ablation, drop_attention))
+            for name, state in reads(run_on(loaded, answer, ablation, drop_attention, logits=False))
         ]
     vocabulary = loaded.target_vocabulary
     targets = torch.tensor(answer.targets[rows.start : rows.stop], device=loaded.device)
@@ -209,15 +209,17 @@ def lens(
 
 @torch.inference_mode()
 def run_on(
-    loaded: LoadedModel, answer: Answer, ablation: Ablation | None = None, keep: Keep = None
+    loaded: LoadedModel, answer: Answer, ablation: Ablation | None = None, keep: Keep = None, logits: bool = True
 ) -> TransformerOutput:
     """The model's full forward on the answer's input: the decoder teacher-forced on its rows; `keep`: what is kept
-    of each layer (the lens reads states only: explorer.run.layers.drop_attention)."""
+    of each layer (the lens reads states only: explorer.run.layers.drop_attention); `logits=False`: without the
+    (1, T, V) logits (a reader of a row reads it from decoder.output: explorer/run/logits.py)."""
     model = loaded.model
     decoder_input = torch.tensor([answer.decoder_input], device=loaded.device)
     if model.encoder is None:
-        return model(decoder_input, ablation=ablation, keep=keep)
-    return model(torch.tensor([answer.source_ids], device=loaded.device), decoder_input, ablation=ablation, keep=keep)
+        return model(decoder_input, ablation=ablation, keep=keep, logits=logits)
+    source = torch.tensor([answer.source_ids], device=loaded.device)
+    return model(source, decoder_input, ablation=ablation, keep=keep, logits=logits)
 
 
 def for_trace(loaded: LoadedModel, run: Trace, ablation: Ablation | None = None, rows: range | None = None) -> Lens:

@@ -16,6 +16,8 @@ import torch
 
 from attention_explorer.explorer.run import forward
 from attention_explorer.explorer.run.layers import drop_attention
+from attention_explorer.explorer.run.logits import final_linear as _logits
+from attention_explorer.explorer.run.logits import logits_from_state, row_blocks, row_logits
 from attention_explorer.explorer.run.trace import Trace
 from attention_explorer.models import greedy, tasks, train
 from attention_explorer.models.registry import LoadedModel
@@ -52,43 +54,6 @@ def scored_token(where: str) -> str:
 def text_target(loaded: LoadedModel) -> str:
     """Where a decoder-only model's target comes from."""
     return "the text itself (each token predicted from the ones before it)"
-
-
-@torch.inference_mode()
-def logits_from_state(loaded: LoadedModel, final_states: np.ndarray) -> np.ndarray:
-    """(T, V): the final linear layer (figure 1, top) on the decoder's last states (final LayerNorm when pre-LN)."""
-    return (
-        _logits(_decoder(loaded), torch.from_numpy(np.array(final_states, np.float32)).to(loaded.device)).cpu().numpy()
-    )
-
-
-def _logits(model, x: torch.Tensor) -> torch.Tensor:
-    if model.decoder.final_norm is not None:
-        x = model.decoder.final_norm(x)
-    return model.generator(x)
-
-
-# the fewest rows of a product through the output matrix that get the numbers of a forward over 16 rows or more: MKL's
-# sgemm takes another path below 16 rows (and a forward of fewer rows computed them all at once)
-LEAST_ROWS = 16
-
-
-def row_blocks(n_rows: int, size: int) -> list[slice]:
-    """Consecutive blocks of about `size` rows covering n_rows, none under LEAST_ROWS rows unless n_rows is."""
-    starts = list(range(0, n_rows, max(size, LEAST_ROWS)))
-    if len(starts) > 1 and n_rows - starts[-1] < LEAST_ROWS:
-        starts.pop()  # a short tail joins the block before it
-    return [slice(a, b) for a, b in zip(starts, [*starts[1:], n_rows], strict=True)]
-
-
-def row_logits(loaded: LoadedModel, final_states: np.ndarray, row: int) -> np.ndarray:
-    """(V,) one row's logits from the last states (T, D) of a forward over T rows, with the numbers that forward
-    computed: through the output layer with the rows around it (LEAST_ROWS), not alone."""
-    n = len(final_states)
-    if not 0 <= row < n:
-        raise IndexError(f"row {row} of {n}")
-    start = min(max(0, row - LEAST_ROWS // 2), max(0, n - LEAST_ROWS))
-    return logits_from_state(loaded, final_states[start : start + LEAST_ROWS])[row - start]
 
 
 @dataclass(frozen=True)
@@ -141,7 +106,8 @@ def final_norm(loaded: LoadedModel, state: np.ndarray) -> FinalNorm | None:
 
 
 def trace_logits(loaded: LoadedModel, trace: Trace) -> np.ndarray:
-    """(T, V) logits of every row of the trace's decoder (its input: [BOS] + greedy output)."""
+    """(T, V) logits of every row of the trace's decoder (its input: [BOS] + greedy output): a short text's only (the
+    pages read a row at a time, row_logits, or a run's reductions: explorer/run/logits.py)."""
     return logits_from_state(loaded, forward.states(trace, "decoder")["after_ffn"][-1])
 
 
@@ -211,7 +177,7 @@ def sample(
     if model.encoder is None:  # decoder-only: continue the text, each step on its newest position (a key/value cache)
         # the caches from the states that entered each layer: a trace's kept ones, else a run's that keeps no head
         if run is None:
-            run_states = model(src, keep=drop_attention).decoder
+            run_states = model(src, keep=drop_attention, logits=False).decoder
             inputs = [run_states.embeddings, *(layer.after_ffn for layer in run_states.layers[:-1])]
             final = run_states.layers[-1].after_ffn[0].cpu().numpy()
         else:
@@ -420,7 +386,7 @@ def score(
     if model.encoder is None:
         if len(targets) < 2:
             raise ValueError("a text of one token has no next token to score")
-        out = model(torch.tensor([targets], device=loaded.device), ablation=ablation, keep=drop_attention)
+        out = model(torch.tensor([targets], device=loaded.device), ablation=ablation, keep=drop_attention, logits=False)
         if end is None:
             decoder_input, targets = list(targets[:-1]), list(targets[1:])
         else:  # the same forward: its last row, which reads the whole text, scored on `end`
@@ -429,7 +395,7 @@ def score(
         targets = targets[: model.config.max_len]
         decoder_input = [loaded.bos_id, *targets[:-1]]
         src, tgt = (torch.tensor([ids], device=loaded.device) for ids in (source_ids, decoder_input))
-        out = model(src, tgt, ablation=ablation, keep=drop_attention)
+        out = model(src, tgt, ablation=ablation, keep=drop_attention, logits=False)  # scored in row blocks below
     assert out.decoder is not None
     return _score_rows(loaded, out.decoder.layers[-1].after_ffn[0].cpu().numpy(), decoder_input, targets, epsilon)
 

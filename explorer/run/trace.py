@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from attention_explorer.explorer.run import device_layers
+from attention_explorer.explorer.run import logits as final_linear
 from attention_explorer.explorer.run.layers import (
     Admit,
     AttentionLayer,
@@ -32,10 +33,8 @@ from attention_explorer.models.transformer import Ablation, padding_mask
 __all__ = ["AttentionLayer", "AttentionTrace", "LayerArray", "Trace", "run"]
 
 ATTENTION_KINDS = ("encoder_self", "decoder_self", "cross")
-TOP_K = 10  # next-token candidates kept per decoding step
-# rows of logits reduced at a time: (64, V) float32 is 12.6 MB for SmolLM2; on one text of 512 tokens, 40 ms where the
-# whole (T, V) array's log sum exp, top k and mean took 87
-OUTPUT_ROWS = 64
+TOP_K = final_linear.TOP_K  # next-token candidates kept per decoding step
+TextLogits = final_linear.TextLogits  # what the loss of a decoder-only model's text needs of its logits
 MAX_TARGET = 64  # tokens an encoder-decoder may write unless asked for more (the toy tasks need at most 13)
 
 
@@ -142,17 +141,6 @@ class AttentionTrace:
         group = self.n_heads // (self.kv_heads or self.n_heads)
         first = head // group * group
         return tuple(range(first, first + group))
-
-
-@dataclass(frozen=True)
-class TextLogits:
-    """What the loss of a decoder-only model's text needs of each row's logits (T, V), taken while the run holds
-    them (explorer.run.output.score_text): no (T, V) array is kept, and no row goes through the output layer again
-    (SmolLM2's 2,048 rows are 116 GFLOP, seconds on two cores)."""
-
-    normaliser: np.ndarray  # (T,) log sum_v exp(logit_v), float32
-    mean: np.ndarray  # (T,) mean_v logit_v: label smoothing's uniform part
-    next: np.ndarray  # (T - 1,) the logit of the text's next token
 
 
 @dataclass(frozen=True)
@@ -333,9 +321,8 @@ def _run(
     )
     if loaded.is_decoder_only:
         keep = keeper({"decoder_self": (enc.tokens, enc.tokens)})
-        out = model(src, ablation=ablation, keep=keep)
-        logits = out.logits[0]  # (T, V)
-        found, text_logits = _top(lambda start, stop: logits[start:stop], len(logits), loaded.tokenizer, enc.ids)
+        out = model(src, ablation=ablation, keep=keep, logits=False)  # the (T, V) logits are read in row blocks
+        found, reduced = _top(model, out.decoder.output[0], loaded.tokenizer, enc.ids)
         decoder_self, decoder_states = _stack(
             loaded, "decoder", out.decoder, (None, model.decoder_mask(src), None), ablation, reload, admit
         )
@@ -347,7 +334,7 @@ def _run(
             decoder_self=decoder_self["self_attn"],
             decoder_states=decoder_states,
             reduced=_results(keep, out),
-            text_logits=text_logits,
+            text_logits=reduced.text,
             **found,
             **common,
         )
@@ -380,9 +367,10 @@ def _run(
             "cross": (target_tokens, enc.tokens),
         }
     )
-    out = model(src, tgt, src_mask=src_mask, ablation=ablation, keep=keep)
+    out = model(src, tgt, src_mask=src_mask, ablation=ablation, keep=keep, logits=False)
+    found, reduced = _top(model, out.decoder.output[0], vocabulary)
     if forced is not None:
-        generated = out.logits[0].argmax(-1).tolist()
+        generated = reduced.argmax.tolist()
     encoder_self, encoder_states = _stack(loaded, "encoder", out.encoder, (src_mask,), ablation, reload, admit)
     context = (out.encoder.output, model.decoder_mask(tgt), src_mask)
     decoder, decoder_states = _stack(loaded, "decoder", out.decoder, context, ablation, reload, admit)
@@ -395,7 +383,7 @@ def _run(
         cross=decoder["cross_attn"],
         decoder_states=decoder_states,
         reduced=_results(keep, out),
-        **_top(lambda start, stop: out.logits[0, start:stop], out.logits.size(1), vocabulary)[0],
+        **found,
         **common,
     )
 
@@ -414,34 +402,13 @@ def target_budget(n_source: int) -> int:
     return min(n_source + 2, MAX_TARGET)
 
 
-def _top(rows: Callable[[int, int], torch.Tensor], n: int, vocabulary, ids: list[int] | None = None) -> tuple:
-    """Final linear + softmax (figure 1, top): the candidates for each of n next tokens, most probable first, from
-    `rows(start, stop)`, those rows' logits (stop - start, V); with a decoder-only text's `ids`, also what its loss
-    needs of them (TextLogits; else None). OUTPUT_ROWS rows at a time, each block read from memory once and from the
-    cache by every other reduction; and no (T, V) array of every probability (softmax is exp(logit - log sum exp)).
-    (The logits themselves come from one product: each block's own product would read the whole output matrix,
-    113 MB for SmolLM2, again.)"""
-    normaliser, mean, following, values, indices = [], [], [], [], []
-    for start in range(0, n, OUTPUT_ROWS):
-        stop = min(n, start + OUTPUT_ROWS)
-        logits = rows(start, stop)  # (C, V)
-        lse = logits.logsumexp(-1)
-        top = logits.topk(min(TOP_K, logits.size(-1)), dim=-1)  # (C, k)
-        values.append((top.values - lse[:, None]).exp())
-        indices.append(top.indices)
-        if ids is not None:
-            normaliser.append(lse)
-            mean.append(logits.mean(-1))
-            # each row's next token (the last row has none)
-            after = torch.tensor(ids[start + 1 : stop + 1], device=logits.device)
-            following.append(logits[: len(after)].gather(-1, after[:, None])[:, 0])
-    found = {
-        "top_tokens": tuple(tuple(vocabulary.id_to_token(i) for i in row) for row in torch.cat(indices).tolist()),
-        "top_probabilities": host(torch.cat(values)),
-    }
-    if ids is None:
-        return found, None
-    return found, TextLogits(*(host(torch.cat(parts)) for parts in (normaliser, mean, following)))
+def _top(model, output: torch.Tensor, vocabulary, ids: list[int] | None = None) -> tuple[dict, final_linear.Reduced]:
+    """Final linear + softmax (figure 1, top) on the decoder's output (T, D), in row blocks (explorer/run/logits.py):
+    each row's most probable next tokens and their probabilities (the Trace's fields), and all that was kept (with a
+    decoder-only text's `ids`, what its loss needs: TextLogits). No (T, V) array is made."""
+    reduced = final_linear.reduce_output(model, output, ids)
+    tokens = tuple(tuple(vocabulary.id_to_token(i) for i in row) for row in reduced.top_ids.tolist())
+    return {"top_tokens": tokens, "top_probabilities": reduced.top_probabilities}, reduced
 
 
 def _stack(
