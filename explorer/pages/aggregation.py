@@ -8,7 +8,7 @@ from attention_explorer.explorer.app import cached, state
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.figures.heatmap import fits_half_width, head_heatmap
 from attention_explorer.explorer.lesson.window_words import rollout_window_words
-from attention_explorer.explorer.run import analysis
+from attention_explorer.explorer.run import analysis, device_reducers
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import token_legend
 from attention_explorer.explorer.views.pickers import pick_attention, pick_layer
@@ -36,7 +36,8 @@ if chosen.kind == "cross":
 attention = chosen.attention
 layer = pick_layer(attention.n_layers, "aggregate_layer", index=attention.n_layers - 1)
 
-raw = chosen.view(attention.weights[layer].mean(axis=0))
+# one layer's mean over heads and, below, the layers' residual-mixed maps: on a GPU each reduced there, only (T, T) back
+raw = chosen.view(attention.reduced(lambda heads: heads.mean(axis=0), lambda heads: heads.mean(0), [layer])[0])
 queries, keys = chosen.queries, chosen.keys
 # a long text's rollout as its overview draws it, reduced by the first run (the whole rollout is L T^3 and reads
 # every layer); at word level, or a text drawn whole, computed here from the layers
@@ -44,7 +45,8 @@ reduced = None if chosen.groups else cached.get_rollout_overview(state.sidebar(s
 length = len(chosen.trace.tokens_for(chosen.kind)[0])  # flow's and rollout's cost grow with tokens, not words
 rolled = reduced
 if reduced is None and (length <= zoom.FULL or chosen.groups is None):
-    rolled = chosen.view(analysis.rollout(attention.weights[: layer + 1])[-1])
+    mixed = attention.reduced(analysis.residual_mixed, device_reducers.residual_mixed, range(layer + 1))
+    rolled = chosen.view(analysis.rollout_of(mixed)[-1])
 
 # two per row (three side by side leave each too narrow to read) while every key's label fits half the page;
 # past that one under another, each key still named

@@ -187,10 +187,16 @@ def rollout(weights: np.ndarray) -> np.ndarray:
     _, _, tq, tk = weights.shape
     if tq != tk:
         raise ValueError("rollout needs self-attention (queries and keys are the same tokens)")
+    return rollout_of([residual_mixed(layer) for layer in weights])
+
+
+def rollout_of(mixed: Sequence[np.ndarray]) -> np.ndarray:
+    """rollout from each layer's residual-mixed (T, T) (residual_mixed; on a GPU device_reducers.residual_mixed,
+    reduced there): their product from the first layer up. -> (L, T, T), entry l = through layer l."""
     out = []
-    total = np.eye(tq)
-    for layer in weights:
-        total = residual_mixed(layer) @ total
+    total = np.eye(len(mixed[0]))
+    for layer in mixed:
+        total = np.asarray(layer) @ total
         out.append(total)
     return np.stack(out)
 

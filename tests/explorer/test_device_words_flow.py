@@ -87,6 +87,33 @@ def test_attention_flow_reads_each_layer_reduced_on_the_device(gpt2, copied, mon
     tolerance.assert_within(flows, expected, np.full_like(expected, edges / analysis.FLOW_SCALE), "flow")
 
 
+def test_the_aggregation_page_reads_its_raw_map_and_rollout_reduced_on_the_device(gpt2, copied, monkeypatch):
+    """The Rollout and flow page's raw map (one layer's mean over heads) and a short text's rollout (each layer's
+    residual-mixed map, multiplied on the CPU): only (T, T) a layer copied back; equal to the whole layers' numbers."""
+    result = trace.run(gpt2, TEXT, keep_all=False)
+    attention = result.attention("decoder_self")
+    last = attention.n_layers - 1
+    raw = attention.reduced(lambda heads: heads.mean(axis=0), lambda heads: heads.mean(0), [last])[0]
+    mixed = attention.reduced(analysis.residual_mixed, device_reducers.residual_mixed, range(last + 1))
+    (length, _) = attention.mask.shape
+    assert copied == [(length, length)] * (attention.n_layers + 1)
+    assert not any(attention.ready(i) for i in range(attention.n_layers))
+    rolled = analysis.rollout_of(mixed)
+    monkeypatch.setattr(device_layers, "HOST", ("cpu",))
+    heads = np.stack([attention.layer(i).weights for i in range(attention.n_layers)])
+    want_raw = heads[last].mean(axis=0)
+    # float32 sums of the same H non-negative weights in another order (H eps their sum), then one division each
+    bound = tolerance.reordered(attention.n_heads, want_raw) + tolerance.EPS32 * np.abs(want_raw)
+    tolerance.assert_within(raw, want_raw, bound, "raw mean of heads")
+    want = analysis.rollout(heads)
+    # each layer's mixed map is row-stochastic, its entries off by at most (H + T) eps64 of their row's sum (1) from
+    # the means and the renormalisation; a product of row-stochastic maps passes a factor's error on at most whole
+    # (its rows sum to 1) and adds T eps64 of its own: L layers, each (H + 2T) eps64
+    layers = attention.n_layers
+    bound = np.full_like(want, layers * (attention.n_heads + 2 * length) * tolerance.EPS64)
+    tolerance.assert_within(rolled, want, bound, "rollout from reduced layers")
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_random_layers_merged_and_mixed_on_the_gpu_equal_numpys():
