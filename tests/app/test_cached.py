@@ -33,6 +33,7 @@ def admitted_freely(monkeypatch) -> None:
     monkeypatch.setattr(store, "compute", lambda message, work, needs, advice=None: work())
     monkeypatch.setattr(store, "tokens_of", lambda *args: 2)
     monkeypatch.setattr(store, "text_cost", lambda *args: free)
+    monkeypatch.setattr(store, "first_run_cost", lambda *args: free)
     monkeypatch.setattr(store, "fits", lambda *args: None)
     monkeypatch.setattr(compare_runs, "reference_cost", lambda *args: free)
 
