@@ -86,8 +86,10 @@ class Terms:
 # each run that ends). Until a run long enough to say (OBSERVED_AFTER) has ended, the pace is the calibration's:
 # a few matrix products and a softmax shaped like a layer's work, timed on this machine when the first estimate is
 # made (about 0.02-0.1 s each), over the time they took on the machine the rates were fitted on (CALIBRATION_SECONDS).
-CALIBRATION_SECONDS = 0.016  # the quickest of 60 under a load of 12 on 2 cores: near the idle machine's
-CALIBRATION_REPEATS = 3  # the median of three: one pause does not set a process's first estimates
+CALIBRATION_ROUNDS = 16  # each calibration's rounds: ~0.06 s, several of the scheduler's time slices, so that a machine
+# shared with other work shows its share, not one slice's luck (4 rounds, 16 ms, read 1x to 10x under a load of 2)
+CALIBRATION_SECONDS = 0.016 * CALIBRATION_ROUNDS / 4  # 4 rounds: the quickest of 60 under a load of 12 on 2 cores
+CALIBRATION_REPEATS = 5  # the median of five: one pause does not set a process's first estimates
 PACE_RUNS = 7
 OBSERVED_AFTER = 0.1  # shorter runs say more about Python's overhead than about the machine's pace
 PACE_LIMITS = (0.1, 200.0)  # one odd run (a machine paused) moves the median, never the estimate beyond these
@@ -111,13 +113,17 @@ def calibration_seconds() -> float:
     weight = torch.randn(1024, 1024, generator=generator)  # 1 M weights: 4 MB, past the caches
     short, long = torch.randn(3, 1024, generator=generator), torch.randn(64, 1024, generator=generator)
     scores = torch.randn(4, 128, 128, generator=generator)
+
+    def round_() -> None:
+        torch.nn.functional.linear(short, weight)
+        torch.nn.functional.linear(long, weight)
+        scores.softmax(-1)
+
     with torch.inference_mode():
-        torch.nn.functional.linear(short, weight)  # torch's first call of each kind, outside the timing
+        round_()  # torch's first call of each kind (a process's first read 3-5x its later ones), outside the timing
         start = time.perf_counter()
-        for _ in range(4):
-            torch.nn.functional.linear(short, weight)
-            torch.nn.functional.linear(long, weight)
-            scores.softmax(-1)
+        for _ in range(CALIBRATION_ROUNDS):
+            round_()
         return time.perf_counter() - start
 
 
