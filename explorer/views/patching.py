@@ -10,9 +10,9 @@ from collections.abc import Mapping
 import numpy as np
 import streamlit as st
 
-from attention_explorer.explorer.app import cached, patching_runs, state
+from attention_explorer.explorer.app import cached, patching_runs, state, waiting
 from attention_explorer.explorer.app.callbacks import bound, use_model
-from attention_explorer.explorer.app.waiting import ask_first, at_once, reveal_label
+from attention_explorer.explorer.app.waiting import ask_first, at_once
 from attention_explorer.explorer.experiments import patching
 from attention_explorer.explorer.experiments.corruptions import bare
 from attention_explorer.explorer.experiments.patching import PatchingError
@@ -239,7 +239,7 @@ def patching_view(key: str, lesson: bool = False) -> None:
         n_layers = ablation.shapes(loaded.model.config)[patching.residual_kind(loaded)][0]
         # what the reveal runs at once (each grid that does not ask first), said on its button
         takes = at_once(*(patching_runs.seconds(sidebar.model, setup, which) for which in ("residual", "heads")))
-        guess = predict(question, depths(n_layers), asked, f"{key}_predict", reveal_label(takes))
+        guess = predict(question, depths(n_layers), asked, f"{key}_predict", waiting.reveal_label(takes))
         if guess is None:
             stop()
     _residual(loaded, sidebar.model, setup, tokens, key)
