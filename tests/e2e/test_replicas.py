@@ -85,6 +85,7 @@ def visit(visitor: Visitor, url: str) -> None:
         "([l, h]) => { const q = new URLSearchParams(location.search);"
         " return q.get('layer') == l && q.get('head') == h }",
         arg=[layer, head],
+        timeout=TIMEOUT_MS,
     )
     wait_for_head(page, layer, head)
 
@@ -94,6 +95,7 @@ def wait_for_head(page, layer: int, head: int) -> None:
     page.wait_for_function(
         "(named) => document.querySelector('.js-plotly-plot')?.layout?.title?.text?.includes(named)",
         arg=f"Layer {layer}, head {head}</b>",
+        timeout=TIMEOUT_MS,
     )
 
 
@@ -150,7 +152,8 @@ def test_a_class_across_two_replicas_behind_nginx_survives_one_killed(browser):
                 harness.open_app(shared.page, visitors[0].page.url)
                 title, x, z = drawn[0]
                 shared.page.wait_for_function(
-                    f"() => document.querySelector('.js-plotly-plot')?.layout?.title?.text === {json.dumps(title)}"
+                    f"() => document.querySelector('.js-plotly-plot')?.layout?.title?.text === {json.dumps(title)}",
+                    timeout=TIMEOUT_MS,
                 )
                 assert harness.sentence_box(shared.page).input_value() == sentence(0)
                 assert shared.drawn()[1] == x
