@@ -281,22 +281,28 @@ class Analysis:
             del self.done[kind, layer]
         return found[0][name]
 
+    def _plan(self, kind: str, shape) -> tuple:
+        """What a layer of this shape (..., Tq, Tk) is reduced to, the same on the CPU and on a device: (Tq, Tk,
+        whether its rollout is carried, the overview's block edges and sizes, the thumbnail's factors, whether the
+        thumbnail sums cells: a short map is its own thumbnail)."""
+        tq, n = shape[-2:]
+        rolled = "rollout" in self.wanted and kind != "cross" and n > self.longer_than
+        bounds = edges(n, factor(n, self.cells))
+        factors = factor(tq, self.thumbnail), factor(n, self.thumbnail)
+        summed_keys = "thumbnails" in self.wanted and factors[0] * factors[1] > 1
+        return tq, n, rolled, bounds, np.diff(bounds), factors, summed_keys
+
     def _pass(self, kind: str, weights: np.ndarray | torch.Tensor, queries, keys) -> dict[str, np.ndarray]:
         if isinstance(weights, torch.Tensor):
             if weights.device.type not in HOST:  # reduced where the run made it; only the results come back
                 return self._device_pass(kind, weights, queries, keys)
             weights = weights.detach().numpy()  # the run's own memory, no copy: one_pass is tuned for the CPU
-        tq, n = weights.shape[-2:]
-        rolled = "rollout" in self.wanted and kind != "cross" and n > self.longer_than
-        bounds = edges(n, factor(n, self.cells))
-        sizes = np.diff(bounds)  # positions in each block
+        tq, n, rolled, bounds, sizes, (f_q, f_k), summed_keys = self._plan(kind, weights.shape)
         carried = self.carried.get(kind)
         if rolled and carried is None:  # R_0 = I, so R_0 S = S
             carried = np.repeat(np.eye(len(sizes), dtype=np.float32), sizes, axis=0)  # (T, t)
         if rolled and kind not in self.summed:
             self.summed[kind] = np.zeros(weights.shape[-2:], np.float32)
-        f_q, f_k = factor(tq, self.thumbnail), factor(n, self.thumbnail)
-        summed_keys = "thumbnails" in self.wanted and f_q * f_k > 1  # a short map is its own thumbnail
         found = one_pass(
             weights,
             keys,
@@ -321,16 +327,11 @@ class Analysis:
 
     def _device_pass(self, kind: str, weights: torch.Tensor, queries, keys) -> dict[str, np.ndarray]:
         """_pass on the layer's own device (device_reducers.one_pass): the same results, each copied back once."""
-        tq, n = weights.shape[-2:]
-        rolled = "rollout" in self.wanted and kind != "cross" and n > self.longer_than
-        bounds = edges(n, factor(n, self.cells))
-        sizes = np.diff(bounds)  # positions in each block
+        tq, n, rolled, bounds, sizes, (f_q, f_k), summed_keys = self._plan(kind, weights.shape)
         carried = self.carried.get(kind)
         if rolled and carried is None:  # R_0 = I, so R_0 S = S
             carried = torch.from_numpy(np.repeat(np.eye(len(sizes), dtype=np.float32), sizes, axis=0))
             carried = carried.to(weights.device)  # (T, t), kept there from layer to layer
-        f_q, f_k = factor(tq, self.thumbnail), factor(n, self.thumbnail)
-        summed_keys = "thumbnails" in self.wanted and f_q * f_k > 1  # a short map is its own thumbnail
         allowed = None
         if "row_max" in self.wanted:  # (Tq, Tk) bool, the same every layer: copied to the device once a kind
             allowed = self.on_device.get(kind)
