@@ -10,6 +10,7 @@ import pytest
 from attention_explorer.explorer.run import blocks, device_layers, device_reducers, trace
 from attention_explorer.models import registry
 from tests import tolerance
+from tests.device_copies import count_copies
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +24,7 @@ def test_one_head_of_a_recomputed_layer_is_the_only_copy_back(gpt2, monkeypatch)
     attention = result.attention("decoder_self")
     assert attention.source.kept is None and not attention.ready(1)  # the layer must be recomputed
     tq, tk = attention.mask.shape
-    copied = []
-
-    def counted_host(tensor):
-        copied.append(tuple(tensor.shape))
-        return tensor.detach().cpu().numpy()
-
-    monkeypatch.setattr(device_layers, "HOST", ())
-    monkeypatch.setattr(device_layers, "host", counted_host)
+    copied = count_copies(monkeypatch)
     head = attention.weights[1, 2]
     q = attention.q[1, -1]  # a head counted from the end
     assert copied == [(tq, tk), (tq, attention.d_head)]  # one head each, never (H, Tq, Tk)
@@ -68,14 +62,7 @@ def test_the_model_views_thumbnails_of_recomputed_layers_are_reduced_before_the_
     tokens = min(gpt2.max_tokens, 70)
     result = trace.run(gpt2, text_of(gpt2, tokens), tokens, keep_all=False)
     attention = result.attention("decoder_self")
-    copied = []
-
-    def counted_host(tensor):
-        copied.append(tuple(tensor.shape))
-        return tensor.detach().cpu().numpy()
-
-    monkeypatch.setattr(device_layers, "HOST", ())
-    monkeypatch.setattr(device_layers, "host", counted_host)
+    copied = count_copies(monkeypatch)
     found = np.stack(attention.reduced(blocks.thumbnails, device_reducers.thumbnails))
     cells = blocks.factor(attention.mask.shape[0], blocks.THUMBNAIL)
     tq, tk = (-(-n // cells) for n in attention.mask.shape)
@@ -101,14 +88,7 @@ def test_head_statistics_of_recomputed_layers_are_reduced_on_the_device(gpt2, mo
     result = trace.run(gpt2, text_of(gpt2, tokens), tokens, keep_all=False)
     assert reduced.statistics_on_device(result, "decoder_self") is None  # on the CPU: analysis reads the layers
     attention = result.attention("decoder_self")
-    copied = []
-
-    def counted_host(tensor):
-        copied.append(tuple(tensor.shape))
-        return tensor.detach().cpu().numpy()
-
-    monkeypatch.setattr(device_layers, "HOST", ())
-    monkeypatch.setattr(device_layers, "host", counted_host)
+    copied = count_copies(monkeypatch)
     found = reduced.statistics_on_device(result, "decoder_self")
     assert copied == [(len(reducers.NAMES), attention.n_heads)] * attention.n_layers
     monkeypatch.setattr(device_layers, "HOST", ("cpu",))
@@ -129,14 +109,7 @@ def test_the_qkv_walkthrough_of_a_recomputed_layer_copies_back_one_query_row(gpt
     attention = result.attention("decoder_self")
     tq, tk = attention.mask.shape
     query = tq - 2
-    copied = []
-
-    def counted_host(tensor):
-        copied.append(tuple(tensor.shape))
-        return tensor.detach().cpu().numpy()
-
-    monkeypatch.setattr(device_layers, "HOST", ())
-    monkeypatch.setattr(device_layers, "host", counted_host)
+    copied = count_copies(monkeypatch)
     ours = walkthrough.steps(result, "decoder_self", 1, 2, query)
     h = attention.n_heads
     assert (h, 1, tk) in copied and not any(shape[-2:] == (tq, tk) for shape in copied)  # rows, never the map

@@ -12,6 +12,7 @@ import torch
 from attention_explorer.explorer.run import analysis, device_layers, device_reducers, trace
 from attention_explorer.models import registry
 from tests import tolerance
+from tests.device_copies import count_copies
 
 TEXT = "Unbelievably, the extraordinarily tokenized sentence reconsiders its misunderstandings."
 
@@ -25,15 +26,7 @@ def gpt2(gpt2_folder):
 @pytest.fixture
 def copied(monkeypatch) -> list[tuple[int, ...]]:
     """The shapes copied back from the (stand-in) device, in order."""
-    found = []
-
-    def counted_host(tensor):
-        found.append(tuple(tensor.shape))
-        return tensor.detach().cpu().numpy()
-
-    monkeypatch.setattr(device_layers, "HOST", ())
-    monkeypatch.setattr(device_layers, "host", counted_host)
-    return found
+    return count_copies(monkeypatch)
 
 
 def test_word_level_of_recomputed_layers_is_merged_on_the_device(gpt2, copied, monkeypatch):
