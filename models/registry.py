@@ -2,30 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
-from attention_explorer.models import tasks, train
+from attention_explorer.models import hf_cache, tasks, train
 from attention_explorer.models.config import PAPER_BASE, TransformerConfig
 from attention_explorer.models.families import descriptor
 from attention_explorer.models.families.checks import ConversionError
 from attention_explorer.models.families.descriptor import Family
 from attention_explorer.models.gguf import GGUFError, package_gguf
 from attention_explorer.models.pretrained import (
-    FAMILIES,
     ModelFolderError,
     load_folder,
     load_gguf,
     load_path,
     minilm_folder,
     read_config,
-    weight_files,
 )
 from attention_explorer.models.tokenize import Encoding, TokenizeError, WordPieceTokenizer
 from attention_explorer.models.transformer import Transformer
@@ -286,80 +283,17 @@ def folder_specs(value: str) -> tuple[ModelSpec, ...]:
     return tuple(specs)
 
 
-# Models already in the local Hugging Face cache (downloaded earlier by any program; never downloaded here) whose
-# config.json names a family the engine has are offered as "hf:org/name"; EXPLORER_HF_CACHE=0 turns this off.
-HF_CACHE_ENV = "EXPLORER_HF_CACHE"
-TOKENIZER_FILES = (("tokenizer.json",), ("vocab.txt",), ("vocab.json", "merges.txt"))  # any one of these sets
-CONFIG_BYTES = 2**20  # a config.json past this is not a model's
-
-
-def hf_cache_dir(environ: Mapping[str, str]) -> Path | None:
-    """The hub cache folder as huggingface_hub.constants.HF_HUB_CACHE finds it, read from `environ`: HF_HUB_CACHE,
-    else HF_HOME/hub, else $XDG_CACHE_HOME or $HOME/.cache, then huggingface/hub; None when the environment names
-    no home at all."""
-    if explicit := environ.get("HF_HUB_CACHE") or environ.get("HUGGINGFACE_HUB_CACHE"):
-        return Path(explicit).expanduser()
-    if home := environ.get("HF_HOME"):
-        return Path(home).expanduser() / "hub"
-    cache = environ.get("XDG_CACHE_HOME") or (str(Path(environ["HOME"]) / ".cache") if environ.get("HOME") else "")
-    return Path(cache).expanduser() / "huggingface" / "hub" if cache else None
-
-
-def _usable_snapshot(snapshot: Path) -> bool:
-    """Whether a snapshot folder holds a whole model of a family the engine has: config.json naming its model_type,
-    its weights (one file, or an index and every shard it names) and a tokenizer (a link into blobs/ whose download
-    never finished is not a file)."""
-    config = snapshot / "config.json"
-    try:
-        if not config.is_file() or config.stat().st_size > CONFIG_BYTES:
-            return False
-        hf = json.loads(config.read_text())
-    except (OSError, ValueError):  # unreadable, not UTF-8 (UnicodeDecodeError) or not JSON
-        return False
-    if not (isinstance(hf, dict) and hf.get("model_type") in FAMILIES):
-        return False
-    try:
-        weight_files(snapshot)
-    except ModelFolderError:
-        return False
-    return any(all((snapshot / name).is_file() for name in names) for names in TOKENIZER_FILES)
-
-
-def _snapshots(repo: Path) -> Iterator[Path]:
-    """A cached repo's snapshots, the one refs/main names first, then the most recently written."""
-    try:
-        main = (repo / "refs" / "main").read_text().strip()
-    except (OSError, ValueError):
-        main = ""
-    found = [p for p in (repo / "snapshots").iterdir() if p.is_dir()]
-    found.sort(key=lambda p: (p.name != main, -p.stat().st_mtime))
-    yield from found
-
-
 def hf_cache_specs(environ: Mapping[str, str]) -> tuple[ModelSpec, ...]:
     """The catalogue entries of the models in the local Hugging Face cache the engine can read ("hf:org/name"), by
-    scanning its folders only: nothing is downloaded, and anything unreadable in the cache is passed over."""
-    if environ.get(HF_CACHE_ENV, "").strip().lower() in ("0", "false", "no", "off"):
-        return ()
-    cache = hf_cache_dir(environ)
-    specs = []
-    try:
-        repos = sorted(p for p in cache.iterdir() if p.name.startswith("models--")) if cache else []
-    except OSError:  # no cache yet, or not a folder we may read
-        repos = []
-    for repo in repos:
-        name = repo.name.removeprefix("models--").replace("--", "/")  # models--org--name holds org/name
-        try:
-            snapshot = next((s for s in _snapshots(repo) if _usable_snapshot(s)), None)
-        except OSError:
-            continue
-        if snapshot is not None and name:
-            description = (
-                f"Weights of {name} from the server's Hugging Face cache (it does not say whether they were trained), "
-                "in the from-scratch engine; nothing is downloaded."
-            )
-            specs.append(ModelSpec(f"hf:{name}", f"{name} (Hugging Face cache)", description, "folder", str(snapshot)))
-    return tuple(specs)
+    scanning its folders only (models.hf_cache): nothing is downloaded."""
+    description = (
+        "Weights of {} from the server's Hugging Face cache (it does not say whether they were trained), in the "
+        "from-scratch engine; nothing is downloaded."
+    )
+    return tuple(
+        ModelSpec(f"hf:{name}", f"{name} (Hugging Face cache)", description.format(name), "folder", str(snapshot))
+        for name, snapshot in hf_cache.cached_models(environ)
+    )
 
 
 def catalogue(environ: Mapping[str, str] = os.environ) -> dict[str, ModelSpec]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_explorer.models import registry
+from attention_explorer.models import hf_cache, registry
 from attention_explorer.models.pretrained import minilm_folder
 from tests.folders import make_gpt2_folder
 
@@ -42,12 +42,12 @@ def gpt2_files(tmp_path_factory) -> Path:
 def test_the_cache_folder_is_found_as_huggingface_hub_finds_it(tmp_path):
     from huggingface_hub import constants
 
-    assert registry.hf_cache_dir(os.environ) == Path(constants.HF_HUB_CACHE)
-    assert registry.hf_cache_dir({"HF_HUB_CACHE": str(tmp_path), "HF_HOME": "/elsewhere"}) == tmp_path
-    assert registry.hf_cache_dir({"HF_HOME": str(tmp_path)}) == tmp_path / "hub"
-    assert registry.hf_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "huggingface" / "hub"
-    assert registry.hf_cache_dir({"HOME": str(tmp_path)}) == tmp_path / ".cache" / "huggingface" / "hub"
-    assert registry.hf_cache_dir({}) is None
+    assert hf_cache.hf_cache_dir(os.environ) == Path(constants.HF_HUB_CACHE)
+    assert hf_cache.hf_cache_dir({"HF_HUB_CACHE": str(tmp_path), "HF_HOME": "/elsewhere"}) == tmp_path
+    assert hf_cache.hf_cache_dir({"HF_HOME": str(tmp_path)}) == tmp_path / "hub"
+    assert hf_cache.hf_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "huggingface" / "hub"
+    assert hf_cache.hf_cache_dir({"HOME": str(tmp_path)}) == tmp_path / ".cache" / "huggingface" / "hub"
+    assert hf_cache.hf_cache_dir({}) is None
 
 
 def test_cached_models_of_known_families_are_offered_and_load(tmp_path, gpt2_files, monkeypatch):
@@ -109,7 +109,7 @@ def test_anything_incomplete_or_foreign_in_the_cache_is_passed_over(tmp_path, gp
     assert [(s.key, s.source) for s in specs] == [("hf:org/good", str(good))]
     assert registry.hf_cache_specs({"HF_HUB_CACHE": str(tmp_path / "nowhere")}) == ()
     assert registry.hf_cache_specs({"HF_HUB_CACHE": str(good / "config.json")}) == ()  # a file, not a folder
-    assert registry.hf_cache_specs({"HF_HUB_CACHE": str(cache), registry.HF_CACHE_ENV: "0"}) == ()
+    assert registry.hf_cache_specs({"HF_HUB_CACHE": str(cache), hf_cache.HF_CACHE_ENV: "0"}) == ()
 
 
 def test_the_snapshot_main_names_is_chosen_else_the_newest_whole_one(tmp_path, gpt2_files):

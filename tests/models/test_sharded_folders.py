@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from attention_explorer.models import registry
+from attention_explorer.models import hf_cache
 from attention_explorer.models.pretrained import (
     ModelFolderError,
     load_bert_folder,
@@ -141,12 +141,12 @@ def test_a_missing_shard_or_broken_index_is_one_line_naming_the_file(tmp_path, p
         load_path(folder)
     assert "\n" not in str(refused.value)
     # nor is a Hugging Face cache snapshot like it offered (the scan reads the index, not the shards' contents)
-    assert registry._usable_snapshot(folder) == (problem == "wrong-shard")
+    assert hf_cache.usable_snapshot(folder) == (problem == "wrong-shard")
 
 
 def test_a_rotary_scaling_the_engine_does_not_do_is_named_with_the_folder(tmp_path):
     folder = make_llama_folder(tmp_path / "llama", dtype=torch.bfloat16, shard_size=SHARD)
-    assert registry._usable_snapshot(folder)  # a whole sharded snapshot is offered from the Hugging Face cache
+    assert hf_cache.usable_snapshot(folder)  # a whole sharded snapshot is offered from the Hugging Face cache
     config = json.loads((folder / "config.json").read_text())
     config["rope_parameters"] = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
     (folder / "config.json").write_text(json.dumps(config))
