@@ -50,11 +50,24 @@ def available() -> list[str]:
 
 
 def run(config: str, paths: list[str], log: Path) -> int:
-    """pytest over paths under one configuration, its margins appended to log; pytest's exit status."""
+    """pytest over paths under one configuration, its margins appended to log and its output (with the slowest
+    tests' durations) written beside it; pytest's exit status."""
     env = {**os.environ, **CONFIGS[config], "EXPLORER_MARGINS": str(log), "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e", *paths]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not e2e",
+        "--durations=25",
+        *paths,
+    ]
     print(f"== {config}: {' '.join(f'{k}={v}' for k, v in CONFIGS[config].items()) or '(as installed)'}", flush=True)
     done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log.with_suffix(".out").write_text(done.stdout, encoding="utf-8")
     print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no output)", flush=True)
     if done.returncode not in (0, 5):
         failures = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
