@@ -95,36 +95,35 @@ def test_internals_show_rotation_and_sharing(tmp_path):
     # position 0 is turned by angle 0: unrotated and rotated agree there, and nowhere else
     assert torch.equal(attention.q[:, :, 0], attention.q_unrotated[:, :, 0])
     assert not torch.allclose(attention.k[:, :, 1:], attention.k_unrotated[:, :, 1:])
-    # a rotation keeps each pair's length
-    pairs = attention.q.view(*attention.q.shape[:-1], 2, -1).pow(2).sum(-2)
-    before = attention.q_unrotated.view(*pairs.shape[:-1], 2, -1).pow(2).sum(-2)
-    # a wrong angle keeps the length; what does not: cos and sin each within an ulp (cos^2 + sin^2 = 1 within 2 eps),
-    # a product and a sum each per turned number (|a| + |b| <= sqrt(2) times the pair's length), then both sides'
-    # squares and sum: within 12 eps of the squared length (a handful of roundings, each up to half an ulp: a margin
-    # of a few is those roundings, not a machine)
-    tolerance.assert_within(pairs, before, tolerance.reordered(12, before), "a turned pair's squared length")
+    # each query is transformers' own rotation of the unturned one, bit for bit (the same float32 angles, cos, sin,
+    # products and sums: a rotation's length kept within its roundings follows from transformers' being so)
+    tolerance.assert_within(
+        attention.q, _transformers_turned(attention.q_unrotated, model.config.rope_theta), 0.0, "turned q"
+    )
 
 
 def test_rotary_formula():
     base, d_head = 500.0, 8
     theta = rotary_frequencies(d_head, base)
+    # base^(-2i/d_head) as the formula says (the float64 numbers within the float32 result's roundings, a loose check
+    # of which formula this is: a wrong exponent is off by far more than 1e-3), then bit for bit transformers' own
+    # frequencies (the same float32 pow and division: the rounding, too, is theirs)
     expected = torch.tensor([base ** (-2 * i / d_head) for i in range(d_head // 2)], dtype=torch.float64)
-    # float32 pow of an exact exponent (within an ulp), then 1 / it (eps / 2), against the double rounded once: a
-    # margin of a few is these two or three roundings themselves, which no machine does better than
-    tolerance.assert_within(theta, expected, tolerance.reordered(2, expected), "theta")
+    assert torch.all((theta.double() / expected - 1).abs() < 1e-3), "theta is not base^(-2i/d_head)"
+    tolerance.assert_within(theta, _transformers_frequencies(d_head, base), 0.0, "theta")
     rotary = RotaryPositions(16, d_head, base)
     x = torch.randn(1, 1, 16, d_head, generator=torch.Generator().manual_seed(0))
     turned = rotary(x)
+    # each pair turned by position x theta_i, as the formula says (loosely: a wrong angle or a wrong pairing is off
+    # by the order of the numbers themselves), then bit for bit transformers' rotation of the same rows
     for position in (0, 5, 15):
         for i in range(d_head // 2):
             angle = position * base ** (-2 * i / d_head)
-            a, b = x[0, 0, position, i], x[0, 0, position, i + d_head // 2]
+            a, b = float(x[0, 0, position, i]), float(x[0, 0, position, i + d_head // 2])
             expected = (a * math.cos(angle) - b * math.sin(angle), b * math.cos(angle) + a * math.sin(angle))
-            got = (turned[0, 0, position, i], turned[0, 0, position, i + d_head // 2])
-            # the float32 angle position x theta (theta within 2 eps, the product eps / 2: 2.5 eps of the angle); on
-            # each side cos and sin within an ulp, a product each and the sum: at most 4 eps more, of |a| + |b|
-            bound = (abs(a) + abs(b)) * tolerance.EPS32 * (2.5 * angle + 4)
-            tolerance.assert_within(torch.stack(got), torch.tensor(expected, dtype=torch.float64), bound, "turned")
+            got = (float(turned[0, 0, position, i]), float(turned[0, 0, position, i + d_head // 2]))
+            assert all(abs(g - e) < 1e-3 * (abs(a) + abs(b)) for g, e in zip(got, expected, strict=True)), (position, i)
+    tolerance.assert_within(turned, _transformers_turned(x, base), 0.0, "turned")
     # q . k after rotation depends on the distance only: the same pair of vectors at (3, 1) and (9, 7)
     q, k = x[0, 0, 0], x[0, 0, 1]
     placed = torch.zeros(1, 1, 16, d_head)
@@ -349,3 +348,25 @@ def test_the_architecture_is_read_from_the_metadata_as_ggufreader_reads_it(tmp_p
     empty.touch()
     with pytest.raises(gguf.GGUFError, match="cannot read .*empty.gguf as GGUF"):
         gguf.architecture(empty)
+
+
+def _transformers_frequencies(d_head: int, base: float) -> torch.Tensor:
+    """transformers' Llama rotary frequencies for a head of d_head at base (its own code, not ours)."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    settings = LlamaConfig(hidden_size=d_head, num_attention_heads=1, head_dim=d_head, max_position_embeddings=16)
+    settings.rope_parameters = {"rope_type": "default", "rope_theta": base}
+    return LlamaRotaryEmbedding(settings).inv_freq
+
+
+def _transformers_turned(x: torch.Tensor, base: float) -> torch.Tensor:
+    """x (B, H, T, Dh) turned by transformers' Llama rotation at positions 0 .. T - 1 with rotary base `base`."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    d_head, t = x.size(-1), x.size(-2)
+    settings = LlamaConfig(hidden_size=d_head, num_attention_heads=1, head_dim=d_head, max_position_embeddings=t)
+    settings.rope_parameters = {"rope_type": "default", "rope_theta": base}
+    cos, sin = LlamaRotaryEmbedding(settings)(x, torch.arange(t)[None])
+    return apply_rotary_pos_emb(x, x, cos, sin)[0]
