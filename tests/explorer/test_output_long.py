@@ -130,15 +130,24 @@ def test_a_window_of_a_layer_is_the_whole_layers_rows(smollm2, long_run):
         window = source.rows(layer, 250, 270)
         # the window's products have another shape than the whole text's, so its sums run in another order, from the
         # same kept input x: each element within the layer's chain of sums (270 keys, W^O, the feed-forward) of its
-        # terms, the residual's |x_i| plus each sub-layer's write (its row's largest standing for its product's terms:
-        # the write mixes every element), not the state's own size (one massive element lends it to every other)
+        # terms: the residual's |x_i| plus each sub-layer's write's own product terms (|heads| |W_O| and |hidden|
+        # |W_2|, the whole layer's, with their biases), each upstream rounding reaching an element through them
         terms = tolerance.layer_terms(smollm2.model.config, 270)
         x = np.asarray(kept["embeddings"] if layer == 0 else kept["after_ffn"][layer - 1])[250:270]
-        summed, before = np.abs(x), x
+        module = smollm2.model.decoder.layers[layer]
+        heads = np.asarray(whole.attention["self_attn"].heads)[..., 250:270, :]  # (H, 20, Dh)
+        read = {"after_self_attn": heads.transpose(1, 0, 2).reshape(20, -1)}  # Concat(head_1..head_h): what W_O read
+        with torch.inference_mode():
+            normed = module.norm3(torch.as_tensor(np.asarray(whole.states["after_self_attn"])[250:270]))
+            read["after_ffn"] = module.ffn.hidden(normed).numpy()  # what W_2 read
+        linears = {"after_self_attn": module.self_attn.w_o, "after_ffn": module.ffn.linear2}
+        summed = np.abs(x)
         for name in ("after_self_attn", "after_ffn"):
             expected = whole.states[name][250:270]
-            summed = summed + tolerance.row_scale(expected - before)
-            before = expected
+            linear = linears[name]
+            summed = summed + np.abs(read[name]) @ np.abs(linear.weight.detach().numpy()).T
+            if linear.bias is not None:
+                summed = summed + np.abs(linear.bias.detach().numpy())
             bound = tolerance.reordered(terms, summed)
             tolerance.assert_within(window.states[name], expected, bound, f"layer {layer} {name}, a window")
         weights = window.attention["self_attn"].weights  # (H, 20, 270): rows 250..269 over keys 0..269
