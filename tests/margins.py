@@ -13,6 +13,12 @@ Only what compares floats runs: of the folders given, the test files that make s
 tests.tolerance, assert_allclose or assert_close); and after the first configuration, only the tests that recorded a
 comparison under it (the same tests make the same comparisons under every configuration), so each further
 configuration costs a fraction of the first.
+
+A long run can be taken in parts, into one --keep folder, and the report reads every configuration's log there:
+`--from default.jsonl --below 1000` runs only the tests that recorded a margin under 1,000x under that earlier
+configuration (a comparison a hundred times above 10x would need another order of the same sums to multiply its
+error a hundredfold; other orders move it by a few times); `--update` reruns the given tests (a changed test) and
+replaces only their records in the folder's logs, keeping every other test's.
 """
 
 from __future__ import annotations
@@ -96,12 +102,27 @@ def _compares(path: Path) -> bool:
     return any(word in text for word in COMPARES)
 
 
-def recorded(log: Path) -> list[str]:
-    """The test ids that wrote a margin to log, in their first order."""
+def recorded(log: Path, below: float = math.inf) -> list[str]:
+    """The test ids that wrote a margin to log (those with a margin under `below` there), in their first order."""
     if not log.is_file():
         return []
-    tests = (json.loads(line)["test"] for line in log.read_text().splitlines())
-    return [t for t in dict.fromkeys(tests) if "::" in t]
+    lowest: dict[str, float] = {}
+    for line in log.read_text().splitlines():
+        found = json.loads(line)
+        lowest[found["test"]] = min(lowest.get(found["test"], math.inf), found["margin"])
+    return [t for t, margin in lowest.items() if "::" in t and (margin < below or math.isinf(below))]
+
+
+def forget(log: Path, paths: list[str]) -> None:
+    """Drop from log the records of the tests that paths name (a file, or one test as pytest names it)."""
+    if not log.is_file():
+        return
+
+    def named(test: str) -> bool:
+        return any(test == p or test.startswith(p + "::") or test.startswith(p + "[") for p in paths)
+
+    kept = [line for line in log.read_text().splitlines() if not named(json.loads(line)["test"])]
+    log.write_text("".join(line + "\n" for line in kept))
 
 
 def report(logs: dict[str, Path], top: int) -> list[dict]:
@@ -133,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=None, help="default: every one")
     parser.add_argument("--top", type=int, default=25, help="how many of the lowest margins to list")
     parser.add_argument("--keep", type=Path, default=None, help="a folder to keep each configuration's margins in")
+    parser.add_argument("--from", dest="earlier", type=Path, default=None, help="run the tests recorded in this log")
+    parser.add_argument("--below", type=float, default=math.inf, help="with --from: those with a margin under this")
+    parser.add_argument("--update", action="store_true", help="replace only these tests' records in the kept logs")
     parser.add_argument("paths", nargs="*", default=["tests/models", "tests/explorer"])
     args = parser.parse_args(argv)
     configs = args.configs or available()
@@ -140,15 +164,23 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     logs = {config: folder / f"{config}.jsonl" for config in configs}
     statuses = {}
-    paths = comparing(args.paths)
-    print(f"{len(paths)} test files compare floats", flush=True)
+    if args.earlier is not None:
+        paths = recorded(args.earlier, args.below)
+        print(f"{len(paths)} tests of {args.earlier} recorded a margin under {args.below:g}x", flush=True)
+    else:
+        paths = comparing(args.paths)
+        print(f"{len(paths)} test files compare floats", flush=True)
     for i, config in enumerate(configs):
-        logs[config].unlink(missing_ok=True)
-        if i == 1:  # from here on, the tests that compared anything under the first configuration
+        if args.update:
+            forget(logs[config], paths)
+        else:
+            logs[config].unlink(missing_ok=True)
+        if i == 1 and args.earlier is None and not args.update:  # from here on, what compared under the first
             paths = recorded(logs[configs[0]]) or paths
             print(f"{len(paths)} tests recorded a comparison: the next configurations run these", flush=True)
         statuses[config] = run(config, paths, logs[config])
-    rows = report(logs, args.top)
+    everything = {config: folder / f"{config}.jsonl" for config in CONFIGS}  # earlier parts' logs too
+    rows = report({c: log for c, log in everything.items() if log.is_file()}, args.top)
     failed = [c for c, s in statuses.items() if s not in (0, 5)]
     suspect = sum(r["margin"] < SUSPECT for r in rows)
     print(f"\nfailed under: {', '.join(failed) or 'none'}; margins under {SUSPECT:g}x: {suspect}; logs in {folder}")
