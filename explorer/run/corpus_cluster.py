@@ -4,11 +4,12 @@ the same client code. No streamlit.
 
 Each task carries plain values: the model's registry key or path (a path that exists on the workers) and one Batch
 of token ids (a few KB). A worker loads the model on its first task and keeps it for its life (`worker_model`), so
-nothing large travels per task; what comes back is the batch's HeadSums. The client adds the sums as the futures
+nothing large travels per task; what comes back is the batch's HeadSums. The client takes the sums as the futures
 finish (as_completed, in whatever order), keyed by batch index: a task Dask ran twice (its worker died after it
-finished, or a retry) counts once. A worker that dies mid-run loses nothing: the scheduler runs its batches again on
-another worker. The batches are those `corpus.run` makes, so each text's own values are the same numbers whichever
-worker ran it; the pooled means differ from the in-process run only by float64 sums added in another order.
+finished, or a retry) counts once; it adds them in the batches' order, as corpus.run does. A worker that dies mid-run
+loses nothing: the scheduler runs its batches again on another worker. The batches are those `corpus.run` makes, so
+each text's own values are the same numbers whichever worker ran it, and the pooled means are the in-process run's,
+bit for bit.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def run(
     futures = client.map(worker_batch_sums, [model] * len(parts), parts, key=keys, retries=retries, pure=False)
     sums = counts = None  # float64 (S, L, H) and int64 (S,), from the first batch back
     texts = {}  # batch -> its (index, per_text, strongest)
+    waiting, added = {}, 0  # batch -> its (sums, counts) until every batch before it is added; how many are
     done, total = 0, len(prepared.encodings)
     try:
         for future in as_completed(futures, loop=client.loop):
@@ -112,9 +114,14 @@ def run(
                 continue
             if part.sums.shape[1:] != shape:
                 raise ClusterError(f"the workers' model {model!r} has another shape than {loaded.key} here")
-            sums = part.sums.copy() if sums is None else sums + part.sums  # float64, in the order they finish
-            counts = part.counts.copy() if counts is None else counts + part.counts
             texts[i] = (part.index, part.per_text, part.strongest)
+            waiting[i] = (part.sums, part.counts)
+            while added in waiting:  # float64 sums added in the batches' order, as corpus.run adds them: the same
+                # pooled means bit for bit, whatever order the tasks finish in (only batches finished early wait)
+                part_sums, part_counts = waiting.pop(added)
+                sums = part_sums.copy() if sums is None else sums + part_sums
+                counts = part_counts.copy() if counts is None else counts + part_counts
+                added += 1
             done += len(parts[i])
             if progress is not None:
                 progress(done, total)
