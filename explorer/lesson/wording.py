@@ -385,22 +385,36 @@ def length_note(n_words: int, max_words: int) -> str:
     )
 
 
-def attention_formula(kind: str, config: TransformerConfig | None = None) -> str:
-    """A_i (LaTeX) for an attention kind: decoder self-attention adds the causal mask M before the softmax; with the
-    model's config, without biases where it has none and with queries and keys turned by position (rotary)."""
+def attention_formula(kind: str, config: TransformerConfig | None = None, layer: int | None = None) -> str:
+    """A_i (LaTeX) for an attention kind: decoder self-attention adds its mask M before the softmax; with the model's
+    config, as its layers compute it (models.anatomy): without biases where it has none, queries and keys normed
+    (QK-norm) and turned by position (rotary), the scores' own scale; with `layer` (from 0), that layer's mask: a
+    local layer's sliding window of w keys (key k visible to query q when q - w < k <= q), a global one's causal."""
     bias = config is None or config.qkv_bias
     q, k = (r"Q W^Q_i + b^Q_i", r"K W^K_i + b^K_i") if bias else (r"Q W^Q_i", r"K W^K_i")
-    if config is not None and describe(config).positions.rotary:
+    anatomy = None if config is None else describe(config)
+    if anatomy is not None and anatomy.qk_norm:  # an RMSNorm over each head's q and k, before rotary
+        q, k = rf"\mathrm{{{anatomy.norm_name}}}({q})", rf"\mathrm{{{anatomy.norm_name}}}({k})"
+    if anatomy is not None and anatomy.positions.rotary:
         q, k = rf"R_{{\text{{pos}}}}({q})", rf"R_{{\text{{pos}}}}({k})"
-    else:  # parenthesised, so the transpose applies to the whole term (and K W^K_i^T is no double superscript)
+    elif anatomy is None or not anatomy.qk_norm:  # parenthesised, so the transpose applies to the whole term
         q, k = f"({q})", f"({k})"
-    scores = rf"\frac{{{q}\,{k}^\top}}{{\sqrt{{d_k}}}}"
+    # eq. 1's 1/sqrt(d_k), or the model's own factor (Gemma's query_pre_attn_scalar: 1/sqrt(s))
+    scale = r"d_k" if anatomy is None or anatomy.scale_is_paper else f"{anatomy.query_scale**-2:g}"
+    scores = rf"\frac{{{q}\,{k}^\top}}{{\sqrt{{{scale}}}}}"
     if kind != "decoder_self":
         return rf"A_i = \mathrm{{softmax}}\!\left({scores}\right)"
-    return (
-        rf"A_i = \mathrm{{softmax}}\!\left({scores} + M\right),\qquad M_{{qk}} = \begin{{cases}} 0 & k \le q \\ "
-        r"-\infty & k > q \end{cases}"
-    )
+    masked = rf"A_i = \mathrm{{softmax}}\!\left({scores} + M\right),\qquad "
+    span = None if anatomy is None or layer is None else anatomy.span(layer)
+    if span is not None and span.local:
+        return (
+            masked + rf"M_{{qk}} = \begin{{cases}} 0 & q - {span.window} < k \le q \\ -\infty & \text{{otherwise}} "
+            rf"\end{{cases}}\qquad \text{{(layer {layer + 1}: local, }} w = {span.window}\text{{)}}"
+        )
+    said = ""
+    if span is not None and anatomy.windowed:  # a global layer among local ones: named, as the local ones are
+        said = rf"\qquad \text{{(layer {layer + 1}: global)}}"
+    return masked + r"M_{qk} = \begin{cases} 0 & k \le q \\ -\infty & k > q \end{cases}" + said
 
 
 def head_output(config: TransformerConfig) -> str:
