@@ -392,28 +392,29 @@ def attention_formula(kind: str, config: TransformerConfig | None = None, layer:
     local layer's sliding window of w keys (key k visible to query q when q - w < k <= q), a global one's causal."""
     bias = config is None or config.qkv_bias
     q, k = (r"Q W^Q_i + b^Q_i", r"K W^K_i + b^K_i") if bias else (r"Q W^Q_i", r"K W^K_i")
-    anatomy = None if config is None else describe(config)
-    if anatomy is not None and anatomy.qk_norm:  # an RMSNorm over each head's q and k, before rotary
-        q, k = rf"\mathrm{{{anatomy.norm_name}}}({q})", rf"\mathrm{{{anatomy.norm_name}}}({k})"
-    if anatomy is not None and anatomy.positions.rotary:
+    block = None if config is None else describe(config)
+    if block is not None and block.qk_norm:  # an RMSNorm over each head's q and k, before rotary
+        q, k = rf"\mathrm{{{block.norm_name}}}({q})", rf"\mathrm{{{block.norm_name}}}({k})"
+    if block is not None and block.positions.rotary:
         q, k = rf"R_{{\text{{pos}}}}({q})", rf"R_{{\text{{pos}}}}({k})"
-    elif anatomy is None or not anatomy.qk_norm:  # parenthesised, so the transpose applies to the whole term
+    elif block is None or not block.qk_norm:  # parenthesised, so the transpose applies to the whole term
         q, k = f"({q})", f"({k})"
     # eq. 1's 1/sqrt(d_k), or the model's own factor (Gemma's query_pre_attn_scalar: 1/sqrt(s))
-    scale = r"d_k" if anatomy is None or anatomy.scale_is_paper else f"{anatomy.query_scale**-2:g}"
+    scale = r"d_k" if block is None or block.scale_is_paper else f"{block.query_scale**-2:g}"
     scores = rf"\frac{{{q}\,{k}^\top}}{{\sqrt{{{scale}}}}}"
     if kind != "decoder_self":
         return rf"A_i = \mathrm{{softmax}}\!\left({scores}\right)"
-    masked = rf"A_i = \mathrm{{softmax}}\!\left({scores} + M\right),\qquad "
-    span = None if anatomy is None or layer is None else anatomy.span(layer)
+    # the mask on a line of its own: beside the softmax it ran past a half-width column (the model view's)
+    masked = rf"A_i = \mathrm{{softmax}}\!\left({scores} + M\right), \\ "
+    span = None if block is None or layer is None else block.span(layer)
     if span is not None and span.local:
         return (
             masked + rf"M_{{qk}} = \begin{{cases}} 0 & q - {span.window} < k \le q \\ -\infty & \text{{otherwise}} "
-            rf"\end{{cases}}\qquad \text{{(layer {layer + 1}: local, }} w = {span.window}\text{{)}}"
+            rf"\end{{cases}}\qquad \text{{(layer {layer + 1}: local, a window of {span.window} keys)}}"
         )
     said = ""
-    if span is not None and anatomy.windowed:  # a global layer among local ones: named, as the local ones are
-        said = rf"\qquad \text{{(layer {layer + 1}: global)}}"
+    if span is not None and block.windowed:  # a global layer among local ones: named, as the local ones are
+        said = rf"\qquad \text{{(layer {layer + 1}: global, every earlier key)}}"
     return masked + r"M_{qk} = \begin{cases} 0 & k \le q \\ -\infty & k > q \end{cases}" + said
 
 

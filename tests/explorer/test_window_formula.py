@@ -42,14 +42,15 @@ CAUSAL_ROW = r"M_{qk} = \begin{cases} 0 & k \le q \\ -\infty & k > q \end{cases}
 def test_the_formula_writes_a_local_layers_window_and_a_global_layers_causal_mask():
     local = wording.attention_formula("decoder_self", WINDOWED, 1)
     assert r"M_{qk} = \begin{cases} 0 & q - 7 < k \le q \\ -\infty & \text{otherwise} \end{cases}" in local
-    assert r"\text{(layer 2: local, } w = 7\text{)}" in local and r"k > q" not in local
+    assert r"\text{(layer 2: local, a window of 7 keys)}" in local and r"k > q" not in local
     glob = wording.attention_formula("decoder_self", WINDOWED, 2)
-    assert CAUSAL_ROW in glob and r"\text{(layer 3: global)}" in glob and "q - 7" not in glob
+    assert CAUSAL_ROW in glob and r"\text{(layer 3: global, every earlier key)}" in glob and "q - 7" not in glob
     # QK-norm: each head's q and k through the model's norm, then turned by position
     assert r"R_{\text{pos}}(\mathrm{RMSNorm}(Q W^Q_i))" in local and r"\sqrt{d_k}" in local
     # the same model without windows: the causal mask alone, no layer named (nothing to tell apart)
     plain = wording.attention_formula("decoder_self", replace(WINDOWED, sliding_window=None, layer_types=None), 0)
     assert plain.endswith(CAUSAL_ROW) and "layer" not in plain
+    assert r"+ M\right), \\ M_{qk}" in local  # the mask on a line of its own
     assert "+ M" not in wording.attention_formula("encoder_self", WINDOWED, 0)  # no mask, whatever the layer
 
 
@@ -115,3 +116,41 @@ def test_the_model_view_dashes_each_local_thumbnail_and_no_global_one():
         assert sum(np.allclose(points, d) for d in drawn if d.shape == points.shape) == 1
     assert any(t.name == OUTSIDE for t in figure.data)
     assert not [s for s in model_view(weights, 32, n_tokens=n).layout.shapes if s.name == EDGE]  # no windows
+
+
+def test_the_overview_map_names_gemmas_block_as_it_is():
+    """Figure 1 for a Gemma-like block: GeGLU (not SwiGLU), a sandwich norm's Add, one key/value head (singular),
+    local or global attention, all from the layer description."""
+    from attention_explorer.explorer.figures.overview import figure_one
+
+    gemma = replace(
+        WINDOWED,
+        sandwich_norm=True,
+        gated_ffn=True,
+        activation="gelu_pytorch_tanh",
+        n_kv_heads=1,
+        rope_theta=1_000_000.0,
+        rope_local_theta=10_000.0,
+    )
+    figure = figure_one(gemma, "G")
+    labels = [a.text for a in figure.layout.annotations]
+    assert "Gated feed-forward (GeGLU) 32 → 64 → 32" in labels and not [t for t in labels if "SwiGLU" in str(t)]
+    assert labels.count("Add (sandwich: an RMSNorm before the sub-layer and one after)") == 2
+    assert "Masked self-attention (4 query heads, 1 key/value head; local or global)" in labels
+    assert "No position added (rotary: bases 10,000 local, 1,000,000 global)" in labels
+    title = figure.layout.title.text
+    assert "sharing 1 key/value head," in title and "sandwich RMSNorm (before and after each sub-layer)" in title
+    llama_like = replace(WINDOWED, sliding_window=None, layer_types=None, gated_ffn=True, activation="silu")
+    labels = [a.text for a in figure_one(llama_like, "L").layout.annotations]
+    assert "Gated feed-forward (SwiGLU) 32 → 64 → 32" in labels
+    assert "Add (pre-norm: the RMSNorm comes before the sub-layer)" in labels
+    assert "No position added (rotary: every layer turns q, k)" in labels  # one base
+
+
+def test_the_attention_pages_opening_writes_qk_norm_where_the_model_has_it():
+    from attention_explorer.explorer.lesson.model_words import attention_formula
+
+    said = attention_formula(describe(WINDOWED))
+    assert r"first normed and then turned by its position, $\tilde{q} = R_{\text{pos}}\,\mathrm{RMSNorm}(q)$" in said
+    plain = attention_formula(describe(replace(WINDOWED, qk_norm=False)))
+    assert r"first turned by its position, $\tilde{q} = R_{\text{pos}}\,q$ (rotary" in plain and "QK-norm" not in plain
