@@ -250,8 +250,9 @@ def attention_input(config: TransformerConfig, kind: str, layer: int) -> str:
         return embedding_sum(config, stack)
     if block.parallel:  # both sub-layers read the layer's input, and both add to it
         return f"output of {stack} layer {layer}: h + SelfAttn({norm}(h)) + FFN({norm}(h)) ({pre}: not yet normalised)"
-    if block.norm_first:
-        return f"output of {stack} layer {layer}: h + FFN({norm}(h)) ({pre}: not yet normalised)"
+    if block.norm_first:  # the feed-forward's output as the layer adds it (sandwich norms: normed again first)
+        added = getattr(block, stack).sublayer("ffn").adds(norm).replace("(x)", "(h)")
+        return f"output of {stack} layer {layer}: h + {added} ({pre}: not yet normalised)"
     return f"output of {stack} layer {layer}, after its last Add & Norm: LayerNorm(h + FFN(h)) (post-LN)"
 
 

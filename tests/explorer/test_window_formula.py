@@ -154,3 +154,11 @@ def test_the_attention_pages_opening_writes_qk_norm_where_the_model_has_it():
     assert r"first normed and then turned by its position, $\tilde{q} = R_{\text{pos}}\,\mathrm{RMSNorm}(q)$" in said
     plain = attention_formula(describe(replace(WINDOWED, qk_norm=False)))
     assert r"first turned by its position, $\tilde{q} = R_{\text{pos}}\,q$ (rotary" in plain and "QK-norm" not in plain
+
+
+def test_the_input_row_is_named_with_the_sandwich_norm_where_the_layer_has_one():
+    sandwich = wording.attention_input(replace(WINDOWED, sandwich_norm=True), "decoder_self", 2)
+    assert sandwich == "output of decoder layer 2: h + RMSNorm(FFN(RMSNorm(h))) (pre-norm: not yet normalised)"
+    assert wording.attention_input(WINDOWED, "decoder_self", 2).startswith(
+        "output of decoder layer 2: h + FFN(RMSNorm(h))"
+    )
