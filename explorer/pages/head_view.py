@@ -23,7 +23,7 @@ st.markdown(
     "Queries on the left, keys on the right. A line's opacity is the attention weight, its colour the head; each "
     "query shows its strongest keys (weights under 0.05 are left out). Click a head in the legend to hide it, or "
     f"click a token (or pick it) to see only its lines. Past {WINDOW} tokens the view shows {WINDOW} at a time: "
-    "move the window with the slider; the grey rows above and below stand for the tokens outside it."
+    "move them with the slider; the grey rows above and below stand for the tokens not shown."
 )
 
 chosen = pick_attention("head")
@@ -48,7 +48,7 @@ linked = start.key if chosen.groups is None and focus == start.query else None
 start = None
 if n_tokens > WINDOW:  # keyed by the focus: picking a token moves the window to it
     start = st.slider(
-        f"Window: tokens from (of {n_tokens})",
+        f"Tokens shown: {WINDOW} from (of {n_tokens})",  # not "window": a local layer's window is another thing
         0,
         n_tokens - WINDOW,
         window_start(n_tokens, focus, also=linked),

@@ -82,6 +82,9 @@ st.caption(
 if windows:
     longer = attention.mask.shape[1] > min((w for w in windows if w is not None), default=attention.mask.shape[1])
     grey = " A local layer's thumbnails grey the cells whose every key its window hides."
+    sizes = sorted({w for w in windows if w is not None})
+    back = f"{sizes[0]:,}" if len(sizes) == 1 else "its window's size"  # windows of more than one size: no one number
+    grey += f" The dashed line is the window's edge: the keys left of it are {back} or more back from the query."
     grey *= chosen.groups is None and longer  # token level, on a text longer than the window
     st.caption(layers_summary(windows) + grey)
 title = f"Layer {layer + 1}, head {head + 1}"

@@ -294,6 +294,7 @@ def test_the_model_view_and_the_layers_small_multiples_grey_each_local_thumbnail
     drawn = [int(re.match(r"layer (\d+)", tick)[1]) - 1 for tick in figure["layout"]["yaxis"]["ticktext"]]
     assert drawn and 0 in drawn  # the lesson's grid may draw a window of layers: layer 1 (local) among them
     assert "A local layer's thumbnails grey the cells whose every key its window hides." in said(at)
+    assert "The dashed line is the window's edge: the keys left of it are 5 or more back from the query." in said(at)
     grid = thumbnails(figure, len(drawn), 4)
     for row, layer in enumerate(drawn):
         for head in range(4):
