@@ -81,6 +81,7 @@ import streamlit as st
 
 from attention_explorer.explorer.app import reduced, shelf, state, store, waiting
 from attention_explorer.explorer.app.shelf import (  # noqa: F401 -- the pages' names for the models
+    catalogued,
     described,
     get_model,
     get_reference,

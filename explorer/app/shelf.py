@@ -149,6 +149,11 @@ def model_keys() -> list[str]:
     return [*(key for key in caps.current().offered(registry.MODELS) if key not in gone), *_trained()]
 
 
+def catalogued(key: str) -> bool:
+    """Whether `key` names a model of the catalogue or of this session, offered by this server or not."""
+    return key in _trained() or key in registry.MODELS
+
+
 def described(key: str) -> registry.LoadedModel | registry.ModelSpec:
     """Something with the model's title and description, without loading a registry model."""
     return _trained().get(key) or registry.MODELS[key]

@@ -124,6 +124,7 @@ def diverging_scale(z: np.ndarray) -> dict:
 
 
 OUTSIDE = "outside the window"  # the name of the trace that greys what a local layer's window hides
+EDGE = "window edge"  # the name of the dashed line along a local layer's window
 
 
 def outside_window(queries: np.ndarray, keys: np.ndarray, window: int) -> np.ndarray:
@@ -158,7 +159,7 @@ def window_layers(hidden: np.ndarray) -> tuple[go.Heatmap, dict | None]:
         name=OUTSIDE,
     )
     path = window_edge(hidden)
-    edge = None if path is None else {"type": "path", "path": path, "line": style.WINDOW_EDGE, "name": "window edge"}
+    edge = None if path is None else {"type": "path", "path": path, "line": style.WINDOW_EDGE, "name": EDGE}
     return grey, edge
 
 

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from attention_explorer.explorer.figures import style
 from attention_explorer.explorer.figures.clicks import CLICK_LAYOUT, targets
-from attention_explorer.explorer.figures.heatmap import OUTSIDE, outside_window
+from attention_explorer.explorer.figures.heatmap import EDGE, OUTSIDE, outside_window
 from attention_explorer.explorer.run.blocks import THUMBNAIL, block_means, edges, factor
 
 LAYER_CELLS = 64  # cells per side when one layer's heads are shown as small multiples
@@ -102,6 +102,18 @@ def model_view(
     grey = window_grey(windows, n_tokens or t_q, size, n_heads) if any(w is not None for w in windows) else None
     if grey is not None and np.shape(grey.z) == np.shape(data[0].z):  # cells as pool() drew them
         data.insert(1, grey)
+        for row, window in enumerate(windows):  # each local thumbnail's window edge, dashed as on the head view
+            path = None if window is None else window_path(n_tokens or t_q, size, window)
+            shapes += [
+                {
+                    "type": "path",
+                    "path": path(head * (s_k + 1), row * (s_q + 1)),
+                    "line": style.WINDOW_EDGE,
+                    "name": EDGE,
+                }
+                for head in range(n_heads)
+                if path is not None
+            ]
     # built in one call: every later update_layout/add_shape re-validates and deep-copies the whole figure
     return go.Figure(
         data=data,
@@ -149,6 +161,32 @@ def window_grey(windows: Sequence[int | None], n: int, size: int, n_heads: int) 
         for head in range(n_heads):
             image[layer * (s + 1) : layer * (s + 1) + s, head * (s + 1) : head * (s + 1) + s] = hidden
     return go.Heatmap(z=image, colorscale=style.OUTSIDE_WINDOW_SCALE, showscale=False, hoverinfo="skip", name=OUTSIDE)
+
+
+def window_boundary(n: int, size: int, window: int) -> np.ndarray | None:
+    """(points, 2) the window's edge on a thumbnail of n tokens pooled to at most `size` cells a side, as (column, row)
+    in cell coordinates: the line left of key i - w + 1, the first key query i sees (i - w < j <= i); at a cell a
+    token the staircase head_heatmap draws, pooled one corner of it a row of cells (its steps are finer than a
+    cell). None where the window hides no key (n <= w)."""
+    if window >= n:
+        return None
+    rows = np.arange(window, n)  # the queries that have a key hidden
+    bounds = edges(n, factor(n, size))
+    if len(bounds) - 1 == n:  # a cell a token: both corners of each row's step
+        points = np.stack([np.repeat(rows - window + 1, 2), np.stack([rows, rows + 1], axis=1).ravel()], axis=1)
+    else:  # where each row of cells begins (and the first row hiding anything), and the last row's end
+        rows = rows[np.isin(rows, bounds) | (rows == window)]
+        points = np.concatenate([np.stack([rows - window + 1, rows], axis=1), [[n - window, n]]])
+    # a position's left edge in cells: pool()'s cell i holds positions [bounds[i], bounds[i + 1])
+    return np.interp(points, bounds, np.arange(len(bounds), dtype=float)) - 0.5
+
+
+def window_path(n: int, size: int, window: int):
+    """window_boundary as an SVG path for a thumbnail whose first cell is at (column, row): f(column, row) -> path."""
+    points = window_boundary(n, size, window)
+    if points is None:
+        return None
+    return lambda x0, y0: "M " + " L ".join(f"{x + x0:g},{y + y0:g}" for x, y in points)
 
 
 def layer_heads(layer_weights: np.ndarray, layer: int = 0, window: int | None = None) -> go.Figure:

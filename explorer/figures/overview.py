@@ -228,10 +228,11 @@ def figure_one(config: TransformerConfig, title: str) -> go.Figure:
     top = max(block.y for column in found for block in column.blocks) + 0.5  # the highest box's top, and a margin
     block = describe(config)
     norm = ("pre-norm RMSNorm" if block.norm == "rms" else "pre-LN") if block.norm_first else "post-LN"
+    norm = f"sandwich {block.norm_name} (before and after each sub-layer)" if block.sandwich else norm
     norm += ", parallel block" if block.parallel else ""
     heads = f"h = {block.n_heads}"
     if block.shared_kv:
-        heads += f" sharing {block.kv_heads} key/value heads"
+        heads += f" sharing {block.kv_heads} key/value head{'s' * (block.kv_heads > 1)}"
     figure = go.Figure([_badges(found), _targets(found)])
     figure.update_layout(
         title={"text": f"{title}: d_model = {config.d_model}, d_ff = {config.d_ff}, {heads}, {norm}"},

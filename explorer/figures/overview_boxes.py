@@ -53,16 +53,21 @@ def columns(config: TransformerConfig) -> list[Column]:
     """The encoder and, for an encoder-decoder, the decoder to its right, as figure 1 draws them."""
     block = describe(config)  # the layers as models.anatomy describes them
     position = "No position added (rotary: every layer turns q, k)"
+    if len(block.positions.bases) > 1:  # a base for global layers and one for local ones (Gemma 3)
+        whole, local = block.positions.bases
+        position = f"No position added (rotary: bases {local:,.0f} local, {whole:,.0f} global)"
     if block.positions.added:
         position = f"+ {block.positions.kind} positions"
     norm = block.norm_name
     extra = ", token type, LayerNorm" if config.embedding_norm else ""
     scale = " × √d_model" if config.scale_embeddings else ""
-    gated = "Gated feed-forward (SwiGLU)" if block.ffn.gated else "Feed-forward"
+    gated = f"Gated feed-forward ({block.ffn.name})" if block.ffn.gated else "Feed-forward"  # SwiGLU, GeGLU
     ffn = f"{gated} {config.d_model} → {config.d_ff} → {config.d_model}"
     h = f"(h = {block.n_heads})"
     if block.shared_kv:  # grouped-query attention
-        h = f"({block.n_heads} query heads, {block.kv_heads} key/value heads)"
+        h = f"({block.n_heads} query heads, {block.kv_heads} key/value head{'s' * (block.kv_heads > 1)})"
+    if block.windowed:  # a sliding window on some layers (the caption under the map says which)
+        h = f"{h[:-1]}; local or global)"
 
     def column(name: str, x: float, side: int, below: list, layer, above: list, n: int, stems: dict) -> Column:
         """The stack's boxes: `below` its layers, then each described sub-layer with its Add & Norm, then `above`."""
@@ -77,6 +82,8 @@ def columns(config: TransformerConfig) -> list[Column]:
 
     # pre-LN: each sub-layer reads LayerNorm(x) and its output is added to x (no norm after the addition)
     add_norm = f"Add ({block.pre_name}: the {norm} comes before the sub-layer)" if block.norm_first else "Add & Norm"
+    if block.sandwich:  # Gemma 2/3: the sub-layer's output is normed again before it is added
+        add_norm = f"Add (sandwich: an {norm} before the sub-layer and one after)"
     if block.parallel:
         return [parallel_column(config, block, scale, position, h)]
     reading = {"self_attn": "query_key_value", "ffn": "add_norm"}  # where the lesson shows each sub-layer

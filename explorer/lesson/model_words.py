@@ -67,10 +67,16 @@ def attention_formula(block: Anatomy) -> str:
     )
     if block.positions.rotary:
         weights = r"$\mathrm{softmax}\left(\tilde{Q}\tilde{K}^\top / \sqrt{d_k}\right)$"
+        turned = r"first turned by its position, $\tilde{q} = R_{\text{pos}}\,q$"
+        if block.qk_norm:  # QK-norm: each head's q and k normed before they are turned
+            turned = (
+                f"first normed and then turned by its position, "
+                rf"$\tilde{{q}} = R_{{\text{{pos}}}}\,\mathrm{{{block.norm_name}}}(q)$ (QK-norm)"
+            )
         return (
             rf"Each head computes {weights[:-1]}V$: the paper's eq. 1 (Vaswani et al. 2017) with every query and key "
-            r"first turned by its position, $\tilde{q} = R_{\text{pos}}\,q$ (rotary positions, as on the Head view "
-            f"and step 8). The heatmap draws the attention weights {weights}, before they multiply V. {rows}"
+            f"{turned} (rotary positions, as on the Head view and step 8). The heatmap draws the attention weights "
+            f"{weights}, before they multiply V. {rows}"
         )
     weights = r"$\mathrm{softmax}\left(QK^\top / \sqrt{d_k}\right)$"
     return (

@@ -250,8 +250,9 @@ def attention_input(config: TransformerConfig, kind: str, layer: int) -> str:
         return embedding_sum(config, stack)
     if block.parallel:  # both sub-layers read the layer's input, and both add to it
         return f"output of {stack} layer {layer}: h + SelfAttn({norm}(h)) + FFN({norm}(h)) ({pre}: not yet normalised)"
-    if block.norm_first:
-        return f"output of {stack} layer {layer}: h + FFN({norm}(h)) ({pre}: not yet normalised)"
+    if block.norm_first:  # the feed-forward's output as the layer adds it (sandwich norms: normed again first)
+        added = getattr(block, stack).sublayer("ffn").adds(norm).replace("(x)", "(h)")
+        return f"output of {stack} layer {layer}: h + {added} ({pre}: not yet normalised)"
     return f"output of {stack} layer {layer}, after its last Add & Norm: LayerNorm(h + FFN(h)) (post-LN)"
 
 
@@ -385,22 +386,37 @@ def length_note(n_words: int, max_words: int) -> str:
     )
 
 
-def attention_formula(kind: str, config: TransformerConfig | None = None) -> str:
-    """A_i (LaTeX) for an attention kind: decoder self-attention adds the causal mask M before the softmax; with the
-    model's config, without biases where it has none and with queries and keys turned by position (rotary)."""
+def attention_formula(kind: str, config: TransformerConfig | None = None, layer: int | None = None) -> str:
+    """A_i (LaTeX) for an attention kind: decoder self-attention adds its mask M before the softmax; with the model's
+    config, as its layers compute it (models.anatomy): without biases where it has none, queries and keys normed
+    (QK-norm) and turned by position (rotary), the scores' own scale; with `layer` (from 0), that layer's mask: a
+    local layer's sliding window of w keys (key k visible to query q when q - w < k <= q), a global one's causal."""
     bias = config is None or config.qkv_bias
     q, k = (r"Q W^Q_i + b^Q_i", r"K W^K_i + b^K_i") if bias else (r"Q W^Q_i", r"K W^K_i")
-    if config is not None and describe(config).positions.rotary:
+    block = None if config is None else describe(config)
+    if block is not None and block.qk_norm:  # an RMSNorm over each head's q and k, before rotary
+        q, k = rf"\mathrm{{{block.norm_name}}}({q})", rf"\mathrm{{{block.norm_name}}}({k})"
+    if block is not None and block.positions.rotary:
         q, k = rf"R_{{\text{{pos}}}}({q})", rf"R_{{\text{{pos}}}}({k})"
-    else:  # parenthesised, so the transpose applies to the whole term (and K W^K_i^T is no double superscript)
+    elif block is None or not block.qk_norm:  # parenthesised, so the transpose applies to the whole term
         q, k = f"({q})", f"({k})"
-    scores = rf"\frac{{{q}\,{k}^\top}}{{\sqrt{{d_k}}}}"
+    # eq. 1's 1/sqrt(d_k), or the model's own factor (Gemma's query_pre_attn_scalar: 1/sqrt(s))
+    scale = r"d_k" if block is None or block.scale_is_paper else f"{block.query_scale**-2:g}"
+    scores = rf"\frac{{{q}\,{k}^\top}}{{\sqrt{{{scale}}}}}"
     if kind != "decoder_self":
         return rf"A_i = \mathrm{{softmax}}\!\left({scores}\right)"
-    return (
-        rf"A_i = \mathrm{{softmax}}\!\left({scores} + M\right),\qquad M_{{qk}} = \begin{{cases}} 0 & k \le q \\ "
-        r"-\infty & k > q \end{cases}"
-    )
+    # the mask on a line of its own: beside the softmax it ran past a half-width column (the model view's)
+    masked = rf"A_i = \mathrm{{softmax}}\!\left({scores} + M\right), \\ "
+    span = None if block is None or layer is None else block.span(layer)
+    if span is not None and span.local:
+        return (
+            masked + rf"M_{{qk}} = \begin{{cases}} 0 & q - {span.window} < k \le q \\ -\infty & \text{{otherwise}} "
+            rf"\end{{cases}}\qquad \text{{(layer {layer + 1}: local, a window of {span.window} keys)}}"
+        )
+    said = ""
+    if span is not None and block.windowed:  # a global layer among local ones: named, as the local ones are
+        said = rf"\qquad \text{{(layer {layer + 1}: global, every earlier key)}}"
+    return masked + r"M_{qk} = \begin{cases} 0 & k \le q \\ -\infty & k > q \end{cases}" + said
 
 
 def head_output(config: TransformerConfig) -> str:

@@ -23,19 +23,18 @@ st.markdown(
     "Queries on the left, keys on the right. A line's opacity is the attention weight, its colour the head; each "
     "query shows its strongest keys (weights under 0.05 are left out). Click a head in the legend to hide it, or "
     f"click a token (or pick it) to see only its lines. Past {WINDOW} tokens the view shows {WINDOW} at a time: "
-    "move the window with the slider; the grey rows above and below stand for the tokens outside it."
+    "move them with the slider; the grey rows above and below stand for the tokens not shown."
 )
 
 chosen = pick_attention("head")
-st.latex(
-    attention_formula(chosen.kind, cached.model(st.session_state[state.MODEL]).model.config)
-)  # decoder self-attention adds its mask
+formula = st.empty()  # the formula above the pickers, with the picked layer's mask (a local layer's window)
 attention = chosen.attention
 # the sentence's starting head (cached.get_start) and its link's query token highlighted: at word level, its word
 start = cached.get_start(state.sidebar(st.session_state), chosen.kind)
 query = start.query if chosen.groups is None else next(i for i, g in enumerate(chosen.groups[0]) if start.query in g)
 left, middle = st.columns(2)
 layer = pick_layer(attention.n_layers, "head_layer", left, start.layer)
+formula.latex(attention_formula(chosen.kind, config, layer))  # decoder self-attention adds its mask
 focus = pick_token(chosen.queries, "Highlight token", "head_focus", middle, allow_all=True, index=query + 1)
 if state.HEAD_HEADS not in st.session_state or state.at_start(st.session_state, state.HEAD_HEADS):
     state.start(st.session_state, state.HEAD_HEADS, [start.head])  # a new sentence's starting head, until one is picked
@@ -49,18 +48,14 @@ linked = start.key if chosen.groups is None and focus == start.query else None
 start = None
 if n_tokens > WINDOW:  # keyed by the focus: picking a token moves the window to it
     start = st.slider(
-        f"Window: tokens from (of {n_tokens})",
+        f"Tokens shown: {WINDOW} from (of {n_tokens})",  # not "window": a local layer's window is another thing
         0,
         n_tokens - WINDOW,
         window_start(n_tokens, focus, also=linked),
         key=f"head_window_{focus}",
     )
 window = drawn_window(attention.windows, chosen.kind, layer, words=chosen.groups is not None)
-if window:  # a local layer: the keys its window hides from the highlighted token; its mask, not only the causal one
-    st.latex(
-        rf"\text{{Layer {layer + 1} (local): }} M_{{qk}} = \begin{{cases}} 0 & q - {window['window']} < k \le q \\ "
-        r"-\infty & \text{otherwise} \end{cases}"
-    )
+if window:  # a local layer: the keys its window hides from the highlighted token (its mask is in the formula)
     span = f"Layer {layer + 1} is local: each token sees at most the {window['window']:,} keys before it, itself"
     span += " included."
     hidden = None if focus is None else max(0, focus - window["window"] + 1)  # keys at window or more back

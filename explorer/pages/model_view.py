@@ -28,12 +28,11 @@ intro(
 chosen = pick_attention("qkv")  # the lesson's focus: the kind, layer and head the other steps show
 # the formula beside the pickers, the notes under the grid: the grid on the first screen
 equation, left, right = st.columns([3, 1, 1], vertical_alignment="center")
-equation.latex(
-    attention_formula(chosen.kind, cached.model(st.session_state[state.MODEL]).model.config)
-)  # decoder self-attention adds its mask
 attention = chosen.attention
 layer0, head0, focus_query = focus_start(chosen.kind)
 layer = pick_layer(attention.n_layers, state.FOCUS_LAYER, left, layer0)
+# decoder self-attention adds its mask: the picked layer's (a local layer's window)
+equation.latex(attention_formula(chosen.kind, cached.model(st.session_state[state.MODEL]).model.config, layer))
 head = pick_head(attention.n_heads, state.FOCUS_HEAD, right, index=head0)
 # thumbnails as large as the page's width allows; a deep stack (SmolLM2's 30 layers) shows a window of layers
 thumb = thumbnail_px(attention.n_heads, presenting())
@@ -83,6 +82,9 @@ st.caption(
 if windows:
     longer = attention.mask.shape[1] > min((w for w in windows if w is not None), default=attention.mask.shape[1])
     grey = " A local layer's thumbnails grey the cells whose every key its window hides."
+    sizes = sorted({w for w in windows if w is not None})
+    back = f"{sizes[0]:,}" if len(sizes) == 1 else "its window's size"  # windows of more than one size: no one number
+    grey += f" The dashed line is the window's edge: the keys left of it are {back} or more back from the query."
     grey *= chosen.groups is None and longer  # token level, on a text longer than the window
     st.caption(layers_summary(windows) + grey)
 title = f"Layer {layer + 1}, head {head + 1}"

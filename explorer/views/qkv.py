@@ -133,7 +133,9 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
     norm = forward.attention_norm(loaded, s.kind, s.layer)  # pre-norm: q, k, v are projected from Norm(x), not x
     norm_name = loaded.family.block.norm_name if norm is not None else ""
     multiplied = f"{norm_name}(x)" if norm_name else "x"  # the row W^Q multiplies, as the page names it
-    formula = projection_formula(config, head, s.d_model, s.d_head, norm_name, s.kind)
+    # the rows W^Q multiplies are the stream's d_model wide; the heads side by side are n_heads x d_head (s.d_model,
+    # the same in the paper; Gemma 3: 640 and 4 x 256)
+    formula = projection_formula(config, head, config.d_model, s.d_head, norm_name, s.kind)
     if matrices:
         heading, equation = st.columns([2, 3], vertical_alignment="center")  # one line: the figure on the screen
         heading.subheader(f"{number}. The head's own W^Q, W^K, W^V")
@@ -145,20 +147,21 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
             projection_matrices(
                 [w.w_q, w.w_k, w.w_v],
                 [f"W^Q (head {head + 1})", *(f"W^{m} ({kv_name})" for m in "KV")],
-                f"Layer {s.layer + 1}, head {head + 1}: {s.d_model} rows (input dimensions) x {s.d_head} columns "
+                f"Layer {s.layer + 1}, head {head + 1}: {config.d_model} rows (input dimensions) x {s.d_head} columns "
                 "(the head's)",
                 height=320,
             ),
             "qkv_matrices",
             view=f.view,
         )
+        layer_matrix = "d_model x d_model" if config.d_model == s.d_model else f"{config.d_model} x {s.d_model}"
         st.caption(
             (
-                "Each is a slice of the layer's d_model x d_model matrix: this head owns columns "
+                f"Each is a slice of the layer's {layer_matrix} matrix: this head owns columns "
                 f"{head * s.d_head} to {(head + 1) * s.d_head - 1}"
                 if len(s.sharing) == 1
-                else f"W^Q is columns {head * s.d_head} to {(head + 1) * s.d_head - 1} of the layer's d_model x "
-                f"d_model matrix; W^K and W^V are the {s.d_head} columns of key/value head "
+                else f"W^Q is columns {head * s.d_head} to {(head + 1) * s.d_head - 1} of the layer's {layer_matrix} "
+                f"matrix; W^K and W^V are the {s.d_head} columns of key/value head "
                 f"{s.sharing[0] // len(s.sharing) + 1} in matrices of d_model x {s.d_model // len(s.sharing)} "
                 f"({sharing_text(s.sharing)})"
             )
@@ -244,6 +247,8 @@ def projection_formula(
         if norm_name and (name == "Q" or kind != "cross"):
             x = rf"\mathrm{{{norm_name}}}({x})"
         plain = rf"{x} W^{name}_{{{n}}}" + (rf" + b^{name}_{{{n}}}" if config.qkv_bias else "")
+        if block.qk_norm and name in "QK":  # QK-norm: each head's q and k normed again, before rotary
+            plain = rf"\mathrm{{{block.norm_name}}}({plain})"
         return rf"R_{{\text{{pos}}}}({plain})" if rotary and name in "QK" else plain
 
     shapes = rf"\qquad W^Q, W^K, W^V \in \mathbb{{R}}^{{{d_model} \times {d_head}}}"
@@ -380,7 +385,7 @@ def heads(f: Focus, number: int = 4) -> None:
     bias = " + b^O" if loaded.model.config.out_bias else ""
     st.latex(
         rf"\text{{MultiHead}} = \text{{Concat}}(z_1, \dots, z_{{{n_heads}}})\, W^O{bias},"
-        rf"\quad W^O \in \mathbb{{R}}^{{{s.d_model} \times {s.d_model}}}"
+        rf"\quad W^O \in \mathbb{{R}}^{{{s.d_model} \times {loaded.model.config.d_model}}}"
     )
     st.markdown(
         f"This head fills dimensions {s.head * s.d_head} to {(s.head + 1) * s.d_head - 1} of the concatenation."

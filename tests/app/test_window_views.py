@@ -42,6 +42,15 @@ def hidden_by_window(attention, layer: int) -> np.ndarray:
     return attention.mask & ~attention.mask_of(layer)
 
 
+def boundary(hidden: np.ndarray, row: int, head: int) -> list[tuple[float, float]]:
+    """The staircase between the keys `hidden` hides and those it shows, one corner pair a row (cell coordinates of
+    the thumbnail in the grid's `row` and `head`: n + 1 cells apart), from the first row hiding any key."""
+    n = len(hidden)
+    x0, y0 = head * (n + 1), row * (n + 1)
+    counts = hidden.sum(axis=1)
+    return [(x0 + c - 0.5, y0 + i + d - 0.5) for i, c in enumerate(counts) if c for d in (0, 1)]
+
+
 def _open(monkeypatch, folder, page: str, **session):
     monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: f"tiny-gemma3={folder}"}))
     at = new_app(page)
@@ -107,6 +116,8 @@ def test_the_head_view_greys_the_keys_the_window_hides_from_the_highlighted_toke
         assert grey == hidden.tolist()
         assert "Layer 1 is local: each token sees at most the 5 keys before it" in said(at)
         assert f"It hides {len(hidden)} keys from the highlighted token, all those above the dashed edge" in said(at)
+        (formula,) = at.latex  # the layer's own mask in the formula: the window's, not the causal one
+        assert r"0 & q - 5 < k \le q \\ -\infty & \text{otherwise}" in formula.value and "k > q" not in formula.value
     at = _open(monkeypatch, folder, "head_view", head_layer=0, head_focus=3)  # 4 keys: all inside the window
     assert not [t for t in charts(at)["head_lines"]["data"] if t.get("name") == OUTSIDE]
     assert "The highlighted token, at position 3, sees every key before it: none is hidden." in said(at)
@@ -114,6 +125,8 @@ def test_the_head_view_greys_the_keys_the_window_hides_from_the_highlighted_toke
     figure = charts(at)["head_lines"]
     assert not [t for t in figure["data"] if t.get("name") == OUTSIDE] and not edges(figure)
     assert "Layer 3 is global" in said(at)
+    (formula,) = at.latex
+    assert r"0 & k \le q \\ -\infty & k > q" in formula.value and "q - 5" not in formula.value
 
 
 def test_compare_sentences_greys_a_b_and_their_difference(monkeypatch, folder, attention):
@@ -281,14 +294,81 @@ def test_the_model_view_and_the_layers_small_multiples_grey_each_local_thumbnail
     drawn = [int(re.match(r"layer (\d+)", tick)[1]) - 1 for tick in figure["layout"]["yaxis"]["ticktext"]]
     assert drawn and 0 in drawn  # the lesson's grid may draw a window of layers: layer 1 (local) among them
     assert "A local layer's thumbnails grey the cells whose every key its window hides." in said(at)
+    assert "The dashed line is the window's edge: the keys left of it are 5 or more back from the query." in said(at)
     grid = thumbnails(figure, len(drawn), 4)
     for row, layer in enumerate(drawn):
         for head in range(4):
             np.testing.assert_array_equal(grid[row][head], hidden_by_window(attention, layer))
+    # a dashed edge on each local thumbnail, along its window's boundary (the head view's staircase: a cell a token)
+    expected = sorted(
+        "M " + " L ".join(f"{x:g},{y:g}" for x, y in boundary(hidden_by_window(attention, layer), row, head))
+        for row, layer in enumerate(drawn)
+        if attention.windows[layer] is not None
+        for head in range(4)
+    )
+    assert expected and sorted(e["path"] for e in edges(figure)) == expected
+    assert all(e["line"]["dash"] == "dash" for e in edges(figure))
+    for layer in (0, 2):  # the picked layer's mask in the formula beside the grid: layer 1's window, layer 3's causal
+        at.selectbox(key=state.FOCUS_LAYER).set_value(layer).run()
+        assert (r"q - 5 < k" in at.latex[0].value) == (layer == 0) and ("k > q" in at.latex[0].value) == (layer == 2)
     at = _open(monkeypatch, folder, "attention", attention_layer=1)
     (row,) = thumbnails(charts(at)["attention_layer_heads"], 1, 4)
     for head in range(4):
         np.testing.assert_array_equal(row[head], hidden_by_window(attention, 1))
     assert "Grey: the cells whose every key the window hides." in said(at)
+    assert len(edges(charts(at)["attention_layer_heads"])) == 4  # each head's small multiple: its window's edge
     at = _open(monkeypatch, folder, "attention", attention_layer=2)
     assert greyed(charts(at)["attention_layer_heads"]) is None and "Grey: the cells" not in said(at)
+
+
+def test_compare_weights_pairs_a_gemma3_folder_with_its_random_copy_and_greys_both(
+    tmp_path, monkeypatch, folder, attention
+):
+    """A folder offered beside NAME-random (another seed's weights, the same shape and tokenizer) is a pair on Compare
+    weights: both maps are the models' own weights, greyed exactly where a local layer's window hides keys."""
+    copy = make_gemma3_folder(tmp_path / "r", window=5, layers=3, pattern=3, seed=1)
+    offered = f"tiny-gemma3={folder};tiny-gemma3-random={copy}"
+    monkeypatch.setattr(registry, "MODELS", registry.catalogue({registry.FOLDERS_ENV: offered}))
+    runs = {
+        "folder:tiny-gemma3": attention,
+        "folder:tiny-gemma3-random": trace.run(registry.load("folder:tiny-gemma3-random"), TEXT, 64).decoder_self,
+    }
+    assert not np.allclose(runs["folder:tiny-gemma3"].weights, runs["folder:tiny-gemma3-random"].weights)
+    for model in runs:  # opened on either of the two
+        at = new_app("compare")
+        at.query_params["model"] = model
+        at.query_params["text"] = TEXT
+        at.run()
+        for layer in (0, 2):
+            at.selectbox(key="compare_layer").set_value(layer).run()
+            at.selectbox(key="compare_head").set_value(1).run()
+            assert not at.exception and not at.error and not at.info, [i.value for i in at.info]
+            drawn = charts(at)
+            for key, run in runs.items():
+                figure = drawn[f"compare_{key}"]
+                np.testing.assert_array_equal(decoded(figure["data"][0]["z"]), run.weights[layer, 1])
+                if layer == 0:
+                    assert_window_drawn(figure, hidden_by_window(attention, 0))
+                else:
+                    assert_none_drawn(figure)
+        assert "offered beside it as its copy with random weights" in said(at)
+    at = _open(monkeypatch, folder, "compare")  # the folder alone: no copy to pair it with
+    assert "a folder offered beside its copy named with -random" in " ".join(i.value for i in at.info)
+
+
+def test_query_key_value_writes_qk_norm_and_a_head_width_other_than_d_model_over_heads(monkeypatch, folder):
+    """Gemma 3's heads are wider than d_model / n_heads (the folder: d_model 48, 4 heads of 16 side by side = 64):
+    W^Q multiplies the d_model-wide stream, and q and k pass through their own RMSNorm (QK-norm) before rotary."""
+    config = registry.from_path(folder, "tiny-gemma3").model.config
+    assert (config.d_model, config.n_heads * config.d_head) == (48, 64)  # the folder's shape: they differ
+    at = _open(monkeypatch, folder, "query_key_value", **{state.FOCUS_LAYER: 0, state.FOCUS_HEAD: 0})
+    formula = at.latex[0].value
+    assert r"q &= R_{\text{pos}}(\mathrm{RMSNorm}(\mathrm{RMSNorm}(x) W^Q_{1}))" in formula
+    assert r"v_j &= \mathrm{RMSNorm}(x_j) W^V_{1}" in formula and r"\mathbb{R}^{48 \times 16}" in formula
+    title = charts(at)["qkv_matrices"]["layout"]["title"]["text"]
+    assert "48 rows (input dimensions) x 16 columns" in title
+    rows = {len(array(t["z"])) for t in charts(at)["qkv_matrices"]["data"] if "z" in t}
+    assert rows == {48}  # the drawn matrices are that many rows: the model's own W^Q, W^K, W^V
+    assert "of the layer's 48 x 64 matrix" in said(at)
+    at = _open(monkeypatch, folder, "multi_head", **{state.FOCUS_LAYER: 0, state.FOCUS_HEAD: 0})
+    assert r"W^O \in \mathbb{R}^{64 \times 48}" in " ".join(f.value for f in at.latex)  # concat back to d_model
