@@ -73,8 +73,15 @@ if window:  # a local layer: the keys its window hides from the highlighted toke
     )
 elif attention.windows and chosen.kind == "decoder_self":  # global, or local drawn by word (not drawn)
     span = attention.windows[layer]
+    local = [i for i, w in enumerate(attention.windows) if w is not None and n_tokens > w]  # where a window hides keys
+    pointer = (
+        f" Layer {local[0] + 1} is local, with a window of {attention.windows[local[0]]:,} keys shorter than this "
+        "text: pick it to see the keys its window hides."
+        if local and span is None and chosen.groups is None
+        else ""
+    )
     st.caption(
-        f"Layer {layer + 1} is global: each token sees every key before it, itself included."
+        f"Layer {layer + 1} is global: each token sees every key before it, itself included.{pointer}"
         if span is None
         else f"Layer {layer + 1} is local (a window of {span:,} keys); at word level what it hides is not drawn."
     )

@@ -125,6 +125,8 @@ def test_the_head_view_greys_the_keys_the_window_hides_from_the_highlighted_toke
     figure = charts(at)["head_lines"]
     assert not [t for t in figure["data"] if t.get("name") == OUTSIDE] and not edges(figure)
     assert "Layer 3 is global" in said(at)
+    # a global layer opened on a text longer than the window points to a local one, with its window
+    assert "Layer 1 is local, with a window of 5 keys shorter than this text: pick it" in said(at)
     (formula,) = at.latex
     assert r"0 & k \le q \\ -\infty & k > q" in formula.value and "q - 5" not in formula.value
 
