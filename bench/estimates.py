@@ -1,8 +1,8 @@
 """The time model of explorer.run.cost against what happens (issue 50: estimates within 1.5x), in this process, each
 estimate beside its work back to back. `python -m bench estimates`:
-- `measure` / `table` / `fit`: first runs of MiniLM and SmolLM2 at 3-512 tokens, each right after a latency and a
-  throughput calibration (explorer/run/pace.py), so that a busy machine slows both alike; `fit` finds the rates that
-  make took / estimated closest to 1, each term at the pace of its kind;
+- `measure` / `table` / `fit`: first runs of MiniLM and SmolLM2 at 3-512 tokens, each right after a calibration
+  (explorer/run/pace.py), so that a busy machine slows both alike; `fit` finds the rates that make took / estimated
+  closest to 1, `fit_unit` the calibration's time at pace 1 at the rates as they stand;
 - `checks`: the ratios the issue asks for (each model at each length in a fresh process and once its runs have set
   the pace, an encoder-decoder's greedy first run, the sample corpus), each the median of a few;
   `reference`: transformers' load of the SmolLM2 GGUF against its estimate.
@@ -22,15 +22,8 @@ LENGTHS = (3, 16, 128, 512)
 REPEATS = 5  # the quickest of five: what a run takes when the machine's other work leaves it alone
 
 
-def beside() -> tuple[float, float]:
-    """One latency and one throughput calibration, as a fresh process times them (explorer/run/pace.py)."""
-    from attention_explorer.explorer.run import pace
-
-    return pace.latency_seconds(), pace.throughput_seconds()
-
-
 def measure(models=MODELS, lengths=LENGTHS, repeats: int = REPEATS) -> list[dict]:
-    """First runs of each model at each length, each right after a calibration of each kind: the rows `fit` fits."""
+    """First runs of each model at each length, each right after a calibration: the rows `fit` fits."""
     from attention_explorer.explorer.app import reduced
     from attention_explorer.explorer.run import cost, pace, trace
     from attention_explorer.models import registry
@@ -44,21 +37,20 @@ def measure(models=MODELS, lengths=LENGTHS, repeats: int = REPEATS) -> list[dict
         for tokens in lengths:
             text = text_of(loaded, tokens)
             for _ in range(repeats):
-                latency, throughput = beside()
+                calibration = pace.throughput_seconds()
                 start = time.perf_counter()
                 trace.run(loaded, text, tokens, reduce=reduce)
                 took = time.perf_counter() - start
                 terms = cost.forward_terms(config, tokens, 1, logits)
-                at = pace.Pace(latency / pace.LATENCY_SECONDS, throughput / pace.THROUGHPUT_SECONDS)
+                at = calibration / pace.THROUGHPUT_SECONDS
                 rows.append(
                     {
                         "model": key,
                         "tokens": tokens,
-                        "latency": latency,
-                        "throughput": throughput,
+                        "calibration": calibration,
                         "took": took,
                         "terms": astuple(terms),
-                        "estimate": at.seconds(terms.fixed_seconds(), terms.work_seconds()),
+                        "estimate": terms.seconds() * at,
                     }
                 )
     return rows
@@ -202,21 +194,18 @@ def quickest(rows: list[dict]) -> list[dict]:
 
 
 def fit(rows: list[dict]) -> dict:
-    """The rates (seconds at pace 1, where each calibration takes the quickest seen) that minimise the squared
-    relative error of every run, each term at the pace its calibrations beside it say (the fixed terms, layers and
-    runs, at the latency pace; the rest at the throughput pace)."""
+    """The rates (seconds at pace 1, where a calibration takes the quickest seen) that minimise the squared relative
+    error of every run, each at the pace its calibration beside it says."""
     import numpy as np
     from scipy.optimize import nnls
 
-    latency, throughput = min(r["latency"] for r in rows), min(r["throughput"] for r in rows)
+    unit = min(r["calibration"] for r in rows)
     terms = np.array([r["terms"] for r in rows], dtype=float)  # parameters, layers, macs, weights, runs
-    paces = np.array([[r["latency"] / latency, r["throughput"] / throughput] for r in rows])
-    scale = paces[:, [1, 0, 1, 1, 0]]
+    paces = np.array([r["calibration"] / unit for r in rows])
     took = np.array([r["took"] for r in rows])
-    rates, _ = nnls(terms * scale / took[:, None], np.ones(len(rows)))
+    rates, _ = nnls(terms * paces[:, None] / took[:, None], np.ones(len(rows)))
     return {
-        "LATENCY_SECONDS": latency,
-        "THROUGHPUT_SECONDS": throughput,
+        "THROUGHPUT_SECONDS": unit,
         "SECONDS_PER_PARAMETER": rates[0],
         "SECONDS_PER_LAYER": rates[1],
         "MACS_PER_SECOND": 1 / rates[2] if rates[2] else float("inf"),
@@ -225,25 +214,13 @@ def fit(rows: list[dict]) -> dict:
     }
 
 
-def fit_units(rows: list[dict]) -> dict:
-    """The calibrations' times at pace 1 (pace.LATENCY_SECONDS, THROUGHPUT_SECONDS) that, at cost.py's rates as they
-    stand (which decide where pages ask first), minimise the squared relative error of every run: took ~ fixed x
-    latency / LATENCY_SECONDS + work x throughput / THROUGHPUT_SECONDS."""
-    import numpy as np
-    from scipy.optimize import nnls
-
+def fit_unit(rows: list[dict]) -> float:
+    """The calibration's time at pace 1 (pace.THROUGHPUT_SECONDS) that, at cost.py's rates as they stand (which decide
+    where pages ask first), minimises the squared relative error of every run: took ~ fitted x calibration / unit."""
     from attention_explorer.explorer.run import cost
 
-    terms = [cost.Terms(*r["terms"]) for r in rows]
-    took = np.array([r["took"] for r in rows])
-    columns = np.array(
-        [
-            [t.fixed_seconds() * r["latency"], t.work_seconds() * r["throughput"]]
-            for t, r in zip(terms, rows, strict=True)
-        ]
-    )
-    inverse, _ = nnls(columns / took[:, None], np.ones(len(rows)))
-    return {"LATENCY_SECONDS": 1 / inverse[0] if inverse[0] else float("inf"), "THROUGHPUT_SECONDS": 1 / inverse[1]}
+    scaled = [cost.Terms(*r["terms"]).seconds() * r["calibration"] / r["took"] for r in rows]
+    return sum(x * x for x in scaled) / sum(scaled)  # least squares of sum (x / unit - 1)^2 in 1 / unit
 
 
 def table(rows: list[dict]) -> str:
@@ -268,7 +245,7 @@ def main(what: str) -> None:
         found = measure()
         print(table(found))
         print(fit(found))
-        print(fit_units(found))
+        print({"THROUGHPUT_SECONDS": fit_unit(found)})
         print(json.dumps(found))
     else:
         for name, ratio in checks().items():

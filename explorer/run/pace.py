@@ -1,15 +1,20 @@
 """This process's pace: how much longer than explorer/run/cost.py's fitted rates its runs take here and now, in two
-parts, because a busy machine slows two kinds of work unalike:
+parts, because a busy machine may slow two kinds of work unalike:
 - the latency pace multiplies a run's fixed terms (its layers' operations dispatched): on 2 cores shared with other
-  work each operation torch spreads over its threads waits for a core, a few milliseconds whatever its size, so a
-  3-token run takes 15x its estimate at the fitted rates where a 512-token one takes 5x;
+  work an operation torch spreads over its threads may wait for a core whatever its size;
 - the throughput pace multiplies its work (weights read, multiply-adds, attention weights), which a busy machine
   slows by its share of the cores.
 
-A fresh process calibrates each (`calibrate`: small products, each bound by its dispatch; a product and a softmax
-large enough to be bound by their work), then every admitted run that ends says what it took against its two parts
-(`observe`, from admission.Gate), and the two paces are fitted to the last RUNS of them (`fit`). An estimate is a
-`Seconds`: a float, its two parts at the fitted rates kept beside it so that the run it admits can be observed.
+A fresh process starts both at one calibration (`calibrate`: a product and a softmax large enough to be bound by their
+work); then every admitted run that ends says what it took against its two parts (`observe`, from admission.Gate),
+and the two paces are fitted to the last RUNS of them (`fit`). An estimate is a `Seconds`: a float, its two parts at
+the fitted rates kept beside it so that the run it admits can be observed.
+
+Why no latency calibration of its own: one was tried (small products, (3, 384) x (384, 1,536), each bound by its
+dispatch). Under a load of 7-9 on 2 cores each waited 0.5 ms or 32 ms by the moment (the other work's phases last
+seconds), and the runs did not follow it: over 24 first runs of MiniLM and SmolLM2 at 3-512 tokens each beside its
+calibrations, a fresh estimate from both calibrations missed by a factor of exp(0.45) on average and by more than
+1.5x for 11 runs; from the throughput calibration alone, by exp(0.31) and 6 runs.
 """
 
 from __future__ import annotations
@@ -21,22 +26,17 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-# The calibrations' work, and their times at pace 1: `python -m bench estimates fit`'s fit_units, at cost.py's rates,
-# to first runs of MiniLM and SmolLM2 at 3-512 tokens each beside its calibrations (24 runs under a load of 7-8 on 2
-# cores, each within 0.6-3.3x of its estimate, the median of each length within 0.74-2.2x). On that machine the
-# small products waited 0.5 ms or 32 ms each by the moment (the other work's phases, seconds long), and the runs
-# hardly followed: the fit gives the latency calibration little weight, and the runs seen set the latency pace.
-LATENCY_OPS = 64  # at most this many small products of a 3-token text's kind, (3, 384) x (384, 1,536), each one
-LATENCY_WITHIN = 0.05  # dispatch, or as many as this many seconds hold
-LATENCY_SECONDS = 8.4e-3  # one's time at pace 1
+# The calibration's work, and its time at pace 1: `python -m bench estimates fit`'s fit_unit, at cost.py's rates, to
+# first runs of MiniLM and SmolLM2 at 3-512 tokens each beside a calibration (48 runs in two sets under a load of 6-9 on
+# 2 cores: 0.0175 s and 0.0152 s)
 THROUGHPUT_ROUNDS = 4  # a (256, 1,024) x (1,024, 1,024) product and a softmax over (8, 256, 256) weights, each round
-THROUGHPUT_SECONDS = 0.015  # their time at pace 1
+THROUGHPUT_SECONDS = 0.016  # their time at pace 1
 REPEATS = 5  # each calibration the median of five: one pause does not set a process's first estimates
 RUNS = 9  # the observations the paces are fitted to
 OBSERVED_AFTER = 0.005  # a block shorter than this at the fitted rates says more of Python's own work than of either
 LIMITS = (0.1, 200.0)  # no observation moves a pace beyond these
-PRIOR = 0.3  # the weight that holds each pace near its calibration where the runs seen do not say it (only long runs
-# seen: the latency pace), beside each observation's weight of 1
+PRIOR = 0.3  # the weight that holds the two paces near their level where the runs seen do not tell them apart (only
+# long runs seen), beside each observation's weight of 1
 
 
 @dataclass(frozen=True)
@@ -104,24 +104,8 @@ _fitted: list[Pace] = []  # the fit to _observed, once made
 _lock = threading.Lock()
 
 
-def latency_seconds() -> float:
-    """One latency calibration: the mean time of a small product, bound by its dispatch to torch's threads, over
-    LATENCY_OPS of them or LATENCY_WITHIN seconds."""
-    import torch
-
-    generator = torch.Generator().manual_seed(0)
-    weight, short = torch.randn(1536, 384, generator=generator), torch.randn(3, 384, generator=generator)
-    with torch.inference_mode():
-        torch.nn.functional.linear(short, weight)  # torch's first call of a kind reads 3-5x: outside the timing
-        start, done = time.perf_counter(), 0
-        while done < LATENCY_OPS and (done == 0 or time.perf_counter() - start < LATENCY_WITHIN):
-            torch.nn.functional.linear(short, weight)
-            done += 1
-        return (time.perf_counter() - start) / done
-
-
 def throughput_seconds() -> float:
-    """One throughput calibration: THROUGHPUT_ROUNDS of a product and a softmax, each bound by its work."""
+    """One calibration: THROUGHPUT_ROUNDS of a product and a softmax, each bound by its work."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
@@ -137,10 +121,9 @@ def throughput_seconds() -> float:
 
 
 def calibrate() -> Pace:
-    """This machine's two paces now, each the median of REPEATS calibrations (the pace until runs say more)."""
-    latency = statistics.median(latency_seconds() for _ in range(REPEATS)) / LATENCY_SECONDS
-    throughput = statistics.median(throughput_seconds() for _ in range(REPEATS)) / THROUGHPUT_SECONDS
-    found = Pace(_bounded(latency), _bounded(throughput))
+    """This machine's pace now, the median of REPEATS calibrations, for both parts (until runs say more)."""
+    found = _bounded(statistics.median(throughput_seconds() for _ in range(REPEATS)) / THROUGHPUT_SECONDS)
+    found = Pace(found, found)
     with _lock:
         _calibrated[:] = [found]
         _fitted[:] = [fit(list(_observed), found)] if _observed else []

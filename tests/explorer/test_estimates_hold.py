@@ -17,16 +17,11 @@ import pytest
 from attention_explorer.explorer.run import cost, pace, trace
 
 
-def calibrated_at(monkeypatch, latency: float, throughput: float) -> None:
-    """A fresh process on a machine whose calibrations take `latency` and `throughput` times their fitted time."""
-    monkeypatch.setattr(pace, "latency_seconds", lambda: latency * pace.LATENCY_SECONDS)
-    monkeypatch.setattr(pace, "throughput_seconds", lambda: throughput * pace.THROUGHPUT_SECONDS)
-    pace.forget()
-
-
 def test_the_pace_is_the_calibrations_until_runs_say_more(monkeypatch):
-    calibrated_at(monkeypatch, 20.0, 3.0)
-    assert pace.now() == pace.Pace(20.0, 3.0)
+    monkeypatch.setattr(pace, "throughput_seconds", lambda: 3.0 * pace.THROUGHPUT_SECONDS)
+    pace.forget()  # a fresh process: both parts at its calibration
+    assert pace.now() == pace.Pace(3.0, 3.0)
+    pace.forget(calibrated=pace.Pace(20.0, 3.0))
     pace.observe(pace.Seconds(0.001, 0.001), 1.0)  # too short to say the machine's pace (Python's own work)
     pace.observe(2.0, 1.0)  # a plain float (a model's load, from its files' sizes) has no parts to say it by
     assert pace.now() == pace.Pace(20.0, 3.0)
@@ -37,11 +32,11 @@ def test_the_pace_is_the_calibrations_until_runs_say_more(monkeypatch):
     assert not cost.asks_first(pace.Seconds(0.0, ask * 0.95)) and cost.asks_first(pace.Seconds(ask * 1.05, 0.0))
 
 
-def test_each_part_is_scaled_by_its_own_pace(monkeypatch, minilm):
+def test_each_part_is_scaled_by_its_own_pace(minilm):
     """The fixed terms (layers, runs) at the latency pace, the work (weights read, multiply-adds, attention weights)
     at the throughput pace; sums and multiples of estimates keep their parts, so the run they admit says both."""
     config = minilm.model.config
-    calibrated_at(monkeypatch, 7.0, 2.0)
+    pace.forget(calibrated=pace.Pace(7.0, 2.0))
     terms = cost.forward_terms(config, 64, 1)
     found = cost.forward_seconds(config, 64)
     assert found == pytest.approx(7.0 * terms.fixed_seconds() + 2.0 * terms.work_seconds())
@@ -132,27 +127,23 @@ def test_an_admitted_run_reports_what_it_estimated(monkeypatch):
 
 
 def test_a_fresh_process_calibrates_once_on_its_own_machine(monkeypatch):
-    """The first estimate times the calibrations (this machine's own work, so it holds on another CPU), once: later
-    estimates reuse them until runs say more."""
-    calls: dict[str, list[float]] = {"latency": [], "throughput": []}
-    for name in calls:
-        real = getattr(pace, f"{name}_seconds")
+    """The first estimate times the calibration (this machine's own work, so it holds on another CPU), once: later
+    estimates reuse it until runs say more."""
+    calls: list[float] = []
+    real = pace.throughput_seconds
 
-        def counted(real=real, name=name) -> float:
-            calls[name].append(real())
-            return calls[name][-1]
+    def counted() -> float:
+        calls.append(real())
+        return calls[-1]
 
-        monkeypatch.setattr(pace, f"{name}_seconds", counted)
+    monkeypatch.setattr(pace, "throughput_seconds", counted)
     pace.forget()
     first = pace.now()
-    assert all(len(c) == pace.REPEATS and all(t > 0 for t in c) for c in calls.values())
-    expected = [
-        sorted(calls[n])[pace.REPEATS // 2] / u
-        for n, u in (("latency", pace.LATENCY_SECONDS), ("throughput", pace.THROUGHPUT_SECONDS))
-    ]
-    assert (first.latency, first.throughput) == pytest.approx([min(max(e, 0.1), 200.0) for e in expected])
+    assert len(calls) == pace.REPEATS and all(c > 0 for c in calls)
+    expected = min(max(sorted(calls)[pace.REPEATS // 2] / pace.THROUGHPUT_SECONDS, 0.1), 200.0)
+    assert (first.latency, first.throughput) == pytest.approx((expected, expected))
     pace.now()
-    assert all(len(c) == pace.REPEATS for c in calls.values())
+    assert len(calls) == pace.REPEATS
 
 
 def test_a_short_runs_estimate_counts_every_weight_read_and_every_layer(smollm2, minilm):
