@@ -201,10 +201,11 @@ def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: boo
 
 
 # transformers' own copy of a model, loaded the first time Ours vs transformers opens on it: from a GGUF file it
-# converts every weight again (SmolLM2-135M-Instruct: 75 s beside a calibration 36 times CALIBRATION_SECONDS on a
-# 2-core machine under a load of 10, `python -m bench estimates reference`; memory 1.25 -> 1.76 GB), from a
-# safetensors folder it only reads them (GPT-2-sized: a second or two on a busy machine)
-GGUF_SECONDS_PER_PARAMETER = 1.6e-8
+# converts every weight again (SmolLM2-135M-Instruct: 75 s on a 2-core machine under a load of 10, beside a pace of
+# 36 by the single calibration before pace.py's, which reads about 1.3 times pace.py's on the same machine (four pairs
+# under a load of 15: 1.25-1.72); `python -m bench estimates reference`; memory 1.25 -> 1.76 GB), from a safetensors
+# folder it only reads them (GPT-2-sized: a second or two on a busy machine)
+GGUF_SECONDS_PER_PARAMETER = 1.6e-8 * 1.3
 FOLDER_SECONDS_PER_PARAMETER = 1e-9
 REFERENCE_BYTES_PER_PARAMETER = 3.8  # its float32 weights (4 bytes) less what the conversion shares: 0.51 GB / 135 M
 
