@@ -1,16 +1,18 @@
 """The time model of explorer.run.cost against what happens (issue 50: estimates within 1.5x), in this process, each
 estimate beside its work back to back. `python -m bench estimates`:
-- `measure` / `table` / `fit`: first runs of MiniLM and SmolLM2 at 3-512 tokens, each right after a calibration, so
-  that a busy machine slows both alike; `fit` finds the rates that make took / estimated closest to 1;
-- `checks`: the ratios the issue asks for (a short run against a long one, a fresh process's calibrated first run,
-  a run after one of another length, an encoder-decoder's greedy decoding, the sample corpus), each the median of
-  REPEATS pairs; `reference`: transformers' load of the SmolLM2 GGUF against its estimate.
+- `measure` / `table` / `fit`: first runs of MiniLM and SmolLM2 at 3-512 tokens, each right after a calibration
+  (explorer/run/pace.py), so that a busy machine slows both alike; `fit` finds the rates that make took / estimated
+  closest to 1, `fit_unit` the calibration's time at pace 1 at the rates as they stand;
+- `checks`: the ratios the issue asks for (each model at each length in a fresh process and once its runs have set
+  the pace, an encoder-decoder's greedy first run, the sample corpus), each the median of a few;
+  `reference`: transformers' load of the SmolLM2 GGUF against its estimate.
 These are measurements, not tests: on a 2-core machine shared with other work (a load of 10) their ratios moved from
 0.5x to 2.8x between runs of the same check, so tests/explorer/test_estimates_hold.py tests the estimates' plumbing
 and this file their times."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from dataclasses import astuple
@@ -21,8 +23,9 @@ REPEATS = 5  # the quickest of five: what a run takes when the machine's other w
 
 
 def measure(models=MODELS, lengths=LENGTHS, repeats: int = REPEATS) -> list[dict]:
+    """First runs of each model at each length, each right after a calibration: the rows `fit` fits."""
     from attention_explorer.explorer.app import reduced
-    from attention_explorer.explorer.run import cost, trace
+    from attention_explorer.explorer.run import cost, pace, trace
     from attention_explorer.models import registry
     from bench.inputs import text_of
 
@@ -34,11 +37,12 @@ def measure(models=MODELS, lengths=LENGTHS, repeats: int = REPEATS) -> list[dict
         for tokens in lengths:
             text = text_of(loaded, tokens)
             for _ in range(repeats):
-                calibration = cost.calibration_seconds()
+                calibration = pace.throughput_seconds()
                 start = time.perf_counter()
                 trace.run(loaded, text, tokens, reduce=reduce)
                 took = time.perf_counter() - start
                 terms = cost.forward_terms(config, tokens, 1, logits)
+                at = calibration / pace.THROUGHPUT_SECONDS
                 rows.append(
                     {
                         "model": key,
@@ -46,7 +50,7 @@ def measure(models=MODELS, lengths=LENGTHS, repeats: int = REPEATS) -> list[dict
                         "calibration": calibration,
                         "took": took,
                         "terms": astuple(terms),
-                        "estimate": terms.seconds() * calibration / cost.CALIBRATION_SECONDS,
+                        "estimate": terms.seconds() * at,
                     }
                 )
     return rows
@@ -57,7 +61,7 @@ def reference_load(key: str = "smollm2", repeats: int = 1) -> list[dict]:
     each beside a calibration: its seconds per parameter at pace 1 (cost.GGUF_SECONDS_PER_PARAMETER)."""
     import gc
 
-    from attention_explorer.explorer.run import cost, reference_view
+    from attention_explorer.explorer.run import cost, pace, reference_view
     from attention_explorer.models import registry
 
     folder = reference_view.folder_of(key)
@@ -65,96 +69,121 @@ def reference_load(key: str = "smollm2", repeats: int = 1) -> list[dict]:
     parameters = sum(p.numel() for p in registry.load(key).model.parameters())
     rows = []
     for _ in range(repeats):
-        calibration = statistics.median(cost.calibration_seconds() for _ in range(cost.CALIBRATION_REPEATS))
+        pace.forget()
+        estimate = cost.reference_load_seconds(parameters, folder.endswith(".gguf"))  # at a fresh calibration
         start = time.perf_counter()
         reference_view.load(folder)
         took = time.perf_counter() - start
         gc.collect()
-        per = took / parameters * cost.CALIBRATION_SECONDS / calibration
+        per = took / parameters / pace.now().throughput
         rows.append(
             {
                 "model": key,
                 "parameters": parameters,
-                "calibration": calibration,
+                "throughput_pace": pace.now().throughput,
                 "took": took,
                 "seconds_per_parameter_at_pace_1": per,
-                "estimate": cost.reference_load_seconds(parameters, folder.endswith(".gguf"))
-                * calibration
-                / cost.CALIBRATION_SECONDS
-                / cost.pace(),
+                "estimate": estimate,
             }
         )
     return rows
 
 
-def took(work) -> float:
-    start = time.perf_counter()
-    work()
-    return time.perf_counter() - start
-
-
-def checks(repeats: int = REPEATS) -> dict[str, float]:
-    """Each check's median took / estimated (or, for the shape checks, (took short / took long) / (estimated short /
-    estimated long): 1 where the fixed and per-token parts are in proportion, whatever the pace)."""
+def checks(repeats: int = 3, models=MODELS, lengths=LENGTHS) -> dict[str, float]:
+    """Each check's median took / estimated over `repeats`: each model's first run at each length in a fresh process
+    (its estimate from the calibration alone) and in a process whose admitted runs have set its pace (the runs of
+    every length before it); then, at that pace, translate's greedy first run, the sample corpus and step 9's reveal
+    as a class presses it."""
     from attention_explorer.explorer.app import reduced
     from attention_explorer.explorer.experiments import sample
-    from attention_explorer.explorer.run import admission, corpus, corpus_input, cost, trace
+    from attention_explorer.explorer.run import admission, corpus, corpus_input, cost, pace, trace
     from attention_explorer.models import registry
     from bench.inputs import text_of
 
-    minilm, translate = registry.load("minilm"), registry.load("translate")
-
-    def run(loaded, tokens: int) -> None:
-        trace.run(loaded, text_of(loaded, tokens), tokens, reduce=reduced.for_model(loaded))
+    gate = admission.Gate(budget=2**40, resident=lambda: 0)
 
     def estimate(loaded, tokens: int) -> float:
         config = loaded.model.config
         decoding = cost.greedy_seconds(config, tokens, trace.target_budget(tokens))
         return cost.forward_seconds(config, tokens, 1, loaded.family.next_token_head) + decoding
 
+    def ratio(loaded, tokens: int, text: str | None = None) -> float:
+        """A first run admitted as the app admits it (so that it is observed), took / estimated."""
+        text = text_of(loaded, tokens) if text is None else text
+        needs = admission.Cost(estimate(loaded, tokens), 0)
+        start = time.perf_counter()
+        with gate.admitted(needs):
+            trace.run(loaded, text, tokens, reduce=reduced.for_model(loaded))
+        return (time.perf_counter() - start) / needs.seconds
+
     found: dict[str, float] = {}
-    run(minilm, 16)
-    for short in (3, 16, 128):
-        pairs = []
+    for key in models:
+        loaded = registry.load(key)
+        ratio(loaded, 8)  # torch's first-use buffers
+        fresh: dict[int, list[float]] = {n: [] for n in lengths}
         for _ in range(repeats):
-            times = took(lambda s=short: run(minilm, s)), took(lambda: run(minilm, 512))
-            pairs.append((times[0] / times[1]) / (estimate(minilm, short) / estimate(minilm, 512)))
-        found[f"MiniLM {short} tokens against 512, shape"] = statistics.median(pairs)
-    pairs = []
-    for _ in range(repeats):
-        cost.forget_pace()  # a fresh process: the calibration, at this moment's load
-        guess = estimate(minilm, 128)
-        pairs.append(took(lambda: run(minilm, 128)) / guess)
-    found["MiniLM 128 tokens, a fresh process's calibrated estimate"] = statistics.median(pairs)
-    gate, pairs = admission.Gate(budget=2**40, resident=lambda: 0), []
-    for _ in range(repeats):
-        cost.forget_pace(calibrated=1.0)
-        with gate.admitted(admission.Cost(estimate(minilm, 512), 0)):
-            run(minilm, 512)
-        guess = estimate(minilm, 64)
-        pairs.append(took(lambda: run(minilm, 64)) / guess)
-    found["MiniLM 64 tokens after a run at 512 set the pace"] = statistics.median(pairs)
-    text = text_of(translate, 12)
-    result = trace.run(translate, text, 12)
-    forced = [translate.bos_id, *(translate.target_vocabulary.token_to_id(t) for t in result.target_tokens[1:])]
-    config, pairs = translate.model.config, []
-    decoding = cost.greedy_seconds(config, 12, trace.target_budget(12))
-    forward = cost.forward_seconds(config, 12, 1, True)
-    for _ in range(repeats):
-        greedy = took(lambda: trace.run(translate, text, 12))
-        alone = took(lambda: trace.run(translate, text, 12, forced=forced))
-        pairs.append((greedy / alone) / ((decoding + forward) / forward))
-    found["translate's first run (greedy) against a forced one, shape"] = statistics.median(pairs)
+            for tokens in lengths:
+                pace.forget()  # a fresh process: the calibration alone, at this moment's load
+                fresh[tokens].append(ratio(loaded, tokens))
+        pace.forget()
+        for tokens in lengths:  # a first round sets the pace
+            ratio(loaded, tokens)
+        after: dict[int, list[float]] = {n: [] for n in lengths}
+        for _ in range(repeats):
+            for tokens in lengths:
+                after[tokens].append(ratio(loaded, tokens))
+        for tokens in lengths:
+            found[f"{key} {tokens} tokens, fresh process"] = statistics.median(fresh[tokens])
+            found[f"{key} {tokens} tokens, after runs set the pace"] = statistics.median(after[tokens])
+    minilm, translate = registry.load("minilm"), registry.load("translate")
+    found["translate's greedy first run, 12 tokens"] = statistics.median(ratio(translate, 12) for _ in range(repeats))
     prepared = corpus_input.prepare(minilm, corpus_input.from_texts(sample.corpus(minilm).texts[:32]), 128)
     pairs = []
-    for _ in range(3):
-        cost.forget_pace(calibrated=1.0)
-        with gate.admitted(admission.Cost(estimate(minilm, 384), 0)):
-            run(minilm, 384)
-        guess = corpus.corpus_cost(minilm, prepared).seconds
-        pairs.append(took(lambda: corpus.run(minilm, prepared)) / guess)
-    found["sample corpus (32 texts) after a run at 384"] = statistics.median(pairs)
+    for _ in range(repeats):
+        needs = corpus.corpus_cost(minilm, prepared)
+        start = time.perf_counter()
+        with gate.admitted(needs):
+            corpus.run(minilm, prepared)
+        pairs.append((time.perf_counter() - start) / needs.seconds)
+    found["sample corpus (32 texts)"] = statistics.median(pairs)
+    found["step 9's reveal (MiniLM, 12 repeats of a sentence)"] = statistics.median(reveal() for _ in range(repeats))
     return found
+
+
+def reveal(page: str = "turn_off", key: str = "turn_off_predict", model: str = "minilm", text: str = "") -> float:
+    """A lesson step's reveal as a class presses it (AppTest, in this process): the seconds its click took over the
+    estimate its label was made from (the page's own run and its guess come first, outside the timing)."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from attention_explorer.explorer.app import waiting
+
+    # not tests/app/test_estimates_said.py's sentence: this click's kept result would leave that test nothing to run
+    text = text or "The trophy didn't fit in the suitcase because it was too big " * 12
+    said: list[float] = []
+    label = waiting.reveal_label
+
+    def recording(seconds: float, *rest) -> str:
+        said.append(seconds)
+        return label(seconds, *rest)
+
+    waiting.reveal_label = recording  # the page imports it on every run
+    try:
+        at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=600)
+        at.switch_page(f"explorer/pages/{page}.py")
+        at.query_params.update(model=model, text=text)
+        at.run()
+        (box,) = [s for s in at.selectbox if s.key.startswith(f"{key}_guess_")]
+        box.set_value(0).run()
+        estimate = said[-1]
+        start = time.perf_counter()
+        at.button(key=f"{key}_reveal").click().run()
+        took = time.perf_counter() - start
+    finally:
+        waiting.reveal_label = label
+    assert not at.exception, at.exception
+    return took / estimate
 
 
 def quickest(rows: list[dict]) -> list[dict]:
@@ -166,24 +195,33 @@ def quickest(rows: list[dict]) -> list[dict]:
 
 
 def fit(rows: list[dict]) -> dict:
-    """The rates (seconds at pace 1, where a calibration takes the quickest calibration seen) that minimise the
-    squared relative error of every (model, tokens)'s quickest run."""
+    """The rates (seconds at pace 1, where a calibration takes the quickest seen) that minimise the squared relative
+    error of every run, each at the pace its calibration beside it says."""
     import numpy as np
     from scipy.optimize import nnls
 
     unit = min(r["calibration"] for r in rows)
-    best = quickest(rows)
-    terms = np.array([r["terms"] for r in best], dtype=float)
-    took = np.array([r["took"] for r in best])
-    rates, _ = nnls(terms / took[:, None], np.ones(len(best)))
+    terms = np.array([r["terms"] for r in rows], dtype=float)  # parameters, layers, macs, weights, runs
+    paces = np.array([r["calibration"] / unit for r in rows])
+    took = np.array([r["took"] for r in rows])
+    rates, _ = nnls(terms * paces[:, None] / took[:, None], np.ones(len(rows)))
     return {
-        "CALIBRATION_SECONDS": unit,
+        "THROUGHPUT_SECONDS": unit,
         "SECONDS_PER_PARAMETER": rates[0],
         "SECONDS_PER_LAYER": rates[1],
         "MACS_PER_SECOND": 1 / rates[2] if rates[2] else float("inf"),
         "SECONDS_PER_WEIGHT": rates[3],
         "SECONDS_PER_RUN": rates[4],
     }
+
+
+def fit_unit(rows: list[dict]) -> float:
+    """The calibration's time at pace 1 (pace.THROUGHPUT_SECONDS) that, at cost.py's rates as they stand (which decide
+    where pages ask first), minimises the squared relative error of every run: took ~ fitted x calibration / unit."""
+    from attention_explorer.explorer.run import cost
+
+    scaled = [cost.Terms(*r["terms"]).seconds() * r["calibration"] / r["took"] for r in rows]
+    return sum(x * x for x in scaled) / sum(scaled)  # least squares of sum (x / unit - 1)^2 in 1 / unit
 
 
 def table(rows: list[dict]) -> str:
@@ -208,6 +246,8 @@ def main(what: str) -> None:
         found = measure()
         print(table(found))
         print(fit(found))
+        print({"THROUGHPUT_SECONDS": fit_unit(found)})
+        print(json.dumps(found))
     else:
         for name, ratio in checks().items():
             print(f"{ratio:6.2f}  {name}")

@@ -14,10 +14,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(autouse=True)
 def fitted_pace():
     """Each test starts at the estimates' fitted rates (pace 1, no calibration timed): the pace an earlier test's runs
-    set, or this machine's calibration (explorer/run/cost.py), would change the estimates a test reads."""
-    from attention_explorer.explorer.run import cost
+    set, or this machine's calibration (explorer/run/pace.py), would change the estimates a test reads."""
+    from attention_explorer.explorer.run import pace
 
-    cost.forget_pace(calibrated=1.0)
+    pace.forget(calibrated=1.0)
 
 
 def pytest_collection_modifyitems(config, items) -> None:

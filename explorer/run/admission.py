@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from attention_explorer.explorer.run import caps
-from attention_explorer.explorer.run.cost import observe
-from attention_explorer.explorer.run.cost import pace as pace_now
+from attention_explorer.explorer.run.pace import observe
 
 SHORT_SECONDS = 1.0  # "about a second": a sentence on MiniLM (0.04 s at 128 tokens), SmolLM2 at 256 tokens (~0.4 s)
 POLL_SECONDS = 0.5  # how often a waiting run is told its place (and may be cancelled)
@@ -45,7 +44,7 @@ class Cost:
     bytes: int
     lane: str = ""
 
-    observed: bool = True  # whether its time says the process's pace (cost.observe): False where `seconds` is a
+    observed: bool = True  # whether its time says the process's pace (pace.observe): False where `seconds` is a
     # whole run's and the block only a part of it (a corpus's batch, a measurement's chunk)
 
     @property
@@ -285,11 +284,10 @@ class Gate:
                 self._changed.notify_all()
             raise
         self._held_here.ticket = ticket
-        at_pace = pace_now()
         try:
             yield
-            if cost.observed:  # its estimate against what happened: the pace later estimates are multiplied by
-                observe(cost.seconds, self.clock() - ticket.started, at_pace)
+            if cost.observed:  # its estimate against what happened: the paces later estimates are multiplied by
+                observe(cost.seconds, self.clock() - ticket.started)
         finally:
             self._held_here.ticket = None
             with self._changed:

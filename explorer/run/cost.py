@@ -3,19 +3,18 @@ long, and the point past which it asks first instead of starting at once.
 
 An estimate is the work's terms (Terms: weights read, layers dispatched, multiply-adds, attention weights) at rates
 fitted on a 2-core machine (one forward of SmolLM2-135M over 2,048 tokens: about 10 s; a 3-token run: its weights
-read and its layers' fixed part), times this process's pace: this machine's calibration until its runs say how much
-longer than that they take (a busy machine takes longer). `python -m bench estimates` runs the estimates against
-what happens; tests/explorer/test_estimates_hold.py holds their plumbing. It reads only the model's shape and the
-token count, never the model's name.
+read and its layers' fixed part), its fixed terms times this process's latency pace and the rest times its
+throughput pace (explorer/run/pace.py: this machine's calibrations until its runs say how much longer than that
+they take). `python -m bench estimates` runs the estimates against what happens; tests/explorer/test_estimates_hold.py
+holds their plumbing. It reads only the model's shape and the token count, never the model's name.
 """
 
 from __future__ import annotations
 
-import statistics
-import threading
-from collections import deque
 from dataclasses import astuple, dataclass
 
+from attention_explorer.explorer.run import pace
+from attention_explorer.explorer.run.pace import Seconds
 from attention_explorer.models.anatomy import describe
 from attention_explorer.models.config import TransformerConfig
 
@@ -29,8 +28,7 @@ LOGIT_COPIES = 0.22  # the next-token logits (T, V), read a block of positions a
 OUTPUT_WEIGHT_COPIES = 1.15  # the output layer's weights (V, D) once more while the logits are computed
 FIXED_BYTES = 16 * 2**20  # a short text's run: torch's buffers and the trace's small arrays
 
-# The time of a run, in seconds at pace 1 (an idle 2-core machine, where the calibration below takes
-# CALIBRATION_SECONDS):
+# The time of a run, in seconds at pace 1 (an idle 2-core machine; explorer/run/pace.py's calibrations there):
 #   every layer: its weight matrices read once (what a short text's run spends: SECONDS_PER_PARAMETER), a fixed
 #   overhead (SECONDS_PER_LAYER: Python and torch's dispatch of its operations, the trace's work on its arrays), its
 #   matrix products' multiply-adds (MACS_PER_SECOND) and its attention weights (SECONDS_PER_WEIGHT);
@@ -69,96 +67,31 @@ class Terms:
     def __mul__(self, times: float) -> Terms:
         return Terms(*(a * times for a in astuple(self)))
 
+    def fixed_seconds(self) -> float:
+        """The fixed terms' time at the fitted rates: what the latency pace multiplies."""
+        return self.layers * SECONDS_PER_LAYER + self.runs * SECONDS_PER_RUN
+
+    def work_seconds(self) -> float:
+        """The work's time at the fitted rates: what the throughput pace multiplies."""
+        return self.parameters * SECONDS_PER_PARAMETER + self.macs / MACS_PER_SECOND + self.weights * SECONDS_PER_WEIGHT
+
     def seconds(self) -> float:
-        """These terms' time at the fitted rates (pace 1)."""
-        return (
-            self.parameters * SECONDS_PER_PARAMETER
-            + self.layers * SECONDS_PER_LAYER
-            + self.macs / MACS_PER_SECOND
-            + self.weights * SECONDS_PER_WEIGHT
-            + self.runs * SECONDS_PER_RUN
-        )
+        """These terms' time at the fitted rates (pace 1, 1)."""
+        return self.fixed_seconds() + self.work_seconds()
+
+    def estimate(self) -> Seconds:
+        """These terms' time at this process's pace."""
+        return Seconds(self.fixed_seconds(), self.work_seconds())
 
 
 # The rates above are one machine's; a busy or another machine runs slower or faster, and a fixed rate was off by
-# 2-9x (a corpus "about 6 s" took 13.3 s). So every estimate is multiplied by this process's pace: the median, over
-# its last PACE_RUNS admitted runs, of the time each took over its estimate at these rates (admission.Gate reports
-# each run that ends). Until a run long enough to say (OBSERVED_AFTER) has ended, the pace is the calibration's:
-# a few matrix products and a softmax shaped like a layer's work, timed on this machine when the first estimate is
-# made (about 0.02-0.1 s each), over the time they took on the machine the rates were fitted on (CALIBRATION_SECONDS).
-CALIBRATION_ROUNDS = 16  # each calibration's rounds: ~0.06 s, several of the scheduler's time slices, so that a machine
-# shared with other work shows its share, not one slice's luck (4 rounds, 16 ms, read 1x to 10x under a load of 2)
-CALIBRATION_SECONDS = 0.016 * CALIBRATION_ROUNDS / 4  # 4 rounds: the quickest of 60 under a load of 12 on 2 cores
-CALIBRATION_REPEATS = 5  # the median of five: one pause does not set a process's first estimates
-PACE_RUNS = 7
-OBSERVED_AFTER = 0.1  # shorter runs say more about Python's overhead than about the machine's pace
-PACE_LIMITS = (0.1, 200.0)  # one odd run (a machine paused) moves the median, never the estimate beyond these
+# 2-9x (a corpus "about 6 s" took 13.3 s). So every estimate is a pace.Seconds: the fixed terms (layers, runs) times
+# this process's latency pace, the rest (weights read, multiply-adds, attention weights) times its throughput pace,
+# each calibrated on this machine when the first estimate is made, then fitted to its admitted runs (explorer/run/
+# pace.py).
 # each attention weight's share of the corpus statistics (explorer/run/corpus.layer_sums: a float64 copy, entropy,
 # distances, induction targets; about 8 passes over the weights), beyond the forward's own
 SECONDS_PER_STATISTIC_WEIGHT = 8 * SECONDS_PER_WEIGHT
-
-_paces: deque[float] = deque(maxlen=PACE_RUNS)
-_calibrated: list[float] = []  # the calibration's pace, once measured
-_lock = threading.Lock()
-
-
-def calibration_seconds() -> float:
-    """One calibration: the time of a layer's kinds of work at a small size (a short text's linear layers, which
-    read their weights; a longer text's, bound by multiply-adds; a softmax over attention weights)."""
-    import time
-
-    import torch
-
-    generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(1024, 1024, generator=generator)  # 1 M weights: 4 MB, past the caches
-    short, long = torch.randn(3, 1024, generator=generator), torch.randn(64, 1024, generator=generator)
-    scores = torch.randn(4, 128, 128, generator=generator)
-
-    def round_() -> None:
-        torch.nn.functional.linear(short, weight)
-        torch.nn.functional.linear(long, weight)
-        scores.softmax(-1)
-
-    with torch.inference_mode():
-        round_()  # torch's first call of each kind (a process's first read 3-5x its later ones), outside the timing
-        start = time.perf_counter()
-        for _ in range(CALIBRATION_ROUNDS):
-            round_()
-        return time.perf_counter() - start
-
-
-def calibrate() -> float:
-    """This machine's pace from CALIBRATION_REPEATS calibrations now (kept as the pace before any run is seen)."""
-    found = statistics.median(calibration_seconds() for _ in range(CALIBRATION_REPEATS)) / CALIBRATION_SECONDS
-    with _lock:
-        _calibrated[:] = [found]
-    return found
-
-
-def pace() -> float:
-    """This process's pace: how much longer than its estimate at the fitted rates a run now takes (1: as fitted):
-    its last runs' median, or before any, the calibration's (made on the first call)."""
-    with _lock:
-        found = statistics.median(_paces) if _paces else (_calibrated[0] if _calibrated else None)
-    if found is None:
-        found = calibrate()
-    return min(max(found, PACE_LIMITS[0]), PACE_LIMITS[1])
-
-
-def observe(seconds: float, took: float, at_pace: float) -> None:
-    """A run estimated at `seconds` (at pace `at_pace`) took `took`: the pace it shows joins the last PACE_RUNS."""
-    fitted = seconds / at_pace  # the estimate at the fitted rates
-    if fitted >= OBSERVED_AFTER and took > 0:
-        with _lock:
-            _paces.append(took / fitted)
-
-
-def forget_pace(calibrated: float | None = None) -> None:
-    """Back to a fresh process's pace: no run seen, the calibration to be made again, or taken as `calibrated` (a
-    test's fresh start at the fitted rates: 1)."""
-    with _lock:
-        _paces.clear()
-        _calibrated[:] = [] if calibrated is None else [calibrated]
 
 
 def _layer_terms(config: TransformerConfig, queries: int, keys: float | None, cross: bool) -> tuple[Terms, Terms]:
@@ -183,13 +116,13 @@ def layer_seconds(
     """One layer over `queries` tokens attending to `keys` (default: themselves), `rows` batch rows at once: its
     projections, attention and feed-forward (a cross-attention adds a second attention), at this process's pace."""
     once, each = _layer_terms(config, queries, keys, cross)
-    return (once + each * rows).seconds() * pace()
+    return (once + each * rows).estimate()
 
 
 def statistics_seconds(config: TransformerConfig, rows: int, tokens: int, layers: int) -> float:
     """The corpus statistics of `layers` layers over `rows` texts padded to `tokens` (explorer/run/corpus.py's
     layer_sums over every head's weights), at this process's pace."""
-    return rows * layers * config.n_heads * tokens * tokens * SECONDS_PER_STATISTIC_WEIGHT * pace()
+    return Seconds(0.0, rows * layers * config.n_heads * tokens * tokens * SECONDS_PER_STATISTIC_WEIGHT)
 
 
 def forward_terms(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> Terms:
@@ -208,7 +141,7 @@ def forward_terms(config: TransformerConfig, tokens: int, rows: int = 1, logits:
 def forward_seconds(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> float:
     """One forward over `tokens` tokens (every layer of every stack; a decoder reads as many as the encoder) of
     `rows` batch rows at once; `logits`: with the output layer over every position. At this process's pace."""
-    return forward_terms(config, tokens, rows, logits).seconds() * pace()
+    return forward_terms(config, tokens, rows, logits).estimate()
 
 
 def greedy_terms(config: TransformerConfig, source: int, steps: int) -> Terms:
@@ -228,7 +161,7 @@ def greedy_terms(config: TransformerConfig, source: int, steps: int) -> Terms:
 def greedy_seconds(config: TransformerConfig, source: int, steps: int) -> float:
     """An encoder-decoder's greedy decoding of at most `steps` tokens from `source` tokens, at this pace (a first
     run decodes before its forward over the output: the two add up)."""
-    return greedy_terms(config, source, steps).seconds() * pace() if config.is_encoder_decoder else 0.0
+    return greedy_terms(config, source, steps).estimate() if config.is_encoder_decoder else Seconds(0.0, 0.0)
 
 
 def forward_bytes(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> int:
@@ -268,18 +201,20 @@ def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: boo
 
 
 # transformers' own copy of a model, loaded the first time Ours vs transformers opens on it: from a GGUF file it
-# converts every weight again (SmolLM2-135M-Instruct: 75 s beside a calibration 36 times CALIBRATION_SECONDS on a
-# 2-core machine under a load of 10, `python -m bench estimates reference`; memory 1.25 -> 1.76 GB), from a
-# safetensors folder it only reads them (GPT-2-sized: a second or two on a busy machine)
-GGUF_SECONDS_PER_PARAMETER = 1.6e-8
+# converts every weight again (SmolLM2-135M-Instruct: 75 s on a 2-core machine under a load of 10, beside a pace of
+# 36 by the single calibration before pace.py's, which reads about 1.3 times pace.py's on the same machine (four pairs
+# under a load of 15: 1.25-1.72); `python -m bench estimates reference`; memory 1.25 -> 1.76 GB), from a safetensors
+# folder it only reads them (GPT-2-sized: a second or two on a busy machine)
+GGUF_SECONDS_PER_PARAMETER = 1.6e-8 * 1.3
 FOLDER_SECONDS_PER_PARAMETER = 1e-9
 REFERENCE_BYTES_PER_PARAMETER = 3.8  # its float32 weights (4 bytes) less what the conversion shares: 0.51 GB / 135 M
 
 
 def reference_load_seconds(parameters: int, gguf: bool) -> float:
-    """About how long transformers takes to load its copy of a model of `parameters` weights, at this pace."""
+    """About how long transformers takes to load its copy of a model of `parameters` weights, at this throughput pace
+    (a plain float: a load's time does not say the pace of runs)."""
     per = GGUF_SECONDS_PER_PARAMETER if gguf else FOLDER_SECONDS_PER_PARAMETER
-    return parameters * per * pace()
+    return parameters * per * pace.now().throughput
 
 
 def reference_load_bytes(parameters: int) -> int:
@@ -290,7 +225,12 @@ def reference_load_bytes(parameters: int) -> int:
 def asks_first(seconds: float) -> bool:
     """Whether a computation this long waits for a click instead of starting when the page opens: decided on the
     work's size (the estimate at the fitted rates), so that a page asks the same on any machine, busy or not."""
-    return seconds / pace() > ASK_AFTER_SECONDS
+    return fitted(seconds) > ASK_AFTER_SECONDS
+
+
+def fitted(seconds: float) -> float:
+    """An estimate's work at the fitted rates (a plain float's, at this throughput pace)."""
+    return seconds.fitted if isinstance(seconds, Seconds) else seconds / pace.now().throughput
 
 
 def about(seconds: float) -> str:

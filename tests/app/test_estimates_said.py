@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from attention_explorer.explorer.app import waiting
-from attention_explorer.explorer.run import cost
+from attention_explorer.explorer.run import cost, pace
 from tests.app import new_app
 from tests.figdata import plain
 
@@ -35,8 +35,11 @@ def test_a_reveal_that_runs_work_says_how_long():
     assert waiting.at_once(2.0, 1.0, 60.0) == 3.0  # a part that asks first says its own estimate beside its button
 
 
-def test_step_9s_reveal_carries_its_estimate(minilm):
-    cost.observe(1.0, 40.0, 1.0)  # a busy machine: this process's runs take 40x their fitted estimate
+def test_step_9s_reveal_carries_its_estimate(monkeypatch, minilm):
+    from attention_explorer.explorer.run import admission
+
+    pace.forget(calibrated=40.0)  # a busy machine: this process's runs take 40x their fitted estimate
+    monkeypatch.setattr(admission, "observe", lambda *seen: None)  # and stays so while the page runs
     at = new_app("turn_off")
     at.query_params["model"] = "minilm"
     at.query_params["text"] = "The animal didn't cross the street because it was too tired"
@@ -48,15 +51,16 @@ def test_step_9s_reveal_carries_its_estimate(minilm):
 
 def said_and_run(monkeypatch, page: str, key: str, model: str, text: str) -> tuple[float, list[float]]:
     """(the seconds the reveal's label was made from, the estimates of the runs its click admitted), each at the
-    fitted rates (divided by the pace of its moment: the runs between them move it), so that the two are counted
-    alike: the work's size, not this machine's speed."""
+    fitted rates (cost.fitted: the runs between them move the pace), so that the two are counted alike: the work's
+    size, not this machine's speed. Every observed block's estimate keeps its two parts (pace.Seconds), so that the
+    time it takes says both paces, never a plain number read as a run's."""
     from attention_explorer.explorer.run import admission
 
     said: list[float] = []
     label = waiting.reveal_label
 
     def recording(seconds: float, *rest) -> str:
-        said.append(seconds / cost.pace())  # the work's size: its estimate at the fitted rates
+        said.append(cost.fitted(seconds))  # the work's size: its estimate at the fitted rates
         return label(seconds, *rest)
 
     monkeypatch.setattr(waiting, "reveal_label", recording)  # the page imports it on every run
@@ -74,7 +78,8 @@ def said_and_run(monkeypatch, page: str, key: str, model: str, text: str) -> tup
         outer = getattr(self._held_here, "ticket", None) is None  # a run inside a run is covered by the outer one
         # a measurement's chunks are each admitted in its whole lane (not observed): that estimate once
         if outer and (needs.observed or ("lane", needs.seconds) not in lanes):
-            admitted.append(needs.seconds / cost.pace())
+            assert isinstance(needs.seconds, pace.Seconds) or not needs.observed, needs
+            admitted.append(cost.fitted(needs.seconds))
             lanes.add(("lane", needs.seconds))
         return real(self, needs, *rest, **options)
 

@@ -10,45 +10,140 @@ a batch pays those once; an encoder-decoder's first run counts each greedy step;
 from __future__ import annotations
 
 import math
+from dataclasses import astuple
 
 import pytest
 
-from attention_explorer.explorer.run import cost, trace
+from attention_explorer.explorer.run import cost, pace, trace
 
 
 def test_the_pace_is_the_calibrations_until_runs_say_more(monkeypatch):
-    monkeypatch.setattr(cost, "calibration_seconds", lambda: 3 * cost.CALIBRATION_SECONDS)
-    cost.forget_pace()  # a fresh process: its first estimate times the calibration
-    assert cost.pace() == pytest.approx(3.0)
-    cost.observe(0.01, 1.0, 3.0)  # too short to say the machine's pace (Python's overhead)
-    assert cost.pace() == pytest.approx(3.0)
-    for ratio in (2.0, 4.0, 50.0):  # runs seen: their median; one odd run moves it, not the estimate
-        cost.observe(1.0, ratio, 1.0)
-    assert cost.pace() == 4.0
-    cost.observe(4.0, 4.0, 4.0)  # estimated at pace 4: its own pace is 4, not 1
-    assert cost.pace() == 4.0
+    monkeypatch.setattr(pace, "throughput_seconds", lambda: 3.0 * pace.THROUGHPUT_SECONDS)
+    pace.forget()  # a fresh process: both parts at its calibration
+    assert pace.now() == pace.Pace(3.0, 3.0)
+    pace.forget(calibrated=pace.Pace(20.0, 3.0))
+    pace.observe(pace.Seconds(0.001, 0.001), 1.0)  # too short to say the machine's pace (Python's own work)
+    pace.observe(2.0, 1.0)  # a plain float (a model's load, from its files' sizes) has no parts to say it by
+    assert pace.now() == pace.Pace(20.0, 3.0)
+    for fixed, work in ((0.01, 0.01), (0.01, 0.2), (0.05, 0.5)):  # runs at twice the calibration's paces
+        pace.observe(pace.Seconds(fixed, work), 40.0 * fixed + 6.0 * work)
+    assert astuple(pace.now()) == pytest.approx((40.0, 6.0))
     ask = cost.ASK_AFTER_SECONDS  # a page asks by the work's size, not by how busy the machine is
-    assert not cost.asks_first(4.0 * ask * 0.95) and cost.asks_first(4.0 * ask * 1.05)
+    assert not cost.asks_first(pace.Seconds(0.0, ask * 0.95)) and cost.asks_first(pace.Seconds(ask * 1.05, 0.0))
+
+
+def test_each_part_is_scaled_by_its_own_pace(minilm):
+    """The fixed terms (layers, runs) at the latency pace, the work (weights read, multiply-adds, attention weights)
+    at the throughput pace; sums and multiples of estimates keep their parts, so the run they admit says both."""
+    config = minilm.model.config
+    pace.forget(calibrated=pace.Pace(7.0, 2.0))
+    terms = cost.forward_terms(config, 64, 1)
+    found = cost.forward_seconds(config, 64)
+    assert found == pytest.approx(7.0 * terms.fixed_seconds() + 2.0 * terms.work_seconds())
+    assert terms.fixed_seconds() == terms.layers * cost.SECONDS_PER_LAYER + terms.runs * cost.SECONDS_PER_RUN
+    assert (found.fixed, found.work) == (terms.fixed_seconds(), terms.work_seconds())
+    both = 3 * found + cost.layer_seconds(config, 64) / 2
+    layer = cost.layer_seconds(config, 64)
+    assert both.fixed == pytest.approx(3 * found.fixed + layer.fixed / 2)
+    assert both.work == pytest.approx(3 * found.work + layer.work / 2)
+    assert sum([found, found]).fitted == pytest.approx(2 * terms.seconds()) == cost.fitted(2 * found)
+    assert cost.statistics_seconds(config, 2, 64, 6) == pytest.approx(
+        2.0 * 2 * 6 * config.n_heads * 64 * 64 * cost.SECONDS_PER_STATISTIC_WEIGHT
+    )
+    import pickle  # a cache's copy keeps its parts and its value
+
+    copied = pickle.loads(pickle.dumps(found))
+    assert (copied, copied.fixed, copied.work) == (found, found.fixed, found.work)
+
+
+def observed(latency: float, throughput: float, shares) -> list[tuple[float, float, float]]:
+    """Runs of these (fixed, work) parts that took exactly what the two paces say."""
+    return [(f, w, latency * f + throughput * w) for f, w in shares]
+
+
+SHARES = ((0.01, 0.01), (0.01, 0.05), (0.06, 0.2), (0.01, 0.4), (0.06, 2.0), (0.3, 0.1))  # short runs, long runs
+
+
+def test_a_fit_recovers_known_paces():
+    """Runs that took what paces (25, 4) say: fitted from a calibration that said them, the two come back; from one
+    that said (1, 1), the fit is the least-squares solution of the objective its docstring writes (solved here by
+    numpy, from the calibration scaled to the runs' level), and the runs, not the calibration, set it (nearer the
+    runs' paces than the calibration's)."""
+    import numpy as np
+
+    runs = observed(25.0, 4.0, SHARES)
+    found = pace.fit(runs, pace.Pace(25.0, 4.0))
+    assert found.latency == pytest.approx(25.0) and found.throughput == pytest.approx(4.0)
+    level = float(np.median([t / (f + w) for f, w, t in runs]))  # took / estimated at (1, 1)
+    prior = pace.Pace(level, level)
+    rows = [[f / t, w / t] for f, w, t in runs] + [[pace.PRIOR / prior.latency, 0], [0, pace.PRIOR / prior.throughput]]
+    targets = [1.0] * len(runs) + [pace.PRIOR, pace.PRIOR]
+    found = pace.fit(runs, pace.Pace(1.0, 1.0))
+    # with six runs the fit leaves each out in turn and keeps the one whose five it holds closest: one of numpy's
+    # solutions over five of them
+    solutions = []
+    for left in range(len(runs)):
+        keep = [i for i in range(len(runs)) if i != left] + [len(runs), len(runs) + 1]
+        solutions.append(np.linalg.lstsq(np.array(rows)[keep], np.array(targets)[keep], rcond=None)[0])
+    assert any((found.latency, found.throughput) == pytest.approx(tuple(s), rel=1e-9) for s in solutions)
+    assert abs(found.latency - 25.0) < abs(1.0 - 25.0) / 2 and abs(found.throughput - 4.0) < abs(1.0 - 4.0) / 2
+
+
+def test_one_odd_run_does_not_move_the_pace():
+    """A run that took 50 times or a fiftieth of what the others say (a machine paused, a block that did less than
+    its estimate) is left out; no number of odd runs moves either pace beyond its limits."""
+    runs = observed(25.0, 4.0, SHARES)
+    truth = pace.Pace(25.0, 4.0)
+    for odd in (50.0, 1 / 50):
+        f, w, t = runs[2]
+        found = pace.fit([*runs, (f, w, t * odd)], truth)
+        assert found.latency == pytest.approx(25.0) and found.throughput == pytest.approx(4.0)
+    slow = [(f, w, 1e6 * t) for f, w, t in runs]
+    fast = [(f, w, 1e-6 * t) for f, w, t in runs]
+    assert pace.fit(slow, truth) == pace.Pace(pace.LIMITS[1], pace.LIMITS[1])
+    assert pace.fit(fast, truth) == pace.Pace(pace.LIMITS[0], pace.LIMITS[0])
+
+
+def test_an_admitted_run_reports_what_it_estimated(monkeypatch):
+    """The gate observes an admitted block's estimate, parts and all, against the time it took; a model's load
+    (estimated from its files' sizes, not from a run's terms) is not observed: a cached load that took a fifth of its
+    estimate set step 9's pace to its floor (0.1)."""
+    from attention_explorer.explorer.app import shelf
+    from attention_explorer.explorer.run import admission
+
+    now = [0.0]
+    gate = admission.Gate(budget=2**40, resident=lambda: 0, clock=lambda: now[0])
+    seen: list[tuple] = []
+    monkeypatch.setattr(admission, "observe", lambda estimate, took: seen.append((estimate, took)))
+    estimate = pace.Seconds(0.02, 0.3)
+    with gate.admitted(admission.Cost(estimate, 0)):
+        now[0] = 1.5
+    assert seen == [(estimate, 1.5)] and (seen[0][0].fixed, seen[0][0].work) == (0.02, 0.3)
+    load = shelf.load_cost("minilm")
+    assert load.lane == "load" and not load.observed
+    with gate.admitted(load):
+        now[0] = 2.0
+    assert len(seen) == 1
 
 
 def test_a_fresh_process_calibrates_once_on_its_own_machine(monkeypatch):
     """The first estimate times the calibration (this machine's own work, so it holds on another CPU), once: later
     estimates reuse it until runs say more."""
     calls: list[float] = []
-    real = cost.calibration_seconds
+    real = pace.throughput_seconds
 
     def counted() -> float:
         calls.append(real())
         return calls[-1]
 
-    monkeypatch.setattr(cost, "calibration_seconds", counted)
-    cost.forget_pace()
-    first = cost.pace()
-    assert len(calls) == cost.CALIBRATION_REPEATS and all(c > 0 for c in calls)
-    expected = sorted(calls)[len(calls) // 2] / cost.CALIBRATION_SECONDS
-    assert first == pytest.approx(min(max(expected, cost.PACE_LIMITS[0]), cost.PACE_LIMITS[1]))
-    cost.pace()
-    assert len(calls) == cost.CALIBRATION_REPEATS
+    monkeypatch.setattr(pace, "throughput_seconds", counted)
+    pace.forget()
+    first = pace.now()
+    assert len(calls) == pace.REPEATS and all(c > 0 for c in calls)
+    expected = min(max(sorted(calls)[pace.REPEATS // 2] / pace.THROUGHPUT_SECONDS, 0.1), 200.0)
+    assert (first.latency, first.throughput) == pytest.approx((expected, expected))
+    pace.now()
+    assert len(calls) == pace.REPEATS
 
 
 def test_a_short_runs_estimate_counts_every_weight_read_and_every_layer(smollm2, minilm):
@@ -74,7 +169,7 @@ def test_a_batch_reads_its_weights_once(minilm):
     one, eight = cost.forward_terms(config, 64, 1), cost.forward_terms(config, 64, 8)
     assert eight.parameters == one.parameters and eight.layers == one.layers
     assert eight.macs == 8 * one.macs and eight.weights == 8 * one.weights
-    cost.forget_pace(calibrated=1.0)
+    pace.forget(calibrated=1.0)
     once, each = (cost.layer_seconds(config, 64, rows=r) for r in (1, 2))
     assert math.isclose(each - once, once - cost.Terms(parameters=one.parameters / 6, layers=1).seconds())
 
@@ -88,7 +183,7 @@ def test_an_encoder_decoders_first_run_counts_its_greedy_decoding(translate, smo
     output = config.d_model * config.target_vocab_size
     assert terms.layers == config.n_encoder_layers + steps * config.n_decoder_layers
     assert terms.parameters >= steps * output
-    cost.forget_pace(calibrated=1.0)
+    pace.forget(calibrated=1.0)
     assert cost.greedy_seconds(config, 9, steps) == pytest.approx(terms.seconds())
     assert cost.greedy_seconds(smollm2.model.config, 9, steps) == 0.0
 
@@ -98,16 +193,16 @@ def test_the_app_admits_a_first_run_with_its_greedy_decoding(translate):
 
     choice = state.Choice("translate", "the small cat sees the dog", translate.max_tokens)
     tokens = store.tokens_of(choice)
-    cost.forget_pace(calibrated=1.0)
+    pace.forget(calibrated=1.0)
     forward = store.text_cost("translate", tokens).seconds
     decoding = cost.greedy_seconds(translate.model.config, tokens, trace.target_budget(tokens))
     assert store.first_run_cost(choice).seconds == pytest.approx(forward + decoding) and decoding > 0
 
 
 def test_the_bench_measures_every_estimate():
-    """`python -m bench estimates` runs each check and gives a finite positive ratio (one repeat here)."""
+    """`python -m bench estimates` runs each check and gives a finite positive ratio (one repeat, MiniLM only, here)."""
     from bench import estimates
 
-    found = estimates.checks(repeats=1)
-    assert len(found) == 7
+    found = estimates.checks(repeats=1, models=("minilm",), lengths=(3, 16))
+    assert len(found) == 2 * 2 + 3
     assert all(math.isfinite(r) and r > 0 for r in found.values()), found
