@@ -44,3 +44,21 @@ def test_an_update_replaces_only_the_rerun_tests_records(tmp_path):
     assert left == ["tests/a.py::test_one_more", "tests/c.py::test_three"]
     margins.forget(log, ["tests/c.py"])
     assert [json.loads(line)["test"] for line in log.read_text().splitlines()] == ["tests/a.py::test_one_more"]
+
+
+def test_a_worst_case_bound_is_listed_apart_and_not_counted_under_10x(tmp_path, capsys):
+    log = tmp_path / "default.jsonl"
+    records = [
+        {"test": "tests/a.py::test_rows", "what": "rows", "worst": 2e-7, "margin": 5.0, "bound": 1e-6, "scale": 1.0},
+        {"test": "tests/a.py::test_x", "what": "x", "worst": 1e-7, "margin": 20.0, "bound": 2e-6, "scale": 1.0},
+    ]
+    records[0]["worst_case"] = True
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    rows = margins.report({"default": log}, top=5)
+    out = capsys.readouterr().out
+    assert [r["what"] for r in rows] == ["rows", "x"] and "worst case: no machine crosses it" in out
+    assert "under 10x" not in out.split("rows")[-1].splitlines()[0]
+    records[1]["margin"] = 3.0  # an estimated bound at 3x is still flagged
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    margins.report({"default": log}, top=5)
+    assert "<-- under 10x" in capsys.readouterr().out

@@ -130,10 +130,11 @@ def test_at_word_level_of_a_real_trace(minilm):
     weights, queries, keys = analysis.at_word_level(result, "encoder_self")
     assert queries == keys == ("[CLS]", "the", "embeddings", "attend", "[SEP]")
     # each softmax weight within its own rounding (reordered over n + 3 terms, of the weight); the word rows add up
-    # pieces of one row (n terms more): within reordered(2n + 4) of 1 (tests/tolerance.py)
+    # pieces of one row (n terms more): within reordered(2n + 4) of 1 (tests/tolerance.py), a worst case of IEEE
+    # roundings, nothing estimated: a row of a few keys stands at a few times its difference, and no machine crosses it
     n = result.encoder_self.weights.shape[-1]
     bound = tolerance.reordered(2 * n + 4, 1.0)
-    tolerance.assert_within(weights.sum(-1), np.ones(weights.shape[:-1]), bound, "word rows sum to 1")
+    tolerance.assert_within(weights.sum(-1), np.ones(weights.shape[:-1]), bound, "word rows sum to 1", worst_case=True)
     groups = analysis.word_groups(result.source_word_ids)
     np.testing.assert_array_equal(weights, analysis.merge_words(result.encoder_self.weights, groups, groups))
 

@@ -43,9 +43,11 @@ def test_toy_model_export_gives_decoder_and_cross_attention_of_the_greedy_output
     cross = np.array(doc["attention"]["cross"], np.float32)
     assert cross.shape == (2, 4, 7, 7)
     # each softmax weight within its own rounding (reordered over n + 3 terms, of the weight), summed over n keys:
-    # within reordered(2n + 3) of 1 (tests/tolerance.py)
+    # within reordered(2n + 3) of 1 (tests/tolerance.py). A worst case of IEEE roundings, nothing estimated (the
+    # shift's and exp's errors even cancel: each row's same exp values are both its numerators and its sum), so a
+    # row of a few keys stands at a few times its difference on any machine and none can cross it
     bound = tolerance.reordered(2 * cross.shape[-1] + 3, 1.0)
-    tolerance.assert_within(cross.sum(-1), np.ones(cross.shape[:-1]), bound, "cross rows")
+    tolerance.assert_within(cross.sum(-1), np.ones(cross.shape[:-1]), bound, "cross rows", worst_case=True)
 
 
 def test_unknown_word_is_one_line_naming_it(capsys):

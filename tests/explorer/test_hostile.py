@@ -53,10 +53,14 @@ def check(loaded, text: str) -> None:
         return
     assert 3 <= len(result.source_tokens) <= MAX_TOKENS
     # each softmax weight within its own rounding (reordered over n + 3 terms, of the weight), summed over n keys:
-    # within reordered(2n + 3) of 1 (tests/tolerance.py)
+    # within reordered(2n + 3) of 1 (tests/tolerance.py). A worst case of IEEE roundings, nothing estimated (the
+    # shift's and exp's errors even cancel: each row's same exp values are both its numerators and its sum), so a
+    # row of a few keys stands at a few times its difference on any machine and none can cross it
     n = result.encoder_self.weights.shape[-1]
     rows = result.encoder_self.weights.sum(-1)
-    tolerance.assert_within(rows, np.ones(rows.shape), tolerance.reordered(2 * n + 3, 1.0), "rows sum to 1")
+    tolerance.assert_within(
+        rows, np.ones(rows.shape), tolerance.reordered(2 * n + 3, 1.0), "rows sum to 1", worst_case=True
+    )
     for figure in every_figure(result):
         assert_literal(pio.to_json(figure, validate=False))
         doc = downloads.records(figure)  # the downloads give the tokens back exactly as the tokenizer wrote them
