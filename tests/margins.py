@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         paths = comparing(args.paths)
         print(f"{len(paths)} test files compare floats", flush=True)
     for i, config in enumerate(configs):
-        if args.update:
-            forget(logs[config], paths)
+        if args.update:  # what was named goes, a file that no longer compares floats too
+            forget(logs[config], paths if args.earlier is not None else [*paths, *args.paths])
         else:
             logs[config].unlink(missing_ok=True)
         if i == 1 and args.earlier is None and not args.update:  # from here on, what compared under the first

@@ -17,11 +17,14 @@ from tests.figdata import array
 
 def assert_mean(found, block: np.ndarray, what: str) -> None:
     """A block mean (float64 sums of float32 weights, divided, rounded once to float32) against numpy's float64 mean
-    of the block: the float32 rounding, eps / 2 of the mean on any machine, plus the two float64 sums' orders (n terms
-    of 2^-52 each, a billionth of that). A margin near 1 is this one exact rounding, not the machine."""
+    of the block: the float64 mean within its sums' order and its division (pooled_means_bound, terms >= 0), then one
+    float32 rounding, IEEE's and monotone: exactly the float32 nearest a value in that interval (between the nearest
+    to its two ends, usually one number), on any machine. A bound of that one rounding sat at a 1.1x margin."""
     expected = block.astype(np.float64).mean()
-    bound = tolerance.EPS32 / 2 * abs(expected) + block.size * np.finfo(np.float64).eps * abs(expected)
-    tolerance.assert_within(found, expected, bound, what)
+    near = tolerance.pooled_means_bound(block.size, expected)
+    low, high = np.float32(expected - near), np.float32(expected + near)
+    got = np.float32(found)
+    tolerance.assert_within(got, np.clip(got, low, high), 0.0, f"{what}, the float32 of a value")
 
 
 def causal(n: int, seed: int = 0) -> np.ndarray:
