@@ -128,6 +128,60 @@ def scaled_dot_product_attention(
     return weights @ v, raw_scores, weights  # (B, H, Tq, Dh)
 
 
+def banded(window: int | None, n_queries: int, n_keys: int) -> bool:
+    """Whether a layer's attention is computed on its band only (banded_attention): a sliding-window layer over more
+    queries and keys than its window, in a run that keeps no raw scores (raw_scores_dropped: a long text's run, the
+    corpus, patching). Where the raw scores are kept, their whole (H, Tq, Tk) is kept anyway, and the dense path's
+    numbers are transformers' bit for bit; the band's differ from them by the reordered sums of the softmax and of
+    weights @ v only."""
+    return window is not None and n_queries > window and n_keys > window and not _KEEP_RAW.get()
+
+
+def banded_attention(
+    q: Float[Tensor, "B H Tq Dh"],
+    k: Float[Tensor, "B H Tk Dh"],
+    v: Float[Tensor, "B H Tk Dh"],
+    mask: Bool[Tensor, "#B #H #Tq Tk"] | None,
+    window: int,
+    offset: int = 0,
+    scaling: float | None = None,
+) -> tuple[Float[Tensor, "B H Tq Dh"], Float[Tensor, "B H Tq Tk"] | None, Float[Tensor, "B H Tq Tk"]]:
+    """eq. (1) on a sliding-window layer, computed on the band only: query blocks of `window` rows, each against the
+    keys its window can reach (positions p0 - w + 1 .. p1 - 1 for rows at positions p0 .. p1 - 1), so the scores,
+    their softmax and weights @ v cost n * w, not n^2. `mask`: as scaled_dot_product_attention's, already narrowed to
+    the window. The weights come back in the full (B, H, Tq, Tk) layout, zero outside the band, exactly where the dense
+    path's softmax gives exp(finfo.min - max) = 0. Returns (out, raw, weights) as scaled_dot_product_attention; raw
+    (kept outside raw_scores_dropped) is the whole q k^T, which views read, and the band's scores are its slices."""
+    b, h, tq, _ = q.shape
+    tk = k.size(-2)
+    factor = q.size(-1) ** -0.5 if scaling is None else scaling
+    raw_scores = q @ k.transpose(-2, -1) if _KEEP_RAW.get() else None  # (B, H, Tq, Tk), views read every pair
+    weights = q.new_zeros(b, h, tq, tk)  # (B, H, Tq, Tk): the layout every view reads
+    heads = q.new_empty(b, h, tq, v.size(-1))  # (B, H, Tq, Dh)
+    for start in range(0, tq, window):
+        stop = min(start + window, tq)
+        first = max(0, offset + start - window + 1)  # the block's first row's window starts here
+        end = tk
+        if mask is not None:
+            rows = mask[..., start:stop, :] if mask.size(-2) > 1 else mask
+            if not bool(rows[..., min(offset + stop, tk) :].any()):  # causal: no key after the block's last row
+                end = min(offset + stop, tk)
+            if not bool(rows.any(-1).all()):  # a row that sees no key (left padding): uniform over every key, as dense
+                first, end = 0, tk
+        if raw_scores is None:
+            scores = (q[:, :, start:stop] @ k[:, :, first:end].transpose(-2, -1)).mul_(factor)  # (B, H, C, Kc)
+        else:
+            scores = scale(raw_scores[:, :, start:stop, first:end], q.size(-1), scaling)  # the same numbers, as dense
+        if mask is not None:
+            part = mask[..., start:stop, first:end] if mask.size(-2) > 1 else mask[..., first:end]
+            if not bool(part.all()):
+                scores.masked_fill_(~part, torch.finfo(scores.dtype).min)  # finfo.min as the dense path
+        block = scores.softmax(dim=-1)  # (B, H, C, Kc)
+        weights[:, :, start:stop, first:end] = block
+        heads[:, :, start:stop] = block @ v[:, :, first:end]  # (B, H, C, Dh)
+    return heads, raw_scores, weights
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i); 3.2.2. Today's
     models add, each where their config says: heads of their own width `d_head`, an RMSNorm over each head's q and k
@@ -219,6 +273,11 @@ class MultiHeadAttention(nn.Module):
         computes this layer's attention (the forward, a cached decoding step, one row of a long text) goes through
         it, so each reads the same window and scale."""
         mask = self.visible(mask, offset, q.size(-2), k.size(-2), q.device)
+        if banded(self.window, q.size(-2), k.size(-2)):
+            # a text longer than the window, its raw scores not kept: only the band is scored (n * w), the rest of
+            # each row is 0 as masked
+            heads, raw_scores, weights = banded_attention(q, k, v, mask, self.window, offset, self.scaling)
+            return heads, raw_scores, weights, mask
         heads, raw_scores, weights = scaled_dot_product_attention(q, k, v, mask, self.scaling)
         return heads, raw_scores, weights, mask
 
