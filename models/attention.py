@@ -128,13 +128,31 @@ def scaled_dot_product_attention(
     return weights @ v, raw_scores, weights  # (B, H, Tq, Dh)
 
 
+# False within dense_windows(): every sliding-window layer takes the dense masked path, as transformers computes it
+_BAND = contextvars.ContextVar("band_windows", default=True)
+
+
+@contextlib.contextmanager
+def dense_windows() -> Iterator[None]:
+    """Within it, sliding-window layers are never computed on their band (banded): every run scores every (query,
+    key) pair and masks those outside the window, so its weights are transformers' eager ones bit for bit, at n^2
+    cost (the band's differ by float32 sums taken in another order: README, "Numbers")."""
+    token = _BAND.set(False)
+    try:
+        yield
+    finally:
+        _BAND.reset(token)
+
+
 def banded(window: int | None, n_queries: int, n_keys: int) -> bool:
     """Whether a layer's attention is computed on its band only (banded_attention): a sliding-window layer over more
-    queries and keys than its window, in a run that keeps no raw scores (raw_scores_dropped: a long text's run, the
-    corpus, patching). Where the raw scores are kept, their whole (H, Tq, Tk) is kept anyway, and the dense path's
-    numbers are transformers' bit for bit; the band's differ from them by the reordered sums of the softmax and of
-    weights @ v only."""
-    return window is not None and n_queries > window and n_keys > window and not _KEEP_RAW.get()
+    queries and keys than its window, in a run that keeps no raw scores (raw_scores_dropped: a long text's first
+    run, the corpus, patching's reads), outside dense_windows. Where the raw scores are kept (a layer recomputed for
+    a view), their whole (H, Tq, Tk) is kept anyway, and the dense path's numbers are transformers' bit for bit; the
+    band's differ from them by the reordered sums of the softmax and of weights @ v only."""
+    if window is None or n_queries <= window or n_keys <= window:
+        return False
+    return not _KEEP_RAW.get() and _BAND.get()
 
 
 def banded_attention(
@@ -148,12 +166,16 @@ def banded_attention(
 ) -> tuple[Float[Tensor, "B H Tq Dh"], Float[Tensor, "B H Tq Tk"] | None, Float[Tensor, "B H Tq Tk"]]:
     """eq. (1) on a sliding-window layer, computed on the band only: query blocks of `window` rows, each against the
     keys its window can reach (positions p0 - w + 1 .. p1 - 1 for rows at positions p0 .. p1 - 1), so the scores,
-    their softmax and weights @ v cost n * w, not n^2. `mask`: as scaled_dot_product_attention's, already narrowed to
-    the window. The weights come back in the full (B, H, Tq, Tk) layout, zero outside the band, exactly where the dense
-    path's softmax gives exp(finfo.min - max) = 0. Returns (out, raw, weights) as scaled_dot_product_attention; raw
-    (kept outside raw_scores_dropped) is the whole q k^T, which views read, and the band's scores are its slices."""
+    their softmax and weights @ v cost n * w, not n^2 (explorer/run/cost.band_blocks counts them). `mask`: as
+    scaled_dot_product_attention's, already narrowed to the window (None: the window alone); a block holding a row
+    that sees no key (padding) is scored against every key, as the dense path's uniform row. The weights come back in
+    the full (B, H, Tq, Tk) layout, zero outside the band, exactly where the dense path's softmax gives
+    exp(finfo.min - max) = 0. Returns (out, raw, weights) as scaled_dot_product_attention; raw (kept outside
+    raw_scores_dropped) is the whole q k^T, which views read, and the band's scores are its slices."""
     b, h, tq, _ = q.shape
     tk = k.size(-2)
+    if mask is None:  # the window alone (no causal mask): each block reads to the last key
+        mask = window_mask(offset, tq, tk, window, q.device)  # (1, 1, Tq, Tk)
     factor = q.size(-1) ** -0.5 if scaling is None else scaling
     raw_scores = q @ k.transpose(-2, -1) if _KEEP_RAW.get() else None  # (B, H, Tq, Tk), views read every pair
     weights = q.new_zeros(b, h, tq, tk)  # (B, H, Tq, Tk): the layout every view reads
@@ -162,20 +184,18 @@ def banded_attention(
         stop = min(start + window, tq)
         first = max(0, offset + start - window + 1)  # the block's first row's window starts here
         end = tk
-        if mask is not None:
-            rows = mask[..., start:stop, :] if mask.size(-2) > 1 else mask
-            if not bool(rows[..., min(offset + stop, tk) :].any()):  # causal: no key after the block's last row
-                end = min(offset + stop, tk)
-            if not bool(rows.any(-1).all()):  # a row that sees no key (left padding): uniform over every key, as dense
-                first, end = 0, tk
+        rows = mask[..., start:stop, :] if mask.size(-2) > 1 else mask
+        if not bool(rows[..., min(offset + stop, tk) :].any()):  # causal: no key after the block's last row
+            end = min(offset + stop, tk)
+        if not bool(rows.any(-1).all()):  # a row that sees no key (padding): uniform over every key, as dense
+            first, end = 0, tk
         if raw_scores is None:
             scores = (q[:, :, start:stop] @ k[:, :, first:end].transpose(-2, -1)).mul_(factor)  # (B, H, C, Kc)
         else:
             scores = scale(raw_scores[:, :, start:stop, first:end], q.size(-1), scaling)  # the same numbers, as dense
-        if mask is not None:
-            part = mask[..., start:stop, first:end] if mask.size(-2) > 1 else mask[..., first:end]
-            if not bool(part.all()):
-                scores.masked_fill_(~part, torch.finfo(scores.dtype).min)  # finfo.min as the dense path
+        part = mask[..., start:stop, first:end] if mask.size(-2) > 1 else mask[..., first:end]
+        if not bool(part.all()):
+            scores.masked_fill_(~part, torch.finfo(scores.dtype).min)  # finfo.min as the dense path
         block = scores.softmax(dim=-1)  # (B, H, C, Kc)
         weights[:, :, start:stop, first:end] = block
         heads[:, :, start:stop] = block @ v[:, :, first:end]  # (B, H, C, Dh)
