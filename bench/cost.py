@@ -35,8 +35,9 @@ def measure(key: str, tokens: int) -> dict:
     seconds = time.perf_counter() - start
     added = rss_mb("VmHWM") - before
     config, logits = loaded.model.config, loaded.family.next_token_head
-    estimate = cost.forward_bytes(config, tokens, 1, logits) / MiB
-    guess = cost.forward_seconds(config, tokens, 1, logits)
+    band = not trace.short(loaded, tokens)  # a long text's first run keeps no raw scores
+    estimate = cost.forward_bytes(config, tokens, 1, logits, band) / MiB
+    guess = cost.forward_seconds(config, tokens, 1, logits, band)
     return {
         "model": key,
         "tokens": tokens,

@@ -136,7 +136,8 @@ def comparison_seconds(choice: Choice, other: str, kind: str, by_word: bool) -> 
     b = choice.with_text(other)
     tokens_b = store.tokens_of(b)
     logits = loaded.family.next_token_head  # a decoder's run reads its next-token logits too
-    run = 0.0 if _trace_kept(b, kind) else cost.forward_seconds(config, tokens_b, 1, logits)
+    band = not trace.short(loaded, tokens_b)  # B's first run: a long text's keeps no raw scores
+    run = 0.0 if _trace_kept(b, kind) else cost.forward_seconds(config, tokens_b, 1, logits, band)
     if store.shared().peek(_changed_key(choice, other, kind, by_word)) is not None:
         return run, 0.0
     tokens_a = len(get_trace_for(choice, kind).source_tokens)

@@ -40,7 +40,9 @@ def get_runs(model_name: str, setup: patching.Setup) -> tuple[patching.Run, patc
     return store.shared().get(
         store.key("patching_runs", model_name, setup),
         lambda: store.compute(
-            "Running the clean and the corrupted text...", both, store.text_cost(model_name, _tokens(setup), 2)
+            "Running the clean and the corrupted text...",
+            both,
+            store.text_cost(model_name, _tokens(setup), 2, band=True),  # patching.read keeps no raw scores
         ),
     )
 

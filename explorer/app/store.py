@@ -40,20 +40,22 @@ def key(what: str, model_name: str | state.Choice, *inputs: Hashable) -> tuple:
     return (what, model_name, shelf.model(model_name).revision, *inputs)
 
 
-def text_cost(model_name: str, tokens: int, rows: int = 1) -> admission.Cost:
-    """About what `rows` forwards over `tokens` tokens of this model take, with their logits where it has them."""
+def text_cost(model_name: str, tokens: int, rows: int = 1, band: bool = False) -> admission.Cost:
+    """About what `rows` forwards over `tokens` tokens of this model take, with their logits where it has them;
+    `band`: forwards that keep no raw scores, their sliding-window layers on their band (cost.forward_terms)."""
     loaded = shelf.model(model_name)
     config, logits = loaded.model.config, loaded.family.next_token_head
     return admission.Cost(
-        cost.forward_seconds(config, tokens, rows, logits), cost.forward_bytes(config, tokens, rows, logits)
+        cost.forward_seconds(config, tokens, rows, logits, band), cost.forward_bytes(config, tokens, rows, logits, band)
     )
 
 
 def first_run_cost(choice: state.Choice) -> admission.Cost:
     """A text's first run: its forward, and before it an encoder-decoder's greedy decoding of its output (at most
     trace.target_budget tokens: a toy task's model stops sooner, an untrained one rarely)."""
-    tokens, config = tokens_of(choice), shelf.model(choice.model).model.config
-    needs = text_cost(choice.model, tokens)
+    loaded = shelf.model(choice.model)
+    tokens, config = tokens_of(choice), loaded.model.config
+    needs = text_cost(choice.model, tokens, band=not trace.short(loaded, tokens))  # a long text's run: no raw scores
     decoding = cost.greedy_seconds(config, tokens, trace.target_budget(tokens))
     return admission.Cost(needs.seconds + decoding, needs.bytes)
 
@@ -66,7 +68,8 @@ def tokens_of(choice: state.Choice) -> int:
 def fits(model_name: str, rows: int = 1) -> Callable[[int], int]:
     """The refusal's advice: the most tokens of this model whose run fits in `room` bytes."""
     loaded = shelf.model(model_name)
-    return lambda room: cost.most_tokens(loaded.model.config, room, rows, loaded.family.next_token_head)
+    # a text past the first run's advice is a long one, whose run keeps no raw scores (band, as first_run_cost)
+    return lambda room: cost.most_tokens(loaded.model.config, room, rows, loaded.family.next_token_head, band=True)
 
 
 def choice_cost(choice: state.Choice, rows: int = 1) -> admission.Cost:

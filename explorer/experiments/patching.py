@@ -196,8 +196,8 @@ def read(loaded: LoadedModel, ids: Sequence[int], setup: Setup) -> Run:
 
 
 def read_seconds(loaded: LoadedModel, tokens: int) -> float:
-    """About how long reading both texts takes."""
-    return cost.forward_seconds(loaded.model.config, tokens, rows=2)
+    """About how long reading both texts takes (read keeps no raw scores: a sliding-window layer's band)."""
+    return cost.forward_seconds(loaded.model.config, tokens, rows=2, band=True)
 
 
 @dataclass(frozen=True)

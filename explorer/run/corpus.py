@@ -255,12 +255,13 @@ def batch_cost(loaded: LoadedModel, rows: int, tokens: int) -> Cost:
     copy of ROWS of their rows and its products in layer_sums, and the layer's activations."""
     config = loaded.model.config
     layers = len(reading_stack(loaded).layers)
-    seconds = layers * cost.layer_seconds(config, tokens, rows=rows) + cost.statistics_seconds(
-        config, rows, tokens, layers
-    )
-    weights = rows * config.n_heads * tokens * tokens
+    # each_layer keeps no raw scores: a decoder's sliding-window layers are computed on their band
+    spans = cost.windows(config) if loaded.is_decoder_only else [None] * layers
+    seconds = sum(cost.layer_seconds(config, tokens, rows=rows, window=window) for window in spans)
+    seconds = seconds + cost.statistics_seconds(config, rows, tokens, layers)
+    band = cost.attention_floats(config, tokens, band=loaded.is_decoder_only)  # (H, T, T) floats at the peak, a row
     block = rows * config.n_heads * min(tokens, ROWS) * tokens  # layer_sums' float64 copy and products: ROWS rows
-    attention = cost.FLOAT * cost.ATTENTION_COPIES * weights + 8 * 3 * block
+    attention = cost.FLOAT * rows * band + 8 * 3 * block
     states = cost.FLOAT * cost.STATE_COPIES * rows * tokens * max(config.d_model, config.d_ff)
     return Cost(seconds, int(cost.FIXED_BYTES + attention + states))
 

@@ -23,6 +23,8 @@ FLOAT = 4  # bytes of a float32
 # text: fitted by `python -m bench cost` on first runs of MiniLM at 128-512 tokens and SmolLM2 at 512-8,192 (within
 # -21%..+13% of the measured peak; SmolLM2 -17%..+13%, MiniLM's few tens of MB the noisiest).
 ATTENTION_COPIES = 2.0  # one layer's (H, T, T) at a time: its scores and weights while the softmax runs
+# (a sliding-window layer computed on its band, models.attention.banded_attention: its (H, T, T) weights once, and
+# these copies of one query block's scores only: attention_floats)
 STATE_COPIES = 4.0  # the residual stream entering every layer (T, D), kept by the trace, and what reads it
 LOGIT_COPIES = 0.22  # the next-token logits (T, V), read a block of positions at a time
 OUTPUT_WEIGHT_COPIES = 1.15  # the output layer's weights (V, D) once more while the logits are computed
@@ -94,28 +96,61 @@ class Terms:
 SECONDS_PER_STATISTIC_WEIGHT = 8 * SECONDS_PER_WEIGHT
 
 
-def _layer_terms(config: TransformerConfig, queries: int, keys: float | None, cross: bool) -> tuple[Terms, Terms]:
+def band_blocks(tokens: int, window: int) -> list[int]:
+    """The (query, key) pairs each query block of a sliding-window layer's band scores over its own `tokens` tokens
+    (models.attention.banded_attention under a causal mask: blocks of `window` rows, each against the keys from its
+    first row's window start to its last row); one block of every pair where the text is no longer than the window
+    (models.attention.banded: the dense path)."""
+    if tokens <= window:
+        return [tokens * tokens]
+    return [
+        (min(start + window, tokens) - start) * (min(start + window, tokens) - max(0, start - window + 1))
+        for start in range(0, tokens, window)
+    ]
+
+
+def windows(config: TransformerConfig) -> list[int | None]:
+    """Each decoder layer's sliding window (None: global), as the engine builds it (models.anatomy's spans)."""
+    spans = describe(config).spans
+    return [span.window for span in spans] if spans else [None] * config.n_decoder_layers
+
+
+def _layer_terms(
+    config: TransformerConfig, queries: int, keys: float | None, cross: bool, window: int | None = None
+) -> tuple[Terms, Terms]:
     """One layer's work: (once per forward, whatever its batch: its weights read and its operations dispatched; per
-    batch row: its multiply-adds and attention weights). A local layer's sliding window saves nothing here: the
-    engine scores every (query, key) pair and masks those outside the window, so that the band can be drawn."""
+    batch row: its multiply-adds and attention weights). `window`: a sliding-window layer's self-attention over its
+    own `queries` tokens computed on its band (in a run that keeps no raw scores, models.attention.banded): its
+    q k^T, softmax and weights @ v count the band's pairs (band_blocks), about n (3w - 1) / 2, not n^2. Without it
+    (a global layer, or a run that keeps its raw scores, as a layer recomputed for a view) every pair: the engine
+    scores them all and masks those outside the window."""
     keys = queries if keys is None else keys
+    own = sum(band_blocks(queries, window)) if window is not None and keys == queries else queries * keys
+    pairs = own + (queries * keys if cross else 0)  # a cross-attention: every (target, source) pair
     block = describe(config)
     d, kv = config.d_model, block.kv_heads * config.d_head
     # W_Q and W_O between d_model and the heads' width (H x Dh: d_model in the paper, 1,024 in Gemma 3 270M)
     attention = 2 * d * config.d_attention + 2 * d * kv
     attentions = 2 if cross else 1
     parameters = attentions * attention + (3 if block.ffn.gated else 2) * d * config.d_ff  # one MAC a token each
-    macs = queries * parameters + attentions * 2 * config.n_heads * queries * keys * config.d_head
-    weights = attentions * config.n_heads * queries * keys
+    macs = queries * parameters + 2 * config.n_heads * pairs * config.d_head  # q k^T and weights @ v: Dh each
+    weights = config.n_heads * pairs
     return Terms(parameters=parameters, layers=1), Terms(macs=macs, weights=weights)
 
 
 def layer_seconds(
-    config: TransformerConfig, queries: int, keys: float | None = None, cross: bool = False, rows: int = 1
+    config: TransformerConfig,
+    queries: int,
+    keys: float | None = None,
+    cross: bool = False,
+    rows: int = 1,
+    window: int | None = None,
 ) -> float:
     """One layer over `queries` tokens attending to `keys` (default: themselves), `rows` batch rows at once: its
-    projections, attention and feed-forward (a cross-attention adds a second attention), at this process's pace."""
-    once, each = _layer_terms(config, queries, keys, cross)
+    projections, attention and feed-forward (a cross-attention adds a second attention), at this process's pace.
+    `window`: the layer's sliding window where a run that keeps no raw scores computes it on its band (the corpus);
+    a layer recomputed for a view keeps its raw scores, and every pair is counted."""
+    once, each = _layer_terms(config, queries, keys, cross, window)
     return (once + each * rows).estimate()
 
 
@@ -125,23 +160,32 @@ def statistics_seconds(config: TransformerConfig, rows: int, tokens: int, layers
     return Seconds(0.0, rows * layers * config.n_heads * tokens * tokens * SECONDS_PER_STATISTIC_WEIGHT)
 
 
-def forward_terms(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> Terms:
+def forward_terms(
+    config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False, band: bool = False
+) -> Terms:
     """What forward_seconds counts: every layer's terms (its per-row work `rows` times), the output layer's and the
-    run's own."""
+    run's own. `band`: the forward keeps no raw scores (models.attention.raw_scores_dropped: a long text's first run,
+    patching's two reads, the corpus), so its sliding-window layers over more tokens than their window are computed
+    on their band; without it every layer scores every pair (the raw scores kept: an experiment's batches)."""
     total = Terms(runs=1)
-    for layers, cross in ((config.n_encoder_layers, False), (config.n_decoder_layers, config.is_encoder_decoder)):
-        once, each = _layer_terms(config, tokens, None, cross)
-        total = total + (once + each * rows) * layers
+    once, each = _layer_terms(config, tokens, None, False)
+    total = total + (once + each * rows) * config.n_encoder_layers
+    for window in windows(config):
+        once, each = _layer_terms(config, tokens, None, config.is_encoder_decoder, window if band else None)
+        total = total + once + each * rows
     if logits:  # the output layer: its (V, D) weights read once, a multiply-add each per position
         output = config.d_model * config.target_vocab_size
         total = total + Terms(parameters=output, macs=rows * tokens * output)
     return total
 
 
-def forward_seconds(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> float:
+def forward_seconds(
+    config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False, band: bool = False
+) -> float:
     """One forward over `tokens` tokens (every layer of every stack; a decoder reads as many as the encoder) of
-    `rows` batch rows at once; `logits`: with the output layer over every position. At this process's pace."""
-    return forward_terms(config, tokens, rows, logits).estimate()
+    `rows` batch rows at once; `logits`: with the output layer over every position; `band`: keeping no raw scores,
+    its sliding-window layers computed on their band (forward_terms). At this process's pace."""
+    return forward_terms(config, tokens, rows, logits, band).estimate()
 
 
 def greedy_terms(config: TransformerConfig, source: int, steps: int) -> Terms:
@@ -164,21 +208,40 @@ def greedy_seconds(config: TransformerConfig, source: int, steps: int) -> float:
     return greedy_terms(config, source, steps).estimate() if config.is_encoder_decoder else Seconds(0.0, 0.0)
 
 
-def forward_bytes(config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False) -> int:
+def forward_bytes(
+    config: TransformerConfig, tokens: int, rows: int = 1, logits: bool = False, band: bool = False
+) -> int:
     """About how much memory a first run over `tokens` tokens adds at its peak (`rows` batch rows at once; `logits`:
-    with the output layer over every position): one layer's attention at a time, every layer's input kept."""
+    with the output layer over every position; `band`: keeping no raw scores, attention_floats): one layer's attention
+    at a time, every layer's input kept."""
     layers = config.n_encoder_layers + config.n_decoder_layers
-    attention = ATTENTION_COPIES * config.n_heads * tokens * tokens
+    attention = attention_floats(config, tokens, band)
     states = STATE_COPIES * (layers + 1) * tokens * config.d_model
     output = LOGIT_COPIES * tokens * config.target_vocab_size if logits else 0.0
     weights = OUTPUT_WEIGHT_COPIES * config.target_vocab_size * config.d_model if logits else 0.0
     return int(FIXED_BYTES + FLOAT * (rows * (attention + states + output) + weights))
 
 
-def batch_bytes(config: TransformerConfig, tokens: int, rows: int, logits: bool = False) -> int:
+def attention_floats(config: TransformerConfig, tokens: int, band: bool = False) -> float:
+    """One layer's attention at its peak, in floats, the largest over the layers: a layer's scores and weights
+    (ATTENTION_COPIES x (H, T, T)); with `band` (a run that keeps no raw scores), a sliding-window layer over more
+    tokens than its window holds its (H, T, T) weights and its largest query block's scores only (banded_attention),
+    so a model whose every layer is local peaks lower, one with a global layer (Gemma 3) at that layer's."""
+    whole = config.n_heads * tokens * tokens
+    spans = windows(config) if band and not config.n_encoder_layers else [None]
+    return max(
+        ATTENTION_COPIES * whole
+        if window is None or tokens <= window
+        else whole + ATTENTION_COPIES * config.n_heads * max(band_blocks(tokens, window))
+        for window in spans
+    )
+
+
+def batch_bytes(config: TransformerConfig, tokens: int, rows: int, logits: bool = False, band: bool = False) -> int:
     """About how much memory an experiment's chunk of `rows` batch rows adds: a forward that keeps no attention, one
-    layer's (H, T, T) at a time per row, and with `logits` the log-probabilities read in float64 (T, V) per row."""
-    attention = FLOAT * ATTENTION_COPIES * config.n_heads * tokens * tokens
+    layer's (H, T, T) at a time per row (attention_floats; `band`: a forward that keeps no raw scores either), and with
+    `logits` the log-probabilities read in float64 (T, V) per row."""
+    attention = FLOAT * attention_floats(config, tokens, band)
     states = FLOAT * STATE_COPIES * tokens * max(config.d_model, config.d_ff)
     output = (FLOAT + 2 * 8) * tokens * config.target_vocab_size if logits else 0
     return int(FIXED_BYTES + rows * (attention + states + output))
@@ -191,12 +254,12 @@ def layer_bytes(config: TransformerConfig, tokens: int) -> int:
     return int(FLOAT * (attention + 8 * tokens * max(config.d_model, config.d_ff)))
 
 
-def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: bool = False) -> int:
+def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: bool = False, band: bool = False) -> int:
     """The most tokens whose forward_bytes fit in `room` bytes (0 when not even one does)."""
     low, high = 0, config.max_len
     while low < high:  # forward_bytes grows with the tokens: the last count that fits
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if forward_bytes(config, middle, rows, logits) <= room else (low, middle - 1)
+        low, high = (middle, high) if forward_bytes(config, middle, rows, logits, band) <= room else (low, middle - 1)
     return low
 
 
