@@ -1,4 +1,4 @@
-"""`python -m bench forward|startup|figures|browser|load|memory|cost|estimates|patching|package|corpus|faults|gpu
+"""`python -m bench forward|startup|figures|browser|load|memory|cost|estimates|patching|package|corpus|faults|gpu|window
 [--json]`: benchmarks, never run as tests (`corpus --cluster`: a Dask LocalCluster against the in-process run). A
 model key folder:gpt2-small (bench.folders) is built on first use and offered to the app."""
 
@@ -120,8 +120,21 @@ def main(argv: list[str] | None = None) -> int:
     gpu.add_argument("--models", nargs="+", default=["smollm2", "folder:gpt2-small"], help="keys or model paths")
     gpu.add_argument("--repeats", type=int, default=3, help="timed runs after the first")
     gpu.add_argument("--out", type=Path, default=None, help="write the JSON here too")
+    window = commands.add_parser(
+        "window", help="a sliding-window layer's band vs the dense path vs float64, and vs transformers (Gemma 3)"
+    )
+    window.add_argument("--json", action="store_true")
+    window.add_argument("--lengths", type=int, nargs="+", default=[2048])
+    window.add_argument("--model", default="gemma3", help="a registry key with sliding-window layers")
+    window.add_argument("--no-reference", action="store_true", help="without transformers' load and forward")
     args = parser.parse_args(argv)
 
+    if args.command == "window":
+        from bench import window as bench_window
+
+        rows = bench_window.run(tuple(args.lengths), args.model, not args.no_reference)
+        print(json.dumps(rows) if args.json else bench_window.table(rows))
+        return 0
     if args.command == "faults":
         import dataclasses
 
