@@ -15,6 +15,7 @@ from attention_explorer.explorer.app import reduced
 from attention_explorer.explorer.figures import zoom
 from attention_explorer.explorer.run import analysis, blocks, device_reducers, reducers, starting, trace
 from attention_explorer.models import registry
+from attention_explorer.models.attention import raw_scores_dropped
 from tests import tolerance
 from tests.explorer.test_reducers import TOKENS, assert_rollout_overviews, softmax_layers, statistic_bound
 from tests.folders import make_gemma3_folder
@@ -182,7 +183,9 @@ def test_a_models_first_run_reduces_on_the_device_as_on_the_cpu(request, monkeyp
     theirs = result.reduced
     monkeypatch.setattr(reducers, "HOST", ())
     ours = reduced_run(loaded, text, tokens).reduced
-    whole = trace.run(loaded, text, tokens)
+    # the same forward kept whole: a run keeping no raw scores, as the reduced ones (a local layer on its band)
+    with raw_scores_dropped():
+        whole = trace.run(loaded, text, tokens, keep_all=True)
     config = loaded.model.config
     for kind, stats in theirs["statistics"].items():
         n_keys, causal = len(result.tokens_for(kind)[1]), kind == "decoder_self"
