@@ -121,7 +121,7 @@ def _layer_terms(
     """One layer's work: (once per forward, whatever its batch: its weights read and its operations dispatched; per
     batch row: its multiply-adds and attention weights). `window`: a sliding-window layer's self-attention over its
     own `queries` tokens computed on its band (in a run that keeps no raw scores, models.attention.banded): its
-    q k^T, softmax and weights @ v count the band's pairs (band_blocks), about n (3w - 1) / 2, not n^2. Without it
+    q k^T, softmax and weights @ v count the band's pairs (band_blocks), under n (2w - 1), not n^2. Without it
     (a global layer, or a run that keeps its raw scores, as a layer recomputed for a view) every pair: the engine
     scores them all and masks those outside the window."""
     keys = queries if keys is None else keys
