@@ -24,7 +24,13 @@ from attention_explorer.explorer.run import trace
 from attention_explorer.explorer.run.layers import drop_attention
 from attention_explorer.explorer.run.reference_view import folder_of
 from attention_explorer.models import registry
-from attention_explorer.models.attention import dense_windows, raw_scores_dropped
+from attention_explorer.models.attention import (
+    banded_attention,
+    dense_windows,
+    raw_scores_dropped,
+    scaled_dot_product_attention,
+    window_mask,
+)
 from attention_explorer.models.reference import load_reference, run_reference
 from bench.inputs import ids_of, text_of
 
@@ -53,6 +59,29 @@ def _kept(weights: list, states: list):
         return drop_attention(internals)
 
     return keep
+
+
+def attention_ms(model, tokens: int, repeats: int = 5) -> dict:
+    """One local layer's attention alone (q, k, v of the model's shape, random), dense masked vs on its band, keeping
+    no raw scores: the fastest of `repeats` alternating runs each, in milliseconds (a whole forward's seconds on a
+    busy machine swing by more than the difference)."""
+    layer = next(layer.self_attn for layer in model.decoder.layers if layer.self_attn.window is not None)
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, layer.n_heads, tokens, layer.d_head, generator=generator) for _ in range(3))
+    causal = torch.ones(tokens, tokens, dtype=torch.bool).tril()[None, None]  # (1, 1, T, T)
+    mask = causal & window_mask(0, tokens, tokens, layer.window)
+    runs = {
+        "dense": lambda: scaled_dot_product_attention(q, k, v, mask, layer.scaling),
+        "band": lambda: banded_attention(q, k, v, mask, layer.window, 0, layer.scaling),
+    }
+    found = {name: [] for name in runs}
+    with torch.inference_mode(), raw_scores_dropped():
+        for i in range(repeats + 1):
+            for name in ("dense", "band") if i % 2 == 0 else ("band", "dense"):
+                took = _seconds(runs[name]) * 1000
+                if i:  # the first of each: a warm-up
+                    found[name].append(took)
+    return {f"layer_{name}_ms": min(times) for name, times in found.items()}
 
 
 def run(lengths=LENGTHS, model: str = "gemma3", reference: bool = True, repeats: int = 2) -> list[dict]:
@@ -106,7 +135,7 @@ def run(lengths=LENGTHS, model: str = "gemma3", reference: bool = True, repeats:
             "dense_s": min(timed["dense"]),
             "band_s": min(timed["band"]),
             "f64_s": f64_seconds,
-        }
+        } | attention_ms(ours, tokens)
         del found, exact_weights, exact_states, dw, ds, bs
         gc.collect()
         if reference:
@@ -155,7 +184,9 @@ def table(rows: list[dict]) -> str:
         else:
             lines.append(
                 f"{r['tokens']} tokens: dense {r['dense_s']:.1f} s, band {r['band_s']:.1f} s "
-                f"({r['band_s'] / r['dense_s']:.2f}x), float64 {r['f64_s']:.1f} s"
+                f"({r['band_s'] / r['dense_s']:.2f}x), float64 {r['f64_s']:.1f} s; one local layer's attention: "
+                f"dense {r['layer_dense_ms']:.0f} ms, band {r['layer_band_ms']:.0f} ms "
+                f"({r['layer_band_ms'] / r['layer_dense_ms']:.2f}x)"
             )
             if "first_run_s" in r:
                 worst = max(r["band_vs_transformers"])

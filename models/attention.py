@@ -144,13 +144,19 @@ def dense_windows() -> Iterator[None]:
         _BAND.reset(token)
 
 
+# The band is taken over more than this many windows of queries and keys: up to two, its blocks score 3/4 of the
+# pairs and its bookkeeping (the (H, T, T) weights written block by block) eats the saving (Gemma 3 at 1,024 tokens,
+# one local layer: 1.15-1.25x the dense path's time; at 2,048, 0.6-0.8x; `python -m bench window`)
+BAND_WINDOWS = 2
+
+
 def banded(window: int | None, n_queries: int, n_keys: int) -> bool:
     """Whether a layer's attention is computed on its band only (banded_attention): a sliding-window layer over more
-    queries and keys than its window, in a run that keeps no raw scores (raw_scores_dropped: a long text's first
-    run, the corpus, patching's reads), outside dense_windows. Where the raw scores are kept (a layer recomputed for
-    a view), their whole (H, Tq, Tk) is kept anyway, and the dense path's numbers are transformers' bit for bit; the
-    band's differ from them by the reordered sums of the softmax and of weights @ v only."""
-    if window is None or n_queries <= window or n_keys <= window:
+    than BAND_WINDOWS windows of queries and keys, in a run that keeps no raw scores (raw_scores_dropped: a long
+    text's first run, the corpus, patching's reads), outside dense_windows. Where the raw scores are kept (a layer
+    recomputed for a view), their whole (H, Tq, Tk) is kept anyway, and the dense path's numbers are transformers'
+    bit for bit; the band's differ from them by the reordered sums of the softmax and of weights @ v only."""
+    if window is None or min(n_queries, n_keys) <= BAND_WINDOWS * window:
         return False
     return not _KEEP_RAW.get() and _BAND.get()
 

@@ -16,6 +16,7 @@ from dataclasses import astuple, dataclass
 from attention_explorer.explorer.run import pace
 from attention_explorer.explorer.run.pace import Seconds
 from attention_explorer.models.anatomy import describe
+from attention_explorer.models.attention import BAND_WINDOWS
 from attention_explorer.models.config import TransformerConfig
 
 FLOAT = 4  # bytes of a float32
@@ -99,9 +100,9 @@ SECONDS_PER_STATISTIC_WEIGHT = 8 * SECONDS_PER_WEIGHT
 def band_blocks(tokens: int, window: int) -> list[int]:
     """The (query, key) pairs each query block of a sliding-window layer's band scores over its own `tokens` tokens
     (models.attention.banded_attention under a causal mask: blocks of `window` rows, each against the keys from its
-    first row's window start to its last row); one block of every pair where the text is no longer than the window
-    (models.attention.banded: the dense path)."""
-    if tokens <= window:
+    first row's window start to its last row); one block of every pair where the text is no longer than
+    BAND_WINDOWS windows (models.attention.banded: the dense path)."""
+    if tokens <= BAND_WINDOWS * window:
         return [tokens * tokens]
     return [
         (min(start + window, tokens) - start) * (min(start + window, tokens) - max(0, start - window + 1))
@@ -225,13 +226,14 @@ def forward_bytes(
 def attention_floats(config: TransformerConfig, tokens: int, band: bool = False) -> float:
     """One layer's attention at its peak, in floats, the largest over the layers: a layer's scores and weights
     (ATTENTION_COPIES x (H, T, T)); with `band` (a run that keeps no raw scores), a sliding-window layer over more
-    tokens than its window holds its (H, T, T) weights and its largest query block's scores only (banded_attention),
-    so a model whose every layer is local peaks lower, one with a global layer (Gemma 3) at that layer's."""
+    tokens than BAND_WINDOWS windows holds its (H, T, T) weights and its largest query block's scores only
+    (banded_attention), so a model whose every layer is local peaks lower, one with a global layer (Gemma 3) at that
+    layer's."""
     whole = config.n_heads * tokens * tokens
     spans = windows(config) if band and not config.n_encoder_layers else [None]
     return max(
         ATTENTION_COPIES * whole
-        if window is None or tokens <= window
+        if window is None or tokens <= BAND_WINDOWS * window
         else whole + ATTENTION_COPIES * config.n_heads * max(band_blocks(tokens, window))
         for window in spans
     )

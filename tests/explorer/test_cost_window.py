@@ -62,7 +62,7 @@ def test_a_forward_computes_the_weights_forward_terms_counts(loaded):
             (contextlib.nullcontext, False),  # raw scores kept: every pair
             (lambda: _both(raw_scores_dropped(), dense_windows()), False),  # forced dense
         ):
-            for tokens in (LENGTH, WINDOW):  # no longer than the window: the dense path either way
+            for tokens in (LENGTH, 2 * WINDOW, WINDOW):  # up to BAND_WINDOWS windows: the dense path either way
                 found = _weights(lambda c=context, t=tokens, b=batch: _forward(model, b[:, :t], c))
                 assert found == cost.forward_terms(config, tokens, rows, band=band).weights
     banded = cost.forward_terms(config, LENGTH, band=True)
@@ -109,6 +109,7 @@ def test_a_long_first_run_and_the_corpus_compute_what_their_estimates_count(load
 
 def test_band_blocks_are_the_blocks_of_w_rows():
     assert cost.band_blocks(3, 4) == [9]  # no longer than the window: the dense (T, T)
+    assert cost.band_blocks(8, 4) == [64]  # nor than two windows (models.attention.BAND_WINDOWS)
     assert cost.band_blocks(10, 4) == [4 * 4, 4 * 7, 2 * 5]  # rows 0-3 keys 0-3; rows 4-7 keys 1-7; rows 8-9 keys 5-9
     assert sum(cost.band_blocks(2048, 512)) == 1_833_472  # Gemma 3 at 2,048 tokens: 44% of 2,048^2
 
@@ -120,6 +121,7 @@ def test_memory_counts_the_weights_once_and_one_block_of_scores(tmp_path):
     assert cost.attention_floats(mistral, LENGTH, band=True) == band
     assert cost.attention_floats(mistral, LENGTH) == cost.ATTENTION_COPIES * whole  # raw scores kept: dense
     assert cost.attention_floats(mistral, WINDOW, band=True) == cost.ATTENTION_COPIES * heads * WINDOW * WINDOW
+    assert cost.attention_floats(mistral, 2 * WINDOW, band=True) == cost.ATTENTION_COPIES * heads * 4 * WINDOW**2
     growth = cost.forward_bytes(mistral, LENGTH) - cost.forward_bytes(mistral, LENGTH, band=True)
     assert growth == int(cost.FLOAT * (cost.ATTENTION_COPIES * whole - band))
     assert cost.batch_bytes(mistral, LENGTH, 2, band=True) < cost.batch_bytes(mistral, LENGTH, 2)

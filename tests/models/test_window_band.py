@@ -164,6 +164,8 @@ def test_dense_windows_gives_transformers_numbers_bit_for_bit(tmp_path):
     assert attention.banded(WINDOW, LENGTH, LENGTH) is False  # left again: raw scores kept, the dense path
     with raw_scores_dropped():
         assert attention.banded(WINDOW, LENGTH, LENGTH) and not attention.banded(WINDOW, WINDOW, LENGTH)
+        # up to two windows the band would score 3/4 of the pairs and cost more than it saves: dense
+        assert not attention.banded(WINDOW, 2 * WINDOW, 2 * WINDOW) and attention.banded(WINDOW, 9, 9)
         with dense_windows():
             assert not attention.banded(WINDOW, LENGTH, LENGTH)
 
