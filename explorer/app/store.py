@@ -74,6 +74,17 @@ def choice_cost(choice: state.Choice, rows: int = 1) -> admission.Cost:
     return text_cost(choice.model, tokens_of(choice), rows)
 
 
+def scored_seconds(choice: state.Choice, target: str) -> float:
+    """About how long cached.get_scored takes (0 once kept): the text's first run unless kept, then for a model with a
+    source a teacher-forced forward on the target (a decoder-only model scores its text from that run)."""
+    if shared().peek(key("scored", choice, target)) is not None:
+        return 0.0
+    found = 0.0 if shared().peek(key("trace", choice)) is not None else first_run_cost(choice).seconds
+    if not shelf.model(choice.model).is_decoder_only:
+        found = choice_cost(choice).seconds + found
+    return found
+
+
 def batch_bytes(model_name: str, tokens: int, rows: int) -> int:
     """An experiment's chunk of `rows` batch rows over `tokens` tokens (cost.batch_bytes)."""
     loaded = shelf.model(model_name)
