@@ -25,6 +25,24 @@ def _run_bytes(model_name: str, result: trace.Trace) -> int:
     return store.text_cost(model_name, len(result.source_tokens)).bytes
 
 
+def _replacement_key(choice: Choice, method: str) -> tuple:
+    return store.key("mean_ablation", choice.model) if method == "mean" else store.key("resampled", choice)
+
+
+def _replacement_cost(choice: Choice, method: str) -> admission.Cost:
+    """A mean replacement: about a forward at the model's most tokens; a resampled one: a forward over the answer."""
+    if method == "mean":
+        return store.text_cost(choice.model, shelf.model(choice.model).max_tokens)
+    return store.text_cost(choice.model, len(get_answer(choice).source_ids))
+
+
+def replacement_seconds(choice: Choice, method: str) -> float:
+    """About how long get_replacement takes before the heads' runs it serves (0 for zero, or once kept)."""
+    if method == "zero" or store.shared().peek(_replacement_key(choice, method)) is not None:
+        return 0.0
+    return _replacement_cost(choice, method).seconds
+
+
 def get_replacement(choice: Choice, method: str) -> replacements.Replacement:
     """What heads turned off by `method` write: nothing (zero), their mean over the model's sample of texts (kept
     once per model) or their output on another sample text (kept per text)."""
@@ -33,20 +51,13 @@ def get_replacement(choice: Choice, method: str) -> replacements.Replacement:
         return replacements.zero()
     if method == "mean":
         what = f"Averaging each head's output over {sample.name(loaded)}..."
-        return store.shared().get(
-            store.key("mean_ablation", choice.model),
-            lambda: store.compute(
-                what, lambda: ablate.replacement(loaded, "mean"), store.text_cost(choice.model, loaded.max_tokens)
-            ),
-        )
-    answer = get_answer(choice)
+        compute = lambda: ablate.replacement(loaded, "mean")  # noqa: E731
+    else:
+        what = "Running another text of the sample for resample ablation..."
+        compute = lambda: ablate.replacement(loaded, method, get_answer(choice).source_ids)  # noqa: E731
     return store.shared().get(
-        store.key("resampled", choice),
-        lambda: store.compute(
-            "Running another text of the sample for resample ablation...",
-            lambda: ablate.replacement(loaded, method, answer.source_ids),
-            store.text_cost(choice.model, len(answer.source_ids)),
-        ),
+        _replacement_key(choice, method),
+        lambda: store.compute(what, compute, _replacement_cost(choice, method)),
     )
 
 
@@ -99,7 +110,7 @@ def effects_left(choice: Choice, method: str) -> tuple[int, int, float]:
     left = [stop - start for start, stop in chunks if store.shared().peek((*key, start, stop)) is None]
     clean = [] if store.shared().peek((*key, None)) is not None else [1]
     loaded, answer = shelf.model(choice.model), get_answer(choice)
-    return rows - sum(left), rows, _forwards(loaded, answer, clean + left)
+    return rows - sum(left), rows, _forwards(loaded, answer, clean + left) + replacement_seconds(choice, method)
 
 
 def get_effects(choice: Choice, method: str) -> ablate.Effects:
@@ -175,13 +186,14 @@ def outcome_seconds(choice: Choice, heads: tuple | None, method: str) -> float:
     """About how long get_outcome takes (0 once kept; `heads` None: heads not known yet, never kept): ablate.outcome's
     run with the heads off (a trace, as a first run; an encoder-decoder's teacher-forced, then its greedy output with
     them off) and two one-row forwards: the right answer scored with and without them (output.score), or the
-    sentence embedding with and without them."""
+    sentence embedding with and without them; before them, a mean or resampled replacement unless kept."""
     key = None if heads is None else store.key("outcome", choice, tuple(sorted(heads)), method)
     if key is not None and store.shared().peek(key) is not None:
         return 0.0
     loaded, answer = shelf.model(choice.model), get_answer(choice)
     config, tokens = loaded.model.config, _tokens(answer)
     seconds = cost.forward_seconds(config, tokens, 1, loaded.family.next_token_head) + _forwards(loaded, answer, [1, 1])
+    seconds = seconds + replacement_seconds(choice, method)  # what the heads off write, first (mean, resample)
     if loaded.is_encoder_decoder:
         source = len(answer.source_ids)
         seconds = seconds + cost.greedy_seconds(config, source, trace.target_budget(source))
@@ -216,7 +228,7 @@ def get_lens(choice: Choice, position: int) -> lens.Lens:
         lambda: store.compute(
             "Reading every layer through the output matrix...",
             lambda: lens.lens(loaded, answer, rows=rows, run=run),
-            store.text_cost(choice.model, _tokens(answer)),
+            store.stand_in(store.text_cost(choice.model, _tokens(answer))),
         ),
     )
 
@@ -243,7 +255,7 @@ def get_attribution(choice: Choice, position: int, token_id: int, against: int |
         lambda: store.compute(
             "Splitting the logit into its parts...",
             lambda: attribution.attribute(loaded, answer, position, token_id, entering, against),
-            store.text_cost(choice.model, _tokens(answer)),
+            store.stand_in(store.text_cost(choice.model, _tokens(answer))),
         ),
     )
 

@@ -6,6 +6,7 @@ compare_runs.py are the getters built on it; cached.py's docstring lists every c
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Hashable
 
@@ -83,6 +84,13 @@ def scored_seconds(choice: state.Choice, target: str) -> float:
     if not shelf.model(choice.model).is_decoder_only:
         found = choice_cost(choice).seconds + found
     return found
+
+
+def stand_in(needs: admission.Cost) -> admission.Cost:
+    """An estimate that sizes a read-out by a forward it may not run (the logit lens or an attribution read off a kept
+    run, a decoder-only text scored from its trace): it admits the work, but its time says no pace (pace.observe), or
+    a few such quick read-outs would pull every later estimate down."""
+    return dataclasses.replace(needs, observed=False)
 
 
 def batch_bytes(model_name: str, tokens: int, rows: int) -> int:

@@ -203,12 +203,13 @@ def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: boo
 
 # transformers' own copy of a model, loaded the first time Ours vs transformers opens on it: from a GGUF file it
 # imports transformers and reads the file's every field and tensor name in Python, then converts every weight
-# (SmolLM2-135M-Instruct: 17.6 s at a throughput pace of 1.23 on a quiet 2-core machine, load 0.7-0.8, 2026-11-29
-# 15:23 UTC, `python -m bench estimates reference`: 1.06e-7 s a weight at pace 1; again 3.6 s to import transformers
-# and 14.8 s to load at pace 1.04: 1.32e-7; cProfile: 10 s of gguf's reader building the fields, 7 s of its tensor
-# name map, 2 s converting the weights; 75 s under a load of 10, when pace.py's calibration read about 28: the
-# Python-bound load slows less than the calibration's threaded products, so under load this overestimates; memory
-# 1.25 -> 1.76 GB), from a safetensors folder it only reads them (GPT-2-sized: a second or two on a busy machine)
+# (SmolLM2-135M-Instruct on a quiet 2-core machine, load 0.7-0.8, 2026-11-29 15:23 UTC: `python -m bench estimates
+# reference` 17.6 s at a throughput pace of 1.23, 1.06e-7 s a weight at pace 1; again 3.6 s to import transformers and
+# 14.8 s to load at pace 1.04, 1.32e-7; under cProfile, 26.8 s in all: 10 s in gguf's reader building the fields, 7 s
+# in its tensor name map, 2 s converting the weights). Python's work on one core slows less on a busy machine than
+# the calibration's threaded products: under a load of 4-6 it took 22.4 s where the calibration said 125 s, and 75 s
+# under a load of 10 when it read about 28; memory 1.25 -> 1.76 GB. From a safetensors folder it only reads them
+# (GPT-2-sized: a second or two on a busy machine)
 GGUF_SECONDS_PER_PARAMETER = 1.2e-7
 FOLDER_SECONDS_PER_PARAMETER = 1e-9
 REFERENCE_BYTES_PER_PARAMETER = 3.8  # its float32 weights (4 bytes) less what the conversion shares: 0.51 GB / 135 M

@@ -313,3 +313,19 @@ def test_the_experiments_estimates_count_the_forwards_they_run(model, text, monk
     )
     assert kept == (0.0, 0.0, 0.0)
     assert experiment_runs.outcome_seconds(choice, None, "zero") > 0  # heads not known yet: never kept
+
+
+@pytest.mark.slow
+def test_read_outs_sized_by_a_forward_they_need_not_run_say_no_pace(smollm2):
+    """Issue 50: the logit lens and an attribution read off a decoder-only model's kept run, and its text scored from
+    that run, are admitted at a forward's size but run none: were their quick times observed, a few of them pulled the
+    pace to its floor (a reveal said 0.02 s for a 0.56 s run)."""
+    from attention_explorer.explorer.app import cached, experiment_runs, state
+
+    choice = state.Choice("smollm2", "The capital of Japan is the city of", 32)  # a read-out long enough to observe
+    answer = experiment_runs.get_read_answer(choice)  # the text's first run: observed, as every run that says a pace
+    pace.forget(calibrated=pace.Pace(3.0, 5.0))
+    experiment_runs.get_lens(choice, 0)
+    experiment_runs.get_attribution(choice, 0, answer.targets[0])
+    cached.get_scored(choice, "")
+    assert pace.now() == pace.Pace(3.0, 5.0)
