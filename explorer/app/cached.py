@@ -343,7 +343,7 @@ def get_scored(choice: Choice, target: str):
 
     return store.shared().get(
         store.key("scored", choice, target),
-        lambda: store.compute("Scoring the target...", work, store.choice_cost(choice)),
+        lambda: store.compute("Scoring the target...", work, store.stand_in(store.choice_cost(choice))),
     )
 
 

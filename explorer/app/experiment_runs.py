@@ -8,6 +8,7 @@ from attention_explorer.explorer.app import cached, shelf, store
 from attention_explorer.explorer.app.state import Choice
 from attention_explorer.explorer.experiments import ablate, attribution, lens, replacements, sample
 from attention_explorer.explorer.run import admission, cost, trace
+from attention_explorer.models.ablation import Head
 
 
 def _tokens(answer: ablate.Answer) -> int:
@@ -24,6 +25,24 @@ def _run_bytes(model_name: str, result: trace.Trace) -> int:
     return store.text_cost(model_name, len(result.source_tokens)).bytes
 
 
+def _replacement_key(choice: Choice, method: str) -> tuple:
+    return store.key("mean_ablation", choice.model) if method == "mean" else store.key("resampled", choice)
+
+
+def _replacement_cost(choice: Choice, method: str) -> admission.Cost:
+    """A mean replacement: about a forward at the model's most tokens; a resampled one: a forward over the answer."""
+    if method == "mean":
+        return store.text_cost(choice.model, shelf.model(choice.model).max_tokens)
+    return store.text_cost(choice.model, len(get_answer(choice).source_ids))
+
+
+def replacement_seconds(choice: Choice, method: str) -> float:
+    """About how long get_replacement takes before the heads' runs it serves (0 for zero, or once kept)."""
+    if method == "zero" or store.shared().peek(_replacement_key(choice, method)) is not None:
+        return 0.0
+    return _replacement_cost(choice, method).seconds
+
+
 def get_replacement(choice: Choice, method: str) -> replacements.Replacement:
     """What heads turned off by `method` write: nothing (zero), their mean over the model's sample of texts (kept
     once per model) or their output on another sample text (kept per text)."""
@@ -32,20 +51,13 @@ def get_replacement(choice: Choice, method: str) -> replacements.Replacement:
         return replacements.zero()
     if method == "mean":
         what = f"Averaging each head's output over {sample.name(loaded)}..."
-        return store.shared().get(
-            store.key("mean_ablation", choice.model),
-            lambda: store.compute(
-                what, lambda: ablate.replacement(loaded, "mean"), store.text_cost(choice.model, loaded.max_tokens)
-            ),
-        )
-    answer = get_answer(choice)
+        compute = lambda: ablate.replacement(loaded, "mean")  # noqa: E731
+    else:
+        what = "Running another text of the sample for resample ablation..."
+        compute = lambda: ablate.replacement(loaded, method, get_answer(choice).source_ids)  # noqa: E731
     return store.shared().get(
-        store.key("resampled", choice),
-        lambda: store.compute(
-            "Running another text of the sample for resample ablation...",
-            lambda: ablate.replacement(loaded, method, answer.source_ids),
-            store.text_cost(choice.model, len(answer.source_ids)),
-        ),
+        _replacement_key(choice, method),
+        lambda: store.compute(what, compute, _replacement_cost(choice, method)),
     )
 
 
@@ -81,18 +93,24 @@ def _effects_parts(choice: Choice, method: str):
     return store.key("effects", choice, method), ablate.parts(loaded, answer, rows), rows
 
 
+def _forwards(loaded, answer: ablate.Answer, rows: list[int]) -> float:
+    """Separate batched forwards over the answer's tokens, of `rows[i]` batch rows each, as ablate._forward runs them
+    (with the output layer where the answer is scored by it): each reads the weights and dispatches its layers once."""
+    config, tokens, logits = loaded.model.config, _tokens(answer), answer.decoder_input is not None
+    return sum((cost.forward_seconds(config, tokens, n, logits) for n in rows), 0.0)
+
+
 def effects_left(choice: Choice, method: str) -> tuple[int, int, float]:
     """(heads measured so far, heads in all, about how many seconds the rest takes): chunks of a measurement that was
-    stopped half way are kept, and only the rest is run (0 s once every head is kept)."""
+    stopped half way are kept, and only the rest is run (0 s once every head is kept): the clean run (one batch row)
+    unless kept, then a forward for each chunk of batch rows not kept (ablate._each_row)."""
     key, chunks, rows = _effects_parts(choice, method)
     if store.shared().peek(key) is not None:
         return rows, rows, 0.0
-    done = sum(stop - start for start, stop in chunks if store.shared().peek((*key, start, stop)) is not None)
-    clean = 0 if store.shared().peek((*key, None)) is not None else 1
+    left = [stop - start for start, stop in chunks if store.shared().peek((*key, start, stop)) is None]
+    clean = [] if store.shared().peek((*key, None)) is not None else [1]
     loaded, answer = shelf.model(choice.model), get_answer(choice)
-    tokens = max(len(answer.source_ids), len(answer.decoder_input or ()))
-    logits = answer.decoder_input is not None
-    return done, rows, cost.forward_seconds(loaded.model.config, tokens, rows - done + clean, logits)
+    return rows - sum(left), rows, _forwards(loaded, answer, clean + left) + replacement_seconds(choice, method)
 
 
 def get_effects(choice: Choice, method: str) -> ablate.Effects:
@@ -118,16 +136,30 @@ def get_effects(choice: Choice, method: str) -> ablate.Effects:
 
 
 def layer_effects_seconds(choice: Choice) -> float:
-    """About how long get_layer_effects takes (0 once kept): one forward a layer with its heads off, the clean one,
-    and the run with the most-needed layer off that the page shows beside it."""
+    """About how long get_layer_effects takes (0 once kept): the clean run (one batch row), then a forward for each
+    chunk of the layers' batch rows, one a layer with its heads off (ablate._each_row)."""
     if store.shared().peek(store.key("layer_effects", choice)) is not None:
         return 0.0
     loaded, answer = shelf.model(choice.model), get_answer(choice)
-    tokens = max(len(answer.source_ids), len(answer.decoder_input or ()))
-    layers = len(loaded.model.encoder.layers if loaded.model.encoder is not None else ()) + len(
-        loaded.model.decoder.layers if loaded.model.decoder is not None else ()
-    )
-    return cost.forward_seconds(loaded.model.config, tokens, layers + 2, answer.decoder_input is not None)
+    layers = _layer_rows(loaded) - 1
+    return _forwards(loaded, answer, [1] + [stop - start for start, stop in ablate.parts(loaded, answer, layers)])
+
+
+def top_layer(choice: Choice) -> tuple[Head, ...] | None:
+    """The heads of the layer whose heads off hurt most (what Turn heads off's lesson step runs next), once the
+    layers' effects are kept; None before."""
+    found = store.shared().peek(store.key("layer_effects", choice))
+    if found is None:
+        return None
+    (kind, layer), _ = found.ranked()[0]
+    n_heads = ablate.model_shapes(shelf.model(choice.model))[kind][1]
+    return tuple(Head(kind, layer, h) for h in range(n_heads))
+
+
+def top_head(choice: Choice, method: str) -> tuple[Head] | None:
+    """The head whose removal alone hurt most, as a one-head tuple, once every head's effect is kept; None before."""
+    found = store.shared().peek(store.key("effects", choice, method))
+    return None if found is None else (found.ranked()[0][0],)
 
 
 def get_layer_effects(choice: Choice) -> ablate.LayerEffects:
@@ -150,15 +182,22 @@ def get_layer_effects(choice: Choice) -> ablate.LayerEffects:
     )
 
 
-def outcome_seconds(choice: Choice, heads: tuple, method: str) -> float:
-    """About how long get_outcome takes (0 once kept): the run with the heads off, each of its layers read beside the
-    clean run's, and the right answer scored with and without them."""
-    key = store.key("outcome", choice, tuple(sorted(heads)), method)
-    if store.shared().peek(key) is not None:
+def outcome_seconds(choice: Choice, heads: tuple | None, method: str) -> float:
+    """About how long get_outcome takes (0 once kept; `heads` None: heads not known yet, never kept): ablate.outcome's
+    run with the heads off (a trace, as a first run; an encoder-decoder's teacher-forced, then its greedy output with
+    them off) and two one-row forwards: the right answer scored with and without them (output.score), or the
+    sentence embedding with and without them; before them, a mean or resampled replacement unless kept."""
+    key = None if heads is None else store.key("outcome", choice, tuple(sorted(heads)), method)
+    if key is not None and store.shared().peek(key) is not None:
         return 0.0
     loaded, answer = shelf.model(choice.model), get_answer(choice)
-    tokens = max(len(answer.source_ids), len(answer.decoder_input or ()))
-    return cost.forward_seconds(loaded.model.config, tokens, 5, answer.decoder_input is not None)
+    config, tokens = loaded.model.config, _tokens(answer)
+    seconds = cost.forward_seconds(config, tokens, 1, loaded.family.next_token_head) + _forwards(loaded, answer, [1, 1])
+    seconds = seconds + replacement_seconds(choice, method)  # what the heads off write, first (mean, resample)
+    if loaded.is_encoder_decoder:
+        source = len(answer.source_ids)
+        seconds = seconds + cost.greedy_seconds(config, source, trace.target_budget(source))
+    return seconds
 
 
 def get_outcome(choice: Choice, heads: tuple, method: str) -> ablate.Outcome:
@@ -189,9 +228,16 @@ def get_lens(choice: Choice, position: int) -> lens.Lens:
         lambda: store.compute(
             "Reading every layer through the output matrix...",
             lambda: lens.lens(loaded, answer, rows=rows, run=run),
-            store.text_cost(choice.model, _tokens(answer)),
+            store.stand_in(store.text_cost(choice.model, _tokens(answer))),
         ),
     )
+
+
+def attribution_seconds(choice: Choice, position: int, token_id: int, against: int | None = None) -> float:
+    """About how long get_attribution takes (0 once kept): about a forward over the answer."""
+    if store.shared().peek(store.key("attribution", choice, position, token_id, against)) is not None:
+        return 0.0
+    return store.text_cost(choice.model, _tokens(get_read_answer(choice))).seconds
 
 
 def get_attribution(choice: Choice, position: int, token_id: int, against: int | None = None):
@@ -209,7 +255,7 @@ def get_attribution(choice: Choice, position: int, token_id: int, against: int |
         lambda: store.compute(
             "Splitting the logit into its parts...",
             lambda: attribution.attribute(loaded, answer, position, token_id, entering, against),
-            store.text_cost(choice.model, _tokens(answer)),
+            store.stand_in(store.text_cost(choice.model, _tokens(answer))),
         ),
     )
 

@@ -14,6 +14,7 @@ from attention_explorer.explorer.experiments import corruptions, patching, patch
 from attention_explorer.explorer.experiments.patching import Patch
 from attention_explorer.explorer.run import cost
 from attention_explorer.explorer.run import logits as final_linear
+from attention_explorer.models import ablation
 
 
 def _tokens(setup: patching.Setup) -> int:
@@ -125,6 +126,27 @@ def seconds(
     if store.shared().peek(_key(model_name, setup, which, layer, head, kind)) is not None:
         return 0.0
     return patching.seconds(shelf.model(model_name), setup, patches(model_name, setup, which, layer, head, kind))
+
+
+def head_seconds(choice: Choice, setup: patching.Setup, corrupt: str) -> float:
+    """About how long step 3 takes once every head is measured (0 for what is kept): the positions grid of the head
+    that restores most (before the heads' grid is kept, of a head in the middle layer: half the layers from it up),
+    and that head's maps in both runs (an encoder-decoder's layer in each; a decoder-only model's corrupted text's
+    first run)."""
+    loaded = shelf.model(choice.model)
+    kind, head = "decoder_self", 0
+    layer = ablation.shapes(loaded.model.config)[kind][0] // 2
+    if (shares := store.shared().peek(_key(choice.model, setup, "heads", 0, 0, kind))) is not None:
+        best = patching.head_patches(loaded)[int(max(range(len(shares)), key=lambda i: shares[i]))]
+        kind, layer, head = best.kind, best.layer, best.head
+    found = seconds(choice.model, setup, "positions", layer, head, kind)
+    if loaded.is_encoder_decoder:
+        for ids in (setup.clean_ids, setup.corrupt_ids):
+            if store.shared().peek(store.key("patching_weights", choice.model, setup, tuple(ids), kind, layer)) is None:
+                found = store.text_cost(choice.model, _tokens(setup)).seconds + found
+    elif store.shared().peek(store.key("trace", choice.with_text(corrupt))) is None:
+        found = store.first_run_cost(choice.with_text(corrupt)).seconds + found
+    return found
 
 
 def get_weights(model_name: str, setup: patching.Setup, ids, kind: str, layer: int):

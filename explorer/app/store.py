@@ -6,6 +6,7 @@ compare_runs.py are the getters built on it; cached.py's docstring lists every c
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Hashable
 
@@ -75,6 +76,24 @@ def fits(model_name: str, rows: int = 1) -> Callable[[int], int]:
 def choice_cost(choice: state.Choice, rows: int = 1) -> admission.Cost:
     """A computation about as big as `rows` forwards over the text: what the smaller read-outs are admitted by."""
     return text_cost(choice.model, tokens_of(choice), rows)
+
+
+def scored_seconds(choice: state.Choice, target: str) -> float:
+    """About how long cached.get_scored takes (0 once kept): the text's first run unless kept, then for a model with a
+    source a teacher-forced forward on the target (a decoder-only model scores its text from that run)."""
+    if shared().peek(key("scored", choice, target)) is not None:
+        return 0.0
+    found = 0.0 if shared().peek(key("trace", choice)) is not None else first_run_cost(choice).seconds
+    if not shelf.model(choice.model).is_decoder_only:
+        found = choice_cost(choice).seconds + found
+    return found
+
+
+def stand_in(needs: admission.Cost) -> admission.Cost:
+    """An estimate that sizes a read-out by a forward it may not run (the logit lens or an attribution read off a kept
+    run, a decoder-only text scored from its trace): it admits the work, but its time says no pace (pace.observe), or
+    a few such quick read-outs would pull every later estimate down."""
+    return dataclasses.replace(needs, observed=False)
 
 
 def batch_bytes(model_name: str, tokens: int, rows: int) -> int:

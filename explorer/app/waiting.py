@@ -167,8 +167,14 @@ def ask_first(
 
 
 def at_once(*seconds: float) -> float:
-    """The part of these estimates that runs as soon as the page goes on: those that ask first say their own."""
-    return sum(s for s in seconds if not cost.asks_first(s))
+    """What runs as soon as the page goes on, of these estimates in the order the page runs them: each up to the first
+    that asks first (it says its own estimate beside its button, and the page stops there until it is pressed)."""
+    found = 0.0
+    for part in seconds:
+        if cost.asks_first(part):
+            break
+        found = part + found
+    return found
 
 
 def reveal_label(seconds: float, label: str = "Reveal the model's answer") -> str:

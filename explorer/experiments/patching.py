@@ -350,18 +350,34 @@ def position_patches(setup: Setup, layer: int, head: int, kind: str = "decoder_s
     return [Patch(layer, position, head, kind) for position in range(positions(setup, kind))]
 
 
+def _may_change(patch: Patch, start: int, changed: set[int]) -> bool:
+    """Whether a patch may change the corrupted run, read off the texts before they run (_changes reads the runs):
+    not before the first change (`start`), and at the embedding (layer 0) only where the token `changed`."""
+    if patch.position is not None and patch.position < start:
+        return False
+    return not (patch.head is None and patch.layer == 0 and patch.position not in changed)
+
+
 def seconds(loaded: LoadedModel, setup: Setup, patches: Sequence[Patch]) -> float:
-    """About how long these patches take: each row runs the layers from its patch's up, over the changed window."""
+    """About how long these patches take, as _patched runs them: a chunk of batch rows at a time, each layer once per
+    chunk over the rows joined by then (a row joins at its patch's layer), over the changed window (the last layer:
+    the measured row only). A patch that changes nothing (_changes: before the first change; the embedding of a
+    position not changed) is 0 without a run."""
     config = loaded.model.config
     if loaded.is_encoder_decoder:  # a whole forward a patch
         return cost.forward_seconds(config, max(len(setup.clean_ids), len(setup.decoder_input)), len(patches), True)
     tokens, window = len(setup.clean_ids), len(setup.clean_ids) - setup.start
-    layers = sum(
-        config.n_decoder_layers - patch.layer
-        for patch in patches
-        if patch.position is None or patch.position >= setup.start
-    )
-    return layers * cost.layer_seconds(config, window, tokens)
+    start, changed = setup.start, set(setup.changed)
+    joins = [p.layer for p in patches if _may_change(p, start, changed)]  # in measure's order
+    step = _rows_per_chunk(loaded, tokens, window)
+    found = 0.0
+    for first in range(0, len(joins), step):
+        chunk = joins[first : first + step]
+        for index in range(min(chunk), config.n_decoder_layers):
+            rows = sum(1 for layer in chunk if layer <= index)
+            queries = 1 if index == config.n_decoder_layers - 1 else window
+            found = cost.layer_seconds(config, queries, tokens, rows=rows) + found
+    return found
 
 
 def document(loaded: LoadedModel, clean: str, corrupt: str, answer: str, wrong: str, max_tokens: int) -> dict:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from attention_explorer.explorer import navigation
 from attention_explorer.explorer.app import experiment_runs, state
+from attention_explorer.explorer.app.waiting import reveal_label
 from attention_explorer.explorer.figures import experiments as figures
 from attention_explorer.explorer.figures.labels import markdown_literal
 from attention_explorer.explorer.lesson.model_words import lens_intro, question_row, read_ends
@@ -41,7 +42,8 @@ if answer.own_row(position):  # the text ends here: what the model answers is al
 else:
     written = "the right next token is" if known else "the model's own greedy output (no right answer is known) writes"
     question = f"At position {position} ({at}) {written} {target}. After which sub-layer does it first rank first?"
-guess = predict(question, options, (sidebar, "layer_predictions"), "layer_predictions_predict")
+takes = experiment_runs.attribution_seconds(sidebar, position, answer.targets[position])  # what the reveal runs
+guess = predict(question, options, (sidebar, "layer_predictions"), "layer_predictions_predict", reveal_label(takes))
 if guess is None:
     stop()
 first = next((i for i, r in enumerate(found.target_rank[:, found.index(position)]) if r == 1), len(found.reads))

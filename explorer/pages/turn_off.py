@@ -108,20 +108,22 @@ else:
         "cosine to the clean embedding falls."
     )
 options = [layer_name(kind, layer, kinds) for kind, layer in layers]
-# what the reveal runs at once, said on it: the layers off, the most-needed layer's run, then every head off alone and
-# the most-needed head's run, each unless it asks first (an outcome with no heads off stands for one with some: the
-# same forwards)
-takes = at_once(
-    experiment_runs.layer_effects_seconds(sidebar),
-    experiment_runs.outcome_seconds(sidebar, (), "zero"),
-    experiment_runs.effects_left(sidebar, "zero")[2],
-    experiment_runs.outcome_seconds(sidebar, (), "zero"),
+# what the reveal runs at once, said on it: the layers off and the most-needed layer's run, then (unless that asks
+# first: the page stops there) every head off alone and the most-needed head's run; work another visit kept counts 0
+layers_off = experiment_runs.layer_effects_seconds(sidebar) + experiment_runs.outcome_seconds(
+    sidebar, experiment_runs.top_layer(sidebar), "zero"
 )
+head_off = (
+    experiment_runs.outcome_seconds(sidebar, experiment_runs.top_head(sidebar, "zero"), "zero")
+    if loaded.family.learned
+    else 0.0
+)
+takes = at_once(layers_off, experiment_runs.effects_left(sidebar, "zero")[2] + head_off)
 guess = predict(question, options, (sidebar, "turn_off_layer"), "turn_off_predict", reveal_label(takes))
 if guess is None:
     stop()
 what = f"Each of the {len(layers)} layers turned off is one more forward over the whole text."
-if not ask_first(what, experiment_runs.layer_effects_seconds(sidebar), "Turn off each layer", "turn_off_layers_run"):
+if not ask_first(what, layers_off, "Turn off each layer", "turn_off_layers_run"):
     stop()
 found = experiment_runs.get_layer_effects(sidebar)
 ranked = found.ranked()
@@ -191,7 +193,7 @@ st.button(
 show_outcome(loaded, run, outcome, "turn_off_outcome")
 
 st.subheader("Each head turned off alone")
-if not effects_may_run("zero", "turn_off_heads"):
+if not effects_may_run("zero", "turn_off_heads", head_off):
     stop()
 effects = experiment_runs.get_effects(sidebar, "zero")
 head, _ = effects.ranked()[0]

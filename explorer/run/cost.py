@@ -38,17 +38,18 @@ FIXED_BYTES = 16 * 2**20  # a short text's run: torch's buffers and the trace's 
 #   plus the run's own fixed part (SECONDS_PER_RUN).
 # The products' and weights' rates are the earlier fit's on an idle machine (one forward of SmolLM2 over 2,048
 # tokens: about 10 s). The fixed terms' sizes beside them are `python -m bench estimates fit`'s on first runs of
-# MiniLM and SmolLM2 at 3, 16, 128 and 512 tokens (each length's median of 5, under a load of about 10 on 2 cores:
-# every length's median within 0.83-1.58x of its estimate): a weight read costs about 53 multiply-adds and a layer's
-# fixed part about 95 million. A rate per multiply-add alone, before, made a 3-token run's estimate a thousandth of
-# its time.
+# MiniLM and SmolLM2 at 3, 16, 128 and 512 tokens (40 rows, 5 a length, each beside a calibration), refitted with the
+# two rates above held, on a quiet 2-core machine (load 0.4-1.1, nothing else running; 2026-11-29 15:17 UTC): every
+# length's median took / estimated within 0.90-1.32x (at the rates before, 53 and 95 million: 0.64-1.00x). A weight
+# read costs about 44.5 multiply-adds and a layer's fixed part about 33 million. A rate per multiply-add alone, before,
+# made a 3-token run's estimate a thousandth of its time.
 MACS_PER_SECOND = 5e10  # multiply-adds of the matrix products (x W, q k^T, weights v)
 SECONDS_PER_WEIGHT = 3e-9  # each attention weight scored, masked, softmaxed and read again (bound by memory, not MACs)
-SECONDS_PER_PARAMETER = 53 / MACS_PER_SECOND  # each weight of a layer's matrices read from memory, once per forward
-SECONDS_PER_LAYER = 9.5e7 / MACS_PER_SECOND  # a layer's fixed part, whatever its size (about 2 ms)
+SECONDS_PER_PARAMETER = 44.5 / MACS_PER_SECOND  # each weight of a layer's matrices read from memory, once per forward
+SECONDS_PER_LAYER = 3.34e7 / MACS_PER_SECOND  # a layer's fixed part, whatever its size (about 0.7 ms)
 SECONDS_PER_RUN = 0.0  # a run's own fixed part: too small beside its layers' for the fit to find
 # Past this a page asks before it starts, so that it is drawn within 4 s: one more run of MiniLM over 512 tokens
-# (about 0.4 s estimated) starts at once; the transformers reference of a GPT-2-small-sized model over 1,024 tokens
+# (about 0.2 s estimated) starts at once; the transformers reference of a GPT-2-small-sized model over 1,024 tokens
 # beside its 12 layers recomputed (about 5 s; 7.4 s measured, as it started at once at 15 s) asks, and so do MiniLM's
 # every-head effects at 512 tokens (about 14 s).
 ASK_AFTER_SECONDS = 3.0
@@ -266,11 +267,15 @@ def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: boo
 
 
 # transformers' own copy of a model, loaded the first time Ours vs transformers opens on it: from a GGUF file it
-# converts every weight again (SmolLM2-135M-Instruct: 75 s on a 2-core machine under a load of 10, beside a pace of
-# 36 by the single calibration before pace.py's, which reads about 1.3 times pace.py's on the same machine (four pairs
-# under a load of 15: 1.25-1.72); `python -m bench estimates reference`; memory 1.25 -> 1.76 GB), from a safetensors
-# folder it only reads them (GPT-2-sized: a second or two on a busy machine)
-GGUF_SECONDS_PER_PARAMETER = 1.6e-8 * 1.3
+# imports transformers and reads the file's every field and tensor name in Python, then converts every weight
+# (SmolLM2-135M-Instruct on a quiet 2-core machine, load 0.7-0.8, 2026-11-29 15:23 UTC: `python -m bench estimates
+# reference` 17.6 s at a throughput pace of 1.23, 1.06e-7 s a weight at pace 1; again 3.6 s to import transformers and
+# 14.8 s to load at pace 1.04, 1.32e-7; under cProfile, 26.8 s in all: 10 s in gguf's reader building the fields, 7 s
+# in its tensor name map, 2 s converting the weights). Python's work on one core slows less on a busy machine than
+# the calibration's threaded products: under a load of 4-6 it took 22.4 s where the calibration said 125 s, and 75 s
+# under a load of 10 when it read about 28; memory 1.25 -> 1.76 GB. From a safetensors folder it only reads them
+# (GPT-2-sized: a second or two on a busy machine)
+GGUF_SECONDS_PER_PARAMETER = 1.2e-7
 FOLDER_SECONDS_PER_PARAMETER = 1e-9
 REFERENCE_BYTES_PER_PARAMETER = 3.8  # its float32 weights (4 bytes) less what the conversion shares: 0.51 GB / 135 M
 

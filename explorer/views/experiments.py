@@ -367,10 +367,11 @@ def effects_grid(loaded, effects: ablate.Effects, key: str, on_click, present_he
     )
 
 
-def effects_may_run(method: str, key: str) -> bool:
+def effects_may_run(method: str, key: str, then: float = 0.0) -> bool:
     """Whether every head's effect may be measured in this rerun: at once when short, else once asked (its button
-    keyed `key`_run), saying how many heads are left and about how long they take."""
+    keyed `key`_run), saying how many heads are left and about how long they take with what the page runs `then`."""
     done, rows, seconds = experiment_runs.effects_left(_sidebar(), method)
+    seconds = seconds + then
     what = f"Every one of the {rows} heads turned off alone is one more forward over the whole text" + (
         f"; {done} are measured already, and the rest go on from there." if done else "."
     )

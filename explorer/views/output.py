@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from attention_explorer.explorer.app import cached, state
+from attention_explorer.explorer.app import cached, state, store, waiting
 from attention_explorer.explorer.figures.labels import abbreviated, markdown_literal, position_label, row_reads
 from attention_explorer.explorer.figures.output import distribution_bars, loss_bars
 from attention_explorer.explorer.lesson import model_words
@@ -304,6 +304,7 @@ def wrong_answer(s: Scored) -> None:
         LOSS_OPTIONS,
         (sidebar, s.where, s.scored.mean),
         "loss_predict",
+        waiting.reveal_label(store.scored_seconds(sidebar, " ".join(wrong))),  # the scoring it runs
     )
     if guess is None:
         return
@@ -334,6 +335,7 @@ def _reversed_text(s: Scored) -> None:
         LOSS_OPTIONS,
         (sidebar, s.scored.mean),
         "loss_predict",
+        waiting.reveal_label(waiting.at_once(store.scored_seconds(sidebar.with_text(reversed_text), ""))),  # its run
     )
     if guess is None:
         return

@@ -237,8 +237,12 @@ def patching_view(key: str, lesson: bool = False) -> None:
         question = "Copying one head's output from the clean run: where in the model is the head that restores most?"
         asked = (sidebar, *setup.corrupt_ids, setup.answer, setup.wrong)
         n_layers = ablation.shapes(loaded.model.config)[patching.residual_kind(loaded)][0]
-        # what the reveal runs at once (each grid that does not ask first), said on its button
-        takes = at_once(*(patching_runs.seconds(sidebar.model, setup, which) for which in ("residual", "heads")))
+        # what the reveal runs at once, said on its button: each step's grid in turn up to one that asks first, and
+        # the head's maps beside the last
+        takes = at_once(
+            *(patching_runs.seconds(sidebar.model, setup, which) for which in ("residual", "heads")),
+            patching_runs.head_seconds(sidebar, setup, st.session_state[state.PATCHING_CORRUPT]),
+        )
         guess = predict(question, depths(n_layers), asked, f"{key}_predict", waiting.reveal_label(takes))
         if guess is None:
             stop()

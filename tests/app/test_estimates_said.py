@@ -1,6 +1,6 @@
 """Work that takes seconds says so before it starts (issue 50): the first visit of Ours vs transformers on SmolLM2
 (transformers converts the GGUF file again: about 25 s, 0.5 GB) asks first with its time and memory, and the reveals
-of steps 9 and 10 carry what they run at once in their labels."""
+of steps 9 and 10 carry what they run at once in their labels, work already kept counted 0."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def test_a_reveal_that_runs_work_says_how_long():
     assert waiting.reveal_label(0.4) == "Reveal the model's answer"  # under a second: nothing to wait for
     assert waiting.reveal_label(6.2) == "Reveal the model's answer (about 6 s)"
     assert waiting.at_once(2.0, 1.0, 60.0) == 3.0  # a part that asks first says its own estimate beside its button
+    assert waiting.at_once(2.0, 60.0, 1.0) == 2.0  # and the page stops there: what follows it waits for the click
 
 
 def test_step_9s_reveal_carries_its_estimate(monkeypatch, minilm):
@@ -95,12 +96,35 @@ def test_step_9s_reveal_says_what_its_click_runs(monkeypatch, minilm):
     text = "The animal didn't cross the street because it was too tired " * 12
     estimate, admitted = said_and_run(monkeypatch, "turn_off", "turn_off_predict", "minilm", text)
     assert admitted and estimate == pytest.approx(sum(admitted), rel=1e-6), (estimate, admitted)
+    # another session on the same sentence finds that work kept in the shared store: its reveal runs nothing more
+    said: list[float] = []
+    label = waiting.reveal_label
+    monkeypatch.setattr(waiting, "reveal_label", lambda seconds, *rest: said.append(seconds) or label(seconds, *rest))
+    at = new_app("turn_off")
+    at.query_params["model"] = "minilm"
+    at.query_params["text"] = text
+    at.run(timeout=600)
+    assert not at.exception and said and said[-1] == 0, said
 
 
 @pytest.mark.slow
 def test_step_10s_reveal_says_what_its_click_runs(monkeypatch, smollm2):
+    from attention_explorer.explorer.app import patching_runs
+
+    heads_said: list[float] = []
+    head_seconds = patching_runs.head_seconds
+
+    def recording(*args) -> float:
+        heads_said.append(cost.fitted(found := head_seconds(*args)))
+        return found
+
+    monkeypatch.setattr(patching_runs, "head_seconds", recording)
     text = "When Anna and Ben went to the park, Ben gave a ball to"
     estimate, admitted = said_and_run(monkeypatch, "patch", "patch_predict", "smollm2", text)
-    # on this sentence each grid asks first (its own button says its estimate): the label says nothing runs, and
-    # nothing is admitted by the click; a grid that ran at once unsaid would fail here
-    assert estimate == pytest.approx(sum(admitted), rel=1e-6, abs=1e-9), (estimate, admitted)
+    # on this sentence no grid asks first: the click runs the residual grid, the heads' grid, the positions grid of
+    # the head that restores most and the corrupted text's run for its maps
+    residual, heads, positions, corrupted = admitted
+    assert estimate == pytest.approx(residual + heads + heads_said[-1], rel=1e-6), (estimate, admitted)
+    # which head is not known before its grid: its positions grid is said for a head in the middle layer, whose rows
+    # run through more or fewer layers than the one found; the map's first run is said as admitted
+    assert heads_said[-1] > corrupted and positions > 0

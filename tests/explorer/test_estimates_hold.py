@@ -204,5 +204,128 @@ def test_the_bench_measures_every_estimate():
     from bench import estimates
 
     found = estimates.checks(repeats=1, models=("minilm",), lengths=(3, 16))
-    assert len(found) == 2 * 2 + 3
-    assert all(math.isfinite(r) and r > 0 for r in found.values()), found
+    # 2 lengths fresh and after; translate; the corpus; every head, every layer, one layer off; step 9's reveal
+    assert len(found) == 2 * 2 + 2 + 3 + 1, found
+    assert all(c.took > 0 and c.estimate > 0 and math.isfinite(c.ratio) for c in found), found
+    table = estimates.check_table(found).splitlines()
+    assert "within 1.5x" in table[0] and len(table) == len(found) + 2
+    assert all(line.split()[-1] in ("yes", "no") for line in table[1:-1])
+
+
+def _layer_calls(loaded, setup, clean, corrupt, patches, monkeypatch) -> tuple[list, list]:
+    """(the layers patching.seconds counts, the layers patching.measure runs): each (queries, keys, batch rows)."""
+    from attention_explorer.explorer.experiments import patching
+
+    said: list[tuple[int, int, int]] = []
+    layer_seconds = cost.layer_seconds
+
+    def counted(config, queries, keys=None, cross=False, rows=1):
+        said.append((queries, keys, rows))
+        return layer_seconds(config, queries, keys, cross, rows)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cost, "layer_seconds", counted)
+        patching.seconds(loaded, setup, patches)
+    tokens, ran = len(setup.clean_ids), []
+    # the layer's arguments (x, memory, mask, memory mask, head patch, window): the rows from `window` on are computed
+    hooks = [
+        layer.register_forward_pre_hook(lambda _, args: ran.append((tokens - args[5], tokens, args[0].size(0))))
+        for layer in loaded.model.decoder.layers
+    ]
+    try:
+        patching.measure(loaded, setup, clean, corrupt, patches)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return said, ran
+
+
+@pytest.mark.parametrize("chunk_bytes", [None, 1])  # the chunks measure makes, and one batch row a chunk
+def test_patchings_estimate_counts_the_layers_its_batches_run(induction, monkeypatch, chunk_bytes):
+    """Issue 50: patching's estimate counts what _patched runs: each layer once per chunk over the batch rows joined by
+    then (not once per row), over the changed window (the last layer: its measured row), and no run for a patch that
+    changes nothing; counted here against every layer call of the real measurement (each grid of the step)."""
+    from attention_explorer.explorer.experiments import patching
+
+    if chunk_bytes is not None:
+        monkeypatch.setattr(patching, "BATCH_BYTES", chunk_bytes)
+    setup = patching.setup(
+        induction, "alpha bravo seven kilo alpha bravo seven", "alpha bravo seven lima alpha bravo seven", "kilo",
+        "lima", 64,
+    )  # fmt: skip
+    clean, corrupt = (patching.read(induction, ids, setup) for ids in (setup.clean_ids, setup.corrupt_ids))
+    for patches in (
+        patching.residual_patches(induction, setup),
+        patching.head_patches(induction),
+        patching.position_patches(setup, 1, 2),
+    ):
+        said, ran = _layer_calls(induction, setup, clean, corrupt, patches, monkeypatch)
+        assert said == ran and ran, (said, ran)
+
+
+def _forwards_said_and_run(stack, estimate, work, monkeypatch) -> tuple[list, list]:
+    """(the forwards an estimate counts, the forwards its work runs): each (batch rows, tokens), the latter as they
+    enter the stack's first layer."""
+    said: list[tuple[int, int]] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(cost, "forward_seconds", lambda c, tokens, rows=1, *rest: said.append((rows, tokens)) or 0)
+        estimate()
+    ran: list[tuple[int, int]] = []
+    hook = stack.layers[0].register_forward_pre_hook(lambda _, args: ran.append(tuple(args[0].shape[:2])))
+    try:
+        work()
+    finally:
+        hook.remove()
+    return said, ran
+
+
+@pytest.mark.parametrize(
+    ("model", "text"),
+    [("minilm", "The cat the dog chased sat on the warm mat"), ("induction", "alpha bravo seven kilo alpha bravo")],
+)
+def test_the_experiments_estimates_count_the_forwards_they_run(model, text, monkeypatch, minilm, induction):
+    """Issue 50 (step 9's reveal said 2x what it ran): each experiment's estimate counts the forwards its run makes,
+    each with its batch rows (every layer's heads off: the clean run and the layers' rows; an outcome: its trace and
+    the two one-row forwards scoring it), counted against the rows entering the model's first layer; and work kept in
+    the shared store, by this session or another, is estimated at 0."""
+    from attention_explorer.explorer.app import experiment_runs, shelf, state
+
+    choice = state.Choice(model, text, 32)
+    loaded = shelf.model(model)  # the copy the runs use
+    experiment_runs.get_answer(choice)
+    stack = loaded.model.encoder or loaded.model.decoder
+    for estimate, work in (
+        (lambda: experiment_runs.layer_effects_seconds(choice), lambda: experiment_runs.get_layer_effects(choice)),
+        (lambda: experiment_runs.effects_left(choice, "zero")[2], lambda: experiment_runs.get_effects(choice, "zero")),
+        (
+            lambda: experiment_runs.outcome_seconds(choice, None, "zero"),
+            lambda: experiment_runs.get_outcome(choice, experiment_runs.top_layer(choice), "zero"),
+        ),
+    ):
+        said, ran = _forwards_said_and_run(stack, estimate, work, monkeypatch)
+        assert [rows for rows, _ in said] == [rows for rows, _ in ran], (said, ran)
+        # each over the answer's tokens: a decoder-only model's scored rows are its text less the last
+        assert all(0 <= s - r <= 1 for (_, s), (_, r) in zip(said, ran, strict=True)), (said, ran)
+    kept = (
+        experiment_runs.layer_effects_seconds(choice),
+        experiment_runs.effects_left(choice, "zero")[2],
+        experiment_runs.outcome_seconds(choice, experiment_runs.top_layer(choice), "zero"),
+    )
+    assert kept == (0.0, 0.0, 0.0)
+    assert experiment_runs.outcome_seconds(choice, None, "zero") > 0  # heads not known yet: never kept
+
+
+@pytest.mark.slow
+def test_read_outs_sized_by_a_forward_they_need_not_run_say_no_pace(smollm2):
+    """Issue 50: the logit lens and an attribution read off a decoder-only model's kept run, and its text scored from
+    that run, are admitted at a forward's size but run none: were their quick times observed, a few of them pulled the
+    pace to its floor (a reveal said 0.02 s for a 0.56 s run)."""
+    from attention_explorer.explorer.app import cached, experiment_runs, state
+
+    choice = state.Choice("smollm2", "The capital of Japan is the city of", 32)  # a read-out long enough to observe
+    answer = experiment_runs.get_read_answer(choice)  # the text's first run: observed, as every run that says a pace
+    pace.forget(calibrated=pace.Pace(3.0, 5.0))
+    experiment_runs.get_lens(choice, 0)
+    experiment_runs.get_attribution(choice, 0, answer.targets[0])
+    cached.get_scored(choice, "")
+    assert pace.now() == pace.Pace(3.0, 5.0)
