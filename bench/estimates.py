@@ -63,7 +63,8 @@ def measure(models=MODELS, lengths=LENGTHS, repeats: int = REPEATS) -> list[dict
 
 def reference_load(key: str = "smollm2", repeats: int = 1) -> list[dict]:
     """transformers' copy of a model loaded as Ours vs transformers loads it (from a GGUF it converts every weight),
-    each beside a calibration: its seconds per parameter at pace 1 (cost.GGUF_SECONDS_PER_PARAMETER)."""
+    each beside a calibration of Python's own pace: its seconds per parameter at pace 1
+    (cost.GGUF_SECONDS_PER_PARAMETER)."""
     import gc
 
     from attention_explorer.explorer.run import cost, pace, reference_view
@@ -80,12 +81,13 @@ def reference_load(key: str = "smollm2", repeats: int = 1) -> list[dict]:
         reference_view.load(folder)
         took = time.perf_counter() - start
         gc.collect()
-        per = took / parameters / pace.now().throughput
+        python = pace.python_pace()  # the pace the estimate was made at (kept PYTHON_FOR seconds)
+        per = took / parameters / python
         rows.append(
             {
                 "model": key,
                 "parameters": parameters,
-                "throughput_pace": pace.now().throughput,
+                "python_pace": python,
                 "took": took,
                 "seconds_per_parameter_at_pace_1": per,
                 "estimate": estimate,

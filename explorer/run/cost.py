@@ -273,18 +273,20 @@ def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: boo
 # 14.8 s to load at pace 1.04, 1.32e-7; under cProfile, 26.8 s in all: 10 s in gguf's reader building the fields, 7 s
 # in its tensor name map, 2 s converting the weights). Python's work on one core slows less on a busy machine than
 # the calibration's threaded products: under a load of 4-6 it took 22.4 s where the calibration said 125 s, and 75 s
-# under a load of 10 when it read about 28; memory 1.25 -> 1.76 GB. From a safetensors folder it only reads them
-# (GPT-2-sized: a second or two on a busy machine)
+# under a load of 10 when it read about 28, so it goes at Python's own pace (pace.python_pace); memory 1.25 -> 1.76 GB.
+# From a safetensors folder it only reads them (GPT-2-sized: a second or two on a busy machine)
 GGUF_SECONDS_PER_PARAMETER = 1.2e-7
 FOLDER_SECONDS_PER_PARAMETER = 1e-9
 REFERENCE_BYTES_PER_PARAMETER = 3.8  # its float32 weights (4 bytes) less what the conversion shares: 0.51 GB / 135 M
 
 
 def reference_load_seconds(parameters: int, gguf: bool) -> float:
-    """About how long transformers takes to load its copy of a model of `parameters` weights, at this throughput pace
-    (a plain float: a load's time does not say the pace of runs)."""
-    per = GGUF_SECONDS_PER_PARAMETER if gguf else FOLDER_SECONDS_PER_PARAMETER
-    return parameters * per * pace.now().throughput
+    """About how long transformers takes to load its copy of a model of `parameters` weights (a plain float: a load's
+    time does not say the pace of runs): from a GGUF file, Python's work on one core at its own pace
+    (pace.python_pace); from a folder, a read of its weights at the throughput pace."""
+    if gguf:
+        return parameters * GGUF_SECONDS_PER_PARAMETER * pace.python_pace()
+    return parameters * FOLDER_SECONDS_PER_PARAMETER * pace.now().throughput
 
 
 def reference_load_bytes(parameters: int) -> int:

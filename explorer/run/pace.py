@@ -35,6 +35,11 @@ REPEATS = 5  # each calibration the median of five: one pause does not set a pro
 RUNS = 9  # the observations the paces are fitted to
 OBSERVED_AFTER = 0.005  # a block shorter than this at the fitted rates says more of Python's own work than of either
 LIMITS = (0.1, 200.0)  # no observation moves a pace beyond these
+# Python's own work on one core (a GGUF file's fields and names read by transformers): its own calibration, since a
+# busy machine slows it less than the threaded products above (one thread keeps a core where two wait for both)
+PYTHON_ROUNDS = 20_000  # names built, looked up and sorted, each calibration
+PYTHON_SECONDS = 0.0085  # their time at pace 1 (a quiet 2-core machine, load 0.4-1.9, 2026-11-29)
+PYTHON_FOR = 300.0  # seconds a Python calibration is kept before the next estimate makes another
 PRIOR = 0.3  # the weight that holds the two paces near their level where the runs seen do not tell them apart (only
 # long runs seen), beside each observation's weight of 1
 
@@ -101,6 +106,7 @@ def _restored(value: float, fixed: float, work: float) -> Seconds:
 _observed: deque[tuple[float, float, float]] = deque(maxlen=RUNS)  # (fixed, work, took)
 _calibrated: list[Pace] = []
 _fitted: list[Pace] = []  # the fit to _observed, once made
+_python: list[tuple[float, float]] = []  # (pace, when measured)
 _lock = threading.Lock()
 
 
@@ -118,6 +124,26 @@ def throughput_seconds() -> float:
             torch.nn.functional.linear(long, weight)
             scores.softmax(-1)
         return time.perf_counter() - start
+
+
+def python_seconds() -> float:
+    """One calibration of Python's work on one core: PYTHON_ROUNDS names built into a dict, looked up and sorted."""
+    start = time.perf_counter()
+    names = {f"blk.{i}.attn_q.weight": i for i in range(PYTHON_ROUNDS)}
+    sum(len(name) for name in sorted(names, key=names.__getitem__))
+    return time.perf_counter() - start
+
+
+def python_pace() -> float:
+    """How much longer than at pace 1 Python's own one-core work takes here now: the median of REPEATS calibrations,
+    kept PYTHON_FOR seconds (a page that says a load's estimate twice says the same)."""
+    with _lock:
+        if _python and time.monotonic() - _python[0][1] < PYTHON_FOR:
+            return _python[0][0]
+    found = _bounded(statistics.median(python_seconds() for _ in range(REPEATS)) / PYTHON_SECONDS)
+    with _lock:
+        _python[:] = [(found, time.monotonic())]
+    return found
 
 
 def calibrate() -> Pace:
@@ -157,6 +183,7 @@ def forget(calibrated: float | Pace | None = None) -> None:
         _observed.clear()
         _fitted.clear()
         _calibrated[:] = [] if calibrated is None else [calibrated]
+        _python.clear()
 
 
 def fit(observed: list[tuple[float, float, float]], prior: Pace) -> Pace:

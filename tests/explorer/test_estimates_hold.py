@@ -146,6 +146,39 @@ def test_a_fresh_process_calibrates_once_on_its_own_machine(monkeypatch):
     assert len(calls) == pace.REPEATS
 
 
+def test_a_gguf_reference_load_goes_at_pythons_own_pace(monkeypatch):
+    """transformers reads a GGUF file's fields and names in Python on one core, which a busy machine slows less than
+    the threaded products of the throughput calibration: its estimate takes a Python calibration of its own, made once
+    and kept PYTHON_FOR seconds (a page saying it twice says the same), made again after forget()."""
+    calls: list[int] = []
+    clock = [1000.0]
+    monkeypatch.setattr(pace, "python_seconds", lambda: calls.append(1) or 4.0 * pace.PYTHON_SECONDS)
+    monkeypatch.setattr(pace.time, "monotonic", lambda: clock[0])
+    pace.forget(calibrated=pace.Pace(50.0, 50.0))  # threaded work 50x slower: not what the load follows
+    parameters = 10**8
+    load = cost.reference_load_seconds(parameters, gguf=True)
+    assert load == pytest.approx(parameters * cost.GGUF_SECONDS_PER_PARAMETER * 4.0)
+    assert len(calls) == pace.REPEATS
+    clock[0] += pace.PYTHON_FOR - 1
+    assert cost.reference_load_seconds(parameters, gguf=True) == load and len(calls) == pace.REPEATS
+    clock[0] += 2  # older than PYTHON_FOR: measured again
+    monkeypatch.setattr(pace, "python_seconds", lambda: calls.append(1) or 2.0 * pace.PYTHON_SECONDS)
+    assert cost.reference_load_seconds(parameters, gguf=True) == pytest.approx(load / 2)
+    assert len(calls) == 2 * pace.REPEATS
+    pace.forget(calibrated=pace.Pace(50.0, 50.0))
+    cost.reference_load_seconds(parameters, gguf=True)
+    assert len(calls) == 3 * pace.REPEATS
+    # a folder's weights are read, not parsed: at the throughput pace
+    folder = cost.reference_load_seconds(parameters, gguf=False)
+    assert folder == pytest.approx(parameters * cost.FOLDER_SECONDS_PER_PARAMETER * 50.0)
+
+
+def test_pythons_calibration_times_real_work():
+    pace.forget()
+    assert 0 < pace.python_seconds() < 60  # it runs (its time is the bench's, not asserted)
+    assert pace.LIMITS[0] <= pace.python_pace() <= pace.LIMITS[1]
+
+
 def test_a_short_runs_estimate_counts_every_weight_read_and_every_layer(smollm2, minilm):
     """At 3 tokens a run reads every weight matrix once and dispatches every layer: the estimate's fixed terms are
     the real model's matrices (not the embeddings, read a row a token) and layers."""
