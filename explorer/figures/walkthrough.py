@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attention_explorer.explorer.figures import style
-from attention_explorer.explorer.figures.labels import escape_tokens, position_label, strip_colorbar
+from attention_explorer.explorer.figures.labels import escape_tokens, position_label, position_labels, strip_colorbar
 from attention_explorer.explorer.figures.zoom import OVERVIEW_CELLS
 from attention_explorer.explorer.run import blocks
 
@@ -178,14 +178,16 @@ def vector_strip(
     drawn = rows if subset is None else rows[subset]
     ticks = thinned(len(labels), MAX_LABELS)
     height = max(140, ROW * len(labels) + 70)
+    # a row's name, unique, is its category (the hover reads it): the drawn keys' are ("17: cat"); every key's rows are
+    # their positions; one row, its label. Not a label a cell (customdata): 16 keys of a 256-wide head were 55 KB more
+    names = labels if subset is not None or len(labels) == 1 else position_labels(labels)
     figure = go.Figure(
         go.Heatmap(
             z=drawn,
             **style.diverging(limit),
             colorbar=strip_colorbar(limit, height, 50),
-            y=list(range(len(labels))),
-            customdata=np.repeat(np.array(labels, dtype=object)[:, None], drawn.shape[1], axis=1),
-            hovertemplate="%{customdata}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
+            y=names,
+            hovertemplate="%{y}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
         )
     )
     figure.update_layout(
@@ -193,8 +195,9 @@ def vector_strip(
         height=height,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         yaxis={
+            "type": "category",
             "tickmode": "array",
-            "tickvals": ticks,
+            "tickvals": [names[j] for j in ticks],
             "ticktext": [labels[j] for j in ticks],
             "autorange": "reversed",
             "automargin": True,
@@ -314,9 +317,10 @@ def projection_matrices(
         )
         figure.update_yaxes(autorange="reversed", title_text="input dimension" if i == 1 else None, row=1, col=i)
         figure.update_xaxes(title_text="head dimension", row=1, col=i)
-        for axis, names_of in ((figure.update_yaxes, rows), (figure.update_xaxes, cols)):
-            if names_of is not None:  # a block's dimensions by name ("0-7"): a category each, in order
-                axis(type="category", row=1, col=i)
+        if cols is not None:  # a block's dimensions by name ("0-7"): a category each, in order
+            figure.update_xaxes(type="category", row=1, col=i)
+        if rows is not None:  # the same input dimensions in all three: named once, at the left (wider than numbers)
+            figure.update_yaxes(type="category", showticklabels=i == 1, row=1, col=i)
     if f_r * f_c > 1:
         title = f"{title}; {blocks_note(n_rows, n_cols, f_r, f_c)}"
     figure.update_layout(title={"text": title}, height=height, margin={"l": 10, "r": 10, "t": 80, "b": 10})

@@ -106,3 +106,22 @@ def test_a_short_last_block_is_named_and_said(shape, cells, short):
     assert trace[axis][-1] == label(n, f)
     assert_block_means(np.asarray(array(trace["z"])), w[0], f_r, f_c)
     assert f"(the last {short} of cells average fewer)" in spec["layout"]["title"]["text"]
+
+
+def test_a_strip_names_each_row_once_not_each_cell():
+    """K's strip of 16 of 2,048 keys, 256 wide (Gemma 3's heads): each row's name is its category, read by the hover
+    ('17: cat'), no label a cell; the rows are the model's own; two rows of one token stay two rows."""
+    rows = np.random.default_rng(4).standard_normal((2048, 256)).astype(np.float32)
+    keys = [f"<b>t{i % 7}" for i in range(2048)]  # repeated tokens, each a hostile label
+    shown = np.arange(0, 2048, 128)
+    spec = json.loads(walkthrough.vector_strip(rows, keys, "K", shown).to_json())
+    trace = spec["data"][0]
+    np.testing.assert_array_equal(np.asarray(array(trace["z"])), rows[shown])
+    assert trace["y"] == [f"{i}: &lt;b&gt;t{i % 7}" for i in shown] and "customdata" not in trace
+    assert trace["hovertemplate"].startswith("%{y}<br>") and spec["layout"]["yaxis"]["type"] == "category"
+    assert len(json.dumps(spec)) < 16 * 256 * 6 + 20_000  # the numbers, and little besides (it was 80 KB)
+    whole = json.loads(walkthrough.vector_strip(rows[:5], keys[:5] * 1, "K").to_json())
+    assert whole["data"][0]["y"] == [f"{i}: &lt;b&gt;t{i}" for i in range(5)]  # every key: named by position
+    assert whole["layout"]["yaxis"]["ticktext"] == [f"&lt;b&gt;t{i}" for i in range(5)]  # drawn: the tokens alone
+    repeated = json.loads(walkthrough.vector_strip(rows[:2], ["the", "the"], "K").to_json())
+    assert repeated["data"][0]["y"] == ["0: the", "1: the"]  # a category axis would merge two rows named "the"
