@@ -156,6 +156,13 @@ def _ticks(figure: go.Figure, trace: object, axis: str) -> dict:
     }
 
 
+def _named_categories(figure: go.Figure, trace: object, axis: str) -> bool:
+    """Whether the axis is a category axis whose values ('3: the', unique) are named by tokens (ticktext)."""
+    anchor = getattr(trace, f"{axis}axis", None) or axis
+    layout_axis = figure.layout[f"{axis}axis{anchor[1:]}"]
+    return layout_axis is not None and layout_axis.type == "category" and layout_axis.ticktext is not None
+
+
 def _axis_title(figure: go.Figure, trace: object, axis: str) -> str:
     """The title of the axis a trace is drawn on, as plain text ('' when it has none)."""
     anchor = getattr(trace, f"{axis}axis", None) or axis
@@ -207,7 +214,8 @@ def records(figure: go.Figure, title: str = "") -> dict:
                 if ticks and all(not isinstance(v, list) for v in entry[axis]):
                     entry[axis] = [ticks.get(v, v) for v in entry[axis]]
                 axis_title = _value_name(trace) if axis == "z" else _axis_title(figure, trace, axis)
-                axis_title = axis_title or ("token" if ticks else "") or _common_word(entry[axis])
+                named = ticks or (axis != "z" and _named_categories(figure, trace, axis))  # tokens on the axis
+                axis_title = axis_title or ("token" if named else "") or _common_word(entry[axis])
                 if axis_title:
                     entry[f"{axis}_title"] = axis_title
             elif axis != "z" and _axis_title(figure, trace, axis):  # a heatmap's columns by position: 'dimension'

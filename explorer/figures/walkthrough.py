@@ -10,11 +10,16 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attention_explorer.explorer.figures import style
-from attention_explorer.explorer.figures.labels import escape_tokens, position_label, strip_colorbar
+from attention_explorer.explorer.figures.labels import escape_tokens, position_label, position_labels, strip_colorbar
+from attention_explorer.explorer.figures.zoom import OVERVIEW_CELLS
+from attention_explorer.explorer.run import blocks
 
 MAX_LABELS = 40  # rotated tick labels that fit side by side on a full-width chart without touching
 ROW = 18  # px per strip row: one 11 px tick label each
 LIGHT = "#9e9e9e"
+# W^Q, W^K and W^V together send at most as many cells as a long attention map's overview (zoom.OVERVIEW_CELLS a
+# side, about 0.35 MB): Gemma 3 270M's three 640 x 256 were 491,520 entries, 2.8 MB, more than the rest of its page
+MATRIX_CELLS = OVERVIEW_CELLS**2
 
 
 def thinned(n: int, max_labels: int) -> list[int]:
@@ -173,14 +178,16 @@ def vector_strip(
     drawn = rows if subset is None else rows[subset]
     ticks = thinned(len(labels), MAX_LABELS)
     height = max(140, ROW * len(labels) + 70)
+    # a row's name, unique, is its category (the hover reads it): the drawn keys' are ("17: cat"); every key's rows are
+    # their positions; one row, its label. Not a label a cell (customdata): 16 keys of a 256-wide head were 55 KB more
+    names = labels if subset is not None or len(labels) == 1 else position_labels(labels)
     figure = go.Figure(
         go.Heatmap(
             z=drawn,
             **style.diverging(limit),
             colorbar=strip_colorbar(limit, height, 50),
-            y=list(range(len(labels))),
-            customdata=np.repeat(np.array(labels, dtype=object)[:, None], drawn.shape[1], axis=1),
-            hovertemplate="%{customdata}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
+            y=names,
+            hovertemplate="%{y}<br>dim %{x}<br>%{z:.5f}<extra></extra>",
         )
     )
     figure.update_layout(
@@ -188,8 +195,9 @@ def vector_strip(
         height=height,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         yaxis={
+            "type": "category",
             "tickmode": "array",
-            "tickvals": ticks,
+            "tickvals": [names[j] for j in ticks],
             "ticktext": [labels[j] for j in ticks],
             "autorange": "reversed",
             "automargin": True,
@@ -275,28 +283,62 @@ def ticks_for(n: int, most: int = 40) -> list[int]:
 
 
 def projection_matrices(
-    matrices: Sequence[np.ndarray], names: Sequence[str], title: str, height: int = 420
+    matrices: Sequence[np.ndarray],
+    names: Sequence[str],
+    title: str,
+    height: int = 420,
+    cells: int | None = MATRIX_CELLS,
 ) -> go.Figure:
     """W^Q_i, W^K_i, W^V_i side by side as (d_model x d_head) heatmaps on one symmetric scale (clipped at the 99th
     percentile of all their entries, so a few large ones do not wash the rest out) with one colour bar: rows are
-    the input's dimensions, columns the head's."""
+    the input's dimensions, columns the head's. Past `cells` entries in all (None: never), each is drawn as block means
+    (blocks.fewest_within: the fewest entries a block, rows averaged first), the title and hover saying so."""
     from plotly.subplots import make_subplots  # only this figure needs subplots
 
     limit = float(np.percentile(np.abs(np.concatenate([m.ravel() for m in matrices])), 99)) or 1.0
+    n_rows, n_cols = matrices[0].shape
+    f_r, f_c = (1, 1) if cells is None else blocks.fewest_within(n_rows, n_cols, cells // len(matrices))
+    rows, cols = _block_names(n_rows, f_r), _block_names(n_cols, f_c)
+    value = "%{z:.5f}" if f_r * f_c == 1 else "mean of these entries %{z:.5f}"
     figure = make_subplots(rows=1, cols=len(matrices), subplot_titles=list(names), horizontal_spacing=0.06)
     for i, matrix in enumerate(matrices, start=1):
         figure.add_trace(
             go.Heatmap(
-                z=matrix,
+                z=blocks.block_means(matrix, f_r, f_c),
                 **style.diverging(limit),
                 showscale=i == len(matrices),
-                hovertemplate=f"{names[i - 1]}<br>row %{{y}} (input dim)<br>column %{{x}} (head dim)<br>%{{z:.5f}}"
-                "<extra></extra>",
+                hovertemplate=f"{names[i - 1]}<br>row{'s' * (f_r > 1)} %{{y}} (input dim)<br>"
+                f"column{'s' * (f_c > 1)} %{{x}} (head dim)<br>{value}<extra></extra>",
+                **({} if rows is None else {"y": rows}),
+                **({} if cols is None else {"x": cols}),
             ),
             row=1,
             col=i,
         )
         figure.update_yaxes(autorange="reversed", title_text="input dimension" if i == 1 else None, row=1, col=i)
         figure.update_xaxes(title_text="head dimension", row=1, col=i)
+        if cols is not None:  # a block's dimensions by name ("0-7"): a category each, in order
+            figure.update_xaxes(type="category", row=1, col=i)
+        if rows is not None:  # the same input dimensions in all three: named once, at the left (wider than numbers)
+            figure.update_yaxes(type="category", showticklabels=i == 1, row=1, col=i)
+    if f_r * f_c > 1:
+        title = f"{title}; {blocks_note(n_rows, n_cols, f_r, f_c)}"
     figure.update_layout(title={"text": title}, height=height, margin={"l": 10, "r": 10, "t": 80, "b": 10})
     return figure
+
+
+def _block_names(n: int, f: int) -> list[str] | None:
+    """Each block's dimensions ('0-7', the last what is left), or None when every dimension is its own (f = 1)."""
+    if f == 1:
+        return None
+    ends = blocks.edges(n, f)
+    return [f"{a}-{b - 1}" if b - 1 > a else str(a) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+
+
+def blocks_note(n_rows: int, n_cols: int, f_r: int, f_c: int) -> str:
+    """What a cell of projection_matrices is when it is not one entry, with the true block size."""
+    rows = f"{f_r} input dimensions" if f_r > 1 else "one input dimension"
+    cols = f"{f_c} head dimensions" if f_c > 1 else "one head dimension"
+    short = [name for name, n, f in (("row", n_rows, f_r), ("column", n_cols, f_c)) if n % f]
+    last = f" (the last {' and '.join(short)} of cells average fewer)" if short else ""
+    return f"each cell the mean of {f_r * f_c} entries: {rows} x {cols}{last}"

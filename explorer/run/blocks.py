@@ -56,3 +56,14 @@ def thumbnails(weights: np.ndarray, cells: int = THUMBNAIL) -> np.ndarray:
 def every_layer(layers: Iterable[np.ndarray], cells: int = THUMBNAIL) -> np.ndarray:
     """Each layer's heads (H, Tq, Tk), one layer at a time, -> (L, H, tq, tk) thumbnails (thumbnails)."""
     return np.stack([thumbnails(weights, cells) for weights in layers])
+
+
+def fewest_within(n_rows: int, n_cols: int, cells: int) -> tuple[int, int]:
+    """Block sizes (rows, columns) for a (n_rows, n_cols) matrix drawn as at most `cells` block means: the fewest
+    entries a block (every entry its own cell when the matrix fits), and of blocks as small, the one that averages
+    rows (the input dimensions) and keeps columns whole (the head's dimensions, which the strips under it draw)."""
+    for size in range(1, n_rows * n_cols + 1):
+        for f_r in range(size, 0, -1):
+            if size % f_r == 0 and -(-n_rows // f_r) * -(-n_cols // (size // f_r)) <= max(1, cells):
+                return f_r, size // f_r
+    return n_rows, n_cols

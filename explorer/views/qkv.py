@@ -15,12 +15,12 @@ from attention_explorer.explorer.figures.labels import markdown_literal, positio
 from attention_explorer.explorer.figures.walkthrough import (
     masked_scores,
     per_key_bars,
-    projection_matrices,
     vector_strip,
 )
 from attention_explorer.explorer.lesson import wording
 from attention_explorer.explorer.lesson.wording import scaling_note
 from attention_explorer.explorer.run import forward, positions, walkthrough
+from attention_explorer.explorer.views import qkv_matrices
 from attention_explorer.explorer.views.chart import chart
 from attention_explorer.explorer.views.current import Chosen, focus_start, sidebar_family
 from attention_explorer.explorer.views.frame import answer_box, predict, presenting
@@ -33,6 +33,7 @@ from attention_explorer.explorer.views.pickers import (
     pick_layer,
     pick_token,
 )
+from attention_explorer.explorer.views.qkv_matrices import key_value_head, sharing_text
 from attention_explorer.models.anatomy import describe
 
 SHOWN = 8  # values of a long vector shown inline; all of them are in the download
@@ -140,33 +141,7 @@ def projections(f: Focus, matrices: bool = False, number: int = 1) -> None:
         heading, equation = st.columns([2, 3], vertical_alignment="center")  # one line: the figure on the screen
         heading.subheader(f"{number}. The head's own W^Q, W^K, W^V")
         equation.latex(formula)
-        w = forward.head_projections(loaded, s.kind, s.layer, head)
-        kv = key_value_head(config, head)
-        kv_name = f"head {head + 1}" if len(s.sharing) == 1 else f"key/value head {kv + 1}"
-        chart(
-            projection_matrices(
-                [w.w_q, w.w_k, w.w_v],
-                [f"W^Q (head {head + 1})", *(f"W^{m} ({kv_name})" for m in "KV")],
-                f"Layer {s.layer + 1}, head {head + 1}: {config.d_model} rows (input dimensions) x {s.d_head} columns "
-                "(the head's)",
-                height=320,
-            ),
-            "qkv_matrices",
-            view=f.view,
-        )
-        layer_matrix = "d_model x d_model" if config.d_model == s.d_model else f"{config.d_model} x {s.d_model}"
-        st.caption(
-            (
-                f"Each is a slice of the layer's {layer_matrix} matrix: this head owns columns "
-                f"{head * s.d_head} to {(head + 1) * s.d_head - 1}"
-                if len(s.sharing) == 1
-                else f"W^Q is columns {head * s.d_head} to {(head + 1) * s.d_head - 1} of the layer's {layer_matrix} "
-                f"matrix; W^K and W^V are the {s.d_head} columns of key/value head "
-                f"{s.sharing[0] // len(s.sharing) + 1} in matrices of d_model x {s.d_model // len(s.sharing)} "
-                f"({sharing_text(s.sharing)})"
-            )
-            + ". One colour scale for all three, clipped at the 99th percentile of their entries."
-        )
+        qkv_matrices.draw(loaded, s, f.view)
         number += 1
     st.subheader(f"{number}. The input row")
     st.markdown(f"x = {s.x_query_source}, row {s.query}: `{preview(s.x_query)}`")
@@ -258,20 +233,6 @@ def projection_formula(
             rf"\end{{aligned}}{shapes}"
         )
     return rf"q = {term('Q', 'x')},\; k_j = {term('K', 'x_j')},\; v_j = {term('V', 'x_j')}{shapes}"
-
-
-def key_value_head(config, head: int) -> int:
-    """The key/value head query head `head` reads, from 0 (itself without grouped-query attention)."""
-    return head // (config.n_heads // describe(config).kv_heads)
-
-
-def sharing_text(sharing: tuple[int, ...]) -> str:
-    """Which query heads share one key/value head (grouped-query attention), counted from 1."""
-    heads = ", ".join(str(h + 1) for h in sharing[:-1]) + f" and {sharing[-1] + 1}"
-    return (
-        f"Grouped-query attention: query heads {heads} share one key/value head, so they read the very same keys "
-        "and values and differ only in their queries"
-    )
 
 
 def score_formula(s) -> str:
