@@ -38,7 +38,7 @@ LIMITS = (0.1, 200.0)  # no observation moves a pace beyond these
 # Python's own work on one core (a GGUF file's fields and names read by transformers): its own calibration, since a
 # busy machine slows it less than the threaded products above (one thread keeps a core where two wait for both)
 PYTHON_ROUNDS = 20_000  # names built, looked up and sorted, each calibration
-PYTHON_SECONDS = 0.0085  # their time at pace 1 (a quiet 2-core machine, load 0.4-1.9, 2026-11-29)
+PYTHON_SECONDS = 0.0042  # their time at pace 1 (median of 15, a quiet 2-core machine, load 0.3, 2026-11-29)
 PYTHON_FOR = 300.0  # seconds a Python calibration is kept before the next estimate makes another
 PRIOR = 0.3  # the weight that holds the two paces near their level where the runs seen do not tell them apart (only
 # long runs seen), beside each observation's weight of 1
