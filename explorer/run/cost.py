@@ -273,8 +273,9 @@ def most_tokens(config: TransformerConfig, room: int, rows: int = 1, logits: boo
 # 14.8 s to load at pace 1.04, 1.32e-7; under cProfile, 26.8 s in all: 10 s in gguf's reader building the fields, 7 s
 # in its tensor name map, 2 s converting the weights). Python's work on one core slows less on a busy machine than
 # the calibration's threaded products: under a load of 4-6 it took 22.4 s where the calibration said 125 s, and 75 s
-# under a load of 10 when it read about 28, so it goes at Python's own pace (pace.python_pace); memory 1.25 -> 1.76 GB.
-# From a safetensors folder it only reads them (GPT-2-sized: a second or two on a busy machine)
+# under a load of 10 when it read about 28, so it goes at Python's own pace (pace.python_pace): at that pace, on a
+# quiet machine (load 0.5-1.3, `python -m bench estimates checks`), 14.6 s where 16.1 s was estimated; memory
+# 1.25 -> 1.76 GB. From a safetensors folder it only reads them (GPT-2-sized: a second or two on a busy machine)
 GGUF_SECONDS_PER_PARAMETER = 1.2e-7
 FOLDER_SECONDS_PER_PARAMETER = 1e-9
 REFERENCE_BYTES_PER_PARAMETER = 3.8  # its float32 weights (4 bytes) less what the conversion shares: 0.51 GB / 135 M
