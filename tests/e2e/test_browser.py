@@ -118,8 +118,10 @@ def test_training_in_the_browser_can_be_stopped_and_explored(server, page):
     step = int(stopped.text_content().split("at training step ")[1].split()[0])
     assert 50 <= step < STEPS
     # the snapshot's cross-attention map names every token of the watched sentence on both axes
-    page.wait_for_function(f"() => ({TOKEN_MAPS})().some(m => m.xticks.length)", timeout=TIMEOUT_MS)
-    snapshots = page.evaluate(TOKEN_MAPS)
+    # read in the same instant the wait saw them drawn: a rerun after Stop may redraw the maps between two reads
+    every = "maps.length && maps.every(m => m.xticks.length) && maps"
+    drawn = f"() => {{ const maps = ({TOKEN_MAPS})(); return {every}; }}"
+    snapshots = page.wait_for_function(drawn, timeout=TIMEOUT_MS).json_value()
     assert snapshots and all(len(m["xticks"]) == m["x"] and len(m["yticks"]) == m["y"] for m in snapshots), snapshots
     with rerun(page):
         page.get_by_role("button", name="Explore it in the other pages").click()
