@@ -33,13 +33,20 @@ THROUGHPUT_ROUNDS = 4  # a (256, 1,024) x (1,024, 1,024) product and a softmax o
 THROUGHPUT_SECONDS = 0.016  # their time at pace 1
 REPEATS = 5  # each calibration the median of five: one pause does not set a process's first estimates
 RUNS = 9  # the observations the paces are fitted to
-OBSERVED_AFTER = 0.005  # a block shorter than this at the fitted rates says more of Python's own work than of either
+# a block shorter than this at the fitted rates says more of the work around it than of either pace: a page's first
+# run of MiniLM over 64 tokens (0.047 s) took 0.06-0.16 s in the page (its admission, bar, Streamlit's messages), and
+# that one run, observed, set the pace a 2.6 s reveal was said at (about 6 s for 3.1 s; issue 50)
+OBSERVED_AFTER = 0.1
 LIMITS = (0.1, 200.0)  # no observation moves a pace beyond these
 # Python's own work on one core (a GGUF file's fields and names read by transformers): its own calibration, since a
 # busy machine slows it less than the threaded products above (one thread keeps a core where two wait for both)
 PYTHON_ROUNDS = 20_000  # names built, looked up and sorted, each calibration
 PYTHON_SECONDS = 0.0042  # their time at pace 1 (median of 15, a quiet 2-core machine, load 0.3, 2026-11-29)
 PYTHON_FOR = 300.0  # seconds a Python calibration is kept before the next estimate makes another
+# calibrations run and not counted first: after a moment idle a core ran them 1.1-2.5x slower (40 calibrations, each
+# after 50 ms asleep: medians of 5 from 1.13 to 2.51, 1.6 typical; after 10 discarded, 1.01 to 1.33), where a load's
+# seconds of work run on a busy core (the SmolLM2 GGUF's said about 30 s for 12.7 s from one cold calibration)
+PYTHON_WARM = 10
 PRIOR = 0.3  # the weight that holds the two paces near their level where the runs seen do not tell them apart (only
 # long runs seen), beside each observation's weight of 1
 
@@ -135,11 +142,13 @@ def python_seconds() -> float:
 
 
 def python_pace() -> float:
-    """How much longer than at pace 1 Python's own one-core work takes here now: the median of REPEATS calibrations,
-    kept PYTHON_FOR seconds (a page that says a load's estimate twice says the same)."""
+    """How much longer than at pace 1 Python's own one-core work takes here now: the median of REPEATS calibrations
+    after PYTHON_WARM uncounted, kept PYTHON_FOR seconds (a page that says a load's estimate twice says the same)."""
     with _lock:
         if _python and time.monotonic() - _python[0][1] < PYTHON_FOR:
             return _python[0][0]
+    for _ in range(PYTHON_WARM):
+        python_seconds()
     found = _bounded(statistics.median(python_seconds() for _ in range(REPEATS)) / PYTHON_SECONDS)
     with _lock:
         _python[:] = [(found, time.monotonic())]

@@ -4,6 +4,8 @@ corpus's digest, never its texts."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
@@ -42,7 +44,8 @@ def test_pasted_lines_run_on_a_click_and_the_grid_is_the_runs_own(minilm):
     texts = [*TEXTS, "a text only this test runs"]  # not kept by another test: the click is needed
     at = pasted(texts)
     assert not charts(at)  # nothing runs before the click, which says its estimate
-    assert any("That takes about" in plain(i.value) for i in at.info)
+    said = r"That takes (under a second|about \d+ s) on this server"  # cost.about: a few texts take under a second
+    assert any(re.match(said, plain(i.value)) for i in at.info), [i.value for i in at.info]
     at.button(key="corpus_run").click().run()
     assert not at.exception, at.exception
     direct = corpus.run(minilm, corpus_input.prepare(minilm, corpus_input.from_lines("\n".join(texts)), 128))

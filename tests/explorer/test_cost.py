@@ -20,7 +20,8 @@ def test_what_would_keep_a_page_past_4_s_asks_and_one_more_minilm_run_does_not(m
 
 
 def test_about_says_seconds_minutes_or_hours():
-    assert [cost.about(s) for s in (0.2, 7.4, 21, 200, 3200, 3 * 3600)] == [
+    assert [cost.about(s) for s in (0.2, 1.2, 7.4, 21, 200, 3200, 3 * 3600)] == [
+        "under a second",
         "about 1 s",
         "about 7 s",
         "about 20 s",
