@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# as the app runs (app.py, attention_explorer/cli.py): OpenMP threads sleep between regions, which makes each of a
+# run's many small operations wait for its threads to wake; a bench with spinning threads timed runs the app never makes
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def main(argv: list[str] | None = None) -> int:

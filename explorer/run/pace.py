@@ -7,7 +7,8 @@ parts, because a busy machine may slow two kinds of work unalike:
 
 A fresh process starts both at one calibration (`calibrate`: a product and a softmax large enough to be bound by their
 work); then every admitted run that ends says what it took against its two parts (`observe`, from admission.Gate),
-and the two paces are fitted to the last RUNS of them (`fit`). An estimate is a `Seconds`: a float, its two parts at
+and the two paces are fitted to the last RUNS of them (`fit`), each kept KEPT_FOR seconds (a calibration as well, made
+again once older with no run since). An estimate is a `Seconds`: a float, its two parts at
 the fitted rates kept beside it so that the run it admits can be observed.
 
 Why no latency calibration of its own: one was tried (small products, (3, 384) x (384, 1,536), each bound by its
@@ -19,6 +20,7 @@ calibrations, a fresh estimate from both calibrations missed by a factor of exp(
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import threading
@@ -32,6 +34,9 @@ from dataclasses import dataclass
 THROUGHPUT_ROUNDS = 4  # a (256, 1,024) x (1,024, 1,024) product and a softmax over (8, 256, 256) weights, each round
 THROUGHPUT_SECONDS = 0.016  # their time at pace 1
 REPEATS = 5  # each calibration the median of five: one pause does not set a process's first estimates
+# calibrations run first and not counted: a server idle while a class answers read 1-4x (median about 2) on its next
+# page, whose runs then went at 1.1x (a reveal said about 8 s for 2.3 s)
+WARM = 3
 RUNS = 9  # the observations the paces are fitted to
 # a block shorter than this at the fitted rates says more of the work around it than of either pace: a page's first
 # run of MiniLM over 64 tokens (0.047 s) took 0.06-0.16 s in the page (its admission, bar, Streamlit's messages), and
@@ -47,6 +52,10 @@ PYTHON_FOR = 300.0  # seconds a Python calibration is kept before the next estim
 # after 50 ms asleep: medians of 5 from 1.13 to 2.51, 1.6 typical; after 10 discarded, 1.01 to 1.33), where a load's
 # seconds of work run on a busy core (the SmolLM2 GGUF's said about 30 s for 12.7 s from one cold calibration)
 PYTHON_WARM = 10
+# seconds a calibration or an observed run says this process's pace: a server's load comes and goes, and one
+# calibrated while pip installed beside it said 2.4x for the rest of its life ("about 7 s" for a 2.9 s reveal, with no
+# run long enough to observe since); older runs are dropped, and with none left the next estimate calibrates again
+KEPT_FOR = 120.0
 PRIOR = 0.3  # the weight that holds the two paces near their level where the runs seen do not tell them apart (only
 # long runs seen), beside each observation's weight of 1
 
@@ -110,8 +119,8 @@ def _restored(value: float, fixed: float, work: float) -> Seconds:
     return made
 
 
-_observed: deque[tuple[float, float, float]] = deque(maxlen=RUNS)  # (fixed, work, took)
-_calibrated: list[Pace] = []
+_observed: deque[tuple[float, float, float, float]] = deque(maxlen=RUNS)  # (fixed, work, took, when observed)
+_calibrated: list[tuple[Pace, float]] = []  # (the calibration, when made; inf: given by forget, kept)
 _fitted: list[Pace] = []  # the fit to _observed, once made
 _python: list[tuple[float, float]] = []  # (pace, when measured)
 _lock = threading.Lock()
@@ -147,29 +156,56 @@ def python_pace() -> float:
     with _lock:
         if _python and time.monotonic() - _python[0][1] < PYTHON_FOR:
             return _python[0][0]
-    for _ in range(PYTHON_WARM):
-        python_seconds()
-    found = _bounded(statistics.median(python_seconds() for _ in range(REPEATS)) / PYTHON_SECONDS)
+    collecting = gc.isenabled()
+    gc.disable()  # the collector's pass over what a process holds then (after a few reveals: 1.7x) is not the load's
+    try:
+        for _ in range(PYTHON_WARM):
+            python_seconds()
+        found = _bounded(statistics.median(python_seconds() for _ in range(REPEATS)) / PYTHON_SECONDS)
+    finally:
+        if collecting:
+            gc.enable()
     with _lock:
         _python[:] = [(found, time.monotonic())]
     return found
 
 
 def calibrate() -> Pace:
-    """This machine's pace now, the median of REPEATS calibrations, for both parts (until runs say more)."""
+    """This machine's pace now, the median of REPEATS calibrations after WARM uncounted, for both parts (until runs
+    say more)."""
+    for _ in range(WARM):
+        throughput_seconds()
     found = _bounded(statistics.median(throughput_seconds() for _ in range(REPEATS)) / THROUGHPUT_SECONDS)
     found = Pace(found, found)
     with _lock:
-        _calibrated[:] = [found]
-        _fitted[:] = [fit(list(_observed), found)] if _observed else []
+        _calibrated[:] = [(found, time.monotonic())]
+        _fitted[:] = [fit(_runs(), found)] if _observed else []
     return found
 
 
 def now() -> Pace:
-    """This process's pace: the fit to its last runs, or before any, the calibration's (made on the first call)."""
+    """This process's pace: the fit to its last runs, or without any in the last KEPT_FOR seconds, the calibration's
+    (made on the first call, and again once older than KEPT_FOR)."""
     with _lock:
-        found = _fitted[0] if _fitted else _calibrated[0] if _calibrated else None
+        _expire(time.monotonic())
+        found = _fitted[0] if _fitted else _calibrated[0][0] if _calibrated else None
     return found if found is not None else calibrate()
+
+
+def _expire(clock: float) -> None:
+    """Drop the runs observed KEPT_FOR seconds ago or more (refitting to the rest), then, with none left, a calibration
+    as old (the next estimate makes another). Called holding _lock."""
+    if _observed and clock - _observed[0][3] >= KEPT_FOR:
+        while _observed and clock - _observed[0][3] >= KEPT_FOR:
+            _observed.popleft()
+        _fitted[:] = [fit(_runs(), _calibrated[0][0])] if _observed and _calibrated else []
+    if _calibrated and not _observed and clock - _calibrated[0][1] >= KEPT_FOR:
+        _calibrated.clear()
+
+
+def _runs() -> list[tuple[float, float, float]]:
+    """The observed runs as fit takes them: (fixed, work, took)."""
+    return [(fixed, work, took) for fixed, work, took, _ in _observed]
 
 
 def observe(estimate: float, took: float) -> None:
@@ -179,8 +215,8 @@ def observe(estimate: float, took: float) -> None:
         return
     prior = now()
     with _lock:
-        _observed.append((estimate.fixed, estimate.work, took))
-        _fitted[:] = [fit(list(_observed), _calibrated[0] if _calibrated else prior)]
+        _observed.append((estimate.fixed, estimate.work, took, time.monotonic()))
+        _fitted[:] = [fit(_runs(), _calibrated[0][0] if _calibrated else prior)]
 
 
 def forget(calibrated: float | Pace | None = None) -> None:
@@ -191,7 +227,7 @@ def forget(calibrated: float | Pace | None = None) -> None:
     with _lock:
         _observed.clear()
         _fitted.clear()
-        _calibrated[:] = [] if calibrated is None else [calibrated]
+        _calibrated[:] = [] if calibrated is None else [(calibrated, math.inf)]
         _python.clear()
 
 
