@@ -34,8 +34,8 @@ from dataclasses import dataclass
 THROUGHPUT_ROUNDS = 4  # a (256, 1,024) x (1,024, 1,024) product and a softmax over (8, 256, 256) weights, each round
 THROUGHPUT_SECONDS = 0.016  # their time at pace 1
 REPEATS = 5  # each calibration the median of five: one pause does not set a process's first estimates
-# calibrations run first and not counted: a server idle while a class answers read 1-4x (median about 2) on its next
-# page, whose runs then went at 1.1x (a reveal said about 8 s for 2.3 s)
+# calibrations run first and not counted: a server idle while a class answers read 0.9-3.9x (medians 1.7 and 1.9) on
+# its next page, whose runs then went at 1.1x (a reveal said about 8 s; the bench times that click at 2.0-2.5 s)
 WARM = 3
 RUNS = 9  # the observations the paces are fitted to
 # a block shorter than this at the fitted rates says more of the work around it than of either pace: a page's first
@@ -159,9 +159,7 @@ def python_pace() -> float:
     collecting = gc.isenabled()
     gc.disable()  # the collector's pass over what a process holds then (after a few reveals: 1.7x) is not the load's
     try:
-        for _ in range(PYTHON_WARM):
-            python_seconds()
-        found = _bounded(statistics.median(python_seconds() for _ in range(REPEATS)) / PYTHON_SECONDS)
+        found = _measured(python_seconds, PYTHON_WARM, PYTHON_SECONDS)
     finally:
         if collecting:
             gc.enable()
@@ -170,12 +168,18 @@ def python_pace() -> float:
     return found
 
 
+def _measured(timed, warm: int, unit: float) -> float:
+    """A calibration's pace: `timed()` run `warm` times uncounted, then the median of REPEATS over its time at pace 1
+    (`unit`), within LIMITS."""
+    for _ in range(warm):
+        timed()
+    return _bounded(statistics.median(timed() for _ in range(REPEATS)) / unit)
+
+
 def calibrate() -> Pace:
     """This machine's pace now, the median of REPEATS calibrations after WARM uncounted, for both parts (until runs
     say more)."""
-    for _ in range(WARM):
-        throughput_seconds()
-    found = _bounded(statistics.median(throughput_seconds() for _ in range(REPEATS)) / THROUGHPUT_SECONDS)
+    found = _measured(throughput_seconds, WARM, THROUGHPUT_SECONDS)
     found = Pace(found, found)
     with _lock:
         _calibrated[:] = [(found, time.monotonic())]

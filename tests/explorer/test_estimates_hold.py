@@ -127,18 +127,24 @@ def test_an_admitted_run_reports_what_it_estimated(monkeypatch):
     assert len(seen) == 1
 
 
-def test_a_fresh_process_calibrates_once_on_its_own_machine(monkeypatch):
-    """The first estimate times the calibration (this machine's own work, so it holds on another CPU), once, after
-    WARM uncounted (a server idle while a class answers read 1-4x on its first ones): later estimates reuse it until
-    runs say more."""
+def counted_calls(monkeypatch, name: str) -> list[float]:
+    """pace's calibration `name` run for real, each time it returns kept in the list returned, in call order."""
     calls: list[float] = []
-    real = pace.throughput_seconds
+    real = getattr(pace, name)
 
     def counted() -> float:
         calls.append(real())
         return calls[-1]
 
-    monkeypatch.setattr(pace, "throughput_seconds", counted)
+    monkeypatch.setattr(pace, name, counted)
+    return calls
+
+
+def test_a_fresh_process_calibrates_once_on_its_own_machine(monkeypatch):
+    """The first estimate times the calibration (this machine's own work, so it holds on another CPU), once, after
+    WARM uncounted (a server idle while a class answers read 1-4x on its first ones): later estimates reuse it until
+    runs say more."""
+    calls = counted_calls(monkeypatch, "throughput_seconds")
     pace.forget()
     first = pace.now()
     each = pace.WARM + pace.REPEATS  # the calls a calibration makes: WARM run first, not counted
@@ -211,14 +217,7 @@ def test_pythons_pace_is_the_median_of_its_real_calibrations(monkeypatch):
     """Python's pace times its own work here (so it holds on another CPU): the median of REPEATS real calibrations
     over PYTHON_SECONDS, after PYTHON_WARM not counted (a core waking from idle runs the first slower), made once and
     then reused."""
-    calls: list[float] = []
-    real = pace.python_seconds
-
-    def counted() -> float:
-        calls.append(real())
-        return calls[-1]
-
-    monkeypatch.setattr(pace, "python_seconds", counted)
+    calls = counted_calls(monkeypatch, "python_seconds")
     pace.forget()
     found = pace.python_pace()
     assert len(calls) == pace.PYTHON_WARM + pace.REPEATS and all(c > 0 for c in calls)
